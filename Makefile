@@ -1,0 +1,61 @@
+# coil: one plain Makefile.  `make demo` runs the main job, `make test` the tests.
+CC      ?= gcc
+OPT     ?= -O2
+CFLAGS  ?= $(OPT) -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread -fPIC \
+           -Iinclude -I. -fno-strict-aliasing
+LDLIBS  += -ljansson -lsqlite3 -lcrypto -ldl -lm -pthread
+B       ?= build
+
+COMMON_SRC  := $(wildcard common/*.c)
+CODEGEN_SRC := $(wildcard codegen/*.c)
+CACHE_SRC   := $(wildcard cache/*.c)
+CLIENT_SRC  := $(filter-out client/cli.c,$(wildcard client/*.c))
+LIB_SRC     := $(COMMON_SRC) $(CODEGEN_SRC) $(CACHE_SRC) $(CLIENT_SRC)
+LIB_OBJ     := $(LIB_SRC:%.c=$(B)/%.o)
+TEST_SRC    := $(wildcard tests/test_*.c)
+TEST_BIN    := $(TEST_SRC:tests/%.c=$(B)/tests/%)
+
+.PHONY: all deps test demo asan ubsan clean check-tests
+all: $(B)/coil $(TEST_BIN)
+
+deps:
+	@sh deploy/install-deps.sh
+
+$(B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(B)/libcoil.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/coil: $(B)/client/cli.o $(B)/libcoil.a
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/tests/%: $(B)/tests/%.o $(B)/libcoil.a
+	$(CC) $(CFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
+
+# Every suite, then one line "N passed, N failed".
+test: deps
+	$(MAKE) all
+	@B=$(B) sh tests/run.sh
+
+check-tests: all
+	@B=$(B) sh tests/run.sh
+
+asan:
+	$(MAKE) B=build-asan OPT="-O1" CFLAGS="-O1 -g -fsanitize=address -fno-omit-frame-pointer" \
+		check-tests
+
+ubsan:
+	$(MAKE) B=build-ubsan OPT="-O1" CFLAGS="-O1 -g -fsanitize=undefined -fno-sanitize-recover=all" \
+		check-tests
+
+demo: deps all
+	@B=$(B) sh examples/demo.sh
+
+clean:
+	rm -rf build build-asan build-ubsan
+
+-include $(LIB_OBJ:.o=.d) $(B)/client/cli.d $(TEST_BIN:=.d)
