@@ -1,5 +1,5 @@
 # coil: one plain Makefile.  `make demo` runs the main job, `make test` the tests.
-CC      ?= gcc
+CC      = gcc
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread -fPIC \

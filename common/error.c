@@ -25,6 +25,7 @@ int coil_err_prefix(coil_err *e, const char *fmt, ...)
 	vsnprintf(pre, sizeof pre, fmt, ap);
 	va_end(ap);
 	memcpy(old, e->msg, sizeof old);
-	snprintf(e->msg, sizeof e->msg, "%s: %s", pre, old);
+	if (snprintf(e->msg, sizeof e->msg, "%s: %s", pre, old) >= (int)sizeof e->msg)
+		memcpy(e->msg + sizeof e->msg - 4, "...", 4);
 	return -1;
 }

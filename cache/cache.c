@@ -1,0 +1,319 @@
+/* Opening and closing a cache, keys and paths, and reconciling the index with
+ * the files on disk.  Storing lives in cache_store.c, looking up in
+ * cache_lookup.c, checking in cache_verify.c, per-key locks in cache_lock.c. */
+#include "cache/cache_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int cache_key_valid(const char *key)
+{
+	if (!key)
+		return 0;
+	for (int i = 0; i < CACHE_KEY_HEX; i++) {
+		char ch = key[i];
+		if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f')))
+			return 0; /* also stops at a short key's NUL */
+	}
+	return key[CACHE_KEY_HEX] == '\0';
+}
+
+int cache_check_key(const char *key, coil_err *err)
+{
+	if (cache_key_valid(key))
+		return 0;
+	if (!key)
+		return coil_errf(err, "invalid cache key (null): want 64 lowercase hex digits");
+	/* Quote at most 80 characters, with anything unprintable shown as '?'. */
+	char shown[81];
+	size_t n = 0;
+	for (; key[n] && n < 80; n++)
+		shown[n] = (key[n] >= 0x20 && key[n] < 0x7f) ? key[n] : '?';
+	shown[n] = '\0';
+	return coil_errf(err, "invalid cache key \"%s%s\" (%zu chars): want 64 lowercase hex digits",
+			 shown, key[n] ? "..." : "", strlen(key));
+}
+
+int cache_path(const coil_cache *c, const char *sub, char *buf, size_t cap, coil_err *err)
+{
+	int n = snprintf(buf, cap, "%s/%s", c->dir, sub);
+	if (n < 0 || (size_t)n >= cap)
+		return coil_errf(err, "cache path too long: %s/%s", c->dir, sub);
+	return 0;
+}
+
+int cache_fan_path(const coil_cache *c, const char *key, char *buf, size_t cap, coil_err *err)
+{
+	int n = snprintf(buf, cap, "%s/objects/%.2s", c->dir, key);
+	if (n < 0 || (size_t)n >= cap)
+		return coil_errf(err, "cache path too long under %s", c->dir);
+	return 0;
+}
+
+int cache_obj_path(const coil_cache *c, const char *key, const char *ext, char *buf, size_t cap,
+		   coil_err *err)
+{
+	int n = snprintf(buf, cap, "%s/objects/%.2s/%s%s", c->dir, key, key, ext);
+	if (n < 0 || (size_t)n >= cap)
+		return coil_errf(err, "cache path too long under %s", c->dir);
+	return 0;
+}
+
+const char *cache_dir(const coil_cache *c)
+{
+	return c ? c->dir : NULL;
+}
+
+/* $XDG_CACHE_HOME/coil if that is set to an absolute path (the XDG spec says
+ * to ignore relative ones), else $HOME/.cache/coil.  malloc'd. */
+static char *default_dir(coil_err *err)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME");
+	const char *home = getenv("HOME");
+	char buf[PATH_MAX];
+	int n;
+	if (xdg && xdg[0] == '/')
+		n = snprintf(buf, sizeof buf, "%s/coil", xdg);
+	else if (home && home[0])
+		n = snprintf(buf, sizeof buf, "%s/.cache/coil", home);
+	else {
+		coil_errf(err, "cache: no directory given and neither XDG_CACHE_HOME nor HOME is set");
+		return NULL;
+	}
+	if (n < 0 || (size_t)n >= sizeof buf) {
+		coil_errf(err, "cache: default directory path too long");
+		return NULL;
+	}
+	char *d = strdup(buf);
+	if (!d)
+		coil_errf(err, "cache: out of memory");
+	return d;
+}
+
+int cache_open(const char *dir, uint64_t budget_bytes, coil_cache **out, coil_err *err)
+{
+	*out = NULL;
+	coil_cache *c = calloc(1, sizeof *c);
+	if (!c)
+		return coil_errf(err, "cache: out of memory");
+	c->budget = budget_bytes;
+	if (dir) {
+		if (!dir[0]) {
+			free(c);
+			return coil_errf(err, "cache: empty directory name");
+		}
+		c->dir = strdup(dir);
+		if (!c->dir) {
+			free(c);
+			return coil_errf(err, "cache: out of memory");
+		}
+		/* Trailing slashes would double up in every path we build. */
+		for (size_t n = strlen(c->dir); n > 1 && c->dir[n - 1] == '/'; n--)
+			c->dir[n - 1] = '\0';
+	} else if (!(c->dir = default_dir(err))) {
+		free(c);
+		return -1;
+	}
+
+	char path[PATH_MAX];
+	static const char *const subdirs[] = {"objects", "tmp", "locks"};
+	if (cache_fs_mkdirs(c->dir, err) != 0)
+		goto fail;
+	for (size_t i = 0; i < sizeof subdirs / sizeof subdirs[0]; i++)
+		if (cache_path(c, subdirs[i], path, sizeof path, err) != 0 ||
+		    cache_fs_mkdir(path, NULL, err) != 0)
+			goto fail;
+	if (cache_db_open(c, err) != 0 || cache_reconcile(c, err) != 0)
+		goto fail;
+	*out = c;
+	return 0;
+fail:
+	coil_err_prefix(err, "cache_open %s", c->dir);
+	cache_close(c);
+	return -1;
+}
+
+void cache_close(coil_cache *c)
+{
+	if (!c)
+		return;
+	if (c->db)
+		sqlite3_close_v2(c->db);
+	free(c->dir);
+	free(c);
+}
+
+/* ---- Reconcile ---- */
+
+int cache_keys_add(cache_keys *l, const char *key, coil_err *err)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 16;
+		void *p = realloc(l->keys, cap * sizeof *l->keys);
+		if (!p)
+			return coil_errf(err, "cache: out of memory");
+		l->keys = p;
+		l->cap = cap;
+	}
+	memcpy(l->keys[l->n++], key, CACHE_KEY_HEX + 1);
+	return 0;
+}
+
+/* Does path exist as a regular file of exactly size bytes? */
+static int file_has_size(const char *path, int64_t size)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == size;
+}
+
+/* Rows whose artifact or graph file is missing or has the wrong size. */
+static int find_broken_rows(coil_cache *c, cache_keys *bad, coil_err *err)
+{
+	sqlite3_stmt *st;
+	if (cache_db_prepare(c, &st, "SELECT key, size, graph_size FROM entries", err) != 0)
+		return -1;
+	int rc, ret = 0;
+	char so[PATH_MAX], graph[PATH_MAX];
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *key = (const char *)sqlite3_column_text(st, 0);
+		if (!cache_key_valid(key))
+			continue; /* cannot happen through this API; never a file name */
+		if (cache_obj_path(c, key, ".so", so, sizeof so, err) != 0 ||
+		    cache_obj_path(c, key, ".graph", graph, sizeof graph, err) != 0) {
+			ret = -1;
+			break;
+		}
+		if (!file_has_size(so, sqlite3_column_int64(st, 1)) ||
+		    !file_has_size(graph, sqlite3_column_int64(st, 2))) {
+			if (cache_keys_add(bad, key, err) != 0) {
+				ret = -1;
+				break;
+			}
+		}
+	}
+	if (ret == 0 && rc != SQLITE_DONE)
+		ret = cache_db_fail(c, "scanning entries", err);
+	sqlite3_finalize(st);
+	return ret;
+}
+
+/* If name is "<key>.so" or "<key>.graph" with a valid key, copy the key out. */
+static int object_key(const char *name, char key[CACHE_KEY_HEX + 1])
+{
+	size_t n = strlen(name);
+	if (n <= CACHE_KEY_HEX)
+		return 0;
+	if (strcmp(name + CACHE_KEY_HEX, ".so") != 0 && strcmp(name + CACHE_KEY_HEX, ".graph") != 0)
+		return 0;
+	memcpy(key, name, CACHE_KEY_HEX);
+	key[CACHE_KEY_HEX] = '\0';
+	return cache_key_valid(key);
+}
+
+/* Delete object files that have no row.  Files not named like ours are left
+ * alone: whatever put them there did not do it through this module. */
+static int remove_orphans(coil_cache *c, coil_err *err)
+{
+	char objects[PATH_MAX];
+	if (cache_path(c, "objects", objects, sizeof objects, err) != 0)
+		return -1;
+	DIR *top = opendir(objects);
+	if (!top)
+		return coil_errf(err, "cannot open %s: %s", objects, strerror(errno));
+	sqlite3_stmt *has;
+	if (cache_db_prepare(c, &has, "SELECT 1 FROM entries WHERE key = ?1", err) != 0) {
+		closedir(top);
+		return -1;
+	}
+	int ret = 0;
+	struct dirent *fan;
+	while (ret == 0 && (fan = readdir(top))) {
+		const char *fn = fan->d_name;
+		if (strlen(fn) != 2 || !strchr("0123456789abcdef", fn[0]) ||
+		    !strchr("0123456789abcdef", fn[1]))
+			continue;
+		char fanpath[PATH_MAX];
+		int n = snprintf(fanpath, sizeof fanpath, "%s/%s", objects, fn);
+		if (n < 0 || (size_t)n >= sizeof fanpath)
+			continue;
+		DIR *d = opendir(fanpath);
+		if (!d)
+			continue; /* not a directory, or gone */
+		struct dirent *e;
+		while (ret == 0 && (e = readdir(d))) {
+			char key[CACHE_KEY_HEX + 1];
+			if (!object_key(e->d_name, key) || memcmp(key, fn, 2) != 0)
+				continue;
+			sqlite3_reset(has);
+			sqlite3_bind_text(has, 1, key, -1, SQLITE_STATIC);
+			int rc = sqlite3_step(has);
+			if (rc == SQLITE_DONE) {
+				char path[PATH_MAX];
+				int n = snprintf(path, sizeof path, "%s/%s", fanpath, e->d_name);
+				if (n > 0 && (size_t)n < sizeof path)
+					cache_fs_unlink(path);
+			} else if (rc != SQLITE_ROW) {
+				ret = cache_db_fail(c, "looking up an object file's row", err);
+			}
+		}
+		closedir(d);
+	}
+	sqlite3_finalize(has);
+	closedir(top);
+	return ret;
+}
+
+/* Delete regular files in DIR/tmp not modified for CACHE_STALE_TMP_SECONDS:
+ * younger ones may belong to a store in progress in another process. */
+static int remove_stale_tmp(coil_cache *c, coil_err *err)
+{
+	char tmp[PATH_MAX];
+	if (cache_path(c, "tmp", tmp, sizeof tmp, err) != 0)
+		return -1;
+	DIR *d = opendir(tmp);
+	if (!d)
+		return coil_errf(err, "cannot open %s: %s", tmp, strerror(errno));
+	int64_t cutoff = cache_now() - CACHE_STALE_TMP_SECONDS;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char path[PATH_MAX];
+		int n = snprintf(path, sizeof path, "%s/%s", tmp, e->d_name);
+		struct stat st;
+		if (n < 0 || (size_t)n >= sizeof path || lstat(path, &st) != 0)
+			continue;
+		if (S_ISREG(st.st_mode) && (int64_t)st.st_mtime < cutoff)
+			cache_fs_unlink(path);
+	}
+	closedir(d);
+	return 0;
+}
+
+int cache_reconcile(coil_cache *c, coil_err *err)
+{
+	cache_keys bad = {0};
+	if (cache_db_begin(c, err) != 0)
+		return -1;
+	int ret = find_broken_rows(c, &bad, err);
+	for (size_t i = 0; ret == 0 && i < bad.n; i++)
+		ret = cache_db_drop(c, bad.keys[i], err);
+	if (ret == 0)
+		ret = remove_orphans(c, err);
+	if (ret == 0)
+		ret = cache_db_commit(c, err);
+	if (ret != 0)
+		cache_db_rollback(c);
+	free(bad.keys);
+	if (ret == 0)
+		ret = remove_stale_tmp(c, err);
+	if (ret == 0)
+		ret = cache_locks_cleanup(c, err);
+	return ret;
+}

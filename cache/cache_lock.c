@@ -1,0 +1,108 @@
+/* Per-key compile locks: flock on DIR/locks/<key>.lock.  flock locks belong
+ * to an open file description, so two handles in one process exclude each
+ * other just as two processes do.
+ *
+ * Lock files that nobody holds are deleted by cache_reconcile().  That is safe
+ * because a locker, once it holds the lock, checks that the file it locked is
+ * still the one at the path; if the file was unlinked meanwhile it starts
+ * over, so two lockers never hold locks on different files for one key. */
+#include "cache/cache_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Is the file open as fd still the one at path? */
+static int still_linked(int fd, const char *path)
+{
+	struct stat a, b;
+	return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+static int lock_key(coil_cache *c, const char *key, int nonblock, int *fd_out, coil_err *err)
+{
+	const char *fn = nonblock ? "cache_trylock_key" : "cache_lock_key";
+	*fd_out = -1;
+	if (cache_check_key(key, err) != 0)
+		return coil_err_prefix(err, "%s", fn);
+	char path[PATH_MAX];
+	int n = snprintf(path, sizeof path, "%s/locks/%s.lock", c->dir, key);
+	if (n < 0 || (size_t)n >= sizeof path)
+		return coil_errf(err, "%s: path too long under %s", fn, c->dir);
+	for (;;) {
+		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (fd < 0)
+			return coil_errf(err, "%s: cannot open %s: %s", fn, path, strerror(errno));
+		int rc;
+		while ((rc = flock(fd, LOCK_EX | (nonblock ? LOCK_NB : 0))) != 0 && errno == EINTR)
+			;
+		if (rc != 0) {
+			int e = errno;
+			close(fd);
+			if (nonblock && e == EWOULDBLOCK)
+				return 1;
+			return coil_errf(err, "%s: cannot lock %s: %s", fn, path, strerror(e));
+		}
+		if (still_linked(fd, path)) {
+			*fd_out = fd;
+			return 0;
+		}
+		close(fd); /* a cleanup removed it while we waited: take the new one */
+	}
+}
+
+int cache_lock_key(coil_cache *c, const char *key, int *fd_out, coil_err *err)
+{
+	return lock_key(c, key, 0, fd_out, err);
+}
+
+int cache_trylock_key(coil_cache *c, const char *key, int *fd_out, coil_err *err)
+{
+	return lock_key(c, key, 1, fd_out, err);
+}
+
+void cache_unlock_key(int fd)
+{
+	if (fd < 0)
+		return;
+	flock(fd, LOCK_UN);
+	close(fd);
+}
+
+int cache_locks_cleanup(coil_cache *c, coil_err *err)
+{
+	char locks[PATH_MAX];
+	if (cache_path(c, "locks", locks, sizeof locks, err) != 0)
+		return -1;
+	DIR *d = opendir(locks);
+	if (!d)
+		return coil_errf(err, "cannot open %s: %s", locks, strerror(errno));
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char key[CACHE_KEY_HEX + 1], path[PATH_MAX];
+		if (strlen(e->d_name) != CACHE_KEY_HEX + 5 ||
+		    strcmp(e->d_name + CACHE_KEY_HEX, ".lock") != 0)
+			continue;
+		memcpy(key, e->d_name, CACHE_KEY_HEX);
+		key[CACHE_KEY_HEX] = '\0';
+		int n = snprintf(path, sizeof path, "%s/%s", locks, e->d_name);
+		if (!cache_key_valid(key) || n < 0 || (size_t)n >= sizeof path)
+			continue;
+		int fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		/* Unlink only while holding the lock, so no holder loses it. */
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0 && still_linked(fd, path))
+			cache_fs_unlink(path);
+		close(fd);
+	}
+	closedir(d);
+	return 0;
+}

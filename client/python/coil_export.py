@@ -1,0 +1,949 @@
+#!/usr/bin/python3
+"""Export a PyTorch (1.13) module to a coil graph (docs/graph-format.md).
+
+    export(module, example_inputs, outdir) writes
+        graph.json           the coil graph (ATen ops, positional args in schema order;
+                         MemoryFormat args as strings, Device/Layout as null)
+        weights.safetensors  every param (state_dict entries and large captured constants)
+        inputs.safetensors   the example inputs, keyed by input name
+        outputs.safetensors  the eager outputs (original module, torch.no_grad()), output0..
+
+CLI (run with Debian's /usr/bin/python3, where torch lives):
+    coil_export.py MODEL OUTDIR [--batch N] [--dynamic-batch] [--seed S] [--size PX]
+                                [--d-model D] [--seq L] [--no-coil-check]
+    MODEL: torchvision:<name> | transformer:<layers> | mlp
+
+Tracing: module.eval(); functorch functionalize(remove="mutations") + make_fx, with grad mode
+on and float params requiring grad, so PyTorch's fused inference fast paths
+(_transformer_encoder_layer_fwd, _native_multi_head_attention) are not taken.
+
+Normalization applied to the traced graph:
+  * no-op aliases are dropped (detach, alias, lift_fresh(_copy)): uses see the input;
+  * aten._reshape_alias(x, size, stride) and aten._unsafe_view(x, size) -> aten.view(x, size)
+    (both are exactly `view` in 1.13);
+  * functionalization's view copies (view_copy, transpose_copy, ...) -> the plain view op;
+  * in-place ops (relu_, add_, ...) -> their out-of-place forms (a fallback; functionalize
+    normally removes them);
+  * dead nodes are dropped; unused results of multi-result ops are null.
+Anything that is not an aten op, produces an unsupported dtype, or is missing from
+`$COIL info --ops` (when that command works) raises UnsupportedOpsError naming every op.
+"""
+import argparse
+import collections
+import json
+import math
+import operator
+import os
+import subprocess
+import sys
+
+_here = os.path.dirname(os.path.abspath(__file__))
+if _here not in sys.path:
+    sys.path.insert(0, _here)
+import coil_safetensors  # noqa: E402
+
+import torch  # noqa: E402
+
+GRAPH_FORMAT = "coil-graph"
+GRAPH_VERSION = 1
+MAX_CONST_ELEMS = 4096
+
+DTYPE_NAMES = {
+    torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16", torch.float64: "f64",
+    torch.int64: "i64", torch.int32: "i32", torch.int8: "i8", torch.uint8: "u8", torch.bool: "bool",
+}
+NAME_DTYPES = {v: k for k, v in DTYPE_NAMES.items()}
+
+# ops whose result is (for a pure value graph) their first argument
+ALIAS_OPS = {
+    "aten.detach.default", "aten.alias.default", "aten.lift_fresh.default",
+    "aten.lift_fresh_copy.default",
+}
+# aten.clone stays: in eager it also makes a tensor contiguous, which a following
+# aten.view may rely on.
+
+MEMORY_FORMATS = {
+    torch.contiguous_format: "contiguous_format", torch.preserve_format: "preserve_format",
+    torch.channels_last: "channels_last", torch.channels_last_3d: "channels_last_3d",
+}
+
+
+class ExportError(Exception):
+    pass
+
+
+class UnsupportedOpsError(ExportError):
+    """Raised with .ops = {op name: count} and .reasons = {op name: why}."""
+
+    def __init__(self, ops, reasons):
+        self.ops = dict(ops)
+        self.reasons = dict(reasons)
+        parts = ["%s (x%d: %s)" % (k, self.ops[k], self.reasons.get(k, "unsupported"))
+                 for k in sorted(self.ops)]
+        super().__init__("unsupported ops: " + ", ".join(parts))
+
+
+# ---------------------------------------------------------------- coil's op list
+
+_coil_ops_cache = {}
+
+
+def coil_supported_ops(coil=None):
+    """Set of op names from `$COIL info --ops`, or None when that is unavailable."""
+    coil = coil if coil is not None else os.environ.get("COIL")
+    if not coil or not (os.path.isfile(coil) and os.access(coil, os.X_OK)):
+        return None
+    if coil in _coil_ops_cache:
+        return _coil_ops_cache[coil]
+    ops = None
+    try:
+        p = subprocess.run([coil, "info", "--ops"], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, timeout=30)
+        if p.returncode == 0:
+            found = set()
+            for line in p.stdout.decode("utf-8", "replace").splitlines():
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    name = json.loads(line)["name"]
+                except (ValueError, KeyError, TypeError):
+                    continue
+                found.add(name)
+                if name.count(".") == 1:  # "aten.t" == "aten.t.default"
+                    found.add(name + ".default")
+            ops = found or None
+    except (OSError, subprocess.SubprocessError):
+        ops = None
+    _coil_ops_cache[coil] = ops
+    return ops
+
+
+# ---------------------------------------------------------------- op normalization
+
+def _aten_overload(name, overload):
+    packet = getattr(torch.ops.aten, name, None)
+    if packet is None:
+        return None
+    try:
+        return getattr(packet, overload)
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def _is_view_schema(schema):
+    a = schema.arguments
+    return bool(a) and a[0].alias_info is not None and not a[0].alias_info.is_write
+
+
+def normalize_op(target):
+    """Map an OpOverload to (kind, op): kind 'alias' (result = arg 0), 'view' (aten.view with
+    args[:2]), or 'op' with the OpOverload to emit."""
+    name = str(target)
+    if name in ALIAS_OPS:
+        return "alias", target
+    if name in ("aten._reshape_alias.default", "aten._unsafe_view.default"):
+        return "view", torch.ops.aten.view.default
+    if not name.startswith("aten."):
+        return "op", target
+    base = target._schema.name.split("::", 1)[1]
+    overload = target._overloadname or "default"
+    if base.endswith("_copy") and base != "_copy":
+        op = _aten_overload(base[:-len("_copy")], overload)
+        if op is not None and _is_view_schema(op._schema):
+            return "op", op
+    if base.endswith("_") and not base.endswith("__"):
+        s = target._schema
+        if s.arguments and s.arguments[0].alias_info is not None and s.arguments[0].alias_info.is_write:
+            op = _aten_overload(base[:-1], overload)
+            if op is not None:
+                return "op", op
+    return "op", target
+
+
+# ---------------------------------------------------------------- JSON values
+
+def _json_float(v):
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+class _ArgError(Exception):
+    pass
+
+
+def _tensor_data_json(t):
+    flat = t.detach().reshape(-1)
+    if t.dtype == torch.bool:
+        return [bool(v) for v in flat.tolist()]
+    if t.dtype.is_floating_point:
+        return [_json_float(float(v)) for v in flat.to(torch.float64).tolist()]
+    return [int(v) for v in flat.tolist()]
+
+
+def _shape_json(shape):
+    return [int(d) for d in shape]
+
+
+# ---------------------------------------------------------------- tracing
+
+def _trace(module, inputs, functionalize=True, grad=True):
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    fn = module
+    if functionalize:
+        from functorch.experimental import functionalize as _functionalize
+        fn = _functionalize(module, remove="mutations")
+    with torch.set_grad_enabled(grad):
+        return make_fx(fn)(*inputs)
+
+
+class _Names:
+    def __init__(self):
+        self.used = set()
+
+    def reserve(self, name):
+        if name in self.used:
+            raise ExportError("duplicate value name %r" % name)
+        self.used.add(name)
+        return name
+
+    def fresh(self, base):
+        name = base
+        i = 1
+        while name in self.used:
+            name = "%s_%d" % (base, i)
+            i += 1
+        self.used.add(name)
+        return name
+
+
+def build_graph(gm, module, inputs, input_names, dynamic_batch=False, coil_ops=None):
+    """Turn a make_fx GraphModule into (graph dict, {param name: tensor})."""
+    state = module.state_dict(keep_vars=True)
+    by_id = {}
+    by_ptr = {}
+    for k, v in state.items():
+        by_id.setdefault(id(v), k)
+        if v.numel():
+            by_ptr.setdefault((v.data_ptr(), tuple(v.shape), tuple(v.stride()), v.dtype), k)
+
+    names = _Names()
+    params = collections.OrderedDict()  # name -> tensor
+    for k, v in state.items():
+        params[names.reserve(k)] = v.detach()
+    graph_inputs = []
+    for n, t in zip(input_names, inputs):
+        shape = _shape_json(t.shape)
+        if dynamic_batch and shape:
+            shape[0] = "batch"
+        if t.dtype not in DTYPE_NAMES:
+            raise ExportError("input %r has unsupported dtype %s" % (n, t.dtype))
+        graph_inputs.append({"name": names.reserve(n), "dtype": DTYPE_NAMES[t.dtype], "shape": shape})
+
+    constants = collections.OrderedDict()  # name -> tensor
+    const_by_id = {}
+    value = {}          # fx node -> value name (str) or list of names for multi-result nodes
+    records = []        # emitted nodes
+    multi = {}          # fx node -> record of a multi-result node
+    bad_consts = {}     # constant value name -> why
+    generated = set()   # large captured constants turned into params
+
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(inputs):
+        raise ExportError("traced graph has %d inputs, expected %d" % (len(placeholders), len(inputs)))
+    for ph, inp in zip(placeholders, graph_inputs):
+        value[ph] = inp["name"]
+
+    def conv(v, where):
+        if isinstance(v, torch.fx.Node):
+            r = value.get(v)
+            if r is None:
+                raise _ArgError("%s: uses %s, which has no value" % (where, v.name))
+            if isinstance(r, list):
+                raise _ArgError("%s: uses the result list of %s directly" % (where, v.name))
+            return r
+        if isinstance(v, (list, tuple)):
+            return [conv(x, where) for x in v]
+        if v is None or isinstance(v, (bool, str)):
+            return v
+        if isinstance(v, int):
+            return int(v)
+        if isinstance(v, float):
+            return _json_float(v)
+        if isinstance(v, torch.dtype):
+            if v not in DTYPE_NAMES:
+                raise _ArgError("%s: dtype %s is not supported" % (where, v))
+            return DTYPE_NAMES[v]
+        if isinstance(v, torch.memory_format):
+            return MEMORY_FORMATS.get(v)  # coil ignores it; kept so the graph runs in eager
+        if isinstance(v, (torch.device, torch.layout)):
+            return None
+        raise _ArgError("%s: cannot express argument %r (%s)" % (where, v, type(v).__name__))
+
+    def node_dtypes(fxnode):
+        tm = fxnode.meta.get("tensor_meta")
+        if tm is None:
+            return []
+        if hasattr(tm, "dtype"):  # TensorMetadata is itself a NamedTuple
+            return [tm.dtype]
+        if isinstance(tm, (list, tuple)):
+            return [getattr(x, "dtype", None) for x in tm]
+        return [getattr(tm, "dtype", None)]
+
+    def fx_deps(node):
+        deps = []
+        torch.fx.node.map_arg((node.args, node.kwargs), lambda n: deps.append(n))
+        return [value[d] for d in deps if isinstance(value.get(d), str)]
+
+    def scalar_const(v):
+        if isinstance(v, bool):
+            t = torch.tensor(v, dtype=torch.bool)
+        elif isinstance(v, int):
+            t = torch.tensor(v, dtype=torch.int64)
+        else:
+            t = torch.tensor(float(v), dtype=torch.float32)
+        cname = names.fresh("_scalar")
+        constants[cname] = t
+        return cname
+
+    def bad_record(node, opname, why):
+        # keeps the value's dependencies so dead-code removal treats it like any node
+        rec = {"op": opname, "args": fx_deps(node), "kwargs": {}, "bad": why,
+               "outputs": [names.fresh(node.name)]}
+        records.append(rec)
+        value[node] = rec["outputs"][0]
+
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            continue
+        if node.op == "get_attr":
+            t = getattr(gm, node.target)
+            if not isinstance(t, torch.Tensor):
+                raise ExportError("get_attr %s is not a tensor" % node.target)
+            pname = by_id.get(id(t))
+            if pname is None and t.numel():
+                pname = by_ptr.get((t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype))
+            if pname is not None:
+                value[node] = pname
+                continue
+            if id(t) in const_by_id:
+                value[node] = const_by_id[id(t)]
+                continue
+            cname = names.fresh(node.target)
+            const_by_id[id(t)] = cname
+            value[node] = cname
+            if t.dtype not in DTYPE_NAMES:
+                bad_consts[cname] = "captured constant %s has dtype %s" % (
+                    node.target, str(t.dtype).replace("torch.", ""))
+            elif t.numel() <= MAX_CONST_ELEMS:
+                constants[cname] = t.detach().clone()
+            else:
+                params[cname] = t.detach().clone()
+                generated.add(cname)
+            continue
+        if node.op == "output":
+            continue
+        if node.op != "call_function":
+            bad_record(node, "%s:%s" % (node.op, node.target), "not an ATen op call")
+            continue
+
+        target = node.target
+        if target is operator.getitem:
+            parent, idx = node.args
+            rec = multi.get(parent)
+            if rec is None:
+                if isinstance(value.get(parent), str):  # result of an unsupported call
+                    value[node] = value[parent]
+                    continue
+                raise ExportError("getitem on %s, which has no multiple results" % parent.name)
+            name = names.fresh(node.name)
+            while len(rec["outputs"]) <= idx:
+                rec["outputs"].append(None)
+            rec["outputs"][idx] = name
+            value[node] = name
+            continue
+
+        if not isinstance(target, torch._ops.OpOverload):
+            opname = getattr(target, "__module__", None) or ""
+            opname = (opname + "." if opname else "") + (getattr(target, "__name__", None) or str(target))
+            bad_record(node, opname, "not an ATen op")
+            continue
+
+        kind, op = normalize_op(target)
+        opname = str(op)
+        where = "%s (%s)" % (node.name, opname)
+        if kind == "alias":
+            src = node.args[0] if node.args else node.kwargs.get("self")
+            value[node] = value[src]
+            continue
+        why = None if opname.startswith("aten.") else "not an aten op"
+        inplace_why = _inplace_problem(node) if why is None and _mutates_first_arg(target) else None
+        schema = op._schema
+        try:
+            if kind == "view":
+                args = [conv(node.args[0], where), conv(node.args[1], where)]
+                kwargs = {}
+            else:
+                args, kwargs = _place_args(schema, node, where)
+                op, args, kwargs = _scalars_in_tensor_args(op, args, kwargs, scalar_const)
+                opname, schema = str(op), op._schema
+                args = [conv(v, where) for v in args]
+                kwargs = {k: conv(v, where) for k, v in kwargs.items()}
+        except _ArgError as e:
+            why = why or str(e)
+            args, kwargs = fx_deps(node), {}
+        for fx in [node] + [u for u in node.users if u.target is operator.getitem]:
+            for dt in node_dtypes(fx):
+                if why is None and dt is not None and dt not in DTYPE_NAMES:
+                    why = "produces %s" % str(dt).replace("torch.", "")
+        rec = {"op": opname, "args": args, "kwargs": kwargs, "bad": why}
+        if inplace_why:
+            # a mutation that renaming cannot express: reported even if its result is unused
+            rec.update(op=str(target), bad=inplace_why, root=True)
+        returns = schema.returns
+        if len(returns) != 1 or str(returns[0].type).startswith("List["):
+            n_out = len(returns)
+            if len(returns) == 1:  # Tensor[]: as many results as getitems make_fx emitted
+                idxs = [u.args[1] for u in node.users if u.target is operator.getitem]
+                n_out = max(idxs) + 1 if idxs else 0
+            rec["outputs"] = [None] * n_out
+            multi[node] = rec
+            value[node] = []
+        else:
+            rec["outputs"] = [names.fresh(node.name)]
+            value[node] = rec["outputs"][0]
+        records.append(rec)
+
+    out_node = next(n for n in gm.graph.nodes if n.op == "output")
+    flat_out, _ = torch.utils._pytree.tree_flatten(out_node.args[0])
+    graph_outputs = []
+    for o in flat_out:
+        if not isinstance(o, torch.fx.Node) or not isinstance(value.get(o), str):
+            raise ExportError("graph output %r is not a tensor" % (o,))
+        graph_outputs.append(value[o])
+
+    # liveness: keep records that (transitively) feed the outputs
+    producer = {}
+    for rec in records:
+        for nm in rec["outputs"]:
+            if nm is not None:
+                producer[nm] = rec
+
+    def refs(v, acc):
+        if isinstance(v, str):
+            acc.append(v)
+        elif isinstance(v, list):
+            for x in v:
+                refs(x, acc)
+        elif isinstance(v, dict):
+            for x in v.values():
+                refs(x, acc)
+        return acc
+
+    used = set()
+    live = set()
+    stack = list(graph_outputs)
+    stack += [nm for rec in records if rec.get("root") for nm in rec["outputs"] if nm]
+    while stack:
+        nm = stack.pop()
+        if nm in used:
+            continue
+        used.add(nm)
+        rec = producer.get(nm)
+        if rec is not None and id(rec) not in live:
+            live.add(id(rec))
+            stack.extend(refs(rec["args"], []) + refs(rec["kwargs"], []))
+
+    nodes = []
+    bad = collections.Counter()
+    reasons = {}
+    for rec in records:
+        if id(rec) not in live:
+            continue
+        if rec["bad"]:
+            bad[rec["op"]] += 1
+            reasons.setdefault(rec["op"], rec["bad"])
+        outs = [nm if (nm is not None and nm in used) else None for nm in rec["outputs"]]
+        j = {"id": "n%d" % len(nodes), "op": rec["op"], "args": rec["args"]}
+        if rec["kwargs"]:
+            j["kwargs"] = rec["kwargs"]
+        j["outputs"] = outs
+        nodes.append(j)
+    for cname, why in bad_consts.items():
+        if cname in used:
+            bad["constant " + cname] += 1
+            reasons.setdefault("constant " + cname, why)
+    if coil_ops is not None:
+        for j in nodes:
+            if j["op"] not in coil_ops and j["op"] not in bad:
+                bad[j["op"]] += sum(1 for k in nodes if k["op"] == j["op"])
+                reasons[j["op"]] = "not in `coil info --ops`"
+    if bad:
+        raise UnsupportedOpsError(bad, reasons)
+
+    used_consts = [k for k in constants if k in used]
+    for k in generated - used:
+        del params[k]
+    graph = collections.OrderedDict([
+        ("format", GRAPH_FORMAT),
+        ("version", GRAPH_VERSION),
+        ("inputs", graph_inputs),
+        ("params", [{"name": k, "dtype": _dtype_name(v, k), "shape": _shape_json(v.shape)}
+                    for k, v in params.items()]),
+        ("constants", [{"name": k, "dtype": _dtype_name(constants[k], k),
+                        "shape": _shape_json(constants[k].shape),
+                        "data": _tensor_data_json(constants[k])} for k in used_consts]),
+        ("nodes", nodes),
+        ("outputs", graph_outputs),
+    ])
+    return graph, params
+
+
+def _dtype_name(t, name):
+    if t.dtype not in DTYPE_NAMES:
+        raise ExportError("%r has unsupported dtype %s" % (name, t.dtype))
+    return DTYPE_NAMES[t.dtype]
+
+
+def _is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, torch.fx.Node)
+
+
+def _mutates_first_arg(target):
+    a = target._schema.arguments
+    return bool(a) and a[0].alias_info is not None and a[0].alias_info.is_write
+
+
+def _inplace_problem(node):
+    """Why renaming the in-place op `node` to its out-of-place form would change the result
+    (None when it is exact). make_fx makes later uses refer to the in-place op's own result,
+    so the rename is exact when the mutated tensor is a fresh op result (not an input, param,
+    constant or view) that no view aliases."""
+    chain = [node]
+    src = node.args[0] if node.args else None
+    while True:
+        if not isinstance(src, torch.fx.Node) or src.op != "call_function":
+            return "in-place update of an input, param or constant"
+        t = src.target
+        if t is operator.getitem:
+            parent = src.args[0]
+            pt = getattr(parent, "target", None)
+            if isinstance(pt, torch._ops.OpOverload) and pt._schema.arguments and \
+                    pt._schema.arguments[0].alias_info is not None:
+                return "in-place update of a view"
+            if not isinstance(pt, torch._ops.OpOverload):
+                return "in-place update of a value from a non-ATen call"
+            break
+        if not isinstance(t, torch._ops.OpOverload):
+            return "in-place update of a value from a non-ATen call"
+        if _mutates_first_arg(t) or normalize_op(t)[0] == "alias":
+            chain.append(src)
+            src = src.args[0] if src.args else None
+            continue
+        if _is_view_schema(t._schema) or normalize_op(t)[0] == "view":
+            return "in-place update of a view"
+        break
+    chain.append(src)
+    members = set(chain)
+    for c in chain:
+        for u in c.users:
+            ut = u.target
+            if u in members or not isinstance(ut, torch._ops.OpOverload) or not u.users:
+                continue  # a view nothing reads (e.g. autograd's detach) observes nothing
+            if _is_view_schema(ut._schema) or normalize_op(ut)[0] == "view":
+                return "in-place update of a tensor that a view aliases"
+    return None
+
+
+def _scalars_in_tensor_args(op, args, kwargs, make_const):
+    """make_fx records e.g. aten.div.Tensor(x, 4.0): a Python number where the schema says
+    Tensor. Use the op's Scalar overload when it has one (div.Tensor -> div.Scalar, which is
+    what eager does with a wrapped number), else turn the number into a 0-dim constant."""
+    schema = op._schema
+    types = schema_arg_types(schema)
+    pos = [a for a in schema.arguments if not a.kwarg_only]
+    spots = [i for i, (a, v) in enumerate(zip(pos, args))
+             if types.get(a.name, "").startswith("Tensor") and _is_number(v)]
+    kspots = [k for k, v in kwargs.items()
+              if types.get(k, "").startswith("Tensor") and _is_number(v)]
+    if not spots and not kspots:
+        return op, args, kwargs
+    overload = op._overloadname or "default"
+    if "Tensor" in overload and not kspots:
+        alt = _aten_overload(schema.name.split("::", 1)[1], overload.replace("Tensor", "Scalar"))
+        if alt is not None:
+            at = schema_arg_types(alt._schema)
+            if (set(at) == set(types)
+                    and all(at[pos[i].name].startswith("Scalar") for i in spots)
+                    and all(at[k].startswith("Tensor") for k, v in types.items()
+                            if v.startswith("Tensor") and k not in [pos[i].name for i in spots])):
+                # same argument names; re-place them (add.Tensor's kwarg-only alpha is
+                # positional in add.Scalar)
+                byname = dict(zip([a.name for a in pos], args))
+                byname.update(kwargs)
+                apos = [a for a in alt._schema.arguments if not a.kwarg_only]
+                last = max([i for i, a in enumerate(apos) if a.name in byname], default=-1)
+                nargs = []
+                for a in apos[:last + 1]:
+                    if a.name in byname:
+                        nargs.append(byname[a.name])
+                    elif a.has_default_value():
+                        nargs.append(a.default_value)
+                    else:
+                        break
+                else:
+                    nkw = {a.name: byname[a.name] for a in alt._schema.arguments
+                           if a.kwarg_only and a.name in byname}
+                    return alt, nargs, nkw
+    args = list(args)
+    for i in spots:
+        args[i] = make_const(args[i])
+    kwargs = dict(kwargs)
+    for k in kspots:
+        kwargs[k] = make_const(kwargs[k])
+    return op, args, kwargs
+
+
+def _place_args(schema, node, where):
+    """Raw (unconverted) positional args in schema order, gaps filled with defaults, and
+    kwarg-only args by name (left out where they are None/device/layout at a None default)."""
+    sargs = schema.arguments
+    positional = [a for a in sargs if not a.kwarg_only]
+    if len(node.args) > len(positional):
+        raise _ArgError("%s: %d positional args, schema has %d" % (where, len(node.args), len(positional)))
+    slots = list(node.args)
+    present = [True] * len(slots)
+    kwargs = {}
+    index = {a.name: i for i, a in enumerate(positional)}
+    for k, v in node.kwargs.items():
+        if k in index:
+            i = index[k]
+            while len(slots) <= i:
+                slots.append(None)
+                present.append(False)
+            slots[i] = v
+            present[i] = True
+        else:
+            a = next((a for a in sargs if a.name == k), None)
+            if a is None:
+                raise _ArgError("%s: unknown keyword argument %r" % (where, k))
+            if ((v is None or isinstance(v, (torch.device, torch.layout)))
+                    and a.has_default_value() and a.default_value is None):
+                continue
+            kwargs[k] = v
+    args = []
+    for i, (v, p) in enumerate(zip(slots, present)):
+        if p:
+            args.append(v)
+        else:
+            a = positional[i]
+            if not a.has_default_value():
+                raise _ArgError("%s: argument %r missing" % (where, a.name))
+            args.append(a.default_value)
+    return args, kwargs
+
+
+# ---------------------------------------------------------------- export
+
+def _as_tuple(example_inputs):
+    if isinstance(example_inputs, torch.Tensor):
+        return (example_inputs,)
+    return tuple(example_inputs)
+
+
+def export(module, example_inputs, outdir, dynamic_batch=False, input_names=None,
+           check_coil=True, coil=None, functionalize=True, grad=True, write=True):
+    """Export `module` called on `example_inputs` to `outdir`; returns the graph dict.
+
+    check_coil: compare the ops with `$COIL info --ops` (or `coil`) when that works.
+    grad: trace with grad mode on and float params requiring grad (avoids fused fast paths).
+    """
+    inputs = _as_tuple(example_inputs)
+    for t in inputs:
+        if not isinstance(t, torch.Tensor):
+            raise ExportError("example inputs must be tensors, got %s" % type(t).__name__)
+    if input_names is None:
+        input_names = ["x"] if len(inputs) == 1 else ["input%d" % i for i in range(len(inputs))]
+    if len(input_names) != len(inputs):
+        raise ExportError("%d input names for %d inputs" % (len(input_names), len(inputs)))
+    module.eval()
+
+    with torch.no_grad():
+        eager = module(*inputs)
+    eager_flat, _ = torch.utils._pytree.tree_flatten(eager)
+    for o in eager_flat:
+        if not isinstance(o, torch.Tensor):
+            raise ExportError("module returned a %s; only tensors can be outputs" % type(o).__name__)
+
+    saved = [(p, p.requires_grad) for p in module.parameters()]
+    try:
+        if grad:
+            for p, _ in saved:
+                if p.is_floating_point():
+                    p.requires_grad_(True)
+        try:
+            gm = _trace(module, inputs, functionalize=functionalize, grad=grad)
+        except Exception as e:  # noqa: BLE001
+            if not functionalize:
+                raise
+            # e.g. "functorch functions ... do not support the use of autograd.Function":
+            # trace without functionalization; in-place ops are then renamed where that is
+            # exact and reported where it is not (see _inplace_problem).
+            try:
+                gm = _trace(module, inputs, functionalize=False, grad=grad)
+            except Exception:
+                raise e
+    finally:
+        for p, rg in saved:
+            p.requires_grad_(rg)
+
+    coil_ops = coil_supported_ops(coil) if check_coil else None
+    graph, params = build_graph(gm, module, inputs, input_names, dynamic_batch, coil_ops)
+    if len(graph["outputs"]) != len(eager_flat):
+        raise ExportError("traced graph has %d outputs, eager module %d" % (
+            len(graph["outputs"]), len(eager_flat)))
+    if write:
+        os.makedirs(outdir, exist_ok=True)
+        with open(os.path.join(outdir, "graph.json"), "w") as f:
+            f.write(dumps_graph(graph))
+        coil_safetensors.save(params, os.path.join(outdir, "weights.safetensors"),
+                              metadata={"format": "pt"})
+        coil_safetensors.save(dict(zip(input_names, inputs)),
+                              os.path.join(outdir, "inputs.safetensors"))
+        coil_safetensors.save({"output%d" % i: o for i, o in enumerate(eager_flat)},
+                              os.path.join(outdir, "outputs.safetensors"))
+    return graph
+
+
+def dumps_graph(graph):
+    """graph.json text: one input/param/constant/node per line."""
+    def one(v):
+        return json.dumps(v, separators=(", ", ": "), allow_nan=False)
+    lines = ["{"]
+    items = list(graph.items())
+    for i, (k, v) in enumerate(items):
+        end = "," if i + 1 < len(items) else ""
+        if isinstance(v, list) and v:
+            lines.append(" %s: [" % one(k))
+            lines.extend("  %s%s" % (one(e), "," if j + 1 < len(v) else "") for j, e in enumerate(v))
+            lines.append(" ]" + end)
+        else:
+            lines.append(" %s: %s%s" % (one(k), one(v), end))
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def op_schemas(graph):
+    """{op name: schema string} for the ops of a graph."""
+    out = {}
+    for n in graph["nodes"]:
+        name = n["op"]
+        if name in out:
+            continue
+        parts = name.split(".")
+        op = getattr(getattr(torch.ops, parts[0]), parts[1])
+        op = getattr(op, parts[2] if len(parts) > 2 else "default")
+        out[name] = str(op._schema)
+    return out
+
+
+# ---------------------------------------------------------------- reference evaluation
+
+def _resolve_op(name):
+    parts = name.split(".")
+    packet = getattr(getattr(torch.ops, parts[0]), parts[1])
+    return getattr(packet, parts[2] if len(parts) > 2 else "default")
+
+
+def eval_graph(graph, weights, inputs):
+    """Run a coil graph with PyTorch's own ATen ops (a reference for tests).
+
+    weights/inputs: {name: torch tensor}. Returns the list of output tensors. Dimension
+    expressions in size arguments are not supported here."""
+    env = dict(weights)
+    env.update(inputs)
+    for c in graph.get("constants", []):
+        data = [float(v) if isinstance(v, str) else v for v in c["data"]]
+        env[c["name"]] = torch.tensor(data, dtype=NAME_DTYPES[c["dtype"]]).reshape(c["shape"])
+    pending = list(graph["nodes"])
+    while pending:
+        rest = []
+        for n in pending:
+            op = _resolve_op(n["op"])
+            if not all(r in env for r in _tensor_refs(op._schema, n)):
+                rest.append(n)
+                continue
+            args, kwargs = _from_json_args(op._schema, n.get("args", []), n.get("kwargs", {}), env)
+            r = op(*args, **kwargs)
+            rs = list(r) if isinstance(r, (list, tuple)) else [r]
+            for nm, val in zip(n["outputs"], rs):
+                if nm is not None:
+                    env[nm] = val
+        if len(rest) == len(pending):
+            raise ExportError("graph has undefined references or a cycle at node %s" % rest[0]["id"])
+        pending = rest
+    return [env[o] for o in graph["outputs"]]
+
+
+def schema_arg_types(schema):
+    """{argument name: declared type} from the schema text ("ScalarType?", "SymInt[]", ...);
+    the pybind types say "int" for ScalarType, MemoryFormat and Layout."""
+    text = str(schema)
+    start = text.index("(") + 1
+    depth, i = 1, start
+    while depth:
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        i += 1
+    body = text[start:i - 1]
+    parts, depth, cur = [], 0, ""
+    for ch in body:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    out = {}
+    for p in parts:
+        p = p.strip()
+        if not p or p == "*":
+            continue
+        decl = p.split("=", 1)[0].strip()
+        typ, name = decl.rsplit(" ", 1)
+        out[name] = typ
+    return out
+
+
+def _tensor_refs(schema, n):
+    types = schema_arg_types(schema)
+    pos = [a for a in schema.arguments if not a.kwarg_only]
+    pairs = list(zip([a.name for a in pos], n.get("args", []))) + list(n.get("kwargs", {}).items())
+    out = []
+    for name, v in pairs:
+        if types.get(name, "").startswith("Tensor"):
+            for x in (v if isinstance(v, list) else [v]):
+                if x is not None:
+                    out.append(x)
+    return out
+
+
+def _from_json_args(schema, args, kwargs, env):
+    sargs = schema.arguments
+    types = schema_arg_types(schema)
+
+    def back(a, v):
+        t = types.get(a.name, str(a.type))
+        if v is None:
+            return None
+        if t.startswith("Tensor"):
+            if isinstance(v, list):
+                return [None if x is None else env[x] for x in v]
+            return env[v]
+        if t.startswith("ScalarType"):
+            return NAME_DTYPES[v]
+        if t.startswith("MemoryFormat"):
+            return {v: k for k, v in MEMORY_FORMATS.items()}.get(v)
+        if t.startswith("Layout") or t.startswith("Device"):
+            return None
+        if (t.startswith("float") or t.startswith("Scalar")) and isinstance(v, str):
+            return float(v)
+        return v
+
+    pos = [a for a in sargs if not a.kwarg_only]
+    out_args = [back(a, v) for a, v in zip(pos, args)]
+    out_kwargs = {}
+    for k, v in kwargs.items():
+        a = next(a for a in sargs if a.name == k)
+        out_kwargs[k] = back(a, v)
+    return out_args, out_kwargs
+
+
+# ---------------------------------------------------------------- models for the CLI
+
+def _randomize_bn_stats(module, gen):
+    for m in module.modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats:
+            with torch.no_grad():
+                m.running_mean.copy_(torch.randn(m.running_mean.shape, generator=gen) * 0.1)
+                m.running_var.copy_(torch.rand(m.running_var.shape, generator=gen) + 0.5)
+
+
+def _randomize_zero_weights(module, gen):
+    # e.g. ViT's zero-initialized head, which would make every output 0
+    with torch.no_grad():
+        for p in module.parameters():
+            if p.dim() >= 2 and p.is_floating_point() and not p.any():
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
+
+
+def make_model(spec, batch=1, seed=0, size=224, d_model=64, seq=16, nhead=4, ff=128):
+    """Build (module, example inputs) for a CLI model spec; weights random with `seed`."""
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    if spec.startswith("torchvision:"):
+        import torchvision
+        name = spec.split(":", 1)[1]
+        ctor = getattr(torchvision.models, name, None)
+        if ctor is None or not callable(ctor):
+            raise ExportError("unknown torchvision model %r" % name)
+        kw = {"weights": None}
+        if name in ("inception_v3", "googlenet"):
+            kw["aux_logits"] = False
+            kw["init_weights"] = True
+        m = ctor(**kw)
+        _randomize_bn_stats(m, gen)
+        _randomize_zero_weights(m, gen)
+        x = torch.randn(batch, 3, size, size, generator=gen)
+        return m.eval(), (x,)
+    if spec.startswith("transformer:"):
+        layers = int(spec.split(":", 1)[1])
+        layer = torch.nn.TransformerEncoderLayer(d_model, nhead, ff, batch_first=True)
+        m = torch.nn.TransformerEncoder(layer, layers)
+        x = torch.randn(batch, seq, d_model, generator=gen)
+        return m.eval(), (x,)
+    if spec == "mlp":
+        m = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+        x = torch.randn(batch, 16, generator=gen)
+        return m.eval(), (x,)
+    raise ExportError("unknown model %r (torchvision:<name>, transformer:<layers>, mlp)" % spec)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Export a PyTorch model to a coil graph.")
+    ap.add_argument("model", help="torchvision:<name> | transformer:<layers> | mlp")
+    ap.add_argument("outdir")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--dynamic-batch", action="store_true")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--size", type=int, default=224, help="image size for torchvision models")
+    ap.add_argument("--d-model", type=int, default=64)
+    ap.add_argument("--seq", type=int, default=16)
+    ap.add_argument("--nhead", type=int, default=4)
+    ap.add_argument("--dim-feedforward", type=int, default=128)
+    ap.add_argument("--no-coil-check", action="store_true",
+                    help="do not compare ops with `$COIL info --ops`")
+    a = ap.parse_args(argv)
+    try:
+        m, inputs = make_model(a.model, batch=a.batch, seed=a.seed, size=a.size,
+                               d_model=a.d_model, seq=a.seq, nhead=a.nhead, ff=a.dim_feedforward)
+        g = export(m, inputs, a.outdir, dynamic_batch=a.dynamic_batch,
+                   check_coil=not a.no_coil_check)
+    except ExportError as e:
+        print("coil_export: %s" % e, file=sys.stderr)
+        return 1
+    ops = collections.Counter(n["op"] for n in g["nodes"])
+    print("%s: %d nodes, %d params, %d constants, %d ops -> %s" % (
+        a.model, len(g["nodes"]), len(g["params"]), len(g["constants"]), len(ops), a.outdir))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

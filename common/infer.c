@@ -1,0 +1,1164 @@
+/* Shape and dtype rules.  Each rule reads a node's parsed arguments (aligned
+ * with the ATen schema) and sets its results; errors name node, op and arg. */
+#include "common/infer.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define ARGERR(i, ...) arg_err(g, n, err, i, __VA_ARGS__)
+
+static int arg_err(coil_graph *g, const coil_node *n, coil_err *err, int i, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+static int arg_err(coil_graph *g, const coil_node *n, coil_err *err, int i, const char *fmt, ...)
+{
+	(void)g;
+	char msg[300];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	return node_errf(err, n, "args[%d] '%s': %s", i, op_get(n->op)->args[i].name, msg);
+}
+
+static const char *shp(coil_graph *g, const coil_value *v, char *buf, size_t cap)
+{
+	return shape_format(v->shape, v->rank, &g->syms, buf, cap);
+}
+
+static void set_out(coil_graph *g, coil_node *n, int k, coil_dtype t, int rank, const coil_dim *shape)
+{
+	coil_value *o = node_out(g, n, k);
+	o->dtype = t;
+	o->rank = rank;
+	for (int i = 0; i < rank; i++)
+		o->shape[i] = shape[i];
+}
+
+static int has(const coil_node *n, int i)
+{
+	return n->args[i].kind != ARG_NONE;
+}
+
+/* Wraps a possibly negative dim of an arg into [0, rank). */
+static int wrap_dim(coil_graph *g, coil_node *n, coil_err *err, int argi, int64_t d, int rank, int *out)
+{
+	int r = rank ? rank : 1; /* a scalar accepts dim 0 and -1 */
+	*out = 0;
+	if (d < -r || d >= r)
+		return ARGERR(argi, "dim %lld out of range for rank %d", (long long)d, rank);
+	*out = (int)(d < 0 ? d + r : d);
+	return 0;
+}
+
+static int need_float(coil_graph *g, coil_node *n, coil_err *err, int argi)
+{
+	coil_value *v = node_in(g, n, argi);
+	if (!dtype_is_float(v->dtype))
+		return ARGERR(argi, "dtype %s is not supported (a floating dtype is required)", dtype_name(v->dtype));
+	return 0;
+}
+
+/* Ensures a tensor arg's dims are static (for rules that need numbers). */
+static int need_static(coil_graph *g, coil_node *n, coil_err *err, int argi, int from)
+{
+	coil_value *v = node_in(g, n, argi);
+	for (int i = from; i < v->rank; i++)
+		if (!dim_is_const(&v->shape[i], NULL))
+			return ARGERR(argi, "dim %d must be static here", i);
+	return 0;
+}
+
+static int64_t cdim(const coil_value *v, int i)
+{
+	int64_t x = 0;
+	dim_is_const(&v->shape[i], &x);
+	return x;
+}
+
+int broadcast_shapes(const coil_dim *a, int ra, const coil_dim *b, int rb, coil_dim *out, int *rout,
+		     coil_err *err)
+{
+	int r = ra > rb ? ra : rb;
+	for (int i = 0; i < r; i++) {
+		const coil_dim *da = i < r - ra ? NULL : &a[i - (r - ra)];
+		const coil_dim *db = i < r - rb ? NULL : &b[i - (r - rb)];
+		if (!da || dim_eq_const(da, 1))
+			out[i] = db ? *db : *da;
+		else if (!db || dim_eq_const(db, 1) || dim_eq(da, db))
+			out[i] = *da;
+		else
+			return coil_errf(err, "dim %d does not broadcast", i);
+	}
+	*rout = r;
+	return 0;
+}
+
+/* --- type promotion (c10's ResultTypeState) -------------------------------- */
+
+static int cat_of(int t)
+{
+	return t < 0 ? -1 : t == COIL_BOOL ? 0 : dtype_is_float((coil_dtype)t) ? 2 : 1;
+}
+
+static int prom(int a, int b)
+{
+	if (a < 0)
+		return b;
+	if (b < 0)
+		return a;
+	return dtype_promote((coil_dtype)a, (coil_dtype)b);
+}
+
+static int combine(int higher, int lower)
+{
+	if (cat_of(higher) == 2)
+		return higher;
+	if (higher == COIL_BOOL || cat_of(lower) == 2)
+		return prom(higher, lower);
+	return higher >= 0 ? higher : lower;
+}
+
+int infer_result_type(coil_graph *g, const coil_node *n, const int *idx, int cnt, coil_err *err)
+{
+	int dimr = -1, zeror = -1, wrapr = -1, bad = 0;
+	for (int k = 0; k < cnt; k++) {
+		const coil_arg *a = &n->args[idx[k]];
+		if (a->kind == ARG_TENSOR) {
+			coil_value *v = &g->vals[a->v[0]];
+			int *slot = v->rank ? &dimr : &zeror;
+			*slot = prom(*slot, v->dtype);
+			bad |= *slot < 0;
+		} else if (a->kind == ARG_SCALAR) {
+			wrapr = prom(wrapr, a->is_int ? COIL_I64 : COIL_F32);
+		}
+	}
+	int r = combine(dimr, combine(zeror, wrapr));
+	if (bad || r < 0)
+		return node_errf(err, n, "operand dtypes do not promote to a dtype coil supports");
+	return r;
+}
+
+/* --- rules ------------------------------------------------------------------ */
+
+static int infer_conv(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0), *w = node_in(g, n, 1);
+	char b1[200], b2[200];
+	if (need_float(g, n, err, 0) || need_float(g, n, err, 1))
+		return -1;
+	if (x->rank < 3 || x->rank > 5)
+		return ARGERR(0, "expected rank 3 to 5 (batch, channels, spatial...), got shape %s",
+			      shp(g, x, b1, sizeof b1));
+	int sd = x->rank - 2;
+	if (w->rank != x->rank)
+		return ARGERR(1, "weight shape %s does not match input shape %s", shp(g, w, b1, sizeof b1),
+			      shp(g, x, b2, sizeof b2));
+	if (w->dtype != x->dtype)
+		return ARGERR(1, "dtype %s differs from input dtype %s", dtype_name(w->dtype), dtype_name(x->dtype));
+	if (need_static(g, n, err, 1, 0) || need_static(g, n, err, 0, 1))
+		return -1;
+	int64_t groups = n->args[8].i, transposed = n->args[6].i;
+	if (groups < 1)
+		return ARGERR(8, "groups must be positive");
+	int64_t cin = cdim(x, 1), o0 = cdim(w, 0), o1 = cdim(w, 1);
+	int64_t cout;
+	if (!transposed) {
+		if (o1 * groups != cin || o0 % groups)
+			return ARGERR(1, "weight shape %s does not fit %lld input channels in %lld groups",
+				      shp(g, w, b1, sizeof b1), (long long)cin, (long long)groups);
+		cout = o0;
+	} else {
+		if (o0 != cin || cin % groups)
+			return ARGERR(1, "weight shape %s does not fit %lld input channels in %lld groups",
+				      shp(g, w, b1, sizeof b1), (long long)cin, (long long)groups);
+		cout = o1 * groups;
+	}
+	if (has(n, 2)) {
+		coil_value *b = node_in(g, n, 2);
+		if (b->rank != 1 || !dim_eq_const(&b->shape[0], cout))
+			return ARGERR(2, "bias shape %s, expected [%lld]", shp(g, b, b1, sizeof b1), (long long)cout);
+		if (b->dtype != x->dtype)
+			return ARGERR(2, "dtype %s differs from input dtype", dtype_name(b->dtype));
+	}
+	static const int lists[4] = {3, 4, 5, 7};
+	for (int l = 0; l < 4; l++) {
+		const coil_arg *a = &n->args[lists[l]];
+		if (a->n != 1 && a->n != sd)
+			return ARGERR(lists[l], "expected %d values, got %d", sd, a->n);
+		for (int k = 0; k < a->n; k++)
+			if (a->ints[k] < (l == 0 || l == 2 ? 1 : 0) || a->ints[k] > (1 << 20))
+				return ARGERR(lists[l], "value %lld out of range", (long long)a->ints[k]);
+	}
+	coil_dim out[COIL_MAX_RANK];
+	out[0] = x->shape[0];
+	out[1] = dim_const(cout);
+	for (int i = 0; i < sd; i++) {
+#define LV(ai) (n->args[ai].n == 1 ? n->args[ai].ints[0] : n->args[ai].ints[i])
+		int64_t s = LV(3), p = LV(4), d = LV(5), op = LV(7), k = cdim(w, 2 + i);
+		int64_t in = cdim(x, 2 + i), o;
+		if (!transposed) {
+			int64_t eff = in + 2 * p - d * (k - 1) - 1;
+			if (eff < 0)
+				return ARGERR(0, "spatial dim %d (%lld) is smaller than the dilated kernel (%lld)", i,
+					      (long long)in, (long long)(d * (k - 1) + 1));
+			o = eff / s + 1;
+		} else {
+			if (op >= s && op >= d)
+				return ARGERR(7, "output_padding must be smaller than stride or dilation");
+			o = (in - 1) * s - 2 * p + d * (k - 1) + op + 1;
+			if (o <= 0)
+				return ARGERR(0, "output spatial dim %d would be %lld", i, (long long)o);
+		}
+		out[2 + i] = dim_const(o);
+#undef LV
+	}
+	set_out(g, n, 0, x->dtype, x->rank, out);
+	return 0;
+}
+
+static int matmul_dtypes(coil_graph *g, coil_node *n, coil_err *err, int a, int b)
+{
+	coil_value *x = node_in(g, n, a), *y = node_in(g, n, b);
+	if (need_float(g, n, err, a))
+		return -1;
+	if (x->dtype != y->dtype)
+		return ARGERR(b, "dtype %s differs from %s", dtype_name(y->dtype), dtype_name(x->dtype));
+	return 0;
+}
+
+static int check_inner(coil_graph *g, coil_node *n, coil_err *err, int a, int b, const coil_dim *k1,
+		       const coil_dim *k2)
+{
+	char b1[200], b2[200];
+	if (!dim_eq(k1, k2))
+		return ARGERR(b, "shape %s cannot be multiplied with %s", shp(g, node_in(g, n, b), b2, sizeof b2),
+			      shp(g, node_in(g, n, a), b1, sizeof b1));
+	return 0;
+}
+
+static int infer_mm(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0), *y = node_in(g, n, 1);
+	if (x->rank != 2)
+		return ARGERR(0, "expected a matrix, got rank %d", x->rank);
+	if (y->rank != 2)
+		return ARGERR(1, "expected a matrix, got rank %d", y->rank);
+	if (matmul_dtypes(g, n, err, 0, 1) || check_inner(g, n, err, 0, 1, &x->shape[1], &y->shape[0]))
+		return -1;
+	coil_dim o[2] = {x->shape[0], y->shape[1]};
+	set_out(g, n, 0, x->dtype, 2, o);
+	return 0;
+}
+
+static int infer_bmm(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0), *y = node_in(g, n, 1);
+	if (x->rank != 3)
+		return ARGERR(0, "expected rank 3, got %d", x->rank);
+	if (y->rank != 3)
+		return ARGERR(1, "expected rank 3, got %d", y->rank);
+	if (matmul_dtypes(g, n, err, 0, 1) || check_inner(g, n, err, 0, 1, &x->shape[2], &y->shape[1]))
+		return -1;
+	if (!dim_eq(&x->shape[0], &y->shape[0]))
+		return ARGERR(1, "batch size differs from self's");
+	coil_dim o[3] = {x->shape[0], x->shape[1], y->shape[2]};
+	set_out(g, n, 0, x->dtype, 3, o);
+	return 0;
+}
+
+static int infer_addmm(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *s = node_in(g, n, 0), *x = node_in(g, n, 1), *y = node_in(g, n, 2);
+	if (x->rank != 2)
+		return ARGERR(1, "expected a matrix, got rank %d", x->rank);
+	if (y->rank != 2)
+		return ARGERR(2, "expected a matrix, got rank %d", y->rank);
+	if (matmul_dtypes(g, n, err, 1, 2) || check_inner(g, n, err, 1, 2, &x->shape[1], &y->shape[0]))
+		return -1;
+	if (s->dtype != x->dtype)
+		return ARGERR(0, "dtype %s differs from mat1's %s", dtype_name(s->dtype), dtype_name(x->dtype));
+	coil_dim o[2] = {x->shape[0], y->shape[1]}, bo[COIL_MAX_RANK];
+	int br;
+	if (s->rank > 2 || broadcast_shapes(s->shape, s->rank, o, 2, bo, &br, err) || !dim_eq(&bo[0], &o[0]) ||
+	    !dim_eq(&bo[1], &o[1])) {
+		char b1[200];
+		return ARGERR(0, "shape %s does not broadcast to the product's shape", shp(g, s, b1, sizeof b1));
+	}
+	set_out(g, n, 0, x->dtype, 2, o);
+	return 0;
+}
+
+static int check_vec(coil_graph *g, coil_node *n, coil_err *err, int argi, int rank, const coil_dim *shape,
+		     coil_dtype t)
+{
+	if (!has(n, argi))
+		return 0;
+	coil_value *v = node_in(g, n, argi);
+	char b1[200], b2[200];
+	int ok = v->rank == rank;
+	for (int i = 0; ok && i < rank; i++)
+		ok = dim_eq(&v->shape[i], &shape[i]);
+	if (!ok)
+		return ARGERR(argi, "shape %s, expected %s", shp(g, v, b1, sizeof b1),
+			      shape_format(shape, rank, &g->syms, b2, sizeof b2));
+	if (v->dtype != t && !(dtype_is_float(v->dtype) && dtype_is_float(t)))
+		return ARGERR(argi, "dtype %s does not match input dtype %s", dtype_name(v->dtype), dtype_name(t));
+	return 0;
+}
+
+static int infer_batch_norm(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	if (need_float(g, n, err, 0))
+		return -1;
+	if (x->rank < 2)
+		return ARGERR(0, "expected rank >= 2, got %d", x->rank);
+	if (n->args[5].i)
+		return ARGERR(5, "training mode is not supported (inference only)");
+	if (!has(n, 3) || !has(n, 4))
+		return ARGERR(has(n, 3) ? 4 : 3, "running statistics are required in inference");
+	for (int i = 1; i <= 4; i++)
+		if (check_vec(g, n, err, i, 1, &x->shape[1], x->dtype))
+			return -1;
+	set_out(g, n, 0, x->dtype, x->rank, x->shape);
+	coil_dim z = dim_const(0);
+	for (int k = 1; k < n->nout; k++)
+		set_out(g, n, k, x->dtype, 1, &z);
+	return 0;
+}
+
+static int infer_layer_norm(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	const coil_arg *ns = &n->args[1];
+	char b1[200];
+	if (need_float(g, n, err, 0))
+		return -1;
+	if (ns->n < 1 || ns->n > x->rank)
+		return ARGERR(1, "must have 1 to %d entries", x->rank);
+	int axis = x->rank - ns->n;
+	for (int i = 0; i < ns->n; i++)
+		if (!dim_eq(&ns->dims[i], &x->shape[axis + i]))
+			return ARGERR(1, "does not match the trailing dims of input shape %s", shp(g, x, b1, sizeof b1));
+	if (check_vec(g, n, err, 2, ns->n, ns->dims, x->dtype) || check_vec(g, n, err, 3, ns->n, ns->dims, x->dtype))
+		return -1;
+	set_out(g, n, 0, x->dtype, x->rank, x->shape);
+	coil_dim st[COIL_MAX_RANK];
+	for (int i = 0; i < x->rank; i++)
+		st[i] = i < axis ? x->shape[i] : dim_const(1);
+	for (int k = 1; k < n->nout; k++)
+		set_out(g, n, k, x->dtype, x->rank, st);
+	return 0;
+}
+
+static int infer_softmax(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	int d;
+	if (wrap_dim(g, n, err, 1, n->args[1].i, x->rank, &d))
+		return -1;
+	coil_dtype t = x->dtype;
+	if ((n->op == OP_SOFTMAX || n->op == OP_LOG_SOFTMAX) && has(n, 2))
+		t = (coil_dtype)n->args[2].i;
+	else if (n->args[2].kind == ARG_BOOL && n->args[2].i) {
+		if (x->dtype != COIL_F16 && x->dtype != COIL_BF16)
+			return ARGERR(2, "half_to_float needs a half-precision input");
+		t = COIL_F32;
+	}
+	if (!dtype_is_float(t) || !dtype_is_float(x->dtype))
+		return ARGERR(0, "dtype %s is not supported (a floating dtype is required)", dtype_name(x->dtype));
+	set_out(g, n, 0, t, x->rank, x->shape);
+	return 0;
+}
+
+
+void pool_get_params(const coil_node *n, pool_params *pp)
+{
+	const coil_arg *a = n->args;
+	int avg = n->op == OP_AVG_POOL2D;
+	memset(pp, 0, sizeof *pp);
+	for (int i = 0; i < 2; i++) {
+#define AT(ai, dflt) (a[ai].n == 0 ? (dflt) : a[ai].n == 1 ? a[ai].ints[0] : a[ai].ints[i])
+		pp->k[i] = AT(1, 1);
+		pp->s[i] = AT(2, pp->k[i]);
+		pp->p[i] = AT(3, 0);
+		pp->d[i] = avg ? 1 : AT(4, 1);
+#undef AT
+	}
+	pp->ceil = (int)a[avg ? 4 : 5].i;
+	pp->count_pad = avg ? (int)a[5].i : 0;
+	pp->divisor = avg && a[6].kind == ARG_INT ? a[6].i : 0;
+}
+
+int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int ceil)
+{
+	int64_t num = in + 2 * p - d * (k - 1) - 1 + (ceil ? s - 1 : 0);
+	int64_t o = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+	if (ceil && (o - 1) * s >= in + p)
+		o--;
+	return o;
+}
+
+static int infer_pool2d(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	if (x->rank != 3 && x->rank != 4)
+		return ARGERR(0, "expected rank 3 or 4, got %d", x->rank);
+	if (x->dtype == COIL_BOOL || (n->op == OP_AVG_POOL2D && !dtype_is_float(x->dtype)))
+		return ARGERR(0, "dtype %s is not supported", dtype_name(x->dtype));
+	if (need_static(g, n, err, 0, x->rank - 2))
+		return -1;
+	for (int ai = 1; ai <= (n->op == OP_AVG_POOL2D ? 3 : 4); ai++) {
+		const coil_arg *a = &n->args[ai];
+		if (a->n > 2 || (a->n == 0 && ai == 1))
+			return ARGERR(ai, "expected 1 or 2 values");
+		for (int k = 0; k < a->n; k++)
+			if (a->ints[k] < (ai == 3 ? 0 : 1) || a->ints[k] > (1 << 20))
+				return ARGERR(ai, "value %lld out of range", (long long)a->ints[k]);
+	}
+	if (n->op == OP_AVG_POOL2D && has(n, 6) && n->args[6].i == 0)
+		return ARGERR(6, "divisor must not be zero");
+	pool_params pp;
+	pool_get_params(n, &pp);
+	coil_dim out[4];
+	int r = x->rank;
+	for (int i = 0; i < r - 2; i++)
+		out[i] = x->shape[i];
+	for (int i = 0; i < 2; i++) {
+		if (pp.p[i] * 2 > pp.d[i] * (pp.k[i] - 1) + 1)
+			return ARGERR(3, "padding should be at most half of the effective kernel size");
+		int64_t o = pool_out_size(cdim(x, r - 2 + i), pp.k[i], pp.s[i], pp.p[i], pp.d[i], pp.ceil);
+		if (o <= 0)
+			return ARGERR(1, "output size would be %lld", (long long)o);
+		out[r - 2 + i] = dim_const(o);
+	}
+	set_out(g, n, 0, x->dtype, r, out);
+	if (n->nout == 2)
+		set_out(g, n, 1, COIL_I64, r, out);
+	return 0;
+}
+
+static int infer_adaptive_pool2d(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	const coil_arg *os = &n->args[1];
+	if (x->rank != 3 && x->rank != 4)
+		return ARGERR(0, "expected rank 3 or 4, got %d", x->rank);
+	if (need_float(g, n, err, 0) || need_static(g, n, err, 0, x->rank - 2))
+		return -1;
+	if (os->n != 2 && os->n != 1)
+		return ARGERR(1, "expected 2 values");
+	if (!os->ints)
+		return ARGERR(1, "must be static");
+	coil_dim out[4];
+	int r = x->rank;
+	for (int i = 0; i < r - 2; i++)
+		out[i] = x->shape[i];
+	for (int i = 0; i < 2; i++) {
+		int64_t o = os->ints[os->n == 1 ? 0 : i];
+		if (o < 1 || o > (1 << 20))
+			return ARGERR(1, "output size %lld out of range", (long long)o);
+		if (cdim(x, r - 2 + i) == 0)
+			return ARGERR(0, "spatial dims must be non-empty");
+		out[r - 2 + i] = dim_const(o);
+	}
+	set_out(g, n, 0, x->dtype, r, out);
+	if (n->nout == 2)
+		set_out(g, n, 1, COIL_I64, r, out);
+	return 0;
+}
+
+static int infer_unary(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	if (x->dtype == COIL_BOOL && n->op != OP_CLAMP && n->op != OP_RELU)
+		return ARGERR(0, "dtype bool is not supported");
+	if (n->op == OP_CLAMP && !has(n, 1) && !has(n, 2))
+		return node_errf(err, n, "at least one of 'min' and 'max' must be given");
+	coil_dtype t = x->dtype;
+	/* A float bound on an integer tensor promotes, as in ATen's clamp. */
+	static const int sc[] = {0, 1, 2};
+	if (n->op == OP_CLAMP || n->op == OP_CLAMP_MIN || n->op == OP_CLAMP_MAX) {
+		int r = infer_result_type(g, n, sc, n->op == OP_CLAMP ? 3 : 2, err);
+		if (r < 0)
+			return -1;
+		t = (coil_dtype)r;
+	}
+	set_out(g, n, 0, t, x->rank, x->shape);
+	return 0;
+}
+
+static int infer_unary_float(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	if (n->op == OP_GELU && strcmp(n->args[1].s, "none") && strcmp(n->args[1].s, "tanh"))
+		return ARGERR(1, "must be \"none\" or \"tanh\", not \"%s\"", n->args[1].s);
+	int activation = n->op == OP_GELU || n->op == OP_SILU || n->op == OP_HARDSWISH ||
+			 n->op == OP_HARDSIGMOID || n->op == OP_LEAKY_RELU || n->op == OP_ELU;
+	if (activation && !dtype_is_float(x->dtype))
+		return ARGERR(0, "dtype %s is not supported (a floating dtype is required)", dtype_name(x->dtype));
+	set_out(g, n, 0, dtype_is_float(x->dtype) ? x->dtype : COIL_F32, x->rank, x->shape);
+	return 0;
+}
+
+static int infer_unary_bool(coil_graph *g, coil_node *n, coil_err *err)
+{
+	(void)err;
+	coil_value *x = node_in(g, n, 0);
+	set_out(g, n, 0, COIL_BOOL, x->rank, x->shape);
+	return 0;
+}
+
+/* Broadcast shape of the tensor args in idx. */
+static int bcast_args(coil_graph *g, coil_node *n, coil_err *err, const int *idx, int cnt, coil_dim *out,
+		      int *rank)
+{
+	*rank = 0;
+	for (int k = 0; k < cnt; k++) {
+		if (n->args[idx[k]].kind != ARG_TENSOR)
+			continue;
+		coil_value *v = node_in(g, n, idx[k]);
+		coil_dim tmp[COIL_MAX_RANK];
+		char b1[200], b2[200];
+		if (broadcast_shapes(out, *rank, v->shape, v->rank, tmp, rank, err))
+			return ARGERR(idx[k], "shape %s does not broadcast with %s", shp(g, v, b1, sizeof b1),
+				      shape_format(out, *rank, &g->syms, b2, sizeof b2));
+		memcpy(out, tmp, sizeof(coil_dim) * (size_t)*rank);
+	}
+	return 0;
+}
+
+static int infer_binary(coil_graph *g, coil_node *n, coil_err *err)
+{
+	static const int idx[2] = {0, 1};
+	coil_dim out[COIL_MAX_RANK];
+	int rank;
+	if (bcast_args(g, n, err, idx, 2, out, &rank))
+		return -1;
+	int t = infer_result_type(g, n, idx, 2, err);
+	if (t < 0)
+		return -1;
+	int sub = n->op == OP_SUB || n->op == OP_SUB_S || n->op == OP_RSUB || n->op == OP_RSUB_S;
+	if (t == COIL_BOOL && sub)
+		return node_errf(err, n, "subtraction of bool tensors is not supported");
+	if ((n->op == OP_ADD || n->op == OP_ADD_S || sub) && n->args[2].kind == ARG_SCALAR && !n->args[2].is_int &&
+	    !dtype_is_float((coil_dtype)t))
+		return ARGERR(2, "a float alpha needs a floating result dtype");
+	set_out(g, n, 0, (coil_dtype)t, rank, out);
+	return 0;
+}
+
+static int infer_div(coil_graph *g, coil_node *n, coil_err *err)
+{
+	if (infer_binary(g, n, err))
+		return -1;
+	coil_value *o = node_out(g, n, 0);
+	if (n->op == OP_DIV_MODE && has(n, 2)) {
+		if (strcmp(n->args[2].s, "trunc") && strcmp(n->args[2].s, "floor"))
+			return ARGERR(2, "must be \"trunc\", \"floor\" or null, not \"%s\"", n->args[2].s);
+		if (o->dtype == COIL_BOOL)
+			o->dtype = COIL_I64;
+		return 0;
+	}
+	if (!dtype_is_float(o->dtype))
+		o->dtype = COIL_F32;
+	return 0;
+}
+
+static int infer_compare(coil_graph *g, coil_node *n, coil_err *err)
+{
+	static const int idx[2] = {0, 1};
+	coil_dim out[COIL_MAX_RANK];
+	int rank;
+	if (bcast_args(g, n, err, idx, 2, out, &rank) || infer_result_type(g, n, idx, 2, err) < 0)
+		return -1;
+	set_out(g, n, 0, COIL_BOOL, rank, out);
+	return 0;
+}
+
+static int infer_where(coil_graph *g, coil_node *n, coil_err *err)
+{
+	static const int idx[3] = {0, 1, 2};
+	int cond = n->op == OP_WHERE ? 0 : 1;
+	coil_value *c = node_in(g, n, cond);
+	if (c->dtype != COIL_BOOL && c->dtype != COIL_U8)
+		return ARGERR(cond, "must be bool, not %s", dtype_name(c->dtype));
+	coil_dim out[COIL_MAX_RANK];
+	int rank;
+	if (bcast_args(g, n, err, idx, 3, out, &rank))
+		return -1;
+	coil_dtype t;
+	if (n->op == OP_WHERE) {
+		static const int vals[2] = {1, 2};
+		int r = infer_result_type(g, n, vals, 2, err);
+		if (r < 0)
+			return -1;
+		t = (coil_dtype)r;
+	} else {
+		coil_value *x = node_in(g, n, 0);
+		t = x->dtype;
+		if (rank != x->rank)
+			return ARGERR(1, "mask must broadcast to self's shape");
+		for (int i = 0; i < rank; i++)
+			if (!dim_eq(&out[i], &x->shape[i]))
+				return ARGERR(1, "mask must broadcast to self's shape");
+		if (n->op == OP_MASKED_FILL_T && node_in(g, n, 2)->rank != 0)
+			return ARGERR(2, "value must be a 0-dim tensor");
+	}
+	set_out(g, n, 0, t, rank, out);
+	return 0;
+}
+
+static int infer_to_copy(coil_graph *g, coil_node *n, coil_err *err)
+{
+	(void)err;
+	coil_value *x = node_in(g, n, 0);
+	set_out(g, n, 0, has(n, 1) ? (coil_dtype)n->args[1].i : x->dtype, x->rank, x->shape);
+	return 0;
+}
+
+int reduce_dims(const coil_graph *g, const coil_node *n, unsigned *mask, int *keepdim)
+{
+	const coil_value *x = &g->vals[n->args[0].v[0]];
+	int dim_arg = -1, keep_arg = -1;
+	switch (n->op) {
+	case OP_SUM_DIM: case OP_MEAN_DIM: case OP_AMAX: case OP_AMIN: dim_arg = 1; keep_arg = 2; break;
+	case OP_VAR_CORR: case OP_VAR_DIM: dim_arg = 1; keep_arg = 3; break;
+	case OP_NORM: dim_arg = 2; keep_arg = 3; break;
+	case OP_MAX_DIM: case OP_ARGMAX: dim_arg = 1; keep_arg = 2; break;
+	default: break;
+	}
+	*keepdim = keep_arg >= 0 ? (int)n->args[keep_arg].i : 0;
+	*mask = 0;
+	const coil_arg *a = dim_arg >= 0 ? &n->args[dim_arg] : NULL;
+	if (!a || a->kind == ARG_NONE || (a->kind == ARG_INTS && a->n == 0)) {
+		*mask = x->rank ? (1u << x->rank) - 1 : 0;
+		return 0;
+	}
+	int r = x->rank ? x->rank : 1;
+	int cnt = a->kind == ARG_INT ? 1 : a->n;
+	for (int k = 0; k < cnt; k++) {
+		int64_t d = a->kind == ARG_INT ? a->i : a->ints[k];
+		if (d < -r || d >= r)
+			return -1;
+		d = d < 0 ? d + r : d;
+		if (*mask & (1u << d))
+			return -2;
+		*mask |= 1u << d;
+	}
+	if (!x->rank)
+		*mask = 0;
+	return 0;
+}
+
+static int infer_reduce(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	unsigned mask;
+	int keep;
+	int dim_arg = n->op == OP_NORM ? 2 : 1;
+	int rc = reduce_dims(g, n, &mask, &keep);
+	if (rc == -1)
+		return ARGERR(dim_arg, "dim out of range for rank %d", x->rank);
+	if (rc == -2)
+		return ARGERR(dim_arg, "a dim appears twice");
+	coil_dtype t = x->dtype;
+	switch (n->op) {
+	case OP_SUM: case OP_SUM_DIM:
+		if (!dtype_is_float(t))
+			t = COIL_I64;
+		if (has(n, n->op == OP_SUM ? 1 : 3))
+			t = (coil_dtype)n->args[n->op == OP_SUM ? 1 : 3].i;
+		break;
+	case OP_MEAN: case OP_MEAN_DIM:
+		if (has(n, n->op == OP_MEAN ? 1 : 3))
+			t = (coil_dtype)n->args[n->op == OP_MEAN ? 1 : 3].i;
+		if (!dtype_is_float(t))
+			return ARGERR(0, "mean needs a floating dtype, not %s", dtype_name(t));
+		break;
+	case OP_VAR_CORR: case OP_VAR_DIM: case OP_NORM:
+		if (need_float(g, n, err, 0))
+			return -1;
+		break;
+	case OP_ARGMAX:
+		t = COIL_I64;
+		break;
+	default:
+		if (t == COIL_BOOL && (n->op == OP_AMAX || n->op == OP_AMIN))
+			return ARGERR(0, "dtype bool is not supported");
+		break;
+	}
+	if (n->op == OP_NORM && has(n, 1) && n->args[1].f != 2 && n->args[1].f != 1)
+		return ARGERR(1, "only p=1 and p=2 are supported");
+	if (n->op == OP_AMAX || n->op == OP_AMIN || n->op == OP_MAX_DIM || n->op == OP_ARGMAX)
+		for (int i = 0; i < x->rank; i++)
+			if ((mask >> i & 1) && dim_eq_const(&x->shape[i], 0))
+				return ARGERR(0, "cannot take the max/min over an empty dim");
+	coil_dim out[COIL_MAX_RANK];
+	int r = 0;
+	for (int i = 0; i < x->rank; i++) {
+		if (!(mask >> i & 1))
+			out[r++] = x->shape[i];
+		else if (keep)
+			out[r++] = dim_const(1);
+	}
+	set_out(g, n, 0, t, r, out);
+	if (n->nout == 2)
+		set_out(g, n, 1, COIL_I64, r, out);
+	return 0;
+}
+
+static int numel_of(const coil_dim *s, int r, coil_dim *out, coil_err *err)
+{
+	*out = dim_const(1);
+	for (int i = 0; i < r; i++)
+		if (dim_mul(out, out, &s[i], err))
+			return -1;
+	return 0;
+}
+
+static int infer_reshape(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	char b1[200], b2[200];
+	coil_dim out[COIL_MAX_RANK], total, known = dim_const(1);
+	if (numel_of(x->shape, x->rank, &total, err))
+		return node_errf(err, n, "input size: %s", err->msg);
+	if (n->op == OP_FLATTEN) {
+		int s, e;
+		if (wrap_dim(g, n, err, 1, n->args[1].i, x->rank, &s) || wrap_dim(g, n, err, 2, n->args[2].i, x->rank, &e))
+			return -1;
+		if (s > e)
+			return ARGERR(1, "start_dim %d is after end_dim %d", s, e);
+		int r = 0;
+		if (x->rank == 0) {
+			out[r++] = dim_const(1);
+		} else {
+			for (int i = 0; i < s; i++)
+				out[r++] = x->shape[i];
+			coil_dim m;
+			if (numel_of(&x->shape[s], e - s + 1, &m, err))
+				return node_errf(err, n, "%s", err->msg);
+			out[r++] = m;
+			for (int i = e + 1; i < x->rank; i++)
+				out[r++] = x->shape[i];
+		}
+		set_out(g, n, 0, x->dtype, r, out);
+		return 0;
+	}
+	const coil_arg *sz = &n->args[1];
+	if (sz->n > COIL_MAX_RANK)
+		return ARGERR(1, "rank %d exceeds %d", sz->n, COIL_MAX_RANK);
+	int infer_at = -1;
+	for (int i = 0; i < sz->n; i++) {
+		int64_t c;
+		if (dim_is_const(&sz->dims[i], &c) && c < 0) {
+			if (c != -1 || infer_at >= 0)
+				return ARGERR(1, "invalid size %lld at %d", (long long)c, i);
+			infer_at = i;
+			continue;
+		}
+		if (dim_min(&sz->dims[i]) < 0)
+			return ARGERR(1, "negative size at %d", i);
+		out[i] = sz->dims[i];
+		if (dim_mul(&known, &known, &sz->dims[i], err))
+			return ARGERR(1, "%s", err->msg);
+	}
+	if (infer_at >= 0) {
+		coil_dim q;
+		if (dim_eq_const(&known, 0) || dim_div(&q, &total, &known, err))
+			return ARGERR(1, "shape %s is invalid for input of shape %s",
+				      shape_format(sz->dims, sz->n, &g->syms, b1, sizeof b1), shp(g, x, b2, sizeof b2));
+		out[infer_at] = q;
+	} else if (!dim_eq(&known, &total)) {
+		return ARGERR(1, "shape %s is invalid for input of shape %s",
+			      shape_format(sz->dims, sz->n, &g->syms, b1, sizeof b1), shp(g, x, b2, sizeof b2));
+	}
+	set_out(g, n, 0, x->dtype, sz->n, out);
+	return 0;
+}
+
+/* Output dim i of a permute-like view reads input dim perm[i]. */
+int view_perm(const coil_graph *g, const coil_node *n, int *perm)
+{
+	const coil_value *x = &g->vals[n->args[0].v[0]];
+	int r = x->rank;
+	for (int i = 0; i < r; i++)
+		perm[i] = i;
+	if (n->op == OP_T) {
+		if (r == 2) {
+			perm[0] = 1;
+			perm[1] = 0;
+		}
+		return 0;
+	}
+	if (n->op == OP_TRANSPOSE) {
+		int64_t a = n->args[1].i, b = n->args[2].i, rr = r ? r : 1;
+		if (a < -rr || a >= rr)
+			return 1;
+		if (b < -rr || b >= rr)
+			return 2;
+		if (!r)
+			return 0;
+		a = a < 0 ? a + r : a;
+		b = b < 0 ? b + r : b;
+		perm[a] = (int)b;
+		perm[b] = (int)a;
+		return 0;
+	}
+	const coil_arg *d = &n->args[1];
+	if (d->n != r)
+		return 1;
+	unsigned seen = 0;
+	for (int i = 0; i < r; i++) {
+		int64_t v = d->ints[i];
+		if (v < -r || v >= r)
+			return 1;
+		v = v < 0 ? v + r : v;
+		if (seen & (1u << v))
+			return 1;
+		seen |= 1u << v;
+		perm[i] = (int)v;
+	}
+	return 0;
+}
+
+static int infer_permute(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	int perm[COIL_MAX_RANK];
+	if (n->op == OP_T && x->rank > 2)
+		return ARGERR(0, "t() expects a tensor of rank <= 2, got %d", x->rank);
+	int bad = view_perm(g, n, perm);
+	if (bad)
+		return ARGERR(bad, n->op == OP_PERMUTE ? "not a permutation of the %d dims" : "dim out of range for rank %d",
+			      x->rank);
+	coil_dim out[COIL_MAX_RANK];
+	for (int i = 0; i < x->rank; i++)
+		out[i] = x->shape[perm[i]];
+	set_out(g, n, 0, x->dtype, x->rank, out);
+	return 0;
+}
+
+static int infer_expand(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	const coil_arg *sz = &n->args[1];
+	char b1[200], b2[200];
+	if (sz->n < x->rank || sz->n > COIL_MAX_RANK)
+		return ARGERR(1, "size %s has fewer dims than input shape %s or more than %d",
+			      shape_format(sz->dims, sz->n, &g->syms, b1, sizeof b1), shp(g, x, b2, sizeof b2),
+			      COIL_MAX_RANK);
+	coil_dim out[COIL_MAX_RANK];
+	int lead = sz->n - x->rank;
+	for (int i = 0; i < sz->n; i++) {
+		const coil_dim *want = &sz->dims[i];
+		if (dim_eq_const(want, -1)) {
+			if (i < lead)
+				return ARGERR(1, "-1 is not allowed for a new leading dim");
+			out[i] = x->shape[i - lead];
+			continue;
+		}
+		if (dim_min(want) < 0)
+			return ARGERR(1, "negative size at %d", i);
+		if (i >= lead && !dim_eq(&x->shape[i - lead], want) && !dim_eq_const(&x->shape[i - lead], 1))
+			return ARGERR(1, "cannot expand shape %s to %s", shp(g, x, b1, sizeof b1),
+				      shape_format(sz->dims, sz->n, &g->syms, b2, sizeof b2));
+		out[i] = *want;
+	}
+	set_out(g, n, 0, x->dtype, sz->n, out);
+	return 0;
+}
+
+/* Resolved (start, length, step) of a slice or select on a static or symbolic dim. */
+int view_slice(const coil_graph *g, const coil_node *n, int *dim, coil_dim *start, coil_dim *len, int64_t *step,
+	       coil_err *err)
+{
+	const coil_value *x = &g->vals[n->args[0].v[0]];
+	const coil_arg *a = n->args;
+	int64_t d = a[1].i;
+	if (x->rank == 0)
+		return coil_errf(err, "args[0] 'self': cannot slice a 0-dim tensor");
+	if (d < -x->rank || d >= x->rank)
+		return coil_errf(err, "args[1] 'dim': dim %lld out of range for rank %d", (long long)d, x->rank);
+	*dim = (int)(d < 0 ? d + x->rank : d);
+	const coil_dim *size = &x->shape[*dim];
+	int64_t sz;
+	int is_static = dim_is_const(size, &sz);
+	if (n->op == OP_SELECT) {
+		*step = 1;
+		*len = dim_const(1);
+		if (a[2].kind != ARG_INT)
+			return coil_errf(err, "args[2] 'index': must be static");
+		int64_t i = a[2].i;
+		if (is_static) {
+			if (i < -sz || i >= sz)
+				return coil_errf(err, "args[2] 'index': %lld out of range for size %lld", (long long)i,
+						 (long long)sz);
+			*start = dim_const(i < 0 ? i + sz : i);
+		} else if (i < 0) {
+			coil_dim c = dim_const(i);
+			return dim_add(start, size, &c, err);
+		} else {
+			*start = dim_const(i);
+		}
+		return 0;
+	}
+	if (a[4].kind != ARG_INT || a[4].i < 1)
+		return coil_errf(err, "args[4] 'step': must be a positive static integer");
+	*step = a[4].i;
+	int64_t s = a[2].kind == ARG_INT ? a[2].i : 0, e = a[3].kind == ARG_INT ? a[3].i : INT64_MAX;
+	if ((a[2].kind != ARG_INT && a[2].kind != ARG_NONE) || (a[3].kind != ARG_INT && a[3].kind != ARG_NONE))
+		return coil_errf(err, "args[2] 'start': symbolic slice bounds are not supported");
+	if (is_static) {
+		if (s < 0)
+			s += sz;
+		if (e < 0)
+			e += sz;
+		s = s < 0 ? 0 : s > sz ? sz : s;
+		e = e < s ? s : e > sz ? sz : e;
+		*start = dim_const(s);
+		*len = dim_const((e - s + *step - 1) / *step);
+		return 0;
+	}
+	/* symbolic size: x[s:] with 0 <= s and step 1 */
+	if (s < 0 || e < ((int64_t)1 << 62) || *step != 1)
+		return coil_errf(err, "args[0] 'self': slicing a symbolic dim needs start >= 0, no end, step 1");
+	*start = dim_const(s);
+	coil_dim c = dim_const(s);
+	return dim_sub(len, size, &c, err);
+}
+
+static int infer_slice(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	int d;
+	coil_dim start, len;
+	int64_t step;
+	if (view_slice(g, n, &d, &start, &len, &step, err))
+		return node_errf(err, n, "%s", err->msg);
+	coil_dim out[COIL_MAX_RANK];
+	int r = 0;
+	for (int i = 0; i < x->rank; i++)
+		if (i != d)
+			out[r++] = x->shape[i];
+		else if (n->op == OP_SLICE)
+			out[r++] = len;
+	set_out(g, n, 0, x->dtype, r, out);
+	return 0;
+}
+
+static int infer_squeeze(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	coil_dim out[COIL_MAX_RANK];
+	int r = 0, d = -1;
+	if (n->op == OP_UNSQUEEZE) {
+		if (x->rank == COIL_MAX_RANK)
+			return ARGERR(0, "rank would exceed %d", COIL_MAX_RANK);
+		if (wrap_dim(g, n, err, 1, n->args[1].i, x->rank + 1, &d))
+			return -1;
+		for (int i = 0; i <= x->rank; i++)
+			out[i] = i < d ? x->shape[i] : i == d ? dim_const(1) : x->shape[i - 1];
+		set_out(g, n, 0, x->dtype, x->rank + 1, out);
+		return 0;
+	}
+	if (n->op == OP_SQUEEZE_DIM && wrap_dim(g, n, err, 1, n->args[1].i, x->rank, &d))
+		return -1;
+	for (int i = 0; i < x->rank; i++)
+		if (!dim_eq_const(&x->shape[i], 1) || (d >= 0 && i != d))
+			out[r++] = x->shape[i];
+	set_out(g, n, 0, x->dtype, r, out);
+	return 0;
+}
+
+static int infer_same(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	if (n->op == OP_ROLL) {
+		const coil_arg *sh = &n->args[1], *dm = &n->args[2];
+		if (dm->n != 0 && dm->n != sh->n)
+			return ARGERR(2, "needs as many dims as shifts");
+		if (dm->n == 0 && sh->n != 1)
+			return ARGERR(1, "needs exactly one shift when no dims are given");
+		for (int k = 0; k < dm->n; k++) {
+			int d;
+			if (wrap_dim(g, n, err, 2, dm->ints[k], x->rank, &d))
+				return -1;
+		}
+		if (need_static(g, n, err, 0, 0))
+			return -1;
+	}
+	set_out(g, n, 0, x->dtype, x->rank, x->shape);
+	return 0;
+}
+
+static int infer_dropout(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	if (n->args[2].kind == ARG_BOOL && n->args[2].i)
+		return ARGERR(2, "training mode is not supported (inference only)");
+	set_out(g, n, 0, x->dtype, x->rank, x->shape);
+	if (n->nout == 2)
+		set_out(g, n, 1, COIL_BOOL, x->rank, x->shape);
+	return 0;
+}
+
+static int infer_cat(coil_graph *g, coil_node *n, coil_err *err)
+{
+	const coil_arg *ts = &n->args[0];
+	char b1[200], b2[200];
+	if (ts->n == 0)
+		return ARGERR(0, "needs at least one tensor");
+	const coil_value *ref = NULL;
+	int t = -1;
+	for (int k = 0; k < ts->n; k++) {
+		const coil_value *v = &g->vals[ts->v[k]];
+		t = t < 0 ? (int)v->dtype : dtype_promote((coil_dtype)t, v->dtype);
+		if (t < 0)
+			return ARGERR(0, "dtypes do not promote");
+		if (!(v->rank == 1 && dim_eq_const(&v->shape[0], 0)) && !ref)
+			ref = v;
+	}
+	if (!ref)
+		ref = &g->vals[ts->v[0]];
+	if (ref->rank == 0)
+		return ARGERR(0, "zero-dim tensors cannot be concatenated");
+	int d;
+	if (wrap_dim(g, n, err, 1, n->args[1].i, ref->rank, &d))
+		return -1;
+	coil_dim out[COIL_MAX_RANK];
+	memcpy(out, ref->shape, sizeof(coil_dim) * (size_t)ref->rank);
+	out[d] = dim_const(0);
+	for (int k = 0; k < ts->n; k++) {
+		const coil_value *v = &g->vals[ts->v[k]];
+		if (v->rank == 1 && dim_eq_const(&v->shape[0], 0) && ref->rank != 1)
+			continue; /* legacy: empty 1-D tensors are skipped */
+		if (v->rank != ref->rank)
+			return ARGERR(0, "tensor %d has rank %d, expected %d", k, v->rank, ref->rank);
+		for (int i = 0; i < v->rank; i++)
+			if (i != d && !dim_eq(&v->shape[i], &ref->shape[i]))
+				return ARGERR(0, "tensor %d has shape %s, which does not match %s outside dim %d", k,
+					      shp(g, v, b1, sizeof b1), shp(g, ref, b2, sizeof b2), d);
+		if (dim_add(&out[d], &out[d], &v->shape[d], err))
+			return ARGERR(0, "%s", err->msg);
+	}
+	set_out(g, n, 0, (coil_dtype)t, ref->rank, out);
+	return 0;
+}
+
+static int infer_split(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	int d;
+	if (wrap_dim(g, n, err, 2, n->args[2].i, x->rank, &d))
+		return -1;
+	if (x->rank == 0)
+		return ARGERR(0, "cannot split a 0-dim tensor");
+	coil_dim out[COIL_MAX_RANK];
+	memcpy(out, x->shape, sizeof(coil_dim) * (size_t)x->rank);
+	if (n->op == OP_SPLIT) {
+		if (n->args[1].kind != ARG_INT || n->args[1].i < 0)
+			return ARGERR(1, "must be a non-negative static integer");
+		int64_t ss = n->args[1].i, size;
+		if (!dim_is_const(&x->shape[d], &size))
+			return ARGERR(0, "dim %d must be static to split", d);
+		int64_t chunks = ss == 0 ? (size == 0 ? 1 : -1) : size == 0 ? 1 : (size + ss - 1) / ss;
+		if (chunks != n->nout)
+			return node_errf(err, n, "'outputs' names %d results, but splitting size %lld by %lld gives %lld",
+					 n->nout, (long long)size, (long long)ss, (long long)chunks);
+		for (int k = 0; k < n->nout; k++) {
+			int64_t len = size - k * ss < ss ? size - k * ss : ss;
+			out[d] = dim_const(len);
+			set_out(g, n, k, x->dtype, x->rank, out);
+		}
+		return 0;
+	}
+	const coil_arg *sz = &n->args[1];
+	if (sz->n != n->nout)
+		return node_errf(err, n, "'outputs' names %d results, but split_sizes has %d", n->nout, sz->n);
+	coil_dim sum = dim_const(0);
+	for (int k = 0; k < sz->n; k++) {
+		if (dim_min(&sz->dims[k]) < 0)
+			return ARGERR(1, "negative size");
+		if (dim_add(&sum, &sum, &sz->dims[k], err))
+			return ARGERR(1, "%s", err->msg);
+		out[d] = sz->dims[k];
+		set_out(g, n, k, x->dtype, x->rank, out);
+	}
+	if (!dim_eq(&sum, &x->shape[d]))
+		return ARGERR(1, "sizes do not add up to the size of dim %d", d);
+	return 0;
+}
+
+static int infer_pad(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	const coil_arg *p = &n->args[1];
+	if (p->n % 2 || p->n / 2 > x->rank)
+		return ARGERR(1, "needs an even number of values, at most 2 per dim (%d given)", p->n);
+	coil_dim out[COIL_MAX_RANK];
+	memcpy(out, x->shape, sizeof(coil_dim) * (size_t)x->rank);
+	for (int k = 0; k < p->n / 2; k++) {
+		int d = x->rank - 1 - k;
+		if (dim_add(&out[d], &out[d], &p->dims[2 * k], err) || dim_add(&out[d], &out[d], &p->dims[2 * k + 1], err))
+			return ARGERR(1, "%s", err->msg);
+		if (dim_min(&out[d]) < 0)
+			return ARGERR(1, "padding makes dim %d negative", d);
+	}
+	if (x->dtype == COIL_BOOL)
+		return ARGERR(0, "dtype bool is not supported");
+	set_out(g, n, 0, x->dtype, x->rank, out);
+	return 0;
+}
+
+static int infer_embedding(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *w = node_in(g, n, 0), *ix = node_in(g, n, 1);
+	if (w->rank != 2)
+		return ARGERR(0, "expected a matrix, got rank %d", w->rank);
+	if (ix->dtype != COIL_I64 && ix->dtype != COIL_I32)
+		return ARGERR(1, "indices must be i64 or i32, not %s", dtype_name(ix->dtype));
+	if (ix->rank + 1 > COIL_MAX_RANK)
+		return ARGERR(1, "rank too large");
+	coil_dim out[COIL_MAX_RANK];
+	memcpy(out, ix->shape, sizeof(coil_dim) * (size_t)ix->rank);
+	out[ix->rank] = w->shape[1];
+	set_out(g, n, 0, w->dtype, ix->rank + 1, out);
+	return 0;
+}
+
+static int infer_fill(coil_graph *g, coil_node *n, coil_err *err)
+{
+	int size_arg = n->op == OP_NEW_ZEROS ? 1 : 0, dt_arg = n->op == OP_FULL ? 2 : n->op == OP_ZEROS ? 1 : 2;
+	const coil_arg *sz = &n->args[size_arg];
+	if (sz->n > COIL_MAX_RANK)
+		return ARGERR(size_arg, "rank %d exceeds %d", sz->n, COIL_MAX_RANK);
+	for (int i = 0; i < sz->n; i++)
+		if (dim_min(&sz->dims[i]) < 0)
+			return ARGERR(size_arg, "negative size at %d", i);
+	coil_dtype t = COIL_F32;
+	if (n->op == OP_NEW_ZEROS)
+		t = node_in(g, n, 0)->dtype;
+	else if (n->op == OP_FULL && n->args[1].is_int)
+		t = COIL_I64;
+	if (has(n, dt_arg))
+		t = (coil_dtype)n->args[dt_arg].i;
+	set_out(g, n, 0, t, sz->n, sz->dims);
+	return 0;
+}
+
+typedef int (*infer_fn)(coil_graph *, coil_node *, coil_err *);
+static const infer_fn rules[COIL_NOPS] = {
+#define X(e, name, schema, nres, kind, rule, kern) [OP_##e] = infer_##rule,
+	COIL_OPS(X)
+#undef X
+};
+
+int infer_node(coil_graph *g, coil_node *n, coil_err *err)
+{
+	/* Views of constant-free values keep the dtype of their input; every rule
+	 * sees inputs whose shapes are known because nodes are in topological order. */
+	return rules[n->op](g, n, err);
+}

@@ -1,0 +1,39 @@
+/* Shape and dtype inference: one rule per op family (named in the op table). */
+#ifndef COIL_INFER_H
+#define COIL_INFER_H
+
+#include "common/graph.h"
+
+/* Sets the dtype and shape of every result of n from its (already inferred)
+ * inputs, or fails naming the node, op and argument at fault. */
+int infer_node(coil_graph *g, coil_node *n, coil_err *err);
+
+/* ATen's result_type over a node's tensor and scalar operands (args listed in
+ * idx, count n). Returns -1 with err when no dtype fits. */
+int infer_result_type(coil_graph *g, const coil_node *n, const int *idx, int cnt, coil_err *err);
+
+/* Dims reduced by a reduction node, as a bit mask over its input's rank, and
+ * whether it keeps them. */
+int reduce_dims(const coil_graph *g, const coil_node *n, unsigned *mask, int *keepdim);
+
+/* Broadcast shape of two operands (numpy rules); -1 with err if incompatible. */
+int broadcast_shapes(const coil_dim *a, int ra, const coil_dim *b, int rb, coil_dim *out, int *rout,
+		     coil_err *err);
+
+/* Pooling windows of a pool node, each as [2] (height, width). */
+typedef struct pool_params {
+	int64_t k[2], s[2], p[2], d[2];
+	int ceil, count_pad;
+	int64_t divisor; /* avg_pool2d's divisor_override, 0 if none */
+} pool_params;
+void pool_get_params(const coil_node *n, pool_params *pp);
+int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int ceil);
+
+/* Views as index arithmetic: output dim i of a permute/transpose/t reads input
+ * dim perm[i] (returns the arg index at fault, or 0); a slice/select reads dim
+ * *dim from start in steps of step. */
+int view_perm(const coil_graph *g, const coil_node *n, int *perm);
+int view_slice(const coil_graph *g, const coil_node *n, int *dim, coil_dim *start, coil_dim *len, int64_t *step,
+	       coil_err *err);
+
+#endif

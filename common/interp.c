@@ -1,0 +1,980 @@
+/* Reference interpreter.  Every value is held as a dense row-major array of
+ * doubles, rounded to its dtype after each op, so each kernel is a plain loop
+ * that reads what ATen's documentation says it computes. */
+#include "common/interp.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/infer.h"
+
+typedef struct itensor {
+	coil_dtype dtype;
+	int rank;
+	int64_t shape[COIL_MAX_RANK];
+	int64_t numel;
+	double *d;
+} itensor;
+
+typedef struct ictx {
+	coil_graph *g;
+	itensor *t; /* one per value */
+	coil_err *err;
+} ictx;
+
+void tensor_free(coil_tensor *t)
+{
+	if (t) {
+		free(t->data);
+		t->data = NULL;
+	}
+}
+
+static double rnd(coil_dtype t, double v)
+{
+	switch (t) {
+	case COIL_F64: return v;
+	case COIL_F32: return (double)(float)v;
+	case COIL_BOOL: return v != 0;
+	default: {
+		union {
+			double d;
+			int64_t i;
+			float f;
+			uint16_t h;
+			int32_t i32;
+			uint8_t b;
+		} u;
+		dtype_store(t, &u, 0, v);
+		return dtype_load(t, &u, 0);
+	}
+	}
+}
+
+#define IN(n, i) (&c->t[(n)->args[i].v[0]])
+#define OUT(n, k) (&c->t[(n)->outs[k]])
+#define HAS(n, i) ((n)->args[i].kind != ARG_NONE)
+
+static int rterr(ictx *c, const coil_node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int rterr(ictx *c, const coil_node *n, const char *fmt, ...)
+{
+	char msg[300];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	return node_errf(c->err, n, "%s", msg);
+}
+
+/* Contiguous strides of a shape. */
+static void strides_of(const int64_t *shape, int rank, int64_t *st)
+{
+	int64_t s = 1;
+	for (int i = rank - 1; i >= 0; i--) {
+		st[i] = s;
+		s *= shape[i];
+	}
+}
+
+/* Strides of x as seen from an output of rank r under broadcasting. */
+static void bcast_strides(const itensor *x, int r, const int64_t *oshape, int64_t *st)
+{
+	int64_t xs[COIL_MAX_RANK];
+	strides_of(x->shape, x->rank, xs);
+	for (int i = 0; i < r; i++) {
+		int j = i - (r - x->rank);
+		st[i] = j < 0 || (x->shape[j] == 1 && oshape[i] != 1) ? 0 : xs[j];
+	}
+}
+
+/* Walks all indices of an output of shape/rank; offs[k] tracks the offset of
+ * operand k with strides st[k]. */
+typedef struct walker {
+	int rank, nops;
+	int64_t shape[COIL_MAX_RANK], idx[COIL_MAX_RANK];
+	int64_t st[4][COIL_MAX_RANK];
+	int64_t off[4];
+} walker;
+
+static void walk_next(walker *w)
+{
+	for (int i = w->rank - 1; i >= 0; i--) {
+		for (int k = 0; k < w->nops; k++)
+			w->off[k] += w->st[k][i];
+		if (++w->idx[i] < w->shape[i])
+			return;
+		for (int k = 0; k < w->nops; k++)
+			w->off[k] -= w->st[k][i] * w->shape[i];
+		w->idx[i] = 0;
+	}
+}
+
+/* --- pointwise --------------------------------------------------------------- */
+
+static double sigmoid(double x)
+{
+	return 1 / (1 + exp(-x));
+}
+
+static double sarg(const coil_node *n, int i, double dflt)
+{
+	return n->args[i].kind == ARG_SCALAR ? n->args[i].f : dflt;
+}
+
+static double pw1(const coil_node *n, double x)
+{
+	switch (n->op) {
+	case OP_RELU: return x > 0 ? x : (isnan(x) ? x : 0);
+	case OP_GELU:
+		if (!strcmp(n->args[1].s, "tanh"))
+			return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+		return 0.5 * x * (1 + erf(x / sqrt(2)));
+	case OP_SILU: return x * sigmoid(x);
+	case OP_SIGMOID: return sigmoid(x);
+	case OP_TANH: return tanh(x);
+	case OP_HARDSWISH: return x * fmin(fmax(x + 3, 0), 6) / 6;
+	case OP_HARDSIGMOID: return fmin(fmax(x + 3, 0), 6) / 6;
+	case OP_HARDTANH: return isnan(x) ? x : fmin(fmax(x, sarg(n, 1, -1)), sarg(n, 2, 1));
+	case OP_LEAKY_RELU: return x > 0 ? x : x * sarg(n, 1, 0.01);
+	case OP_ELU: {
+		double alpha = sarg(n, 1, 1), scale = sarg(n, 2, 1), is = sarg(n, 3, 1);
+		return x > 0 ? x * scale : alpha * scale * (exp(x * is) - 1);
+	}
+	case OP_EXP: return exp(x);
+	case OP_LOG: return log(x);
+	case OP_LOG1P: return log1p(x);
+	case OP_SQRT: return sqrt(x);
+	case OP_RSQRT: return 1 / sqrt(x);
+	case OP_ERF: return erf(x);
+	case OP_SIN: return sin(x);
+	case OP_COS: return cos(x);
+	case OP_RECIPROCAL: return 1 / x;
+	case OP_NEG: return -x;
+	case OP_ABS: return fabs(x);
+	case OP_FLOOR: return floor(x);
+	case OP_CEIL: return ceil(x);
+	case OP_LOGICAL_NOT: return x == 0;
+	case OP_CLAMP:
+	case OP_CLAMP_MIN:
+	case OP_CLAMP_MAX: {
+		if (isnan(x))
+			return x;
+		int has_min = n->op != OP_CLAMP_MAX && n->args[1].kind == ARG_SCALAR;
+		int has_max = n->op == OP_CLAMP_MAX ? 1 : n->op == OP_CLAMP && n->args[2].kind == ARG_SCALAR;
+		double lo = n->args[1].f, hi = n->op == OP_CLAMP_MAX ? n->args[1].f : n->args[2].f;
+		if (has_min)
+			x = x < lo ? lo : x;
+		if (has_max)
+			x = x > hi ? hi : x;
+		return x;
+	}
+	case OP_TO_COPY: return x;
+	default: return NAN;
+	}
+}
+
+static double floordiv(double a, double b)
+{
+	if (b == 0)
+		return a / b;
+	double m = fmod(a, b), q = (a - m) / b;
+	if (m != 0 && ((b < 0) != (m < 0)))
+		q -= 1;
+	return q;
+}
+
+static double pw2(const coil_node *n, double a, double b, coil_dtype t)
+{
+	double alpha = 1;
+	switch (n->op) {
+	case OP_ADD: case OP_SUB: case OP_RSUB: case OP_ADD_S: case OP_SUB_S: case OP_RSUB_S:
+		alpha = n->args[2].f;
+		break;
+	default:
+		break;
+	}
+	switch (n->op) {
+	case OP_ADD: case OP_ADD_S: return a + alpha * b;
+	case OP_SUB: case OP_SUB_S: return a - alpha * b;
+	case OP_RSUB: case OP_RSUB_S: return b - alpha * a;
+	case OP_MUL: case OP_MUL_S: return a * b;
+	case OP_DIV: case OP_DIV_S: return a / b;
+	case OP_DIV_MODE:
+		if (n->args[2].kind == ARG_NONE)
+			return a / b;
+		if (!dtype_is_float(t) && b == 0)
+			return NAN; /* reported by the caller */
+		if (!strcmp(n->args[2].s, "trunc"))
+			return trunc(a / b);
+		return dtype_is_float(t) ? floordiv(a, b) : floor(a / b);
+	case OP_POW_TS: case OP_POW_TT: return pow(a, b);
+	case OP_MAXIMUM: return isnan(a) || isnan(b) ? NAN : fmax(a, b);
+	case OP_MINIMUM: return isnan(a) || isnan(b) ? NAN : fmin(a, b);
+	case OP_EQ: case OP_EQ_S: return a == b;
+	case OP_NE: case OP_NE_S: return a != b;
+	case OP_LT: case OP_LT_S: return a < b;
+	case OP_LE: case OP_LE_S: return a <= b;
+	case OP_GT: case OP_GT_S: return a > b;
+	case OP_GE: case OP_GE_S: return a >= b;
+	case OP_LOGICAL_AND: return a != 0 && b != 0;
+	case OP_LOGICAL_OR: return a != 0 || b != 0;
+	default: return NAN;
+	}
+}
+
+/* The dtype operands are converted to before computing (ATen's common dtype). */
+static coil_dtype compute_dtype(ictx *c, const coil_node *n)
+{
+	coil_dtype o = c->g->vals[n->outs[0]].dtype;
+	switch (n->op) {
+	case OP_EQ: case OP_EQ_S: case OP_NE: case OP_NE_S: case OP_LT: case OP_LT_S: case OP_LE: case OP_LE_S:
+	case OP_GT: case OP_GT_S: case OP_GE: case OP_GE_S: {
+		static const int idx[2] = {0, 1};
+		int t = infer_result_type(c->g, n, idx, 2, NULL);
+		return t < 0 ? COIL_F64 : (coil_dtype)t;
+	}
+	case OP_LOGICAL_AND: case OP_LOGICAL_OR: case OP_LOGICAL_NOT: return COIL_F64;
+	case OP_TO_COPY: return COIL_F64;
+	default: return o;
+	}
+}
+
+static int eval_pointwise(ictx *c, coil_node *n)
+{
+	itensor *o = OUT(n, 0);
+	const op_info *oi = op_get(n->op);
+	walker w = {.rank = o->rank};
+	memcpy(w.shape, o->shape, sizeof w.shape);
+	/* Operands: tensors in schema order; scalars taken from args. */
+	int ops[3], nops = 0;
+	for (int i = 0; i < oi->nargs && nops < 3; i++)
+		if (n->args[i].kind == ARG_TENSOR)
+			ops[nops++] = i;
+	for (int k = 0; k < nops; k++)
+		bcast_strides(IN(n, ops[k]), o->rank, o->shape, w.st[k]);
+	w.nops = nops;
+	coil_dtype ct = compute_dtype(c, n);
+	int where = n->op == OP_WHERE, mfill = n->op == OP_MASKED_FILL || n->op == OP_MASKED_FILL_T;
+	int binary = oi->nargs >= 2 && (n->args[1].kind == ARG_TENSOR || n->args[1].kind == ARG_SCALAR) &&
+		     !where && !mfill && n->op != OP_CLAMP && n->op != OP_CLAMP_MIN && n->op != OP_CLAMP_MAX &&
+		     n->op != OP_HARDTANH && n->op != OP_LEAKY_RELU && n->op != OP_ELU;
+	int int_div = n->op == OP_DIV_MODE && HAS(n, 2) && !dtype_is_float(o->dtype);
+	double sc = n->args[1].kind == ARG_SCALAR ? rnd(ct, n->args[1].f) : 0;
+	for (int64_t e = 0; e < o->numel; e++, walk_next(&w)) {
+		double a = rnd(ct, IN(n, ops[0])->d[w.off[0]]), r;
+		if (where) {
+			r = a != 0 ? IN(n, 1)->d[w.off[1]] : IN(n, 2)->d[w.off[2]];
+		} else if (mfill) {
+			double m = IN(n, 1)->d[w.off[1]];
+			r = m != 0 ? (n->op == OP_MASKED_FILL ? n->args[2].f : IN(n, 2)->d[w.off[2]]) : a;
+		} else if (binary) {
+			double b = n->args[1].kind == ARG_TENSOR ? rnd(ct, IN(n, 1)->d[w.off[1]]) : sc;
+			if (int_div && b == 0)
+				return rterr(c, n, "integer division by zero");
+			r = pw2(n, a, b, ct);
+		} else {
+			r = pw1(n, a);
+		}
+		o->d[e] = rnd(o->dtype, r);
+	}
+	return 0;
+}
+
+/* --- views and data movement ---------------------------------------------------- */
+
+static int eval_view(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	int64_t xs[COIL_MAX_RANK], st[COIL_MAX_RANK] = {0}, off = 0;
+	strides_of(x->shape, x->rank, xs);
+	switch (op_get(n->op)->kind == VIEW ? n->op : OP_CLONE) {
+	case OP_PERMUTE: case OP_TRANSPOSE: case OP_T: {
+		int perm[COIL_MAX_RANK];
+		view_perm(c->g, n, perm);
+		for (int i = 0; i < o->rank; i++)
+			st[i] = xs[perm[i]];
+		break;
+	}
+	case OP_EXPAND:
+		bcast_strides(x, o->rank, o->shape, st);
+		break;
+	case OP_SLICE: case OP_SELECT: {
+		/* bounds are static (checked by inference); resolve them against the
+		 * runtime size, as Python slicing does */
+		int d = (int)(n->args[1].i < 0 ? n->args[1].i + x->rank : n->args[1].i);
+		int64_t sz = x->shape[d], s0, step = 1;
+		if (n->op == OP_SELECT) {
+			s0 = n->args[2].i < 0 ? n->args[2].i + sz : n->args[2].i;
+		} else {
+			s0 = n->args[2].kind == ARG_INT ? n->args[2].i : 0;
+			s0 = s0 < 0 ? s0 + sz : s0;
+			s0 = s0 < 0 ? 0 : s0 > sz ? sz : s0;
+			step = n->args[4].i;
+		}
+		off = s0 * xs[d];
+		for (int i = 0, r = 0; i < x->rank; i++) {
+			if (i == d && n->op == OP_SELECT)
+				continue;
+			st[r++] = i == d ? xs[i] * step : xs[i];
+		}
+		break;
+	}
+	default: /* reshape family, squeeze, identity: same element order */
+		memcpy(o->d, x->d, (size_t)o->numel * sizeof(double));
+		if (n->nout == 2) /* native_dropout's mask */
+			for (int64_t e = 0; e < OUT(n, 1)->numel; e++)
+				OUT(n, 1)->d[e] = 1;
+		return 0;
+	}
+	walker w = {.rank = o->rank, .nops = 1};
+	memcpy(w.shape, o->shape, sizeof w.shape);
+	memcpy(w.st[0], st, sizeof st);
+	w.off[0] = off;
+	for (int64_t e = 0; e < o->numel; e++, walk_next(&w))
+		o->d[e] = x->d[w.off[0]];
+	return 0;
+}
+
+/* Copies the block [lo, lo+len) of dim d of x into dim d of o at position at. */
+static void copy_block(const itensor *x, itensor *o, int d, int64_t lo, int64_t len, int64_t at)
+{
+	int64_t outer = 1, xin = 1, oin = 1;
+	for (int i = 0; i < d; i++)
+		outer *= x->shape[i];
+	for (int i = d + 1; i < x->rank; i++)
+		xin *= x->shape[i];
+	oin = xin;
+	for (int64_t a = 0; a < outer; a++)
+		memcpy(o->d + (a * o->shape[d] + at) * oin, x->d + (a * x->shape[d] + lo) * xin,
+		       (size_t)(len * xin) * sizeof(double));
+}
+
+static int eval_cat(ictx *c, coil_node *n)
+{
+	itensor *o = OUT(n, 0);
+	int d = (int)(n->args[1].i < 0 ? n->args[1].i + o->rank : n->args[1].i);
+	int64_t at = 0;
+	for (int k = 0; k < n->args[0].n; k++) {
+		itensor *x = &c->t[n->args[0].v[k]];
+		if (x->rank != o->rank)
+			continue; /* skipped empty 1-D tensor */
+		copy_block(x, o, d, 0, x->shape[d], at);
+		at += x->shape[d];
+	}
+	return 0;
+}
+
+static int eval_split(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0);
+	int d = (int)(n->args[2].i < 0 ? n->args[2].i + x->rank : n->args[2].i);
+	int64_t at = 0;
+	for (int k = 0; k < n->nout; k++) {
+		itensor *o = OUT(n, k);
+		copy_block(x, o, d, at, o->shape[d], 0);
+		at += o->shape[d];
+	}
+	return 0;
+}
+
+static int eval_pad(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	const coil_arg *p = &n->args[1];
+	int64_t lo[COIL_MAX_RANK] = {0}, ost[COIL_MAX_RANK];
+	for (int k = 0; k < p->n / 2; k++)
+		lo[x->rank - 1 - k] = p->ints[2 * k];
+	double v = rnd(o->dtype, n->args[2].f);
+	for (int64_t e = 0; e < o->numel; e++)
+		o->d[e] = v;
+	strides_of(o->shape, o->rank, ost);
+	walker w = {.rank = x->rank, .nops = 0};
+	memcpy(w.shape, x->shape, sizeof w.shape);
+	for (int64_t e = 0; e < x->numel; e++, walk_next(&w)) {
+		int64_t off = 0;
+		int inside = 1;
+		for (int i = 0; i < x->rank; i++) {
+			int64_t j = w.idx[i] + lo[i];
+			if (j < 0 || j >= o->shape[i])
+				inside = 0;
+			off += j * ost[i];
+		}
+		if (inside)
+			o->d[off] = x->d[e];
+	}
+	return 0;
+}
+
+static int eval_embedding(ictx *c, coil_node *n)
+{
+	itensor *w = IN(n, 0), *ix = IN(n, 1), *o = OUT(n, 0);
+	int64_t D = w->shape[1];
+	for (int64_t e = 0; e < ix->numel; e++) {
+		int64_t i = (int64_t)ix->d[e];
+		if (i < 0 || i >= w->shape[0])
+			return rterr(c, n, "index %lld out of range for %lld embeddings", (long long)i,
+				     (long long)w->shape[0]);
+		memcpy(o->d + e * D, w->d + i * D, (size_t)D * sizeof(double));
+	}
+	return 0;
+}
+
+static int eval_roll(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	const coil_arg *sh = &n->args[1], *dm = &n->args[2];
+	int64_t shift[COIL_MAX_RANK] = {0}, st[COIL_MAX_RANK];
+	if (dm->n == 0) { /* roll the flattened tensor */
+		int64_t s = x->numel ? ((sh->ints[0] % x->numel) + x->numel) % x->numel : 0;
+		for (int64_t e = 0; e < x->numel; e++)
+			o->d[(e + s) % x->numel] = x->d[e];
+		return 0;
+	}
+	for (int k = 0; k < dm->n; k++) {
+		int d = (int)(dm->ints[k] < 0 ? dm->ints[k] + x->rank : dm->ints[k]);
+		shift[d] += sh->ints[k];
+	}
+	strides_of(x->shape, x->rank, st);
+	walker w = {.rank = x->rank};
+	memcpy(w.shape, x->shape, sizeof w.shape);
+	for (int64_t e = 0; e < x->numel; e++, walk_next(&w)) {
+		int64_t off = 0;
+		for (int i = 0; i < x->rank; i++)
+			off += (((w.idx[i] + shift[i]) % x->shape[i] + x->shape[i]) % x->shape[i]) * st[i];
+		o->d[off] = x->d[e];
+	}
+	return 0;
+}
+
+static int eval_fill(ictx *c, coil_node *n)
+{
+	itensor *o = OUT(n, 0);
+	double v = n->op == OP_FULL ? rnd(o->dtype, n->args[1].f) : 0;
+	for (int64_t e = 0; e < o->numel; e++)
+		o->d[e] = v;
+	return 0;
+}
+
+/* --- reductions --------------------------------------------------------------- */
+
+static int eval_reduce(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	unsigned mask;
+	int keep;
+	reduce_dims(c->g, n, &mask, &keep);
+	/* Output offset of each input element: strides of the kept dims. */
+	int64_t ost[COIL_MAX_RANK], kst[COIL_MAX_RANK], cnt = 1;
+	int64_t kshape[COIL_MAX_RANK];
+	int r = 0;
+	for (int i = 0; i < x->rank; i++)
+		if (!(mask >> i & 1))
+			kshape[r++] = x->shape[i];
+		else
+			cnt *= x->shape[i];
+	strides_of(kshape, r, kst);
+	for (int i = 0, k = 0; i < x->rank; i++)
+		ost[i] = mask >> i & 1 ? 0 : kst[k++];
+	int64_t m = o->numel;
+	double *acc = calloc((size_t)(m ? m : 1), sizeof(double)), *acc2 = calloc((size_t)(m ? m : 1), sizeof(double));
+	int64_t *arg = calloc((size_t)(m ? m : 1), sizeof(int64_t)), *seen = calloc((size_t)(m ? m : 1), sizeof(int64_t));
+	if (!acc || !acc2 || !arg || !seen) {
+		free(acc), free(acc2), free(arg), free(seen);
+		return rterr(c, n, "out of memory");
+	}
+	int is_max = n->op == OP_AMAX || n->op == OP_MAX_DIM || n->op == OP_ARGMAX, is_min = n->op == OP_AMIN;
+	int is_var = n->op == OP_VAR_CORR || n->op == OP_VAR_DIM;
+	double p = n->op == OP_NORM && n->args[1].kind == ARG_SCALAR ? n->args[1].f : 2;
+	walker w = {.rank = x->rank, .nops = 1};
+	memcpy(w.shape, x->shape, sizeof w.shape);
+	memcpy(w.st[0], ost, sizeof ost);
+	/* pass 1: sums, extremes; pass 2 (var): squared deviations from the mean */
+	for (int64_t e = 0; e < x->numel; e++, walk_next(&w)) {
+		int64_t oi = w.off[0];
+		double v = x->d[e];
+		int64_t pos = seen[oi]++; /* position within the reduced elements */
+		if (is_max || is_min) {
+			if (pos == 0 || isnan(v) || (!isnan(acc[oi]) && (is_max ? v > acc[oi] : v < acc[oi]))) {
+				if (!(pos > 0 && isnan(acc[oi]))) {
+					acc[oi] = v;
+					arg[oi] = pos;
+				}
+			}
+		} else if (n->op == OP_NORM) {
+			acc[oi] += p == 1 ? fabs(v) : v * v;
+		} else {
+			acc[oi] += v;
+		}
+	}
+	if (is_var) {
+		for (int64_t i = 0; i < m; i++)
+			acc[i] /= (double)cnt;
+		walker w2 = {.rank = x->rank, .nops = 1};
+		memcpy(w2.shape, x->shape, sizeof w2.shape);
+		memcpy(w2.st[0], ost, sizeof ost);
+		for (int64_t e = 0; e < x->numel; e++, walk_next(&w2)) {
+			double d = x->d[e] - acc[w2.off[0]];
+			acc2[w2.off[0]] += d * d;
+		}
+	}
+	double corr = 1;
+	if (n->op == OP_VAR_CORR)
+		corr = n->args[2].kind == ARG_INT ? (double)n->args[2].i : 1;
+	else if (n->op == OP_VAR_DIM)
+		corr = n->args[2].i ? 1 : 0;
+	for (int64_t i = 0; i < m; i++) {
+		double v = acc[i];
+		switch (n->op) {
+		case OP_MEAN: case OP_MEAN_DIM: v = acc[i] / (double)cnt; break;
+		case OP_VAR_CORR: case OP_VAR_DIM: v = acc2[i] / fmax((double)cnt - corr, 0); break;
+		case OP_NORM: v = p == 1 ? acc[i] : sqrt(acc[i]); break;
+		case OP_ARGMAX: v = (double)arg[i]; break;
+		default: break;
+		}
+		o->d[i] = rnd(o->dtype, v);
+		if (n->op == OP_MAX_DIM)
+			OUT(n, 1)->d[i] = (double)arg[i];
+	}
+	free(acc), free(acc2), free(arg), free(seen);
+	return 0;
+}
+
+/* --- normalization and softmax ---------------------------------------------------- */
+
+static int eval_batch_norm(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *o = OUT(n, 0), *mean = IN(n, 3), *var = IN(n, 4);
+	itensor *w = HAS(n, 1) ? IN(n, 1) : NULL, *b = HAS(n, 2) ? IN(n, 2) : NULL;
+	double eps = n->args[7].f;
+	int64_t C = x->shape[1], inner = 1, outer = x->shape[0];
+	for (int i = 2; i < x->rank; i++)
+		inner *= x->shape[i];
+	for (int64_t a = 0; a < outer; a++)
+		for (int64_t ch = 0; ch < C; ch++) {
+			double s = 1 / sqrt(var->d[ch] + eps) * (w ? w->d[ch] : 1);
+			double t = (b ? b->d[ch] : 0) - mean->d[ch] * s;
+			double *px = x->d + (a * C + ch) * inner, *po = o->d + (a * C + ch) * inner;
+			for (int64_t i = 0; i < inner; i++)
+				po[i] = rnd(o->dtype, px[i] * s + t);
+		}
+	return 0;
+}
+
+static int eval_layer_norm(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	itensor *w = HAS(n, 2) ? IN(n, 2) : NULL, *b = HAS(n, 3) ? IN(n, 3) : NULL;
+	double eps = n->args[4].f;
+	int64_t inner = 1;
+	for (int i = x->rank - n->args[1].n; i < x->rank; i++)
+		inner *= x->shape[i];
+	int64_t rows = inner ? x->numel / inner : 0;
+	for (int64_t r = 0; r < rows; r++) {
+		double *px = x->d + r * inner, *po = o->d + r * inner, mu = 0, var = 0;
+		for (int64_t i = 0; i < inner; i++)
+			mu += px[i];
+		mu /= (double)inner;
+		for (int64_t i = 0; i < inner; i++)
+			var += (px[i] - mu) * (px[i] - mu);
+		var /= (double)inner;
+		double rstd = 1 / sqrt(var + eps);
+		for (int64_t i = 0; i < inner; i++)
+			po[i] = rnd(o->dtype, (px[i] - mu) * rstd * (w ? w->d[i] : 1) + (b ? b->d[i] : 0));
+		if (n->nout == 3) {
+			OUT(n, 1)->d[r] = rnd(o->dtype, mu);
+			OUT(n, 2)->d[r] = rnd(o->dtype, rstd);
+		}
+	}
+	return 0;
+}
+
+static int eval_softmax(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	int r = x->rank ? x->rank : 1;
+	int d = (int)(n->args[1].i < 0 ? n->args[1].i + r : n->args[1].i);
+	int64_t len = x->rank ? x->shape[d] : 1, inner = 1, outer = 1;
+	for (int i = 0; i < x->rank; i++)
+		if (i < d)
+			outer *= x->shape[i];
+		else if (i > d)
+			inner *= x->shape[i];
+	int lg = n->op == OP_LOG_SOFTMAX || n->op == OP_LOG_SOFTMAX_;
+	for (int64_t a = 0; a < outer; a++)
+		for (int64_t i = 0; i < inner; i++) {
+			double *px = x->d + a * len * inner + i, *po = o->d + a * len * inner + i, mx = -INFINITY, s = 0;
+			for (int64_t k = 0; k < len; k++)
+				mx = fmax(mx, px[k * inner]);
+			for (int64_t k = 0; k < len; k++)
+				s += exp(px[k * inner] - mx);
+			for (int64_t k = 0; k < len; k++)
+				po[k * inner] = rnd(o->dtype, lg ? px[k * inner] - mx - log(s) : exp(px[k * inner] - mx) / s);
+		}
+	return 0;
+}
+
+/* --- pooling ------------------------------------------------------------------ */
+
+static int eval_pool2d(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	pool_params pp;
+	pool_get_params(n, &pp);
+	int r = x->rank;
+	int64_t H = x->shape[r - 2], W = x->shape[r - 1], OH = o->shape[r - 2], OW = o->shape[r - 1];
+	int64_t planes = (H * W != 0) ? x->numel / (H * W) : 0;
+	int avg = n->op == OP_AVG_POOL2D;
+	for (int64_t pl = 0; pl < planes; pl++)
+		for (int64_t oh = 0; oh < OH; oh++)
+			for (int64_t ow = 0; ow < OW; ow++) {
+				double *px = x->d + pl * H * W, res;
+				int64_t oidx = (pl * OH + oh) * OW + ow;
+				int64_t h0 = oh * pp.s[0] - pp.p[0], w0 = ow * pp.s[1] - pp.p[1];
+				if (avg) {
+					int64_t h1 = h0 + pp.k[0] < H + pp.p[0] ? h0 + pp.k[0] : H + pp.p[0];
+					int64_t w1 = w0 + pp.k[1] < W + pp.p[1] ? w0 + pp.k[1] : W + pp.p[1];
+					int64_t size = (h1 - h0) * (w1 - w0);
+					h0 = h0 < 0 ? 0 : h0, w0 = w0 < 0 ? 0 : w0;
+					h1 = h1 > H ? H : h1, w1 = w1 > W ? W : w1;
+					double s = 0;
+					for (int64_t h = h0; h < h1; h++)
+						for (int64_t w = w0; w < w1; w++)
+							s += px[h * W + w];
+					int64_t div = pp.divisor ? pp.divisor : pp.count_pad ? size : (h1 - h0) * (w1 - w0);
+					res = s / (double)div;
+				} else {
+					double m = -INFINITY;
+					int64_t mi = -1;
+					for (int64_t kh = 0; kh < pp.k[0]; kh++) {
+						int64_t h = h0 + kh * pp.d[0];
+						if (h < 0 || h >= H)
+							continue;
+						for (int64_t kw = 0; kw < pp.k[1]; kw++) {
+							int64_t w = w0 + kw * pp.d[1];
+							if (w < 0 || w >= W)
+								continue;
+							double v = px[h * W + w];
+							if (mi < 0 || v > m || isnan(v)) {
+								if (!(mi >= 0 && isnan(m))) {
+									m = v;
+									mi = h * W + w;
+								}
+							}
+						}
+					}
+					res = m;
+					if (n->nout == 2)
+						OUT(n, 1)->d[oidx] = (double)mi;
+				}
+				o->d[oidx] = rnd(o->dtype, res);
+			}
+	return 0;
+}
+
+static int eval_adaptive_pool2d(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	int r = x->rank, mx = n->op == OP_ADAPTIVE_MAX_POOL2D;
+	int64_t H = x->shape[r - 2], W = x->shape[r - 1], OH = o->shape[r - 2], OW = o->shape[r - 1];
+	int64_t planes = x->numel / (H * W);
+	for (int64_t pl = 0; pl < planes; pl++)
+		for (int64_t oh = 0; oh < OH; oh++)
+			for (int64_t ow = 0; ow < OW; ow++) {
+				int64_t h0 = oh * H / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
+				int64_t w0 = ow * W / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
+				double *px = x->d + pl * H * W, s = 0, m = -INFINITY;
+				int64_t mi = -1;
+				for (int64_t h = h0; h < h1; h++)
+					for (int64_t w = w0; w < w1; w++) {
+						double v = px[h * W + w];
+						s += v;
+						if (mi < 0 || v > m || isnan(v))
+							if (!(mi >= 0 && isnan(m)))
+								m = v, mi = h * W + w;
+					}
+				int64_t oidx = (pl * OH + oh) * OW + ow;
+				o->d[oidx] = rnd(o->dtype, mx ? m : s / (double)((h1 - h0) * (w1 - w0)));
+				if (mx)
+					OUT(n, 1)->d[oidx] = (double)mi;
+			}
+	return 0;
+}
+
+/* --- convolution and matrix products ------------------------------------------- */
+
+static int eval_conv(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *wt = IN(n, 1), *o = OUT(n, 0), *b = HAS(n, 2) ? IN(n, 2) : NULL;
+	int sd = x->rank - 2, tr = (int)n->args[6].i;
+	int64_t G = n->args[8].i, N = x->shape[0], Ci = x->shape[1], Co = o->shape[1];
+	/* Spatial dims padded to 3: missing ones have size 1 and unit parameters. */
+	int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, p[3] = {0}, dl[3] = {1, 1, 1};
+	for (int i = 0; i < sd; i++) {
+		int j = 3 - sd + i;
+#define LV(ai) (n->args[ai].n == 1 ? n->args[ai].ints[0] : n->args[ai].ints[i])
+		in[j] = x->shape[2 + i], out[j] = o->shape[2 + i], k[j] = wt->shape[2 + i];
+		s[j] = LV(3), p[j] = LV(4), dl[j] = LV(5);
+#undef LV
+	}
+	int64_t cig = Ci / G, cog = Co / G, ksz = k[0] * k[1] * k[2], isz = in[0] * in[1] * in[2];
+	int64_t osz = out[0] * out[1] * out[2];
+	double *acc = calloc((size_t)(N * Co * osz + 1), sizeof(double));
+	if (!acc)
+		return rterr(c, n, "out of memory");
+	for (int64_t bn = 0; bn < N; bn++)
+		for (int64_t gi = 0; gi < G; gi++)
+			for (int64_t oc = 0; oc < cog; oc++)
+				for (int64_t ic = 0; ic < cig; ic++) {
+					/* non-transposed weight: [Co][cig][k]; transposed: [Ci][cog][k] */
+					const double *wk = tr ? wt->d + ((gi * cig + ic) * cog + oc) * ksz
+							      : wt->d + ((gi * cog + oc) * cig + ic) * ksz;
+					const double *px = x->d + (bn * Ci + gi * cig + ic) * isz;
+					double *po = acc + (bn * Co + gi * cog + oc) * osz;
+					for (int64_t kd = 0; kd < k[0]; kd++)
+						for (int64_t kh = 0; kh < k[1]; kh++)
+							for (int64_t kw = 0; kw < k[2]; kw++) {
+								double wv = wk[(kd * k[1] + kh) * k[2] + kw];
+								if (!tr) {
+									for (int64_t od = 0; od < out[0]; od++) {
+										int64_t id = od * s[0] - p[0] + kd * dl[0];
+										if (id < 0 || id >= in[0])
+											continue;
+										for (int64_t oh = 0; oh < out[1]; oh++) {
+											int64_t ih = oh * s[1] - p[1] + kh * dl[1];
+											if (ih < 0 || ih >= in[1])
+												continue;
+											const double *row = px + (id * in[1] + ih) * in[2];
+											double *orow = po + (od * out[1] + oh) * out[2];
+											for (int64_t ow = 0; ow < out[2]; ow++) {
+												int64_t iw = ow * s[2] - p[2] + kw * dl[2];
+												if (iw >= 0 && iw < in[2])
+													orow[ow] += wv * row[iw];
+											}
+										}
+									}
+								} else {
+									for (int64_t id = 0; id < in[0]; id++) {
+										int64_t od = id * s[0] - p[0] + kd * dl[0];
+										if (od < 0 || od >= out[0])
+											continue;
+										for (int64_t ih = 0; ih < in[1]; ih++) {
+											int64_t oh = ih * s[1] - p[1] + kh * dl[1];
+											if (oh < 0 || oh >= out[1])
+												continue;
+											for (int64_t iw = 0; iw < in[2]; iw++) {
+												int64_t ow = iw * s[2] - p[2] + kw * dl[2];
+												if (ow >= 0 && ow < out[2])
+													po[(od * out[1] + oh) * out[2] + ow] +=
+														wv * px[(id * in[1] + ih) * in[2] + iw];
+											}
+										}
+									}
+								}
+							}
+				}
+	for (int64_t e = 0; e < o->numel; e++)
+		o->d[e] = rnd(o->dtype, acc[e] + (b ? b->d[(e / osz) % Co] : 0));
+	free(acc);
+	return 0;
+}
+
+static int eval_matmul(ictx *c, coil_node *n)
+{
+	int base = n->op == OP_ADDMM ? 1 : 0;
+	itensor *a = IN(n, base), *b = IN(n, base + 1), *o = OUT(n, 0);
+	int64_t B = n->op == OP_BMM ? a->shape[0] : 1, M = a->shape[a->rank - 2], K = a->shape[a->rank - 1],
+		N = b->shape[b->rank - 1];
+	double alpha = n->op == OP_ADDMM ? n->args[4].f : 1, beta = n->op == OP_ADDMM ? n->args[3].f : 0;
+	int64_t bst[COIL_MAX_RANK] = {0};
+	if (n->op == OP_ADDMM)
+		bcast_strides(IN(n, 0), 2, o->shape, bst);
+	for (int64_t bi = 0; bi < B; bi++)
+		for (int64_t i = 0; i < M; i++)
+			for (int64_t j = 0; j < N; j++) {
+				double s = 0;
+				const double *pa = a->d + (bi * M + i) * K, *pb = b->d + bi * K * N + j;
+				for (int64_t k = 0; k < K; k++)
+					s += pa[k] * pb[k * N];
+				double v = alpha * s;
+				if (n->op == OP_ADDMM && beta != 0)
+					v += beta * IN(n, 0)->d[i * bst[0] + j * bst[1]];
+				o->d[(bi * M + i) * N + j] = rnd(o->dtype, v);
+			}
+	return 0;
+}
+
+/* --- driver ------------------------------------------------------------------- */
+
+typedef int (*eval_fn)(ictx *, coil_node *);
+static const eval_fn kernels[COIL_NOPS] = {
+#define X(e, name, schema, nres, kind, rule, kern) [OP_##e] = eval_##kern,
+	COIL_OPS(X)
+#undef X
+};
+
+static int alloc_value(ictx *c, int v, const int64_t *syms)
+{
+	coil_value *val = &c->g->vals[v];
+	itensor *t = &c->t[v];
+	t->dtype = val->dtype;
+	t->rank = val->rank;
+	t->numel = 1;
+	for (int i = 0; i < val->rank; i++) {
+		if (dim_eval(&val->shape[i], syms, &t->shape[i], c->err))
+			return -1;
+		if (t->shape[i] < 0)
+			return coil_errf(c->err, "value '%s': size %lld is negative for these inputs",
+					 val->name ? val->name : "?", (long long)t->shape[i]);
+		if (__builtin_mul_overflow(t->numel, t->shape[i], &t->numel) || t->numel > ((int64_t)1 << 34))
+			return coil_errf(c->err, "value '%s': too large for the interpreter", val->name ? val->name : "?");
+	}
+	t->d = malloc((size_t)(t->numel ? t->numel : 1) * sizeof(double));
+	return t->d ? 0 : coil_errf(c->err, "out of memory");
+}
+
+int bind_symbols(const coil_graph *g, const coil_tensor *inputs, int64_t *vals, coil_err *err)
+{
+	int bound[COIL_MAX_SYMS] = {0};
+	for (int i = 0; i < COIL_MAX_SYMS; i++)
+		vals[i] = 1;
+	for (int i = 0; i < g->ninputs; i++) {
+		const coil_value *v = &g->vals[g->inputs[i]];
+		const coil_tensor *t = &inputs[i];
+		if (t->dtype != v->dtype)
+			return coil_errf(err, "input '%s': dtype %s, expected %s", v->name, dtype_name(t->dtype),
+					 dtype_name(v->dtype));
+		if (t->rank != v->rank)
+			return coil_errf(err, "input '%s': rank %d, expected %d", v->name, t->rank, v->rank);
+		for (int d = 0; d < v->rank; d++) {
+			int64_t cst;
+			if (dim_is_const(&v->shape[d], &cst)) {
+				if (cst != t->shape[d])
+					return coil_errf(err, "input '%s': dim %d is %lld, expected %lld", v->name, d,
+							 (long long)t->shape[d], (long long)cst);
+				continue;
+			}
+			int s = 0; /* declared dims are single symbols */
+			while (!v->shape[d].t[0].pow[s])
+				s++;
+			if (bound[s] && vals[s] != t->shape[d])
+				return coil_errf(err, "input '%s': dim %d is %lld, but '%s' is %lld", v->name, d,
+						 (long long)t->shape[d], g->syms.name[s], (long long)vals[s]);
+			bound[s] = 1;
+			vals[s] = t->shape[d];
+		}
+	}
+	return 0;
+}
+
+static int load_value(ictx *c, int v, const coil_tensor *src, const char *what, const int64_t *syms)
+{
+	coil_value *val = &c->g->vals[v];
+	if (alloc_value(c, v, syms))
+		return -1;
+	itensor *t = &c->t[v];
+	if (src) {
+		if (src->dtype != val->dtype || src->rank != val->rank)
+			return coil_errf(c->err, "%s '%s': dtype/rank %s/%d, expected %s/%d", what, val->name,
+					 dtype_name(src->dtype), src->rank, dtype_name(val->dtype), val->rank);
+		for (int i = 0; i < t->rank; i++)
+			if (src->shape[i] != t->shape[i])
+				return coil_errf(c->err, "%s '%s': dim %d is %lld, expected %lld", what, val->name, i,
+						 (long long)src->shape[i], (long long)t->shape[i]);
+	}
+	const void *data = src ? src->data : val->data;
+	for (int64_t e = 0; e < t->numel; e++)
+		t->d[e] = dtype_load(val->dtype, data, (size_t)e);
+	return 0;
+}
+
+int interp_run(coil_graph *g, const coil_tensor *inputs, const coil_tensor *params, coil_tensor *outputs,
+	       coil_err *err)
+{
+	ictx c = {.g = g, .err = err};
+	int64_t syms[COIL_MAX_SYMS];
+	int rc = -1;
+	c.t = calloc((size_t)g->nvals + 1, sizeof(itensor));
+	int *last = malloc(((size_t)g->nvals + 1) * sizeof(int));
+	for (int i = 0; i < g->noutputs; i++)
+		outputs[i].data = NULL;
+	if (!c.t || !last) {
+		coil_errf(err, "out of memory");
+		goto out;
+	}
+	if (bind_symbols(g, inputs, syms, err))
+		goto out;
+	for (int i = 0; i < g->ninputs; i++)
+		if (load_value(&c, g->inputs[i], &inputs[i], "input", syms))
+			goto out;
+	for (int i = 0; i < g->nparams; i++)
+		if (load_value(&c, g->params[i], &params[i], "param", syms))
+			goto out;
+	for (int i = 0; i < g->nconsts; i++)
+		if (load_value(&c, g->consts[i], NULL, "constant", syms))
+			goto out;
+	/* Free each intermediate after its last reader. */
+	for (int v = 0; v < g->nvals; v++)
+		last[v] = g->vals[v].kind == VAL_NODE ? g->vals[v].index : -1;
+	for (int i = 0; i < g->nnodes; i++) {
+		coil_node *n = &g->nodes[i];
+		const op_info *oi = op_get(n->op);
+		for (int a = 0; a < oi->nargs; a++)
+			if (n->args[a].kind == ARG_TENSOR || n->args[a].kind == ARG_TENSORS)
+				for (int k = 0; k < n->args[a].n; k++)
+					if (n->args[a].v[k] >= 0)
+						last[n->args[a].v[k]] = i;
+	}
+	for (int i = 0; i < g->noutputs; i++)
+		last[g->outputs[i]] = g->nnodes;
+	for (int i = 0; i < g->nnodes; i++) {
+		coil_node *n = &g->nodes[i];
+		for (int k = 0; k < n->nout; k++)
+			if (alloc_value(&c, n->outs[k], syms))
+				goto out;
+		if (kernels[n->op](&c, n))
+			goto out;
+		const op_info *oi = op_get(n->op);
+		for (int a = 0; a < oi->nargs; a++)
+			if (n->args[a].kind == ARG_TENSOR || n->args[a].kind == ARG_TENSORS)
+				for (int k = 0; k < n->args[a].n; k++) {
+					int v = n->args[a].v[k];
+					if (v >= 0 && last[v] == i && g->vals[v].kind == VAL_NODE) {
+						free(c.t[v].d);
+						c.t[v].d = NULL;
+					}
+				}
+		for (int k = 0; k < n->nout; k++)
+			if (last[n->outs[k]] == i) { /* unused result */
+				free(c.t[n->outs[k]].d);
+				c.t[n->outs[k]].d = NULL;
+			}
+	}
+	for (int i = 0; i < g->noutputs; i++) {
+		itensor *t = &c.t[g->outputs[i]];
+		coil_tensor *o = &outputs[i];
+		o->dtype = t->dtype;
+		o->rank = t->rank;
+		memcpy(o->shape, t->shape, sizeof o->shape);
+		o->data = malloc((size_t)(t->numel ? t->numel : 1) * dtype_size(t->dtype));
+		if (!o->data) {
+			coil_errf(err, "out of memory");
+			goto out;
+		}
+		for (int64_t e = 0; e < t->numel; e++)
+			dtype_store(t->dtype, o->data, (size_t)e, t->d[e]);
+	}
+	rc = 0;
+out:
+	if (rc)
+		for (int i = 0; i < g->noutputs; i++)
+			tensor_free(&outputs[i]);
+	if (c.t)
+		for (int v = 0; v < g->nvals; v++)
+			free(c.t[v].d);
+	free(c.t);
+	free(last);
+	return rc;
+}

@@ -1,0 +1,194 @@
+/* The op table: one line per ATen op coil understands.
+ *
+ *   X(ENUM, aten name, ATen schema (arguments), results, kind, shape rule, interpreter kernel)
+ *
+ * The schema is ATen's own argument list (PyTorch 1.13 native_functions.yaml,
+ * alias annotations dropped): it drives argument parsing, defaults and keyword
+ * arguments.  `results` is the number of tensors returned (-1: as many as the
+ * node names, for split).  `kind` tells later passes what the op is made of:
+ *   PW   pointwise (elementwise with broadcasting)
+ *   RED  reduction over some dims
+ *   VIEW pure index arithmetic (no data movement in generated code)
+ *   MOVE data movement that is not a view (cat, pad, gather, ...)
+ *   EXT  a library call (convolution, matrix products)
+ *   COMP a composite, decomposed into the others before fusion
+ * The shape rule infer_<rule> lives in common/infer.c and the kernel
+ * eval_<kernel> in common/interp.c.  Adding an op is one line here plus, where
+ * no existing rule or kernel fits, one function in each file. */
+#ifndef COIL_OPS_H
+#define COIL_OPS_H
+
+#define COIL_OPS(X)                                                                                    \
+	/* convolution and matrix products */                                                          \
+	X(CONVOLUTION, "aten.convolution.default", "Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, bool transposed, int[] output_padding, int groups", 1, EXT, conv, conv) \
+	X(ADDMM, "aten.addmm.default", "Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1", 1, EXT, addmm, matmul) \
+	X(MM, "aten.mm.default", "Tensor self, Tensor mat2", 1, EXT, mm, matmul)                        \
+	X(BMM, "aten.bmm.default", "Tensor self, Tensor mat2", 1, EXT, bmm, matmul)                     \
+	/* normalization */                                                                            \
+	X(NATIVE_BATCH_NORM, "aten.native_batch_norm.default", "Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps", 3, COMP, batch_norm, batch_norm) \
+	X(BATCH_NORM, "aten.batch_norm.default", "Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps, bool cudnn_enabled", 1, COMP, batch_norm, batch_norm) \
+	X(NATIVE_LAYER_NORM, "aten.native_layer_norm.default", "Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps", 3, COMP, layer_norm, layer_norm) \
+	X(LAYER_NORM, "aten.layer_norm.default", "Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, bool cudnn_enable=True", 1, COMP, layer_norm, layer_norm) \
+	X(SOFTMAX_, "aten._softmax.default", "Tensor self, int dim, bool half_to_float", 1, COMP, softmax, softmax) \
+	X(SOFTMAX, "aten.softmax.int", "Tensor self, int dim, ScalarType? dtype=None", 1, COMP, softmax, softmax) \
+	X(LOG_SOFTMAX_, "aten._log_softmax.default", "Tensor self, int dim, bool half_to_float", 1, COMP, softmax, softmax) \
+	X(LOG_SOFTMAX, "aten.log_softmax.int", "Tensor self, int dim, ScalarType? dtype=None", 1, COMP, softmax, softmax) \
+	/* pooling */                                                                                  \
+	X(MAX_POOL2D_WI, "aten.max_pool2d_with_indices.default", "Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False", 2, MOVE, pool2d, pool2d) \
+	X(MAX_POOL2D, "aten.max_pool2d.default", "Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False", 1, MOVE, pool2d, pool2d) \
+	X(AVG_POOL2D, "aten.avg_pool2d.default", "Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None", 1, MOVE, pool2d, pool2d) \
+	X(ADAPTIVE_AVG_POOL2D_, "aten._adaptive_avg_pool2d.default", "Tensor self, SymInt[2] output_size", 1, MOVE, adaptive_pool2d, adaptive_pool2d) \
+	X(ADAPTIVE_AVG_POOL2D, "aten.adaptive_avg_pool2d.default", "Tensor self, SymInt[2] output_size", 1, MOVE, adaptive_pool2d, adaptive_pool2d) \
+	X(ADAPTIVE_MAX_POOL2D, "aten.adaptive_max_pool2d.default", "Tensor self, int[2] output_size", 2, MOVE, adaptive_pool2d, adaptive_pool2d) \
+	/* activations and unary math */                                                               \
+	X(RELU, "aten.relu.default", "Tensor self", 1, PW, unary, pointwise)                            \
+	X(GELU, "aten.gelu.default", "Tensor self, *, str approximate='none'", 1, PW, unary_float, pointwise) \
+	X(SILU, "aten.silu.default", "Tensor self", 1, PW, unary_float, pointwise)                      \
+	X(SIGMOID, "aten.sigmoid.default", "Tensor self", 1, PW, unary_float, pointwise)                \
+	X(TANH, "aten.tanh.default", "Tensor self", 1, PW, unary_float, pointwise)                      \
+	X(HARDSWISH, "aten.hardswish.default", "Tensor self", 1, PW, unary_float, pointwise)            \
+	X(HARDSIGMOID, "aten.hardsigmoid.default", "Tensor self", 1, PW, unary_float, pointwise)        \
+	X(HARDTANH, "aten.hardtanh.default", "Tensor self, Scalar min_val=-1, Scalar max_val=1", 1, PW, unary, pointwise) \
+	X(LEAKY_RELU, "aten.leaky_relu.default", "Tensor self, Scalar negative_slope=0.01", 1, PW, unary_float, pointwise) \
+	X(ELU, "aten.elu.default", "Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1", 1, PW, unary_float, pointwise) \
+	X(EXP, "aten.exp.default", "Tensor self", 1, PW, unary_float, pointwise)                        \
+	X(LOG, "aten.log.default", "Tensor self", 1, PW, unary_float, pointwise)                        \
+	X(LOG1P, "aten.log1p.default", "Tensor self", 1, PW, unary_float, pointwise)                    \
+	X(SQRT, "aten.sqrt.default", "Tensor self", 1, PW, unary_float, pointwise)                      \
+	X(RSQRT, "aten.rsqrt.default", "Tensor self", 1, PW, unary_float, pointwise)                    \
+	X(ERF, "aten.erf.default", "Tensor self", 1, PW, unary_float, pointwise)                        \
+	X(SIN, "aten.sin.default", "Tensor self", 1, PW, unary_float, pointwise)                        \
+	X(COS, "aten.cos.default", "Tensor self", 1, PW, unary_float, pointwise)                        \
+	X(RECIPROCAL, "aten.reciprocal.default", "Tensor self", 1, PW, unary_float, pointwise)          \
+	X(NEG, "aten.neg.default", "Tensor self", 1, PW, unary, pointwise)                              \
+	X(ABS, "aten.abs.default", "Tensor self", 1, PW, unary, pointwise)                              \
+	X(FLOOR, "aten.floor.default", "Tensor self", 1, PW, unary, pointwise)                          \
+	X(CEIL, "aten.ceil.default", "Tensor self", 1, PW, unary, pointwise)                            \
+	X(LOGICAL_NOT, "aten.logical_not.default", "Tensor self", 1, PW, unary_bool, pointwise)         \
+	X(CLAMP, "aten.clamp.default", "Tensor self, Scalar? min=None, Scalar? max=None", 1, PW, unary, pointwise) \
+	X(CLAMP_MIN, "aten.clamp_min.default", "Tensor self, Scalar min", 1, PW, unary, pointwise)      \
+	X(CLAMP_MAX, "aten.clamp_max.default", "Tensor self, Scalar max", 1, PW, unary, pointwise)      \
+	X(POW_TS, "aten.pow.Tensor_Scalar", "Tensor self, Scalar exponent", 1, PW, binary, pointwise)   \
+	X(POW_TT, "aten.pow.Tensor_Tensor", "Tensor self, Tensor exponent", 1, PW, binary, pointwise)   \
+	/* binary arithmetic with broadcasting */                                                      \
+	X(ADD, "aten.add.Tensor", "Tensor self, Tensor other, *, Scalar alpha=1", 1, PW, binary, pointwise) \
+	X(ADD_S, "aten.add.Scalar", "Tensor self, Scalar other, Scalar alpha=1", 1, PW, binary, pointwise) \
+	X(SUB, "aten.sub.Tensor", "Tensor self, Tensor other, *, Scalar alpha=1", 1, PW, binary, pointwise) \
+	X(SUB_S, "aten.sub.Scalar", "Tensor self, Scalar other, Scalar alpha=1", 1, PW, binary, pointwise) \
+	X(RSUB, "aten.rsub.Tensor", "Tensor self, Tensor other, *, Scalar alpha=1", 1, PW, binary, pointwise) \
+	X(RSUB_S, "aten.rsub.Scalar", "Tensor self, Scalar other, Scalar alpha=1", 1, PW, binary, pointwise) \
+	X(MUL, "aten.mul.Tensor", "Tensor self, Tensor other", 1, PW, binary, pointwise)                \
+	X(MUL_S, "aten.mul.Scalar", "Tensor self, Scalar other", 1, PW, binary, pointwise)              \
+	X(DIV, "aten.div.Tensor", "Tensor self, Tensor other", 1, PW, div, pointwise)                   \
+	X(DIV_S, "aten.div.Scalar", "Tensor self, Scalar other", 1, PW, div, pointwise)                 \
+	X(DIV_MODE, "aten.div.Tensor_mode", "Tensor self, Tensor other, *, str? rounding_mode", 1, PW, div, pointwise) \
+	X(MAXIMUM, "aten.maximum.default", "Tensor self, Tensor other", 1, PW, binary, pointwise)       \
+	X(MINIMUM, "aten.minimum.default", "Tensor self, Tensor other", 1, PW, binary, pointwise)       \
+	X(EQ, "aten.eq.Tensor", "Tensor self, Tensor other", 1, PW, compare, pointwise)                 \
+	X(EQ_S, "aten.eq.Scalar", "Tensor self, Scalar other", 1, PW, compare, pointwise)               \
+	X(NE, "aten.ne.Tensor", "Tensor self, Tensor other", 1, PW, compare, pointwise)                 \
+	X(NE_S, "aten.ne.Scalar", "Tensor self, Scalar other", 1, PW, compare, pointwise)               \
+	X(LT, "aten.lt.Tensor", "Tensor self, Tensor other", 1, PW, compare, pointwise)                 \
+	X(LT_S, "aten.lt.Scalar", "Tensor self, Scalar other", 1, PW, compare, pointwise)               \
+	X(LE, "aten.le.Tensor", "Tensor self, Tensor other", 1, PW, compare, pointwise)                 \
+	X(LE_S, "aten.le.Scalar", "Tensor self, Scalar other", 1, PW, compare, pointwise)               \
+	X(GT, "aten.gt.Tensor", "Tensor self, Tensor other", 1, PW, compare, pointwise)                 \
+	X(GT_S, "aten.gt.Scalar", "Tensor self, Scalar other", 1, PW, compare, pointwise)               \
+	X(GE, "aten.ge.Tensor", "Tensor self, Tensor other", 1, PW, compare, pointwise)                 \
+	X(GE_S, "aten.ge.Scalar", "Tensor self, Scalar other", 1, PW, compare, pointwise)               \
+	X(LOGICAL_AND, "aten.logical_and.default", "Tensor self, Tensor other", 1, PW, compare, pointwise) \
+	X(LOGICAL_OR, "aten.logical_or.default", "Tensor self, Tensor other", 1, PW, compare, pointwise) \
+	X(WHERE, "aten.where.self", "Tensor condition, Tensor self, Tensor other", 1, PW, where, pointwise) \
+	X(MASKED_FILL, "aten.masked_fill.Scalar", "Tensor self, Tensor mask, Scalar value", 1, PW, where, pointwise) \
+	X(MASKED_FILL_T, "aten.masked_fill.Tensor", "Tensor self, Tensor mask, Tensor value", 1, PW, where, pointwise) \
+	X(TO_COPY, "aten._to_copy.default", "Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None", 1, PW, to_copy, pointwise) \
+	/* reductions */                                                                               \
+	X(SUM, "aten.sum.default", "Tensor self, *, ScalarType? dtype=None", 1, RED, reduce, reduce)    \
+	X(SUM_DIM, "aten.sum.dim_IntList", "Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None", 1, RED, reduce, reduce) \
+	X(MEAN, "aten.mean.default", "Tensor self, *, ScalarType? dtype=None", 1, RED, reduce, reduce)  \
+	X(MEAN_DIM, "aten.mean.dim", "Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None", 1, RED, reduce, reduce) \
+	X(AMAX, "aten.amax.default", "Tensor self, int[1] dim=[], bool keepdim=False", 1, RED, reduce, reduce) \
+	X(AMIN, "aten.amin.default", "Tensor self, int[1] dim=[], bool keepdim=False", 1, RED, reduce, reduce) \
+	X(VAR_CORR, "aten.var.correction", "Tensor self, int[1]? dim, *, int? correction=None, bool keepdim=False", 1, RED, reduce, reduce) \
+	X(VAR_DIM, "aten.var.dim", "Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False", 1, RED, reduce, reduce) \
+	X(NORM, "aten.norm.ScalarOpt_dim", "Tensor self, Scalar? p, int[1] dim, bool keepdim=False", 1, RED, reduce, reduce) \
+	X(MAX_DIM, "aten.max.dim", "Tensor self, int dim, bool keepdim=False", 2, RED, reduce, reduce)  \
+	X(ARGMAX, "aten.argmax.default", "Tensor self, int? dim=None, bool keepdim=False", 1, RED, reduce, reduce) \
+	/* views: index arithmetic */                                                                  \
+	X(VIEW, "aten.view.default", "Tensor self, SymInt[] size", 1, VIEW, reshape, view)              \
+	X(UNSAFE_VIEW, "aten._unsafe_view.default", "Tensor self, SymInt[] size", 1, VIEW, reshape, view) \
+	X(RESHAPE, "aten.reshape.default", "Tensor self, SymInt[] shape", 1, VIEW, reshape, view)       \
+	X(RESHAPE_ALIAS, "aten._reshape_alias.default", "Tensor self, SymInt[] size, SymInt[] stride", 1, VIEW, reshape, view) \
+	X(FLATTEN, "aten.flatten.using_ints", "Tensor self, int start_dim=0, int end_dim=-1", 1, VIEW, reshape, view) \
+	X(PERMUTE, "aten.permute.default", "Tensor self, int[] dims", 1, VIEW, permute, view)           \
+	X(TRANSPOSE, "aten.transpose.int", "Tensor self, int dim0, int dim1", 1, VIEW, permute, view)   \
+	X(T, "aten.t.default", "Tensor self", 1, VIEW, permute, view)                                   \
+	X(EXPAND, "aten.expand.default", "Tensor self, SymInt[] size, *, bool implicit=False", 1, VIEW, expand, view) \
+	X(SLICE, "aten.slice.Tensor", "Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1", 1, VIEW, slice, view) \
+	X(SELECT, "aten.select.int", "Tensor self, int dim, SymInt index", 1, VIEW, slice, view)        \
+	X(SQUEEZE, "aten.squeeze.default", "Tensor self", 1, VIEW, squeeze, view)                       \
+	X(SQUEEZE_DIM, "aten.squeeze.dim", "Tensor self, int dim", 1, VIEW, squeeze, view)              \
+	X(UNSQUEEZE, "aten.unsqueeze.default", "Tensor self, int dim", 1, VIEW, squeeze, view)          \
+	X(ALIAS, "aten.alias.default", "Tensor self", 1, VIEW, same, view)                              \
+	X(DETACH, "aten.detach.default", "Tensor self", 1, VIEW, same, view)                            \
+	X(CLONE, "aten.clone.default", "Tensor self, *, MemoryFormat? memory_format=None", 1, VIEW, same, view) \
+	X(CONTIGUOUS, "aten.contiguous.default", "Tensor self, *, MemoryFormat memory_format=contiguous_format", 1, VIEW, same, view) \
+	X(LIFT_FRESH_COPY, "aten.lift_fresh_copy.default", "Tensor self", 1, VIEW, same, view)          \
+	X(DROPOUT, "aten.dropout.default", "Tensor input, float p, bool train", 1, VIEW, dropout, view) \
+	X(NATIVE_DROPOUT, "aten.native_dropout.default", "Tensor input, float p, bool? train", 2, VIEW, dropout, view) \
+	/* data movement */                                                                            \
+	X(CAT, "aten.cat.default", "Tensor[] tensors, int dim=0", 1, MOVE, cat, cat)                    \
+	X(SPLIT, "aten.split.Tensor", "Tensor self, SymInt split_size, int dim=0", -1, VIEW, split, split) \
+	X(SPLIT_WITH_SIZES, "aten.split_with_sizes.default", "Tensor self, SymInt[] split_sizes, int dim=0", -1, VIEW, split, split) \
+	X(CONSTANT_PAD_ND, "aten.constant_pad_nd.default", "Tensor self, SymInt[] pad, Scalar value=0", 1, MOVE, pad, pad) \
+	X(EMBEDDING, "aten.embedding.default", "Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False", 1, MOVE, embedding, embedding) \
+	X(ROLL, "aten.roll.default", "Tensor self, int[1] shifts, int[1] dims=[]", 1, MOVE, same, roll) \
+	X(NEW_ZEROS, "aten.new_zeros.default", "Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None", 1, MOVE, fill, fill) \
+	X(FULL, "aten.full.default", "SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None", 1, MOVE, fill, fill) \
+	X(ZEROS, "aten.zeros.default", "SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None", 1, MOVE, fill, fill)
+
+typedef enum coil_op {
+#define X(e, name, schema, nres, kind, rule, kern) OP_##e,
+	COIL_OPS(X)
+#undef X
+	COIL_NOPS
+} coil_op;
+
+enum op_kind { PW, RED, VIEW, MOVE, EXT, COMP };
+
+/* Schema argument types. */
+enum sch_type {
+	S_TENSOR, S_TENSOR_LIST, S_INT, S_SYMINT, S_INT_LIST, S_SYMINT_LIST,
+	S_FLOAT, S_SCALAR, S_BOOL, S_STR, S_DTYPE, S_IGNORED
+};
+
+typedef struct sch_arg {
+	char name[32];
+	enum sch_type type;
+	int optional;   /* T? */
+	int list_len;   /* int[N]: N (a single int repeats); 0 otherwise */
+	int kw_only;    /* after '*' */
+	int has_default;
+	char deflt[32]; /* default as JSON text: "1", "false", "null", "[0,0]", "\"none\"" */
+} sch_arg;
+
+#define COIL_MAX_ARGS 10
+
+typedef struct op_info {
+	const char *name;    /* "aten.add.Tensor" */
+	const char *schema;
+	int nres;            /* -1: variable (split) */
+	enum op_kind kind;
+	int nargs;
+	sch_arg args[COIL_MAX_ARGS];
+} op_info;
+
+/* The parsed table (built once, then read-only; thread-safe). */
+const op_info *op_get(coil_op op);
+/* Look an op up by name; "aten.relu" finds "aten.relu.default" and in-place
+ * spellings ("aten.relu_.default", "aten.add_.Tensor") find their pure op.
+ * Returns -1 when unknown. */
+int op_lookup(const char *name);
+const char *op_name(coil_op op);
+
+#endif
