@@ -2,15 +2,19 @@
 """Export a PyTorch (1.13) module to a coil graph (docs/graph-format.md).
 
     export(module, example_inputs, outdir) writes
-        graph.json           the coil graph (ATen ops, positional args in schema order;
-                         MemoryFormat args as strings, Device/Layout as null)
+        graph.json           the coil graph (ATen ops, positional args in schema order,
+                             kwarg-only args in "kwargs"; MemoryFormat as a string such as
+                             "contiguous_format", Device/Layout as null)
         weights.safetensors  every param (state_dict entries and large captured constants)
         inputs.safetensors   the example inputs, keyed by input name
         outputs.safetensors  the eager outputs (original module, torch.no_grad()), output0..
 
 CLI (run with Debian's /usr/bin/python3, where torch lives):
     coil_export.py MODEL OUTDIR [--batch N] [--dynamic-batch] [--seed S] [--size PX]
-                                [--d-model D] [--seq L] [--no-coil-check]
+                                [--d-model D] [--seq L] [--nhead H] [--dim-feedforward F]
+                                [--no-coil-check]
+    torchvision weights are random (seeded; no downloads); BatchNorm running stats and
+    all-zero weight matrices (ViT's head) are randomized too so outputs are not trivial.
     MODEL: torchvision:<name> | transformer:<layers> | mlp
 
 Tracing: module.eval(); functorch functionalize(remove="mutations") + make_fx, with grad mode
@@ -22,8 +26,12 @@ Normalization applied to the traced graph:
   * aten._reshape_alias(x, size, stride) and aten._unsafe_view(x, size) -> aten.view(x, size)
     (both are exactly `view` in 1.13);
   * functionalization's view copies (view_copy, transpose_copy, ...) -> the plain view op;
-  * in-place ops (relu_, add_, ...) -> their out-of-place forms (a fallback; functionalize
-    normally removes them);
+  * a Python number in a Tensor slot (make_fx records div.Tensor(x, 4.0)) -> the op's Scalar
+    overload (div.Scalar) when it has one, else a 0-dim constant;
+  * in-place ops (relu_, add_, ...) -> their out-of-place forms. functionalize normally
+    removes them; when it fails (autograd.Function), the module is traced without it and an
+    in-place op that updates an input, param, constant or view, or a tensor a view aliases,
+    is reported as unsupported instead of renamed;
   * dead nodes are dropped; unused results of multi-result ops are null.
 Anything that is not an aten op, produces an unsupported dtype, or is missing from
 `$COIL info --ops` (when that command works) raises UnsupportedOpsError naming every op.
@@ -706,7 +714,7 @@ def export(module, example_inputs, outdir, dynamic_batch=False, input_names=None
     if len(graph["outputs"]) != len(eager_flat):
         raise ExportError("traced graph has %d outputs, eager module %d" % (
             len(graph["outputs"]), len(eager_flat)))
-    if write:
+    if write and outdir is not None:
         os.makedirs(outdir, exist_ok=True)
         with open(os.path.join(outdir, "graph.json"), "w") as f:
             f.write(dumps_graph(graph))

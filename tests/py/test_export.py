@@ -4,7 +4,6 @@
 Run: PYTHONPATH=client/python /usr/bin/python3 tests/py/test_export.py
 """
 import json
-import math
 import os
 import re
 import shutil
