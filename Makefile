@@ -2,9 +2,9 @@
 CC      = gcc
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread -fPIC \
+override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread -fPIC \
            -Iinclude -I. -fno-strict-aliasing
-LDLIBS  += -ljansson -lsqlite3 -lcrypto -ldl -lm -pthread
+override LDLIBS += -ljansson -lsqlite3 -lcrypto -ldl -lm -pthread
 B       ?= build
 
 COMMON_SRC  := $(wildcard common/*.c)

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache/cache.h"
 #include "common/graph.h"
 #include "common/interp.h"
 #include "common/tensor.h"
@@ -26,8 +27,8 @@ static int usage_err(const char *msg)
 typedef struct opts {
 	const char *pos[8];
 	int npos;
-	const char *weights, *inputs, *out;
-	int ops, canonical;
+	const char *weights, *inputs, *out, *cache_dir, *budget;
+	int ops, canonical, repair;
 } opts;
 
 static int parse_opts(int argc, char **argv, opts *o)
@@ -42,6 +43,12 @@ static int parse_opts(int argc, char **argv, opts *o)
 			slot = &o->inputs;
 		else if (!strcmp(a, "-o") || !strcmp(a, "--output"))
 			slot = &o->out;
+		else if (!strcmp(a, "--cache-dir"))
+			slot = &o->cache_dir;
+		else if (!strcmp(a, "--budget"))
+			slot = &o->budget;
+		else if (!strcmp(a, "--repair"))
+			o->repair = 1;
 		else if (!strcmp(a, "--ops"))
 			o->ops = 1;
 		else if (!strcmp(a, "--canonical"))
@@ -240,6 +247,90 @@ out:
 	return rc;
 }
 
+/* Sizes like 1048576, 512K, 64M, 2G. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+	uint64_t mul = 1;
+	if (end == s)
+		return -1;
+	switch (*end) {
+	case 'K': case 'k': mul = 1ull << 10; end++; break;
+	case 'M': case 'm': mul = 1ull << 20; end++; break;
+	case 'G': case 'g': mul = 1ull << 30; end++; break;
+	default: break;
+	}
+	if (*end || v > UINT64_MAX / mul)
+		return -1;
+	*out = v * mul;
+	return 0;
+}
+
+static int print_entry(void *ud, const char *key, uint64_t size, int64_t last_used, const char *meta)
+{
+	(void)ud;
+	(void)meta;
+	printf("%s %12llu %lld\n", key, (unsigned long long)size, (long long)last_used);
+	return 0;
+}
+
+static int print_problem(void *ud, const char *key, const char *problem)
+{
+	(void)ud;
+	printf("%s: %s\n", key, problem);
+	return 0;
+}
+
+static int cmd_cache(opts *o)
+{
+	if (o->npos != 1)
+		return usage_err("usage: coil cache stats|ls|gc|verify [--cache-dir DIR] [--budget SIZE] [--repair]");
+	const char *dir = o->cache_dir ? o->cache_dir : getenv("COIL_CACHE_DIR");
+	uint64_t budget = 0;
+	if (o->budget && parse_size(o->budget, &budget))
+		return usage_err("--budget takes a size such as 512M");
+	coil_err err = {{0}};
+	coil_cache *c = NULL;
+	const char *sub = o->pos[0];
+	if (strcmp(sub, "stats") && strcmp(sub, "ls") && strcmp(sub, "gc") && strcmp(sub, "verify"))
+		return usage_err("cache takes stats, ls, gc or verify");
+	if (cache_open(dir, 0, &c, &err))
+		return fail("cache", &err);
+	int rc = 0;
+	if (!strcmp(sub, "stats")) {
+		cache_stats_t st;
+		if (cache_stats(c, &st, &err))
+			rc = fail("cache", &err);
+		else
+			printf("dir %s\nentries %llu\nbytes %llu\nhits %llu\nmisses %llu\nevictions %llu\ncollisions %llu\n",
+			       cache_dir(c), (unsigned long long)st.entries, (unsigned long long)st.bytes,
+			       (unsigned long long)st.hits, (unsigned long long)st.misses,
+			       (unsigned long long)st.evictions, (unsigned long long)st.collisions);
+	} else if (!strcmp(sub, "ls")) {
+		if (cache_list(c, print_entry, NULL, &err))
+			rc = fail("cache", &err);
+	} else if (!strcmp(sub, "gc")) {
+		if (!o->budget)
+			rc = usage_err("cache gc needs --budget SIZE");
+		else if (cache_gc(c, budget, &err))
+			rc = fail("cache", &err);
+	} else {
+		int bad = 0;
+		if ((o->repair ? cache_repair : cache_verify)(c, print_problem, NULL, &bad, &err))
+			rc = fail("cache", &err);
+		else if (bad) {
+			fprintf(stderr, "%s: cache: %d bad entr%s%s\n", prog, bad, bad == 1 ? "y" : "ies",
+				o->repair ? " removed" : "");
+			rc = o->repair ? 0 : 1;
+		} else {
+			printf("ok\n");
+		}
+	}
+	cache_close(c);
+	return rc;
+}
+
 static int cmd_help(opts *o);
 
 static const struct command {
@@ -251,6 +342,7 @@ static const struct command {
 	{"hash", cmd_hash, "hash [--canonical] GRAPH.json  print the canonical graph hash (or the canonical form)"},
 	{"info", cmd_info, "info GRAPH.json | info --ops   describe a graph, or list every supported op as JSON lines"},
 	{"eval", cmd_eval, "eval GRAPH.json -w W -i I -o O run the reference interpreter (safetensors in and out)"},
+	{"cache", cmd_cache, "cache stats|ls|gc|verify       inspect the local artifact cache (--cache-dir, --budget, --repair)"},
 	{"help", cmd_help, "help                          this text"},
 };
 
