@@ -35,6 +35,15 @@ Normalization applied to the traced graph:
   * dead nodes are dropped; unused results of multi-result ops are null.
 Anything that is not an aten op, produces an unsupported dtype, or is missing from
 `$COIL info --ops` (when that command works) raises UnsupportedOpsError naming every op.
+
+Dynamic batch (--dynamic-batch, export(..., dynamic_batch=True)): dim 0 of every input is the
+symbol "batch". The module is traced at batch sizes b, b+1 and b+3 (b = the example batch, at
+least 2; inputs re-batched by repeating rows) and the graphs must match exactly except for
+integers in SymInt / SymInt[] argument slots (view, expand, zeros, slice bounds, ...): each
+of those that changes with the batch becomes the expression a*batch+c fitted to the traces
+("batch", "16*batch", "2*batch+1"). A batch-dependent value anywhere else (an `int` such as a
+select index or a dim, a Scalar, a captured constant) or a change of graph structure raises
+ExportError naming the node. The files hold the example inputs and eager outputs as usual.
 """
 import argparse
 import collections
@@ -663,6 +672,219 @@ def _as_tuple(example_inputs):
     return tuple(example_inputs)
 
 
+def _trace_module(module, inputs, functionalize=True, grad=True):
+    """make_fx trace of module(*inputs), float params requiring grad while `grad`; falls back
+    to tracing without functionalization when that fails (autograd.Function)."""
+    saved = [(p, p.requires_grad) for p in module.parameters()]
+    try:
+        if grad:
+            for p, _ in saved:
+                if p.is_floating_point():
+                    p.requires_grad_(True)
+        try:
+            return _trace(module, inputs, functionalize=functionalize, grad=grad)
+        except Exception as e:  # noqa: BLE001
+            if not functionalize:
+                raise
+            # e.g. "functorch functions ... do not support the use of autograd.Function":
+            # trace without functionalization; in-place ops are then renamed where that is
+            # exact and reported where it is not (see _inplace_problem).
+            try:
+                return _trace(module, inputs, functionalize=False, grad=grad)
+            except Exception:
+                raise e
+    finally:
+        for p, rg in saved:
+            p.requires_grad_(rg)
+
+
+# ---------------------------------------------------------------- dynamic batch
+
+BATCH_SYMBOL = "batch"
+
+
+def _batch_of(inputs):
+    sizes = {int(t.shape[0]) for t in inputs if t.dim() > 0}
+    if not sizes:
+        raise ExportError("dynamic_batch: no input has a batch dimension")
+    if len(sizes) > 1:
+        raise ExportError("dynamic_batch: inputs disagree on the batch size (dim 0): %s" % sorted(sizes))
+    return sizes.pop()
+
+
+def _rebatch(inputs, batch):
+    """The inputs with dim 0 resized to `batch` (rows repeated cyclically, so values such as
+    token ids stay valid)."""
+    out = []
+    for t in inputs:
+        if t.dim() == 0 or t.shape[0] == batch:
+            out.append(t)
+            continue
+        idx = torch.arange(batch) % t.shape[0]
+        out.append(t.index_select(0, idx).contiguous())
+    return tuple(out)
+
+
+def _dim_expr(a, c):
+    """a*batch + c as a coil dimension expression string."""
+    if a == 0:
+        return c
+    s = BATCH_SYMBOL if a == 1 else "-" + BATCH_SYMBOL if a == -1 else "%d*%s" % (a, BATCH_SYMBOL)
+    if c > 0:
+        s += "+%d" % c
+    elif c < 0:
+        s += "-%d" % -c
+    return s
+
+
+def _same_json(a, b):
+    """Equal JSON values, telling 1 from 1.0 and True."""
+    if isinstance(a, list) or isinstance(b, list):
+        return (isinstance(a, list) and isinstance(b, list) and len(a) == len(b)
+                and all(_same_json(x, y) for x, y in zip(a, b)))
+    if isinstance(a, dict) or isinstance(b, dict):
+        return (isinstance(a, dict) and isinstance(b, dict) and sorted(a) == sorted(b)
+                and all(_same_json(a[k], b[k]) for k in a))
+    return type(a) is type(b) and a == b
+
+
+def _merge_batch_graphs(graphs, batches):
+    """One graph with symbolic sizes from `graphs`, traced at batch sizes `batches` (the first
+    is the graph to keep). Every integer in a SymInt slot that changes with the batch must be
+    a*batch + c (a, c integers, checked on every trace); any other difference is an error."""
+    g0 = graphs[0]
+    b0, b1 = batches[0], batches[1]
+    desc = ", ".join(str(b) for b in batches)
+
+    def diff(what, vals):
+        return ExportError("dynamic_batch: %s differs between batch sizes %s: %s" % (
+            what, desc, ", ".join(json.dumps(v) for v in vals)))
+
+    for key in ("format", "version", "outputs"):
+        if not all(_same_json(g[key], g0[key]) for g in graphs):
+            raise diff(key, [g[key] for g in graphs])
+    # inputs: everything equal except dim 0, which is the batch
+    if not all(len(g["inputs"]) == len(g0["inputs"]) for g in graphs):
+        raise diff("the number of inputs", [len(g["inputs"]) for g in graphs])
+    inputs = []
+    for k, i0 in enumerate(g0["inputs"]):
+        decls = [g["inputs"][k] for g in graphs]
+        if not all(d["name"] == i0["name"] and d["dtype"] == i0["dtype"] and
+                   d["shape"][1:] == i0["shape"][1:] and len(d["shape"]) == len(i0["shape"])
+                   for d in decls):
+            raise diff("input %r" % i0["name"], decls)
+        if i0["shape"] and [d["shape"][0] for d in decls] != list(batches):
+            raise diff("dim 0 of input %r" % i0["name"], [d["shape"] for d in decls])
+        d = dict(i0)
+        d["shape"] = ([BATCH_SYMBOL] + list(i0["shape"][1:])) if i0["shape"] else []
+        inputs.append(d)
+    for key, what in (("params", "param"), ("constants", "constant")):
+        if not all(len(g[key]) == len(g0[key]) for g in graphs):
+            raise diff("the set of %ss" % what, [[d["name"] for d in g[key]] for g in graphs])
+        for k, d0 in enumerate(g0[key]):
+            decls = [g[key][k] for g in graphs]
+            if not all(_same_json(d, d0) for d in decls):
+                raise ExportError(
+                    "dynamic_batch: %s %r differs between batch sizes %s (shapes %s): a "
+                    "batch-dependent tensor captured as a %s cannot be made symbolic" % (
+                        what, d0["name"], desc, ", ".join(json.dumps(d["shape"]) for d in decls),
+                        what))
+    def node_desc(g, k):
+        if k >= len(g["nodes"]):
+            return "(no node %d)" % k
+        n = g["nodes"][k]
+        return "node %r (%s)" % (n["id"], n["op"])
+
+    for k in range(max(len(g["nodes"]) for g in graphs)):
+        ds = [node_desc(g, k) for g in graphs]
+        if len(set(ds)) > 1:
+            raise ExportError("dynamic_batch: the traced graph changes with the batch size (a "
+                              "Python branch on it?): at batch sizes %s the graphs have %s nodes; "
+                              "the first difference is %s" % (
+                                  desc, ", ".join(str(len(g["nodes"])) for g in graphs),
+                                  " vs ".join(ds)))
+
+    def solve(vals, where):
+        (v0, v1) = vals[0], vals[1]
+        if (v1 - v0) % (b1 - b0):
+            raise ExportError("dynamic_batch: %s: %s at batch sizes %s is not a*batch+c" % (
+                where, vals, desc))
+        a = (v1 - v0) // (b1 - b0)
+        c = v0 - a * b0
+        if any(v != a * b + c for v, b in zip(vals, batches)):
+            raise ExportError("dynamic_batch: %s: %s at batch sizes %s is not a*batch+c" % (
+                where, vals, desc))
+        return _dim_expr(a, c)
+
+    def merge(vals, typ, where):
+        v0 = vals[0]
+        if all(_same_json(v, v0) for v in vals):
+            return v0
+        if all(isinstance(v, list) for v in vals) and all(len(v) == len(v0) for v in vals):
+            return [merge([v[i] for v in vals], typ, "%s[%d]" % (where, i)) for i in range(len(v0))]
+        ints = all(isinstance(v, int) and not isinstance(v, bool) for v in vals)
+        if ints and typ.startswith("SymInt"):
+            return solve(vals, where)
+        if ints or all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+            raise ExportError(
+                "dynamic_batch: %s (%s) depends on the batch size (%s at batch sizes %s); only "
+                "SymInt arguments can be symbolic" % (where, typ, ", ".join(map(str, vals)), desc))
+        raise ExportError("dynamic_batch: %s (%s) differs between batch sizes %s: %s" % (
+            where, typ, desc, ", ".join(json.dumps(v) for v in vals)))
+
+    nodes = []
+    for k, n0 in enumerate(g0["nodes"]):
+        ns = [g["nodes"][k] for g in graphs]
+        tag = "node %r (%s)" % (n0["id"], n0["op"])
+        if not all(n["op"] == n0["op"] and n["id"] == n0["id"] and
+                   _same_json(n["outputs"], n0["outputs"]) and
+                   len(n["args"]) == len(n0["args"]) and
+                   sorted(n.get("kwargs", {})) == sorted(n0.get("kwargs", {})) for n in ns):
+            raise ExportError("dynamic_batch: the traced graph changes with the batch size "
+                              "(%s) at %s: %s" % (desc, tag, " vs ".join(
+                                  "%s %s" % (n["op"], n["outputs"]) for n in ns)))
+        schema = _resolve_op(n0["op"])._schema
+        types = schema_arg_types(schema)
+        pos = [a.name for a in schema.arguments if not a.kwarg_only]
+        n = dict(n0)
+        n["args"] = [merge([m["args"][i] for m in ns], types.get(pos[i], "?") if i < len(pos) else "?",
+                           "%s: args[%d] '%s'" % (tag, i, pos[i] if i < len(pos) else "?"))
+                     for i in range(len(n0["args"]))]
+        if "kwargs" in n0:
+            n["kwargs"] = collections.OrderedDict(
+                (kw, merge([m["kwargs"][kw] for m in ns], types.get(kw, "?"),
+                           "%s: kwargs '%s'" % (tag, kw)))
+                for kw in n0["kwargs"])
+        nodes.append(n)
+    out = collections.OrderedDict(g0)
+    out["inputs"] = inputs
+    out["nodes"] = nodes
+    return out
+
+
+def _build_dynamic(module, inputs, input_names, coil_ops, functionalize, grad):
+    """Trace at batch sizes b, b+1 and b+3 (b = the example batch, at least 2) and merge the
+    graphs into one whose size arguments are expressions over the symbol "batch"."""
+    b = max(_batch_of(inputs), 2)
+    batches = (b, b + 1, b + 3)
+    graphs = []
+    params = None
+    for bb in batches:
+        ins = _rebatch(inputs, bb)
+        gm = _trace_module(module, ins, functionalize, grad)
+        g, p = build_graph(gm, module, ins, input_names, False, coil_ops if not graphs else None)
+        if params is None:
+            params = p
+        else:
+            for k, t in p.items():
+                t0 = params.get(k)
+                if t0 is not None and t0 is not t and (t0.shape != t.shape or not torch.equal(t0, t)):
+                    raise ExportError("dynamic_batch: captured tensor %r differs between batch "
+                                      "sizes %s and %s" % (k, batches[0], bb))
+        graphs.append(g)
+    return _merge_batch_graphs(graphs, batches), params
+
+
 def export(module, example_inputs, outdir, dynamic_batch=False, input_names=None,
            check_coil=True, coil=None, functionalize=True, grad=True, write=True):
     """Export `module` called on `example_inputs` to `outdir`; returns the graph dict.
@@ -687,30 +909,12 @@ def export(module, example_inputs, outdir, dynamic_batch=False, input_names=None
         if not isinstance(o, torch.Tensor):
             raise ExportError("module returned a %s; only tensors can be outputs" % type(o).__name__)
 
-    saved = [(p, p.requires_grad) for p in module.parameters()]
-    try:
-        if grad:
-            for p, _ in saved:
-                if p.is_floating_point():
-                    p.requires_grad_(True)
-        try:
-            gm = _trace(module, inputs, functionalize=functionalize, grad=grad)
-        except Exception as e:  # noqa: BLE001
-            if not functionalize:
-                raise
-            # e.g. "functorch functions ... do not support the use of autograd.Function":
-            # trace without functionalization; in-place ops are then renamed where that is
-            # exact and reported where it is not (see _inplace_problem).
-            try:
-                gm = _trace(module, inputs, functionalize=False, grad=grad)
-            except Exception:
-                raise e
-    finally:
-        for p, rg in saved:
-            p.requires_grad_(rg)
-
     coil_ops = coil_supported_ops(coil) if check_coil else None
-    graph, params = build_graph(gm, module, inputs, input_names, dynamic_batch, coil_ops)
+    if dynamic_batch:
+        graph, params = _build_dynamic(module, inputs, input_names, coil_ops, functionalize, grad)
+    else:
+        gm = _trace_module(module, inputs, functionalize, grad)
+        graph, params = build_graph(gm, module, inputs, input_names, False, coil_ops)
     if len(graph["outputs"]) != len(eager_flat):
         raise ExportError("traced graph has %d outputs, eager module %d" % (
             len(graph["outputs"]), len(eager_flat)))
@@ -770,10 +974,20 @@ def _resolve_op(name):
 def eval_graph(graph, weights, inputs):
     """Run a coil graph with PyTorch's own ATen ops (a reference for tests).
 
-    weights/inputs: {name: torch tensor}. Returns the list of output tensors. Dimension
-    expressions in size arguments are not supported here."""
+    weights/inputs: {name: torch tensor}. Returns the list of output tensors. Symbols in the
+    input declarations are bound from the inputs' shapes, and dimension expressions in SymInt
+    arguments are evaluated with them."""
     env = dict(weights)
     env.update(inputs)
+    syms = {}
+    for decl in graph.get("inputs", []):
+        t = inputs.get(decl["name"])
+        if t is None:
+            continue
+        for i, d in enumerate(decl["shape"]):
+            if isinstance(d, str) and i < t.dim():
+                if syms.setdefault(d, int(t.shape[i])) != int(t.shape[i]):
+                    raise ExportError("symbol %r bound to both %d and %d" % (d, syms[d], t.shape[i]))
     for c in graph.get("constants", []):
         data = [float(v) if isinstance(v, str) else v for v in c["data"]]
         env[c["name"]] = torch.tensor(data, dtype=NAME_DTYPES[c["dtype"]]).reshape(c["shape"])
@@ -785,7 +999,8 @@ def eval_graph(graph, weights, inputs):
             if not all(r in env for r in _tensor_refs(op._schema, n)):
                 rest.append(n)
                 continue
-            args, kwargs = _from_json_args(op._schema, n.get("args", []), n.get("kwargs", {}), env)
+            args, kwargs = _from_json_args(op._schema, n.get("args", []), n.get("kwargs", {}), env,
+                                           syms)
             r = op(*args, **kwargs)
             rs = list(r) if isinstance(r, (list, tuple)) else [r]
             for nm, val in zip(n["outputs"], rs):
@@ -843,7 +1058,35 @@ def _tensor_refs(schema, n):
     return out
 
 
-def _from_json_args(schema, args, kwargs, env):
+def eval_dim_expr(text, syms):
+    """Value of a dimension expression ("16*batch", "2*seq+1") with symbols bound by `syms`."""
+    import ast
+
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in syms:
+                raise ExportError("unknown size symbol %r in %r" % (node.id, text))
+            return syms[node.id]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            v = ev(node.operand)
+            return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+            a, b = ev(node.left), ev(node.right)
+            return a + b if isinstance(node.op, ast.Add) else a - b if isinstance(node.op, ast.Sub) else a * b
+        raise ExportError("bad size expression %r" % text)
+
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError:
+        raise ExportError("bad size expression %r" % text)
+    return ev(tree)
+
+
+def _from_json_args(schema, args, kwargs, env, syms=None):
     sargs = schema.arguments
     types = schema_arg_types(schema)
 
@@ -863,6 +1106,11 @@ def _from_json_args(schema, args, kwargs, env):
             return None
         if (t.startswith("float") or t.startswith("Scalar")) and isinstance(v, str):
             return float(v)
+        if t.startswith("SymInt"):
+            if isinstance(v, list):
+                return [eval_dim_expr(x, syms or {}) if isinstance(x, str) else x for x in v]
+            if isinstance(v, str):
+                return eval_dim_expr(v, syms or {})
         return v
 
     pos = [a for a in sargs if not a.kwarg_only]
