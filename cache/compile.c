@@ -1,0 +1,205 @@
+/* Compiling through the cache (see compile.h). */
+#include "cache/compile.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "codegen/codegen.h"
+
+#define CODEGEN_KEY_VERSION "coil-codegen-1" /* bump when generated code changes */
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* The C compiler's full version ("cc -v"), read once per process; part of the key. */
+static pthread_once_t ident_once = PTHREAD_ONCE_INIT;
+static char ident_buf[512];
+
+static void read_identity(void)
+{
+	snprintf(ident_buf, sizeof ident_buf, "unknown");
+	FILE *f = popen("cc -v 2>&1", "r");
+	if (!f)
+		return;
+	char line[512];
+	while (fgets(line, sizeof line, f))
+		if (strstr(line, " version ")) {
+			line[strcspn(line, "\n")] = 0;
+			snprintf(ident_buf, sizeof ident_buf, "%s", line);
+		}
+	pclose(f);
+}
+
+static const char *compiler_identity(void)
+{
+	pthread_once(&ident_once, read_identity);
+	return ident_buf;
+}
+
+void compile_plan_free(compile_plan *p)
+{
+	if (!p)
+		return;
+	graph_free(p->g);
+	free(p);
+}
+
+int compile_plan_make(const char *json, size_t len, const compile_opts *o, compile_plan **out, coil_err *err)
+{
+	compile_opts dflt = {0};
+	if (!o)
+		o = &dflt;
+	*out = NULL;
+	if (o->opt_level < 0 || o->opt_level > 3)
+		return coil_errf(err, "options: opt_level must be 0 to 3");
+	compile_plan *p = calloc(1, sizeof *p);
+	if (!p)
+		return coil_errf(err, "out of memory");
+	p->opt_level = o->opt_level ? o->opt_level : 2;
+	p->timeout_s = o->timeout_s;
+	p->g = graph_parse(json, len, err);
+	if (!p->g)
+		goto fail;
+	int max_nodes = o->max_nodes ? o->max_nodes : COIL_MAX_NODES;
+	if (p->g->nnodes > max_nodes) {
+		coil_errf(err, "graph has %d nodes, more than the limit of %d", p->g->nnodes, max_nodes);
+		goto fail;
+	}
+	p->canon = graph_canonical(p->g, &p->canon_len, err);
+	if (!p->canon || graph_hash(p->g, p->graph_hash, err))
+		goto fail;
+	const coil_target *t = target_get(o->target ? o->target : "native", err);
+	if (!t)
+		goto fail;
+	snprintf(p->target, sizeof p->target, "%s", t->name);
+	/* key = sha256(graph hash, target and its flags, compiler identity, codegen version, options) */
+	const char *ident = compiler_identity();
+	char material[2048];
+	int n = snprintf(material, sizeof material,
+			 "graph=%s\ntarget=%s\nflags=%s\ncompiler=%s\ncodegen=%s\nopt=%d\n", p->graph_hash,
+			 t->name, t->flags, ident, CODEGEN_KEY_VERSION, p->opt_level);
+	if (n < 0 || (size_t)n >= sizeof material) {
+		coil_errf(err, "cache key material too long");
+		goto fail;
+	}
+	if (cache_sha256_bytes(material, (size_t)n, p->key, err))
+		goto fail;
+	*out = p;
+	return 0;
+fail:
+	compile_plan_free(p);
+	return -1;
+}
+
+static int fill_hit(coil_cache *c, compile_plan *p, compile_result *r, coil_err *err)
+{
+	char *meta = NULL;
+	if (cache_get_meta(c, p->key, &meta, r->sha256, &r->size, err) < 0)
+		return -1;
+	json_t *j = meta ? json_loads(meta, 0, NULL) : NULL;
+	json_t *ab = json_object_get(j, "arena_bytes");
+	r->arena_bytes = json_is_integer(ab) ? json_integer_value(ab) : -1;
+	json_decref(j);
+	free(meta);
+	return 0;
+}
+
+int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *r, coil_err *err)
+{
+	memset(r, 0, sizeof *r);
+	memcpy(r->key, p->key, sizeof r->key);
+	memcpy(r->graph_hash, p->graph_hash, sizeof r->graph_hash);
+	snprintf(r->target, sizeof r->target, "%s", p->target);
+	r->arena_bytes = -1;
+	int hit = cache_lookup(c, p->key, p->canon, p->canon_len, r->path, sizeof r->path, err);
+	if (hit < 0)
+		return -1;
+	if (hit) {
+		r->hit = 1;
+		return fill_hit(c, p, r, err);
+	}
+	int fd = -1;
+	if (cache_lock_key(c, p->key, &fd, err))
+		return -1;
+	int rc = -1;
+	char tmpdir[] = "/tmp/coil-build-XXXXXX", so[64];
+	int have_tmp = 0;
+	/* Another process may have built it while we waited for the lock. */
+	hit = cache_lookup(c, p->key, p->canon, p->canon_len, r->path, sizeof r->path, err);
+	if (hit < 0)
+		goto out;
+	if (hit) {
+		r->hit = 1;
+		rc = fill_hit(c, p, r, err);
+		goto out;
+	}
+	if (!mkdtemp(tmpdir)) {
+		coil_errf(err, "cannot create a build directory");
+		goto out;
+	}
+	have_tmp = 1;
+	snprintf(so, sizeof so, "%s/model.so", tmpdir);
+	static const char *opt_flags[4] = {"-O0", "-O1", "-O2", "-O3"};
+	codegen_opts co = {.target = p->target, .opt = opt_flags[p->opt_level], .timeout_s = p->timeout_s};
+	codegen_result cr;
+	memset(&cr, 0, sizeof cr);
+	double t0 = now_ms();
+	if (codegen_compile(p->g, &co, so, &cr, err))
+		goto out;
+	r->compile_ms = now_ms() - t0;
+	char *meta = NULL;
+	{
+		json_t *m = json_pack("{s:s,s:s,s:s,s:i,s:f,s:i}", "graph_hash", p->graph_hash, "target", p->target,
+				      "arena_bytes_expr", cr.arena_bytes, "kernels", cr.nkernels, "compile_s",
+				      cr.compile_s, "opt_level", p->opt_level);
+		int64_t ab;
+		char *end;
+		ab = strtoll(cr.arena_bytes, &end, 10);
+		if (m && *cr.arena_bytes && !*end)
+			json_object_set_new(m, "arena_bytes", json_integer(ab));
+		meta = m ? json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+		json_decref(m);
+	}
+	if (!meta) {
+		coil_errf(err, "out of memory");
+		goto out;
+	}
+	int src = cache_store(c, p->key, so, p->canon, p->canon_len, meta, err);
+	free(meta);
+	if (src)
+		goto out;
+	hit = cache_lookup(c, p->key, p->canon, p->canon_len, r->path, sizeof r->path, err);
+	if (hit <= 0) {
+		if (hit == 0)
+			coil_errf(err, "artifact vanished from the cache right after it was stored");
+		goto out;
+	}
+	rc = fill_hit(c, p, r, err);
+out:
+	if (have_tmp) {
+		unlink(so);
+		rmdir(tmpdir);
+	}
+	cache_unlock_key(fd);
+	return rc;
+}
+
+int cache_compile(coil_cache *c, const char *json, size_t len, const compile_opts *o, compile_result *res,
+		  coil_err *err)
+{
+	compile_plan *p;
+	if (compile_plan_make(json, len, o, &p, err))
+		return -1;
+	int rc = compile_plan_run(c, p, res, err);
+	compile_plan_free(p);
+	return rc;
+}

@@ -1,0 +1,59 @@
+/* Compiling through the cache: the one path by which the CLI (embedded mode)
+ * and coild turn a graph into a cached artifact.
+ *
+ *   compile_plan_make   parse + validate the graph, resolve the target, derive
+ *                       the cache key (cheap; no compiler runs)
+ *   compile_plan_run    look the key up; on a miss take the per-key lock, look
+ *                       again (another process may have finished it), build
+ *                       with codegen, store, unlock
+ *
+ * The key is SHA-256 over: the canonical graph hash, the resolved target
+ * feature set (never the word "native"), the compiler identity (its full
+ * version and the exact flags), coil's codegen version, and the options. */
+#ifndef COIL_CACHE_COMPILE_H
+#define COIL_CACHE_COMPILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache/cache.h"
+#include "common/graph.h"
+
+typedef struct compile_opts {
+	const char *target;   /* "native" (NULL) or a named target, see codegen_targets() */
+	int opt_level;        /* 0..3; part of the key */
+	int timeout_s;        /* compiler wall-clock limit; 0 = default */
+	int max_nodes;        /* reject larger graphs; 0 = COIL_MAX_NODES */
+} compile_opts;
+
+typedef struct compile_plan {
+	coil_graph *g;
+	const char *canon;    /* canonical graph text (in g's arena) */
+	size_t canon_len;
+	char graph_hash[65];
+	char key[65];
+	char target[256];     /* resolved feature list, e.g. "x86-64-v4,avx512_bf16" */
+	int opt_level, timeout_s;
+} compile_plan;
+
+typedef struct compile_result {
+	char key[65];
+	char graph_hash[65];
+	char sha256[65];
+	char target[256];
+	char path[CACHE_PATH_MAX]; /* the artifact inside the cache */
+	uint64_t size;
+	int hit;                   /* 1: found in the cache, nothing compiled */
+	double compile_ms;         /* time spent compiling (0 on a hit) */
+	int64_t arena_bytes;       /* from the artifact's description, -1 if unknown */
+} compile_result;
+
+int compile_plan_make(const char *json, size_t len, const compile_opts *o, compile_plan **out, coil_err *err);
+void compile_plan_free(compile_plan *p);
+int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *res, coil_err *err);
+
+/* Both steps at once. */
+int cache_compile(coil_cache *c, const char *json, size_t len, const compile_opts *o, compile_result *res,
+		  coil_err *err);
+
+#endif

@@ -1,0 +1,58 @@
+/* coil's code generator: graph -> C -> shared object with the ABI of
+ * include/coil/artifact.h.  The pipeline (pipeline.c) is
+ *   decompose -> fuse -> schedule -> memplan -> emit_c -> build
+ * and `--dump-after=PASS` prints the IR after any of them. */
+#ifndef COIL_CODEGEN_H
+#define COIL_CODEGEN_H
+
+#include <stdio.h>
+
+#include "common/graph.h"
+
+/* A CPU feature set; the target alone decides the compiler's -m flags. */
+typedef struct coil_target {
+	const char *name;  /* "x86-64-v3", "x86-64-v4", "avx512_bf16", "avx512_vnni", "generic" */
+	const char *flags; /* e.g. "-march=x86-64-v4 -mavx512bf16" */
+} coil_target;
+
+/* Resolves a target name; "native" picks the best named target this CPU
+ * supports (cpuid), never -march=native.  NULL with err when unknown. */
+const coil_target *target_get(const char *name, coil_err *err);
+/* 1 if code built for the named target runs on this CPU. */
+int target_runs_here(const char *name);
+/* The named targets, from the most portable to the most demanding. */
+int target_count(void);
+const coil_target *target_at(int i);
+
+typedef struct codegen_opts {
+	const char *target;      /* NULL: "native" */
+	const char *dump_after;  /* NULL, or a pass name: prints the IR to dump_file after it */
+	FILE *dump_file;         /* NULL: stdout */
+	const char *cc;          /* NULL: "cc" */
+	const char *opt;         /* NULL: "-O3" */
+	int timeout_s;           /* compiler timeout; 0: 120 */
+	int werror;              /* build the C with -Wall -Wextra -Werror */
+	const char *keep_c;      /* if set, write the generated C there too */
+} codegen_opts;
+
+typedef struct codegen_result {
+	int nkernels;
+	double compile_s;        /* seconds spent in the C compiler */
+	char target[32];
+	char arena_bytes[128];   /* expression over s0..s7 */
+} codegen_result;
+
+/* Compiles g into the shared object out_so (out_so NULL: stop after emit_c,
+ * useful with dump_after).  0 on success, -1 with err. */
+int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, codegen_result *res, coil_err *err);
+
+/* Runs the C compiler on src producing out_so, in a private temp dir, killed
+ * after timeout_s. */
+int build_so(const char *src, const char *cc, const char *opt, const char *tflags, int werror, int timeout_s,
+	     const char *out_so, double *secs, coil_err *err);
+
+/* `coil compile GRAPH.json [--target T] [-o m.so] [--dump-after=PASS] [--emit-c F]`:
+ * argv[0] is the first argument after "compile".  Returns the exit status. */
+int codegen_cli(int argc, char **argv);
+
+#endif

@@ -1,0 +1,525 @@
+/* decompose: graph -> IR.  Every graph node becomes primitives: pointwise
+ * ops and composites (softmax, layer norm, batch norm, gelu, ...) into unary,
+ * binary, where and cast; reductions into keepdim reductions followed by a
+ * reshape; views into index arithmetic; the rest into extern kernels. */
+#include <math.h>
+#include <string.h>
+
+#include "codegen/ir.h"
+#include "common/infer.h"
+
+typedef struct dctx {
+	coil_ir *ir;
+	coil_graph *g;
+	const coil_node *n;
+	int gnode;
+	coil_err *err;
+	int bad;
+} dctx;
+
+static int add(dctx *c, ir_node *p)
+{
+	p->gnode = c->gnode;
+	int r = ir_add(c->ir, p, c->err);
+	if (r < 0)
+		c->bad = 1;
+	return r < 0 ? 0 : r;
+}
+
+static ir_node *N(dctx *c, int i) { return &c->ir->nodes[i]; }
+
+static int fill(dctx *c, double v, coil_dtype t)
+{
+	ir_node p = {.op = IR_FILL, .dtype = t, .fill = v};
+	return add(c, &p);
+}
+
+static int fill_dim(dctx *c, coil_dim d, coil_dtype t)
+{
+	ir_node p = {.op = IR_FILL, .sub = 1, .dtype = t, .start = d};
+	return add(c, &p);
+}
+
+static int cast(dctx *c, int a, coil_dtype t)
+{
+	if (N(c, a)->dtype == t)
+		return a;
+	if (N(c, a)->op == IR_FILL && !N(c, a)->sub && !N(c, a)->rank) {
+		double v = N(c, a)->fill;
+		if (dtype_is_int(t) || t == COIL_BOOL)
+			v = t == COIL_BOOL ? v != 0 : trunc(v);
+		return fill(c, v, t);
+	}
+	ir_node p = {.op = IR_CAST, .dtype = t, .nsrc = 1, .src = {a}, .rank = N(c, a)->rank};
+	memcpy(p.shape, N(c, a)->shape, sizeof p.shape);
+	return add(c, &p);
+}
+
+static int pw(dctx *c, int prim, coil_dtype t, int nsrc, int a, int b, int w)
+{
+	ir_node p = {.op = nsrc == 3 ? IR_WHERE : nsrc == 2 ? IR_BINARY : IR_UNARY, .sub = prim, .dtype = t,
+		     .nsrc = nsrc, .src = {a, b, w}};
+	p.rank = 0;
+	for (int k = 0; k < nsrc; k++) {
+		ir_node *s = N(c, p.src[k]);
+		coil_dim out[COIL_MAX_RANK];
+		int r;
+		if (broadcast_shapes(p.shape, p.rank, s->shape, s->rank, out, &r, c->err)) {
+			c->bad = 1;
+			return 0;
+		}
+		memcpy(p.shape, out, sizeof out);
+		p.rank = r;
+	}
+	return add(c, &p);
+}
+
+/* Shorthands with the result dtype of the first operand. */
+static int un(dctx *c, int prim, int a) { return pw(c, prim, N(c, a)->dtype, 1, a, 0, 0); }
+static int bin(dctx *c, int prim, int a, int b) { return pw(c, prim, N(c, a)->dtype, 2, a, b, 0); }
+static int cmp(dctx *c, int prim, int a, int b) { return pw(c, prim, COIL_BOOL, 2, a, b, 0); }
+static int where(dctx *c, int m, int a, int b) { return pw(c, 0, N(c, a)->dtype, 3, m, a, b); }
+static int num(dctx *c, double v, int like) { return fill(c, v, N(c, like)->dtype); }
+
+static int reshape(dctx *c, int a, int rank, const coil_dim *shape)
+{
+	ir_node *s = N(c, a);
+	if (s->rank == rank && dims_equal(s->shape, shape, rank))
+		return a;
+	ir_node p = {.op = IR_VIEW, .sub = V_RESHAPE, .dtype = s->dtype, .nsrc = 1, .src = {a}, .rank = rank};
+	memcpy(p.shape, shape, sizeof(coil_dim) * (size_t)rank);
+	return add(c, &p);
+}
+
+/* A keepdim reduction over mask; reshaped to drop the dims unless keep. */
+static int reduce(dctx *c, int kind, int a, unsigned mask, coil_dtype t)
+{
+	ir_node *s = N(c, a);
+	ir_node p = {.op = IR_REDUCE, .sub = kind, .dtype = t, .nsrc = 1, .src = {a}, .rank = s->rank, .mask = mask};
+	for (int i = 0; i < s->rank; i++)
+		p.shape[i] = mask >> i & 1 ? dim_const(1) : s->shape[i];
+	return add(c, &p);
+}
+
+static int squeeze_to(dctx *c, int a, const coil_value *out)
+{
+	return reshape(c, a, out->rank, out->shape);
+}
+
+/* Number of elements in the reduced dims, as a dim. */
+static coil_dim red_count(dctx *c, int a, unsigned mask)
+{
+	coil_dim n = dim_const(1);
+	for (int i = 0; i < N(c, a)->rank; i++)
+		if (mask >> i & 1)
+			dim_mul(&n, &n, &N(c, a)->shape[i], c->err);
+	return n;
+}
+
+static int mean(dctx *c, int a, unsigned mask)
+{
+	int s = reduce(c, RD_SUM, a, mask, N(c, a)->dtype);
+	return bin(c, PR_DIV, s, fill_dim(c, red_count(c, a, mask), N(c, a)->dtype));
+}
+
+#define ARG(i) (c->n->args[i])
+#define HAS(i) (c->n->args[i].kind != ARG_NONE)
+static int in(dctx *c, int i) { return c->ir->val_node[ARG(i).v[0]]; }
+
+/* Operand i of a pointwise node converted to the compute dtype t. */
+static int opnd(dctx *c, int i, coil_dtype t)
+{
+	if (ARG(i).kind == ARG_TENSOR)
+		return cast(c, in(c, i), t);
+	double v = ARG(i).f;
+	if (dtype_is_int(t) || t == COIL_BOOL)
+		v = t == COIL_BOOL ? v != 0 : trunc(v);
+	else if (t == COIL_F32)
+		v = (float)v;
+	return fill(c, v, t);
+}
+
+static double sarg(dctx *c, int i, double d) { return ARG(i).kind == ARG_SCALAR ? ARG(i).f : d; }
+
+static int sigmoid(dctx *c, int x)
+{
+	return un(c, PR_RECIP, bin(c, PR_ADD, num(c, 1, x), un(c, PR_EXP, un(c, PR_NEG, x))));
+}
+
+static int pointwise(dctx *c, coil_dtype ot)
+{
+	const coil_node *n = c->n;
+	coil_dtype t = ot;
+	switch (n->op) {
+	case OP_EQ: case OP_EQ_S: case OP_NE: case OP_NE_S: case OP_LT: case OP_LT_S: case OP_LE: case OP_LE_S:
+	case OP_GT: case OP_GT_S: case OP_GE: case OP_GE_S: {
+		static const int idx[2] = {0, 1};
+		int r = infer_result_type(c->g, n, idx, 2, c->err);
+		if (r < 0)
+			return c->bad = 1, 0;
+		t = (coil_dtype)r;
+		break;
+	}
+	case OP_LOGICAL_AND: case OP_LOGICAL_OR: case OP_LOGICAL_NOT: t = COIL_BOOL; break;
+	default: break;
+	}
+	int x = n->op == OP_WHERE ? 0 : opnd(c, 0, t), r;
+	switch (n->op) {
+	case OP_RELU: return bin(c, PR_MAX, x, num(c, 0, x));
+	case OP_GELU:
+		if (!strcmp(ARG(1).s, "tanh")) {
+			int x3 = bin(c, PR_MUL, bin(c, PR_MUL, x, x), x);
+			int in_ = bin(c, PR_MUL, num(c, sqrt(2 / M_PI), x), bin(c, PR_ADD, x, bin(c, PR_MUL, num(c, 0.044715, x), x3)));
+			r = un(c, PR_TANH, in_);
+		} else {
+			r = un(c, PR_ERF, bin(c, PR_MUL, x, num(c, M_SQRT1_2, x)));
+		}
+		return bin(c, PR_MUL, bin(c, PR_MUL, num(c, 0.5, x), x), bin(c, PR_ADD, num(c, 1, x), r));
+	case OP_SILU: return bin(c, PR_MUL, x, sigmoid(c, x));
+	case OP_SIGMOID: return sigmoid(c, x);
+	case OP_HARDSWISH: case OP_HARDSIGMOID:
+		r = bin(c, PR_MIN, bin(c, PR_MAX, bin(c, PR_ADD, x, num(c, 3, x)), num(c, 0, x)), num(c, 6, x));
+		if (n->op == OP_HARDSWISH)
+			r = bin(c, PR_MUL, x, r);
+		return bin(c, PR_DIV, r, num(c, 6, x));
+	case OP_HARDTANH:
+		return bin(c, PR_MIN, bin(c, PR_MAX, x, num(c, sarg(c, 1, -1), x)), num(c, sarg(c, 2, 1), x));
+	case OP_LEAKY_RELU:
+		return where(c, cmp(c, PR_GT, x, num(c, 0, x)), x, bin(c, PR_MUL, x, num(c, sarg(c, 1, 0.01), x)));
+	case OP_ELU: {
+		double alpha = sarg(c, 1, 1), scale = sarg(c, 2, 1), is = sarg(c, 3, 1);
+		int neg = bin(c, PR_MUL, num(c, alpha * scale, x),
+			      bin(c, PR_SUB, un(c, PR_EXP, bin(c, PR_MUL, x, num(c, is, x))), num(c, 1, x)));
+		return where(c, cmp(c, PR_GT, x, num(c, 0, x)), bin(c, PR_MUL, x, num(c, scale, x)), neg);
+	}
+	case OP_EXP: return un(c, PR_EXP, x);
+	case OP_LOG: return un(c, PR_LOG, x);
+	case OP_LOG1P: return un(c, PR_LOG1P, x);
+	case OP_SQRT: return un(c, PR_SQRT, x);
+	case OP_RSQRT: return un(c, PR_RECIP, un(c, PR_SQRT, x));
+	case OP_ERF: return un(c, PR_ERF, x);
+	case OP_SIN: return un(c, PR_SIN, x);
+	case OP_COS: return un(c, PR_COS, x);
+	case OP_TANH: return un(c, PR_TANH, x);
+	case OP_RECIPROCAL: return un(c, PR_RECIP, x);
+	case OP_NEG: return un(c, PR_NEG, x);
+	case OP_ABS: return un(c, PR_ABS, x);
+	case OP_FLOOR: return dtype_is_float(t) ? un(c, PR_FLOOR, x) : x;
+	case OP_CEIL: return dtype_is_float(t) ? un(c, PR_CEIL, x) : x;
+	case OP_LOGICAL_NOT: return cast(c, un(c, PR_NOT, x), ot);
+	case OP_TO_COPY: return cast(c, in(c, 0), ot);
+	case OP_CLAMP: case OP_CLAMP_MIN: case OP_CLAMP_MAX:
+		if (n->op != OP_CLAMP_MAX && ARG(1).kind == ARG_SCALAR)
+			x = bin(c, PR_MAX, x, opnd(c, 1, t));
+		if (n->op == OP_CLAMP_MAX)
+			x = bin(c, PR_MIN, x, opnd(c, 1, t));
+		if (n->op == OP_CLAMP && ARG(2).kind == ARG_SCALAR)
+			x = bin(c, PR_MIN, x, opnd(c, 2, t));
+		return x;
+	case OP_WHERE:
+		return where(c, cast(c, in(c, 0), COIL_BOOL), opnd(c, 1, t), opnd(c, 2, t));
+	case OP_MASKED_FILL: case OP_MASKED_FILL_T:
+		return where(c, cast(c, in(c, 1), COIL_BOOL), opnd(c, 2, t), x);
+	default: break;
+	}
+	int y = opnd(c, 1, t);
+	switch (n->op) {
+	case OP_ADD: case OP_ADD_S: case OP_SUB: case OP_SUB_S: case OP_RSUB: case OP_RSUB_S: {
+		double alpha = ARG(2).f;
+		int rs = n->op == OP_RSUB || n->op == OP_RSUB_S;
+		int a = rs ? y : x, b = rs ? x : y;
+		if (alpha != 1)
+			b = bin(c, PR_MUL, num(c, alpha, b), b);
+		return bin(c, n->op == OP_ADD || n->op == OP_ADD_S ? PR_ADD : PR_SUB, a, b);
+	}
+	case OP_MUL: case OP_MUL_S: return bin(c, PR_MUL, x, y);
+	case OP_DIV: case OP_DIV_S: return bin(c, PR_DIV, x, y);
+	case OP_DIV_MODE:
+		if (!HAS(2))
+			return bin(c, PR_DIV, x, y);
+		if (!strcmp(ARG(2).s, "trunc"))
+			return dtype_is_float(t) ? un(c, PR_TRUNC, bin(c, PR_DIV, x, y)) : bin(c, PR_DIV, x, y);
+		return bin(c, PR_FLOORDIV, x, y);
+	case OP_POW_TS: case OP_POW_TT: return bin(c, PR_POW, x, y);
+	case OP_MAXIMUM: return bin(c, PR_MAX, x, y);
+	case OP_MINIMUM: return bin(c, PR_MIN, x, y);
+	case OP_EQ: case OP_EQ_S: return cmp(c, PR_EQ, x, y);
+	case OP_NE: case OP_NE_S: return cmp(c, PR_NE, x, y);
+	case OP_LT: case OP_LT_S: return cmp(c, PR_LT, x, y);
+	case OP_LE: case OP_LE_S: return cmp(c, PR_LE, x, y);
+	case OP_GT: case OP_GT_S: return cmp(c, PR_GT, x, y);
+	case OP_GE: case OP_GE_S: return cmp(c, PR_GE, x, y);
+	case OP_LOGICAL_AND: return cmp(c, PR_AND, x, y);
+	case OP_LOGICAL_OR: return cmp(c, PR_OR, x, y);
+	default:
+		c->bad = 1;
+		return node_errf(c->err, n, "no pointwise lowering"), 0;
+	}
+}
+
+/* Reductions; writes the IR node of each result into res. */
+static void reduction(dctx *c, int *res)
+{
+	const coil_node *n = c->n;
+	const coil_value *o = node_out(c->g, n, 0);
+	unsigned mask;
+	int keep;
+	reduce_dims(c->g, n, &mask, &keep);
+	int x = in(c, 0), r;
+	switch (n->op) {
+	case OP_SUM: case OP_SUM_DIM:
+		r = reduce(c, RD_SUM, cast(c, x, o->dtype), mask, o->dtype);
+		break;
+	case OP_MEAN: case OP_MEAN_DIM:
+		r = mean(c, cast(c, x, o->dtype), mask);
+		break;
+	case OP_AMAX: case OP_AMIN:
+		r = reduce(c, n->op == OP_AMAX ? RD_MAX : RD_MIN, x, mask, o->dtype);
+		break;
+	case OP_VAR_CORR: case OP_VAR_DIM: {
+		x = cast(c, x, o->dtype);
+		int d = bin(c, PR_SUB, x, mean(c, x, mask));
+		int s = reduce(c, RD_SUM, bin(c, PR_MUL, d, d), mask, o->dtype);
+		double corr = n->op == OP_VAR_CORR ? (ARG(2).kind == ARG_INT ? (double)ARG(2).i : 1) : (ARG(2).i ? 1 : 0);
+		int den = bin(c, PR_MAX, bin(c, PR_SUB, fill_dim(c, red_count(c, x, mask), o->dtype), num(c, corr, s)),
+			      num(c, 0, s));
+		r = bin(c, PR_DIV, s, den);
+		break;
+	}
+	case OP_NORM: {
+		double p = ARG(1).kind == ARG_SCALAR ? ARG(1).f : 2;
+		x = cast(c, x, o->dtype);
+		if (p == 1)
+			r = reduce(c, RD_SUM, un(c, PR_ABS, x), mask, o->dtype);
+		else
+			r = un(c, PR_SQRT, reduce(c, RD_SUM, bin(c, PR_MUL, x, x), mask, o->dtype));
+		break;
+	}
+	case OP_MAX_DIM:
+		res[0] = squeeze_to(c, reduce(c, RD_MAX, x, mask, o->dtype), o);
+		res[1] = squeeze_to(c, reduce(c, RD_ARGMAX, x, mask, COIL_I64), node_out(c->g, n, 1));
+		return;
+	case OP_ARGMAX:
+		r = reduce(c, RD_ARGMAX, x, mask, COIL_I64);
+		break;
+	default:
+		c->bad = 1;
+		node_errf(c->err, n, "no reduction lowering");
+		return;
+	}
+	res[0] = squeeze_to(c, r, o);
+}
+
+static int view(dctx *c, int k)
+{
+	const coil_node *n = c->n;
+	const coil_value *o = node_out(c->g, n, k);
+	int x = in(c, 0);
+	ir_node p = {.op = IR_VIEW, .dtype = o->dtype, .nsrc = 1, .src = {x}, .rank = o->rank};
+	memcpy(p.shape, o->shape, sizeof p.shape);
+	switch (n->op) {
+	case OP_PERMUTE: case OP_TRANSPOSE: case OP_T:
+		p.sub = V_PERMUTE;
+		view_perm(c->g, n, p.perm);
+		return add(c, &p);
+	case OP_EXPAND:
+		p.sub = V_EXPAND;
+		return add(c, &p);
+	case OP_SLICE: case OP_SELECT: {
+		coil_dim len;
+		p.sub = V_SLICE;
+		if (view_slice(c->g, n, &p.vdim, &p.start, &len, &p.step, c->err))
+			return c->bad = 1, 0;
+		p.rank = N(c, x)->rank;
+		memcpy(p.shape, N(c, x)->shape, sizeof p.shape);
+		p.shape[p.vdim] = len;
+		int s = add(c, &p);
+		return reshape(c, s, o->rank, o->shape);
+	}
+	case OP_SPLIT: case OP_SPLIT_WITH_SIZES: {
+		int d = (int)(ARG(2).i < 0 ? ARG(2).i + N(c, x)->rank : ARG(2).i);
+		coil_dim at = dim_const(0);
+		for (int j = 0; j < k; j++)
+			dim_add(&at, &at, &node_out(c->g, n, j)->shape[d], c->err);
+		p.sub = V_SLICE, p.vdim = d, p.start = at, p.step = 1;
+		return add(c, &p);
+	}
+	case OP_ALIAS: case OP_DETACH: case OP_CLONE: case OP_CONTIGUOUS: case OP_LIFT_FRESH_COPY:
+	case OP_DROPOUT: case OP_NATIVE_DROPOUT:
+		if (k == 1) { /* native_dropout's mask: all true */
+			p.op = IR_FILL, p.nsrc = 0, p.fill = 1;
+			return add(c, &p);
+		}
+		return x;
+	default: /* reshape family, squeeze, unsqueeze */
+		return reshape(c, x, o->rank, o->shape);
+	}
+}
+
+/* Composites: normalization and softmax. */
+static void composite(dctx *c, int *res)
+{
+	const coil_node *n = c->n;
+	const coil_value *o = node_out(c->g, n, 0);
+	int x = cast(c, in(c, 0), o->dtype), r = N(c, x)->rank;
+	switch (n->op) {
+	case OP_SOFTMAX_: case OP_SOFTMAX: case OP_LOG_SOFTMAX_: case OP_LOG_SOFTMAX: {
+		int rr = r ? r : 1;
+		int d = (int)(ARG(1).i < 0 ? ARG(1).i + rr : ARG(1).i);
+		unsigned mask = r ? 1u << d : 0;
+		int m = reduce(c, RD_MAX, x, mask, o->dtype);
+		int sh = bin(c, PR_SUB, x, m), e = un(c, PR_EXP, sh);
+		int s = reduce(c, RD_SUM, e, mask, o->dtype);
+		if (n->op == OP_LOG_SOFTMAX || n->op == OP_LOG_SOFTMAX_)
+			res[0] = bin(c, PR_SUB, sh, un(c, PR_LOG, s));
+		else
+			res[0] = bin(c, PR_DIV, e, s);
+		return;
+	}
+	case OP_LAYER_NORM: case OP_NATIVE_LAYER_NORM: {
+		unsigned mask = 0;
+		for (int i = r - ARG(1).n; i < r; i++)
+			mask |= 1u << i;
+		int mu = mean(c, x, mask), d = bin(c, PR_SUB, x, mu);
+		int var = mean(c, bin(c, PR_MUL, d, d), mask);
+		int rstd = un(c, PR_RECIP, un(c, PR_SQRT, bin(c, PR_ADD, var, num(c, ARG(4).f, var))));
+		int y = bin(c, PR_MUL, d, rstd);
+		if (HAS(2))
+			y = bin(c, PR_MUL, y, cast(c, in(c, 2), o->dtype));
+		if (HAS(3))
+			y = bin(c, PR_ADD, y, cast(c, in(c, 3), o->dtype));
+		res[0] = y;
+		if (n->nout == 3) {
+			res[1] = squeeze_to(c, mu, node_out(c->g, n, 1));
+			res[2] = squeeze_to(c, rstd, node_out(c->g, n, 2));
+		}
+		return;
+	}
+	case OP_BATCH_NORM: case OP_NATIVE_BATCH_NORM: {
+		coil_dim cs[COIL_MAX_RANK];
+		cs[0] = N(c, x)->shape[1];
+		for (int i = 1; i < r - 1; i++)
+			cs[i] = dim_const(1);
+#define VEC(i) reshape(c, cast(c, in(c, i), o->dtype), r - 1, cs)
+		int s = un(c, PR_RECIP, un(c, PR_SQRT, bin(c, PR_ADD, VEC(4), num(c, ARG(7).f, x))));
+		if (HAS(1))
+			s = bin(c, PR_MUL, s, VEC(1));
+		int t = bin(c, PR_SUB, HAS(2) ? VEC(2) : num(c, 0, x), bin(c, PR_MUL, VEC(3), s));
+#undef VEC
+		res[0] = bin(c, PR_ADD, bin(c, PR_MUL, x, s), t);
+		for (int k = 1; k < n->nout; k++) {
+			const coil_value *ov = node_out(c->g, n, k);
+			ir_node p = {.op = IR_FILL, .dtype = ov->dtype, .rank = ov->rank};
+			memcpy(p.shape, ov->shape, sizeof p.shape);
+			res[k] = add(c, &p);
+		}
+		return;
+	}
+	default:
+		c->bad = 1;
+		node_errf(c->err, n, "no composite lowering");
+	}
+}
+
+/* Extern kernels: one IR node per result; inputs in xsrc (graph order). */
+static void extern_op(dctx *c, int *res)
+{
+	const coil_node *n = c->n;
+	const op_info *oi = op_get(n->op);
+	int *xs = arena_alloc(c->ir->arena, 64 * sizeof(int)), nx = 0;
+	for (int a = 0; a < oi->nargs; a++)
+		if (n->args[a].kind == ARG_TENSOR || n->args[a].kind == ARG_TENSORS)
+			for (int k = 0; k < n->args[a].n && nx < 64; k++)
+				if (n->args[a].v[k] >= 0)
+					xs[nx++] = c->ir->val_node[n->args[a].v[k]];
+	for (int k = 0; k < n->nout; k++) {
+		const coil_value *o = node_out(c->g, n, k);
+		ir_node p = {.op = IR_EXTERN, .dtype = o->dtype, .rank = o->rank, .index = k, .nx = nx, .xsrc = xs};
+		memcpy(p.shape, o->shape, sizeof p.shape);
+		res[k] = add(c, &p);
+	}
+}
+
+coil_ir *ir_decompose(coil_graph *g, coil_err *err)
+{
+	coil_arena *a = arena_create();
+	coil_ir *ir = a ? arena_alloc(a, sizeof *ir) : NULL;
+	if (!ir) {
+		arena_destroy(a);
+		coil_errf(err, "out of memory");
+		return NULL;
+	}
+	ir->arena = a;
+	ir->g = g;
+	ir->val_node = arena_alloc(a, (size_t)(g->nvals + 1) * sizeof(int));
+	ir->outs = arena_alloc(a, (size_t)(g->noutputs + 1) * sizeof(int));
+	dctx c = {.ir = ir, .g = g, .err = err, .gnode = -1};
+	for (int v = 0; v < g->nvals; v++) {
+		coil_value *val = &g->vals[v];
+		if (val->kind == VAL_NODE)
+			continue;
+		ir_node p = {.op = val->kind == VAL_INPUT ? IR_INPUT : val->kind == VAL_PARAM ? IR_PARAM : IR_CONST,
+			     .dtype = val->dtype, .rank = val->rank, .index = val->index};
+		memcpy(p.shape, val->shape, sizeof p.shape);
+		ir->val_node[v] = add(&c, &p);
+	}
+	for (int i = 0; i < g->nnodes && !c.bad; i++) {
+		coil_node *n = &g->nodes[i];
+		int res[64] = {0};
+		c.n = n;
+		c.gnode = i;
+		const coil_value *o = node_out(g, n, 0);
+		if (o->dtype == COIL_BF16 || o->dtype == COIL_F16) {
+			node_errf(err, n, "dtype %s is not supported by codegen yet", dtype_name(o->dtype));
+			goto fail;
+		}
+		switch (op_get(n->op)->kind) {
+		case PW: res[0] = pointwise(&c, o->dtype); break;
+		case RED: reduction(&c, res); break;
+		case VIEW:
+			for (int k = 0; k < n->nout && k < 64; k++)
+				res[k] = view(&c, k);
+			break;
+		case COMP: composite(&c, res); break;
+		default:
+			if (n->op == OP_FULL || n->op == OP_ZEROS || n->op == OP_NEW_ZEROS) {
+				ir_node p = {.op = IR_FILL, .dtype = o->dtype, .rank = o->rank};
+				double v = n->op == OP_FULL ? n->args[1].f : 0;
+				p.fill = o->dtype == COIL_BOOL ? v != 0 : dtype_is_int(o->dtype) ? trunc(v)
+					: o->dtype == COIL_F32 ? (float)v : v;
+				memcpy(p.shape, o->shape, sizeof p.shape);
+				res[0] = add(&c, &p);
+			} else {
+				extern_op(&c, res);
+			}
+		}
+		if (c.bad)
+			goto fail;
+		for (int k = 0; k < n->nout && k < 64; k++) {
+			const coil_value *ov = node_out(g, n, k);
+			int r = cast(&c, res[k], ov->dtype);
+			ir_node *rn = N(&c, r);
+			/* results keep their declared shape (broadcast fills, etc.) */
+			if (rn->rank != ov->rank || !dims_equal(rn->shape, ov->shape, ov->rank)) {
+				ir_node p = {.op = IR_VIEW, .sub = V_EXPAND, .dtype = ov->dtype, .nsrc = 1, .src = {r},
+					     .rank = ov->rank};
+				memcpy(p.shape, ov->shape, sizeof p.shape);
+				if (rn->op == IR_FILL && !rn->sub)
+					p.op = IR_FILL, p.nsrc = 0, p.fill = rn->fill;
+				r = add(&c, &p);
+			}
+			ir->val_node[n->outs[k]] = r;
+		}
+		if (c.bad)
+			goto fail;
+	}
+	if (c.bad)
+		goto fail;
+	ir->nout = g->noutputs;
+	for (int i = 0; i < g->noutputs; i++)
+		ir->outs[i] = ir->val_node[g->outputs[i]];
+	return ir;
+fail:
+	ir_free(ir);
+	return NULL;
+}

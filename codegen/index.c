@@ -1,0 +1,173 @@
+/* IR helpers and index arithmetic: views and broadcasting become C index
+ * expressions, never copies.  An index is one C expression per dim; size-1
+ * dims are always indexed by "0". */
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/ir.h"
+
+static const struct { const char *name; int arity; } prims[] = {
+#define X(e, n, a) {n, a},
+	PRIMS(X)
+#undef X
+};
+
+const char *prim_name(int p) { return prims[p].name; }
+int prim_arity(int p) { return prims[p].arity; }
+
+int ir_add(coil_ir *ir, const ir_node *proto, coil_err *err)
+{
+	if (ir->n == ir->cap) {
+		int cap = ir->cap ? 2 * ir->cap : 64;
+		ir_node *nn = arena_alloc(ir->arena, (size_t)cap * sizeof *nn);
+		if (!nn)
+			return coil_errf(err, "out of memory");
+		if (ir->n)
+			memcpy(nn, ir->nodes, (size_t)ir->n * sizeof *nn);
+		ir->nodes = nn;
+		ir->cap = cap;
+	}
+	ir->nodes[ir->n] = *proto;
+	ir->nodes[ir->n].kernel = -1;
+	ir->nodes[ir->n].slot = -1;
+	ir->nodes[ir->n].out = -1;
+	return ir->n++;
+}
+
+void ir_free(coil_ir *ir)
+{
+	if (ir)
+		arena_destroy(ir->arena);
+}
+
+int64_t ir_static_numel(const ir_node *n)
+{
+	int64_t e = 1, v;
+	for (int i = 0; i < n->rank; i++) {
+		if (!dim_is_const(&n->shape[i], &v))
+			return -1;
+		e *= v;
+	}
+	return e;
+}
+
+int dims_equal(const coil_dim *a, const coil_dim *b, int rank)
+{
+	for (int i = 0; i < rank; i++)
+		if (!dim_eq(&a[i], &b[i]))
+			return 0;
+	return 1;
+}
+
+char *ir_dim_c(coil_arena *a, const coil_dim *d)
+{
+	static const coil_symtab gen = {COIL_MAX_SYMS, {"s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"}};
+	char buf[512];
+	dim_format(d, &gen, buf, sizeof buf);
+	return arena_strdup(a, buf);
+}
+
+static int is_one(const coil_dim *d) { return dim_eq_const(d, 1); }
+
+/* Strides of a row-major shape as C expressions. */
+static void strides_c(coil_ir *ir, const ir_node *n, char **st)
+{
+	char *s = "1";
+	for (int i = n->rank - 1; i >= 0; i--) {
+		st[i] = s;
+		char *d = ir_dim_c(ir->arena, &n->shape[i]);
+		if (strpbrk(d, "+-*"))
+			d = arena_printf(ir->arena, "(%s)", d);
+		s = !strcmp(s, "1") ? d : arena_printf(ir->arena, "%s*%s", s, d);
+	}
+}
+
+char *ix_linear(coil_ir *ir, const ir_node *n, char **idx)
+{
+	char *st[COIL_MAX_RANK], *e = NULL;
+	strides_c(ir, n, st);
+	for (int i = 0; i < n->rank; i++) {
+		if (!strcmp(idx[i], "0"))
+			continue;
+		char *t = !strcmp(st[i], "1") ? idx[i] : arena_printf(ir->arena, "%s*%s", idx[i], st[i]);
+		e = e ? arena_printf(ir->arena, "%s + %s", e, t) : t;
+	}
+	return e ? e : "0";
+}
+
+/* Reshape: when both shapes have the same non-1 dims in order, map them
+ * directly; otherwise go through the linear offset. */
+static void ix_reshape(coil_ir *ir, const ir_node *n, const ir_node *s, char **idx, char **out)
+{
+	int i = 0, j = 0, ok = 1;
+	char *tmp[COIL_MAX_RANK];
+	for (;;) {
+		while (i < n->rank && is_one(&n->shape[i]))
+			i++;
+		while (j < s->rank && is_one(&s->shape[j]))
+			tmp[j++] = "0";
+		if (i == n->rank || j == s->rank)
+			break;
+		if (!dim_eq(&n->shape[i], &s->shape[j])) {
+			ok = 0;
+			break;
+		}
+		tmp[j++] = idx[i++];
+	}
+	while (i < n->rank && is_one(&n->shape[i]))
+		i++;
+	while (j < s->rank && is_one(&s->shape[j]))
+		tmp[j++] = "0";
+	if (ok && i == n->rank && j == s->rank) {
+		memcpy(out, tmp, sizeof(char *) * (size_t)s->rank);
+		return;
+	}
+	char *lin = ix_linear(ir, n, idx), *st[COIL_MAX_RANK];
+	strides_c(ir, s, st);
+	for (int k = 0; k < s->rank; k++) {
+		char *d = ir_dim_c(ir->arena, &s->shape[k]);
+		if (is_one(&s->shape[k]))
+			out[k] = "0";
+		else if (k == 0)
+			out[k] = arena_printf(ir->arena, "((%s) / (%s))", lin, st[k]);
+		else
+			out[k] = arena_printf(ir->arena, "((%s) / (%s) %% (%s))", lin, st[k], d);
+	}
+}
+
+void ix_operand(coil_ir *ir, const ir_node *n, int k, char **idx, char **out)
+{
+	const ir_node *s = &ir->nodes[n->src[k]];
+	if (n->op == IR_VIEW) {
+		switch (n->sub) {
+		case V_PERMUTE:
+			for (int i = 0; i < n->rank; i++)
+				out[n->perm[i]] = idx[i];
+			break;
+		case V_SLICE: {
+			char *st = ir_dim_c(ir->arena, &n->start);
+			for (int i = 0; i < s->rank; i++)
+				out[i] = idx[i];
+			if (is_one(&s->shape[n->vdim]))
+				out[n->vdim] = "0";
+			else if (n->step == 1)
+				out[n->vdim] = !strcmp(st, "0") ? idx[n->vdim]
+					: !strcmp(idx[n->vdim], "0") ? arena_printf(ir->arena, "(%s)", st)
+					: arena_printf(ir->arena, "(%s + %s)", idx[n->vdim], st);
+			else
+				out[n->vdim] = arena_printf(ir->arena, "(%s*%lld + %s)", idx[n->vdim], (long long)n->step, st);
+			return;
+		}
+		case V_RESHAPE:
+			ix_reshape(ir, n, s, idx, out);
+			return;
+		default: /* V_EXPAND: broadcasting, below */
+			break;
+		}
+		if (n->sub == V_PERMUTE)
+			return;
+	}
+	/* Broadcasting: right-aligned, size-1 dims read index 0. */
+	for (int j = 0; j < s->rank; j++)
+		out[j] = is_one(&s->shape[j]) ? "0" : idx[j + n->rank - s->rank];
+}

@@ -1,0 +1,127 @@
+/* The codegen IR.  decompose turns a graph into a DAG of a closed set of
+ * primitives (tinygrad style): loads of graph buffers, constant fills, unary,
+ * binary and ternary pointwise ops, casts, reductions (always keepdim), views
+ * (pure index arithmetic) and extern kernels (library-call seams: convolution,
+ * matrix products, pooling, data movement).  fuse groups the primitives into
+ * kernels, schedule orders them, memplan gives intermediates arena offsets,
+ * emit_c renders C.  Everything lives in the IR's arena. */
+#ifndef COIL_CODEGEN_IR_H
+#define COIL_CODEGEN_IR_H
+
+#include <stdio.h>
+
+#include "common/graph.h"
+
+enum ir_op {
+	IR_INPUT, IR_PARAM, IR_CONST, /* graph buffers: index = position */
+	IR_FILL,                      /* every element is fill */
+	IR_UNARY, IR_BINARY, IR_WHERE, IR_CAST,
+	IR_REDUCE,                    /* sub: red_kind, over mask, keepdim shape */
+	IR_VIEW,                      /* sub: view_kind */
+	IR_EXTERN,                    /* gnode: the graph node, computed by a library-style loop */
+};
+
+/* Pointwise primitives: X(enum, name, arity) */
+#define PRIMS(X)                                                                              \
+	X(NEG, "neg", 1) X(EXP, "exp", 1) X(LOG, "log", 1) X(LOG1P, "log1p", 1) X(SQRT, "sqrt", 1) \
+	X(RECIP, "recip", 1) X(ABS, "abs", 1) X(FLOOR, "floor", 1) X(CEIL, "ceil", 1)             \
+	X(TRUNC, "trunc", 1) X(SIN, "sin", 1) X(COS, "cos", 1) X(ERF, "erf", 1) X(TANH, "tanh", 1) \
+	X(NOT, "not", 1)                                                                          \
+	X(ADD, "add", 2) X(SUB, "sub", 2) X(MUL, "mul", 2) X(DIV, "div", 2) X(MAX, "max", 2)      \
+	X(MIN, "min", 2) X(POW, "pow", 2) X(FLOORDIV, "floordiv", 2) X(LT, "lt", 2)               \
+	X(LE, "le", 2) X(GT, "gt", 2) X(GE, "ge", 2) X(EQ, "eq", 2) X(NE, "ne", 2)                \
+	X(AND, "and", 2) X(OR, "or", 2)
+
+enum prim {
+#define X(e, n, a) PR_##e,
+	PRIMS(X)
+#undef X
+	PR_COUNT
+};
+
+enum red_kind { RD_SUM, RD_MAX, RD_MIN, RD_ARGMAX };
+enum view_kind { V_PERMUTE, V_EXPAND, V_SLICE, V_RESHAPE };
+
+typedef struct ir_node {
+	enum ir_op op;
+	int sub;           /* prim, red_kind or view_kind */
+	int nsrc, src[3];  /* IR_EXTERN: nsrc/src unused, xsrc lists its inputs */
+	int nx, *xsrc;
+	coil_dtype dtype;
+	int rank;
+	coil_dim shape[COIL_MAX_RANK];
+	int index;         /* IR_INPUT/PARAM/CONST: position; IR_EXTERN: result number */
+	double fill;       /* IR_FILL; sub 1: the value is the dim `start` */
+	unsigned mask;     /* IR_REDUCE: reduced dims */
+	int perm[COIL_MAX_RANK]; /* V_PERMUTE: out dim i reads src dim perm[i] */
+	int vdim;          /* V_SLICE */
+	int64_t step;
+	coil_dim start;
+	int gnode;         /* graph node it came from, -1 for graph buffers */
+	/* set by fuse */
+	int nuse;          /* readers among IR nodes */
+	int mat;           /* materialized: has a buffer */
+	int kernel;        /* kernel that writes it (materialized or fused reduction) */
+	/* set by memplan */
+	int slot;          /* arena slot, -1 when not in the arena */
+	int out;           /* graph output position, -1 if none */
+} ir_node;
+
+enum kernel_kind { K_POINTWISE, K_REDUCE, K_EXTERN };
+
+typedef struct ir_kernel {
+	enum kernel_kind kind;
+	int nouts, *outs;  /* materialized nodes it writes (K_REDUCE: epilogue, full or outer shaped) */
+	int nreds, *reds;  /* K_REDUCE: reductions, in order */
+	int ext;           /* K_EXTERN: first IR_EXTERN node of the graph node */
+	int ncover, *cover; /* graph node indices covered, for comments */
+} ir_kernel;
+
+typedef struct ir_slot {
+	coil_dim bytes;
+} ir_slot;
+
+typedef struct coil_ir {
+	coil_arena *arena;
+	coil_graph *g;
+	int n, cap;
+	ir_node *nodes;
+	int *val_node;     /* graph value -> IR node */
+	int nout, *outs;   /* graph outputs -> IR node */
+	int nk;
+	ir_kernel *ks;     /* in schedule order after schedule */
+	int nslots;
+	ir_slot *slots;
+	coil_dim arena_bytes;
+} coil_ir;
+
+/* The passes, in pipeline order. */
+coil_ir *ir_decompose(coil_graph *g, coil_err *err);
+int ir_fuse(coil_ir *ir, coil_err *err);
+int ir_schedule(coil_ir *ir, coil_err *err);
+int ir_memplan(coil_ir *ir, coil_err *err);
+char *ir_emit_c(coil_ir *ir, const char *target_desc, const char *graph_hash, coil_err *err);
+void ir_dump(coil_ir *ir, FILE *f);
+void ir_free(coil_ir *ir);
+
+/* Helpers (ir.c / index.c). */
+int ir_add(coil_ir *ir, const ir_node *proto, coil_err *err);
+const char *prim_name(int p);
+int prim_arity(int p);
+/* The sources of a node (xsrc for IR_EXTERN). */
+static inline const int *ir_srcs(const ir_node *n, int *cnt)
+{
+	*cnt = n->op == IR_EXTERN ? n->nx : n->nsrc;
+	return n->op == IR_EXTERN ? n->xsrc : n->src;
+}
+/* Static numel of node (or -1 when symbolic). */
+int64_t ir_static_numel(const ir_node *n);
+int dims_equal(const coil_dim *a, const coil_dim *b, int rank);
+/* A C expression for a dim, symbols spelled s0..s7. */
+char *ir_dim_c(coil_arena *a, const coil_dim *d);
+/* Index of operand k of node n, given n's index idx (C expressions). */
+void ix_operand(coil_ir *ir, const ir_node *n, int k, char **idx, char **out);
+/* Row-major linear offset of idx in a node's shape. */
+char *ix_linear(coil_ir *ir, const ir_node *n, char **idx);
+
+#endif
