@@ -1,10 +1,15 @@
 /* coil: the command-line tool.  Each command is a function in the table at the
  * bottom; errors are one line on stderr and a non-zero exit. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cache/cache.h"
+#include "cache/compile.h"
+#include "client/artifact.h"
+#include "codegen/codegen.h"
 #include "common/graph.h"
 #include "common/interp.h"
 #include "common/tensor.h"
@@ -27,7 +32,7 @@ static int usage_err(const char *msg)
 typedef struct opts {
 	const char *pos[8];
 	int npos;
-	const char *weights, *inputs, *out, *cache_dir, *budget;
+	const char *weights, *inputs, *out, *cache_dir, *budget, *target, *threads, *repeat, *opt;
 	int ops, canonical, repair;
 } opts;
 
@@ -43,6 +48,14 @@ static int parse_opts(int argc, char **argv, opts *o)
 			slot = &o->inputs;
 		else if (!strcmp(a, "-o") || !strcmp(a, "--output"))
 			slot = &o->out;
+		else if (!strcmp(a, "--target") || !strcmp(a, "-t"))
+			slot = &o->target;
+		else if (!strcmp(a, "--threads"))
+			slot = &o->threads;
+		else if (!strcmp(a, "--repeat"))
+			slot = &o->repeat;
+		else if (!strcmp(a, "--opt"))
+			slot = &o->opt;
 		else if (!strcmp(a, "--cache-dir"))
 			slot = &o->cache_dir;
 		else if (!strcmp(a, "--budget"))
@@ -331,6 +344,399 @@ static int cmd_cache(opts *o)
 	return rc;
 }
 
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int read_file(const char *path, char **buf, size_t *len, coil_err *err)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return coil_errf(err, "%s: cannot open", path);
+	size_t cap = 65536, n = 0;
+	char *b = malloc(cap);
+	for (size_t r; b && (r = fread(b + n, 1, cap - n, f)) > 0;) {
+		n += r;
+		if (n == cap) {
+			char *nb = cap < ((size_t)1 << 31) ? realloc(b, cap *= 2) : NULL;
+			if (!nb)
+				free(b);
+			b = nb;
+		}
+	}
+	fclose(f);
+	if (!b)
+		return coil_errf(err, "%s: too large or out of memory", path);
+	*buf = b;
+	*len = n;
+	return 0;
+}
+
+/* A model compiled through the local cache and loaded. */
+typedef struct loaded {
+	compile_result res;
+	coil_artifact *art;
+	double plan_ms, compile_ms, load_ms;
+} loaded;
+
+static int compile_and_load(opts *o, const char *path, loaded *l, coil_err *err)
+{
+	memset(l, 0, sizeof *l);
+	char *json = NULL;
+	size_t len = 0;
+	if (read_file(path, &json, &len, err))
+		return -1;
+	compile_opts co = {.target = o->target};
+	if (o->opt)
+		co.opt_level = atoi(o->opt);
+	compile_plan *p = NULL;
+	coil_cache *c = NULL;
+	double t0 = now_ms();
+	int rc = compile_plan_make(json, len, &co, &p, err);
+	free(json);
+	if (rc)
+		return coil_err_prefix(err, "%s", path);
+	double t1 = now_ms();
+	const char *dir = o->cache_dir ? o->cache_dir : getenv("COIL_CACHE_DIR");
+	if (cache_open(dir, 0, &c, err) || compile_plan_run(c, p, &l->res, err)) {
+		cache_close(c);
+		compile_plan_free(p);
+		return coil_err_prefix(err, "%s", path);
+	}
+	double t2 = now_ms();
+	rc = artifact_open(l->res.path, &l->art, err);
+	cache_close(c);
+	compile_plan_free(p);
+	l->plan_ms = t1 - t0;
+	l->compile_ms = t2 - t1;
+	l->load_ms = now_ms() - t2;
+	return rc;
+}
+
+static int cmd_compile(opts *o, int argc, char **argv)
+{
+	for (int i = 0; i < argc; i++) /* IR dumps and C go straight through codegen, no cache */
+		if (!strncmp(argv[i], "--dump-after", 12) || !strcmp(argv[i], "--emit-c"))
+			return codegen_cli(argc, argv);
+	if (o->npos != 1)
+		return usage_err("usage: coil compile GRAPH.json [--target T] [--opt N] [-o m.so] [--dump-after=PASS]");
+	coil_err err = {{0}};
+	loaded l;
+	if (compile_and_load(o, o->pos[0], &l, &err))
+		return fail(NULL, &err);
+	printf("key %s\ntarget %s\n%s in %.1f ms\nartifact %s (%llu bytes, sha256 %s)\n", l.res.key, l.res.target,
+	       l.res.hit ? "cache hit" : "compiled", l.res.hit ? l.compile_ms : l.res.compile_ms, l.res.path,
+	       (unsigned long long)l.res.size, l.res.sha256);
+	int rc = 0;
+	if (o->out) {
+		char cmd_err[64] = "";
+		FILE *in = fopen(l.res.path, "rb"), *out = fopen(o->out, "wb");
+		char buf[65536];
+		size_t n;
+		while (in && out && (n = fread(buf, 1, sizeof buf, in)) > 0)
+			if (fwrite(buf, 1, n, out) != n)
+				snprintf(cmd_err, sizeof cmd_err, "write failed");
+		if (!in || !out || (out && fclose(out) != 0) || cmd_err[0]) {
+			coil_errf(&err, "%s: cannot write", o->out);
+			rc = fail(NULL, &err);
+		}
+		if (in)
+			fclose(in);
+	}
+	artifact_close(l.art);
+	return rc;
+}
+
+/* Inputs and params for a run: from safetensors files, or random when absent
+ * (check only). Random data is owned by rnd_bufs. */
+typedef struct bound {
+	coil_tensor *ins, *ps;
+	st_file wf, inf;
+	void **rnd;
+	int nrnd;
+} bound;
+
+static void bound_free(bound *b)
+{
+	free(b->ins);
+	free(b->ps);
+	st_close(&b->wf);
+	st_close(&b->inf);
+	for (int i = 0; i < b->nrnd; i++)
+		free(b->rnd[i]);
+	free(b->rnd);
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static int random_tensor(coil_graph *g, const coil_value *v, bound *b, coil_tensor *t, uint64_t *seed, coil_err *err)
+{
+	t->dtype = v->dtype;
+	t->rank = v->rank;
+	int64_t n = 1;
+	for (int d = 0; d < v->rank; d++) {
+		int64_t c = 0;
+		if (!dim_is_const(&v->shape[d], &c))
+			c = 2; /* symbols: a small batch */
+		t->shape[d] = c;
+		n *= c;
+	}
+	(void)g;
+	t->data = malloc((size_t)(n ? n : 1) * dtype_size(v->dtype));
+	void **nr = realloc(b->rnd, (size_t)(b->nrnd + 1) * sizeof *nr);
+	if (!t->data || !nr) {
+		free(t->data);
+		return coil_errf(err, "out of memory");
+	}
+	b->rnd = nr;
+	b->rnd[b->nrnd++] = t->data;
+	for (int64_t e = 0; e < n; e++) {
+		double u = (double)(rng_next(seed) >> 11) / 9007199254740992.0;
+		double x = dtype_is_float(v->dtype) ? (u * 2 - 1) * 2 : floor(u * 2);
+		dtype_store(v->dtype, t->data, (size_t)e, x);
+	}
+	return 0;
+}
+
+static int bind_all(coil_graph *g, opts *o, int allow_random, bound *b, coil_err *err)
+{
+	memset(b, 0, sizeof *b);
+	b->ins = calloc((size_t)g->ninputs + 1, sizeof *b->ins);
+	b->ps = calloc((size_t)g->nparams + 1, sizeof *b->ps);
+	if (!b->ins || !b->ps)
+		return coil_errf(err, "out of memory");
+	if ((o->weights && st_open(o->weights, &b->wf, err)) || (o->inputs && st_open(o->inputs, &b->inf, err)))
+		return -1;
+	uint64_t seed = 0x9e3779b97f4a7c15ull;
+	for (int pass = 0; pass < 2; pass++) {
+		const int *list = pass ? g->params : g->inputs;
+		int n = pass ? g->nparams : g->ninputs;
+		const char *file = pass ? o->weights : o->inputs;
+		coil_tensor *out = pass ? b->ps : b->ins;
+		if (file || !allow_random) {
+			if (bind_list(g, list, n, file ? (pass ? &b->wf : &b->inf) : NULL, pass ? "param" : "input", out, err))
+				return -1;
+			continue;
+		}
+		for (int i = 0; i < n; i++)
+			if (random_tensor(g, &g->vals[list[i]], b, &out[i], &seed, err))
+				return -1;
+	}
+	return 0;
+}
+
+/* Runs a loaded artifact; outputs get malloc'd data.  Times the median of repeat runs. */
+static int run_artifact(coil_artifact *a, coil_graph *g, bound *b, int threads, int repeat, coil_tensor *outs,
+			double *create_ms, double *run_ms, coil_err *err)
+{
+	coil_model *m = NULL;
+	const void **par = calloc((size_t)g->nparams + 1, sizeof *par);
+	const void **in = calloc((size_t)g->ninputs + 1, sizeof *in);
+	const int64_t **shp = calloc((size_t)g->ninputs + 1, sizeof *shp);
+	void **outp = calloc((size_t)g->noutputs + 1, sizeof *outp);
+	double *times = calloc((size_t)repeat + 1, sizeof *times);
+	int rc = -1;
+	if (!par || !in || !shp || !outp || !times) {
+		coil_errf(err, "out of memory");
+		goto out;
+	}
+	if (a->ninputs != g->ninputs || a->nparams != g->nparams || a->noutputs != g->noutputs) {
+		coil_errf(err, "artifact does not match the graph");
+		goto out;
+	}
+	for (int i = 0; i < g->nparams; i++) {
+		const coil_value *v = &g->vals[g->params[i]];
+		for (int d = 0; d < v->rank; d++)
+			if (b->ps[i].dtype != v->dtype || b->ps[i].rank != v->rank || !dim_eq_const(&v->shape[d], b->ps[i].shape[d])) {
+				coil_errf(err, "param '%s': dtype or shape does not match the graph", v->name);
+				goto out;
+			}
+		par[i] = b->ps[i].data;
+	}
+	int64_t syms[COIL_MAX_SYMS];
+	if (bind_symbols(g, b->ins, syms, err))
+		goto out;
+	for (int i = 0; i < g->ninputs; i++) {
+		in[i] = b->ins[i].data;
+		shp[i] = b->ins[i].shape;
+	}
+	double t0 = now_ms();
+	if (a->create(par, g->nparams, threads, &m)) {
+		coil_errf(err, "create: %s", a->last_error());
+		goto out;
+	}
+	*create_ms = now_ms() - t0;
+	for (int i = 0; i < g->noutputs; i++) {
+		coil_tensor *t = &outs[i];
+		t->dtype = a->outputs[i].dtype;
+		t->rank = a->output_shape(m, shp, i, t->shape);
+		if (t->rank < 0) {
+			coil_errf(err, "output shape: %s", a->last_error());
+			goto out;
+		}
+		t->data = malloc(tensor_bytes(t) + 1);
+		if (!t->data) {
+			coil_errf(err, "out of memory");
+			goto out;
+		}
+		outp[i] = t->data;
+	}
+	for (int r = 0; r < repeat; r++) {
+		double t1 = now_ms();
+		if (a->run(m, in, shp, outp)) {
+			coil_errf(err, "run: %s", a->last_error());
+			goto out;
+		}
+		times[r] = now_ms() - t1;
+	}
+	for (int i = 1; i < repeat; i++) /* insertion sort: repeat is small */
+		for (int j = i; j > 0 && times[j] < times[j - 1]; j--) {
+			double t = times[j];
+			times[j] = times[j - 1];
+			times[j - 1] = t;
+		}
+	*run_ms = times[repeat / 2];
+	rc = 0;
+out:
+	if (m)
+		a->destroy(m);
+	free(par);
+	free(in);
+	free(shp);
+	free(outp);
+	free(times);
+	return rc;
+}
+
+static int write_outputs(const char *path, coil_tensor *outs, int n, coil_err *err)
+{
+	char(*buf)[24] = calloc((size_t)n + 1, 24);
+	const char **names = calloc((size_t)n + 1, sizeof *names);
+	int rc = -1;
+	if (buf && names) {
+		for (int i = 0; i < n; i++) {
+			snprintf(buf[i], 24, "output%d", i);
+			names[i] = buf[i];
+		}
+		rc = st_write(path, n, names, outs, err);
+	} else {
+		coil_errf(err, "out of memory");
+	}
+	free(buf);
+	free(names);
+	return rc;
+}
+
+static int cmd_run(opts *o)
+{
+	if (o->npos != 1)
+		return usage_err("usage: coil run GRAPH.json -w W.safetensors -i I.safetensors [-o OUT] [--threads N] [--repeat N]");
+	coil_err err = {{0}};
+	coil_graph *g = load(o->pos[0]);
+	if (!g)
+		return 1;
+	loaded l = {0};
+	bound b = {0};
+	coil_tensor *outs = calloc((size_t)g->noutputs + 1, sizeof *outs);
+	int threads = o->threads ? atoi(o->threads) : 1, repeat = o->repeat ? atoi(o->repeat) : 1, rc = 1;
+	double create_ms = 0, run_ms = 0;
+	if (repeat < 1 || repeat > 100000 || threads < 0) {
+		rc = usage_err("--repeat and --threads take positive numbers");
+		goto out;
+	}
+	if (!outs || bind_all(g, o, 0, &b, &err) || compile_and_load(o, o->pos[0], &l, &err) ||
+	    run_artifact(l.art, g, &b, threads, repeat, outs, &create_ms, &run_ms, &err) ||
+	    (o->out && write_outputs(o->out, outs, g->noutputs, &err))) {
+		fail(NULL, &err);
+		goto out;
+	}
+	fprintf(stderr, "coil: parse+hash %.1f ms, %s %.1f ms, load %.1f ms, create %.1f ms, run %.3f ms%s\n", l.plan_ms,
+		l.res.hit ? "cache hit" : "compile", l.compile_ms, l.load_ms, create_ms, run_ms,
+		repeat > 1 ? " (median)" : "");
+	if (!o->out)
+		for (int i = 0; i < g->noutputs; i++) {
+			int64_t n = tensor_numel(&outs[i]);
+			printf("output%d %s:", i, dtype_name(outs[i].dtype));
+			for (int64_t e = 0; e < n && e < 8; e++)
+				printf(" %.6g", dtype_load(outs[i].dtype, outs[i].data, (size_t)e));
+			printf("%s\n", n > 8 ? " ..." : "");
+		}
+	rc = 0;
+out:
+	for (int i = 0; outs && i < g->noutputs; i++)
+		tensor_free(&outs[i]);
+	free(outs);
+	bound_free(&b);
+	artifact_close(l.art);
+	graph_free(g);
+	return rc;
+}
+
+/* Compiled versus interpreted: max error relative to each output's scale. */
+static int cmd_check(opts *o)
+{
+	if (o->npos != 1)
+		return usage_err("usage: coil check GRAPH.json [-w W.safetensors] [-i I.safetensors] [--target T]");
+	coil_err err = {{0}};
+	coil_graph *g = load(o->pos[0]);
+	if (!g)
+		return 1;
+	loaded l = {0};
+	bound b = {0};
+	coil_tensor *outs = calloc((size_t)g->noutputs + 1, sizeof *outs), *ref = calloc((size_t)g->noutputs + 1, sizeof *ref);
+	double create_ms, run_ms;
+	int rc = 1;
+	if (!outs || !ref || bind_all(g, o, 1, &b, &err) || compile_and_load(o, o->pos[0], &l, &err) ||
+	    run_artifact(l.art, g, &b, 1, 1, outs, &create_ms, &run_ms, &err) || interp_run(g, b.ins, b.ps, ref, &err)) {
+		fail(NULL, &err);
+		goto out;
+	}
+	int bad = 0;
+	for (int i = 0; i < g->noutputs; i++) {
+		int64_t n = tensor_numel(&ref[i]);
+		int same_shape = outs[i].rank == ref[i].rank;
+		for (int d = 0; same_shape && d < ref[i].rank; d++)
+			same_shape = outs[i].shape[d] == ref[i].shape[d];
+		double scale = 0, maxerr = 0;
+		for (int64_t e = 0; same_shape && e < n; e++) {
+			double r = dtype_load(ref[i].dtype, ref[i].data, (size_t)e), c = dtype_load(outs[i].dtype, outs[i].data, (size_t)e);
+			if (isnan(r) != isnan(c))
+				maxerr = INFINITY;
+			else if (!isnan(r)) {
+				scale = fmax(scale, fabs(r));
+				maxerr = fmax(maxerr, fabs(r - c));
+			}
+		}
+		double rel = !same_shape ? INFINITY : maxerr / (scale > 0 ? scale : 1);
+		double tol = ref[i].dtype == COIL_BF16 ? 2e-2 : ref[i].dtype == COIL_F16 ? 2e-3 : 1e-4;
+		printf("output%d: max error %.3g relative to scale %.3g: %s\n", i, rel, scale, rel <= tol ? "ok" : "MISMATCH");
+		bad |= !(rel <= tol);
+	}
+	rc = bad;
+	if (bad)
+		fprintf(stderr, "%s: %s: compiled result differs from the interpreter\n", prog, o->pos[0]);
+out:
+	for (int i = 0; outs && ref && i < g->noutputs; i++) {
+		tensor_free(&outs[i]);
+		tensor_free(&ref[i]);
+	}
+	free(outs);
+	free(ref);
+	bound_free(&b);
+	artifact_close(l.art);
+	graph_free(g);
+	return rc;
+}
+
 static int cmd_help(opts *o);
 
 static const struct command {
@@ -342,6 +748,11 @@ static const struct command {
 	{"hash", cmd_hash, "hash [--canonical] GRAPH.json  print the canonical graph hash (or the canonical form)"},
 	{"info", cmd_info, "info GRAPH.json | info --ops   describe a graph, or list every supported op as JSON lines"},
 	{"eval", cmd_eval, "eval GRAPH.json -w W -i I -o O run the reference interpreter (safetensors in and out)"},
+	{"compile", NULL, "compile GRAPH.json [--target T] [--opt N] [-o m.so] [--dump-after=PASS] [--emit-c F]\n"
+			   "                                compile through the local cache (dumps bypass it)"},
+	{"run", cmd_run, "run GRAPH.json -w W -i I [-o O] [--threads N] [--repeat N]\n"
+			 "                                compile (or hit the cache), load and run; prints each phase's time"},
+	{"check", cmd_check, "check GRAPH.json [-w W] [-i I]   compiled versus the interpreter (random data if none given)"},
 	{"cache", cmd_cache, "cache stats|ls|gc|verify       inspect the local artifact cache (--cache-dir, --budget, --repair)"},
 	{"help", cmd_help, "help                          this text"},
 };
@@ -362,8 +773,15 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
 		if (!strcmp(argv[1], commands[i].name)) {
 			opts o;
+			int dump = 0;
+			for (int k = 2; k < argc; k++)
+				dump |= !strncmp(argv[k], "--dump-after", 12) || !strcmp(argv[k], "--emit-c");
+			if (!strcmp(argv[1], "compile") && dump)
+				return codegen_cli(argc - 2, argv + 2);
 			if (parse_opts(argc - 2, argv + 2, &o))
 				return 2;
+			if (!strcmp(argv[1], "compile"))
+				return cmd_compile(&o, argc - 2, argv + 2);
 			return commands[i].fn(&o);
 		}
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))

@@ -164,8 +164,9 @@ void dtype_store(coil_dtype t, void *p, size_t i, double v)
 	case COIL_F16: ((uint16_t *)p)[i] = f32_to_f16((float)v); break;
 	case COIL_F64: ((double *)p)[i] = v; break;
 	case COIL_I64: ((int64_t *)p)[i] = to_int(v, -9.2233720368547758e18, 9.2233720368547748e18); break;
-	case COIL_I32: ((int32_t *)p)[i] = (int32_t)to_int(v, INT32_MIN, INT32_MAX); break;
-	/* Like C (and ATen on x86), narrowing to 8 bits wraps modulo 256. */
+	/* Like ATen, integer results wrap modulo 2^bits (i64 saturates: a double
+	 * cannot hold it exactly anyway). */
+	case COIL_I32: ((int32_t *)p)[i] = (int32_t)(uint32_t)to_int(v, -9.2233720368547758e18, 9.2233720368547748e18); break;
 	case COIL_I8: ((int8_t *)p)[i] = (int8_t)(uint8_t)to_int(v, -9e18, 9e18); break;
 	case COIL_U8: ((uint8_t *)p)[i] = (uint8_t)to_int(v, -9e18, 9e18); break;
 	case COIL_BOOL: ((uint8_t *)p)[i] = v != 0; break;

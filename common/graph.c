@@ -136,6 +136,11 @@ static int check_size(const coil_dim *shape, int rank, coil_dtype t, const char 
 		int64_t d = dim_min(&shape[i]);
 		if (d < 0)
 			return coil_errf(err, "%s: dim %d is negative", where, i);
+		/* symbols as 1 bound a size from below only when no symbol term is negative */
+		for (int k = 0; k < shape[i].n; k++)
+			if (shape[i].t[k].coef < 0 && !dim_is_const(&(coil_dim){.n = 1, .t = {shape[i].t[k]}}, NULL))
+				return coil_errf(err, "%s: dim %d can be negative (a symbol has a negative coefficient)",
+						 where, i);
 		if (__builtin_mul_overflow(bytes, d, &bytes) || bytes > COIL_MAX_BYTES)
 			return coil_errf(err, "%s: tensor larger than 2^40 bytes", where);
 	}
@@ -164,7 +169,10 @@ static int parse_shape(pstate *ps, json_t *js, coil_value *val, int allow_syms, 
 			const char *s = json_string_value(d);
 			if (dim_parse(s, &ps->g->syms, 1, &dd, ps->err))
 				return coil_err_prefix(ps->err, "%s", w);
-			if (dd.n != 1 || dd.t[0].coef != 1)
+			int pows = 0;
+			for (int k = 0; dd.n == 1 && k < COIL_MAX_SYMS; k++)
+				pows += dd.t[0].pow[k];
+			if (dd.n != 1 || dd.t[0].coef != 1 || pows != 1)
 				return coil_errf(ps->err, "%s: '%s' must be a single symbol", w, s);
 			val->shape[i] = dd;
 		} else {
@@ -248,6 +256,22 @@ static int parse_decls(pstate *ps, json_t *root, const char *key, enum value_kin
 			if (!dtype_is_float(val->dtype) && (!json_is_integer(x) && !json_is_boolean(x)))
 				return coil_errf(ps->err, "%s: data[%lld] must be an integer for %s", where,
 						 (long long)e, dtype_name(val->dtype));
+			if (dtype_is_int(val->dtype) && json_is_integer(x)) {
+				/* exact: an i64 beyond 2^53 must not go through a double */
+				json_int_t iv = json_integer_value(x);
+				int bits = (int)dtype_size(val->dtype) * 8;
+				int ok = val->dtype == COIL_U8 ? iv >= 0 && iv <= 255
+					 : bits == 64	      ? 1
+							      : iv >= -((json_int_t)1 << (bits - 1)) &&
+								   iv < ((json_int_t)1 << (bits - 1));
+				if (!ok)
+					return coil_errf(ps->err, "%s: data[%lld] %lld is out of range for %s", where,
+							 (long long)e, (long long)iv, dtype_name(val->dtype));
+				if (val->dtype == COIL_I64) {
+					((int64_t *)val->data)[e] = iv;
+					continue;
+				}
+			}
 			dtype_store(val->dtype, val->data, (size_t)e, f);
 		}
 	}
@@ -442,7 +466,8 @@ static int parse_node_args(pstate *ps, coil_node *n, json_t *jn)
 		return node_errf(ps->err, n, "'kwargs' must be an object");
 	size_t npos = args ? json_array_size(args) : 0;
 	if (npos > (size_t)oi->nargs)
-		return node_errf(ps->err, n, "takes at most %d arguments, %zu given", oi->nargs, npos);
+		return node_errf(ps->err, n, "takes at most %d argument%s, %zu given", oi->nargs,
+				 oi->nargs == 1 ? "" : "s", npos);
 	json_t *given[COIL_MAX_ARGS] = {0};
 	for (size_t i = 0; i < npos; i++)
 		given[i] = json_array_get(args, i);
@@ -559,6 +584,25 @@ static int parse_nodes(pstate *ps, json_t *root)
 			n->outs[k] = v;
 		}
 	}
+	/* Node ids are unique (they name nodes in messages). */
+	if (nn > 1) {
+		size_t cap = 16;
+		while (cap < 2 * nn)
+			cap *= 2;
+		int *seen = calloc(cap, sizeof(int)); /* node index + 1; 0 empty */
+		if (!seen)
+			return oom(ps->err);
+		for (size_t i = 0; i < nn; i++) {
+			size_t h = (size_t)hash_str(nodes[i].id) & (cap - 1);
+			for (; seen[h]; h = (h + 1) & (cap - 1))
+				if (!strcmp(nodes[seen[h] - 1].id, nodes[i].id)) {
+					free(seen);
+					return coil_errf(ps->err, "nodes[%zu]: id '%s' is used twice", i, nodes[i].id);
+				}
+			seen[h] = (int)i + 1;
+		}
+		free(seen);
+	}
 	/* Pass 2: arguments. */
 	for (size_t i = 0; i < nn; i++)
 		if (parse_node_args(ps, &nodes[i], json_array_get(arr, i)))
@@ -631,11 +675,24 @@ static int toposort(pstate *ps)
 				order[tail++] = users[e];
 	}
 	if (tail < nn) {
-		for (int i = 0; i < nn; i++)
-			if (indeg[i]) {
-				node_errf(ps->err, &g->nodes[i], "is part of a cycle");
-				goto out;
-			}
+		/* Nodes left over are on a cycle or downstream of one.  Each has an
+		 * unsorted producer; following those nn times lands on the cycle. */
+		int i = 0;
+		while (!indeg[i])
+			i++;
+		for (int step = 0; step < nn; step++) {
+			int next = -1;
+			coil_node *n = &g->nodes[i];
+			FOR_NODE_INPUTS(n, op_get(n->op)->nargs, v, {
+				if (next < 0 && g->vals[v].kind == VAL_NODE && indeg[g->vals[v].index])
+					next = g->vals[v].index;
+			})
+			if (next < 0)
+				break;
+			i = next;
+		}
+		node_errf(ps->err, &g->nodes[i], "is part of a cycle");
+		goto out;
 	}
 	coil_node *sorted = arena_alloc(g->arena, (size_t)nn * sizeof *sorted);
 	if (!sorted) {
@@ -714,6 +771,14 @@ static int check_top(pstate *ps, json_t *root)
 	return 0;
 }
 
+/* Messages quote user text (names, keys, op names): keep them one printable line. */
+static void printable_msg(coil_err *err)
+{
+	for (char *c = err->msg; *c; c++)
+		if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+			*c = '?';
+}
+
 coil_graph *graph_parse(const char *text, size_t len, coil_err *err)
 {
 	coil_err local;
@@ -724,6 +789,7 @@ coil_graph *graph_parse(const char *text, size_t len, coil_err *err)
 	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
 	if (!root) {
 		coil_errf(err, "invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
+		printable_msg(err);
 		return NULL;
 	}
 	coil_graph *g = calloc(1, sizeof *g);
@@ -772,6 +838,7 @@ coil_graph *graph_parse(const char *text, size_t len, coil_err *err)
 	json_decref(root);
 	return g;
 fail:
+	printable_msg(err);
 	free(ps.nm.slot);
 	json_decref(root);
 	graph_free(g);

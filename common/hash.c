@@ -100,8 +100,10 @@ static int name_value(canon *c, int v)
 			numel *= dim_min(&val->shape[i]);
 		for (int64_t e = 0; e < numel; e++) {
 			double x = dtype_load(val->dtype, val->data, (size_t)e);
-			json_array_append_new(d, val->dtype == COIL_BOOL ? json_boolean(x != 0)
-								   : jnum(x, !dtype_is_float(val->dtype), (int64_t)x));
+			/* i64 read directly: a double would merge values beyond 2^53 */
+			json_array_append_new(d, val->dtype == COIL_BOOL  ? json_boolean(x != 0)
+						 : val->dtype == COIL_I64 ? json_integer(((const int64_t *)val->data)[e])
+									  : jnum(x, !dtype_is_float(val->dtype), (int64_t)x));
 		}
 		json_array_append_new(c->consts, json_pack("{s:s,s:s,s:o,s:o}", "name", c->name[v], "dtype",
 							   dtype_name(val->dtype), "shape", jshape(val), "data", d));

@@ -164,15 +164,14 @@ static int infer_conv(coil_graph *g, coil_node *n, coil_err *err)
 	int64_t cin = cdim(x, 1), o0 = cdim(w, 0), o1 = cdim(w, 1);
 	int64_t cout;
 	if (!transposed) {
-		if (o1 * groups != cin || o0 % groups)
+		if (cin % groups || o1 != cin / groups || o0 % groups)
 			return ARGERR(1, "weight shape %s does not fit %lld input channels in %lld groups",
 				      shp(g, w, b1, sizeof b1), (long long)cin, (long long)groups);
 		cout = o0;
 	} else {
-		if (o0 != cin || cin % groups)
+		if (o0 != cin || cin % groups || __builtin_mul_overflow(o1, groups, &cout))
 			return ARGERR(1, "weight shape %s does not fit %lld input channels in %lld groups",
 				      shp(g, w, b1, sizeof b1), (long long)cin, (long long)groups);
-		cout = o1 * groups;
 	}
 	if (has(n, 2)) {
 		coil_value *b = node_in(g, n, 2);
@@ -366,8 +365,10 @@ static int infer_softmax(coil_graph *g, coil_node *n, coil_err *err)
 			return ARGERR(2, "half_to_float needs a half-precision input");
 		t = COIL_F32;
 	}
-	if (!dtype_is_float(t) || !dtype_is_float(x->dtype))
+	if (!dtype_is_float(x->dtype))
 		return ARGERR(0, "dtype %s is not supported (a floating dtype is required)", dtype_name(x->dtype));
+	if (!dtype_is_float(t)) /* softmax's dtype argument */
+		return ARGERR(2, "dtype %s is not supported (a floating dtype is required)", dtype_name(t));
 	set_out(g, n, 0, t, x->rank, x->shape);
 	return 0;
 }
@@ -472,7 +473,7 @@ static int infer_adaptive_pool2d(coil_graph *g, coil_node *n, coil_err *err)
 static int infer_unary(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0);
-	if (x->dtype == COIL_BOOL && n->op != OP_CLAMP && n->op != OP_RELU)
+	if (x->dtype == COIL_BOOL && n->op != OP_CLAMP)
 		return ARGERR(0, "dtype bool is not supported");
 	if (n->op == OP_CLAMP && !has(n, 1) && !has(n, 2))
 		return node_errf(err, n, "at least one of 'min' and 'max' must be given");
@@ -540,11 +541,14 @@ static int infer_binary(coil_graph *g, coil_node *n, coil_err *err)
 	if (t < 0)
 		return -1;
 	int sub = n->op == OP_SUB || n->op == OP_SUB_S || n->op == OP_RSUB || n->op == OP_RSUB_S;
-	if (t == COIL_BOOL && sub)
+	if (sub && (node_in(g, n, 0)->dtype == COIL_BOOL ||
+		    (n->args[1].kind == ARG_TENSOR && node_in(g, n, 1)->dtype == COIL_BOOL)))
 		return node_errf(err, n, "subtraction of bool tensors is not supported");
 	if ((n->op == OP_ADD || n->op == OP_ADD_S || sub) && n->args[2].kind == ARG_SCALAR && !n->args[2].is_int &&
 	    !dtype_is_float((coil_dtype)t))
 		return ARGERR(2, "a float alpha needs a floating result dtype");
+	if (n->op == OP_POW_TS && !dtype_is_float((coil_dtype)t) && n->args[1].is_int && n->args[1].i < 0)
+		return ARGERR(1, "integers to negative integer powers are not allowed");
 	set_out(g, n, 0, (coil_dtype)t, rank, out);
 	return 0;
 }
@@ -558,7 +562,7 @@ static int infer_div(coil_graph *g, coil_node *n, coil_err *err)
 		if (strcmp(n->args[2].s, "trunc") && strcmp(n->args[2].s, "floor"))
 			return ARGERR(2, "must be \"trunc\", \"floor\" or null, not \"%s\"", n->args[2].s);
 		if (o->dtype == COIL_BOOL)
-			o->dtype = COIL_I64;
+			return ARGERR(0, "bool operands are not supported with a rounding mode");
 		return 0;
 	}
 	if (!dtype_is_float(o->dtype))
@@ -674,8 +678,9 @@ static int infer_reduce(coil_graph *g, coil_node *n, coil_err *err)
 	case OP_MEAN: case OP_MEAN_DIM:
 		if (has(n, n->op == OP_MEAN ? 1 : 3))
 			t = (coil_dtype)n->args[n->op == OP_MEAN ? 1 : 3].i;
-		if (!dtype_is_float(t))
-			return ARGERR(0, "mean needs a floating dtype, not %s", dtype_name(t));
+		if (!dtype_is_float(t)) /* name the dtype argument when it is the one at fault */
+			return ARGERR(has(n, n->op == OP_MEAN ? 1 : 3) ? (n->op == OP_MEAN ? 1 : 3) : 0,
+				      "mean needs a floating dtype, not %s", dtype_name(t));
 		break;
 	case OP_VAR_CORR: case OP_VAR_DIM: case OP_NORM:
 		if (need_float(g, n, err, 0))
@@ -909,8 +914,10 @@ int view_slice(const coil_graph *g, const coil_node *n, int *dim, coil_dim *star
 		return coil_errf(err, "args[4] 'step': must be a positive static integer");
 	*step = a[4].i;
 	int64_t s = a[2].kind == ARG_INT ? a[2].i : 0, e = a[3].kind == ARG_INT ? a[3].i : INT64_MAX;
-	if ((a[2].kind != ARG_INT && a[2].kind != ARG_NONE) || (a[3].kind != ARG_INT && a[3].kind != ARG_NONE))
+	if (a[2].kind != ARG_INT && a[2].kind != ARG_NONE)
 		return coil_errf(err, "args[2] 'start': symbolic slice bounds are not supported");
+	if (a[3].kind != ARG_INT && a[3].kind != ARG_NONE)
+		return coil_errf(err, "args[3] 'end': symbolic slice bounds are not supported");
 	if (is_static) {
 		if (s < 0)
 			s += sz;
@@ -919,7 +926,7 @@ int view_slice(const coil_graph *g, const coil_node *n, int *dim, coil_dim *star
 		s = s < 0 ? 0 : s > sz ? sz : s;
 		e = e < s ? s : e > sz ? sz : e;
 		*start = dim_const(s);
-		*len = dim_const((e - s + *step - 1) / *step);
+		*len = dim_const((e - s) / *step + ((e - s) % *step != 0)); /* no overflow for a huge step */
 		return 0;
 	}
 	/* symbolic size: x[s:] with 0 <= s and step 1 */
@@ -997,7 +1004,7 @@ static int infer_same(coil_graph *g, coil_node *n, coil_err *err)
 static int infer_dropout(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0);
-	if (n->args[2].kind == ARG_BOOL && n->args[2].i)
+	if (n->args[2].kind != ARG_BOOL || n->args[2].i) /* native_dropout: train=None means training */
 		return ARGERR(2, "training mode is not supported (inference only)");
 	set_out(g, n, 0, x->dtype, x->rank, x->shape);
 	if (n->nout == 2)
@@ -1064,7 +1071,9 @@ static int infer_split(coil_graph *g, coil_node *n, coil_err *err)
 		int64_t ss = n->args[1].i, size;
 		if (!dim_is_const(&x->shape[d], &size))
 			return ARGERR(0, "dim %d must be static to split", d);
-		int64_t chunks = ss == 0 ? (size == 0 ? 1 : -1) : size == 0 ? 1 : (size + ss - 1) / ss;
+		if (ss == 0 && size != 0)
+			return ARGERR(1, "split_size 0 needs an empty dim, but dim %d has size %lld", d, (long long)size);
+		int64_t chunks = ss == 0 || size == 0 ? 1 : size / ss + (size % ss != 0);
 		if (chunks != n->nout)
 			return node_errf(err, n, "'outputs' names %d results, but splitting size %lld by %lld gives %lld",
 					 n->nout, (long long)size, (long long)ss, (long long)chunks);
@@ -1145,6 +1154,15 @@ static int infer_fill(coil_graph *g, coil_node *n, coil_err *err)
 		t = COIL_I64;
 	if (has(n, dt_arg))
 		t = (coil_dtype)n->args[dt_arg].i;
+	if (n->op == OP_FULL && !dtype_is_float(t) && t != COIL_BOOL) {
+		static const double lo[COIL_NDTYPES] = {[COIL_I64] = -9.2233720368547758e18, [COIL_I32] = -2147483648.0,
+							[COIL_I8] = -128, [COIL_U8] = 0};
+		static const double hi[COIL_NDTYPES] = {[COIL_I64] = 9.2233720368547758e18, [COIL_I32] = 2147483647.0,
+							[COIL_I8] = 127, [COIL_U8] = 255};
+		double v = n->args[1].f;
+		if (!(v >= lo[t] && v <= hi[t]))
+			return ARGERR(1, "value %g overflows %s", v, dtype_name(t));
+	}
 	set_out(g, n, 0, t, sz->n, sz->dims);
 	return 0;
 }

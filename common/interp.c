@@ -3,7 +3,7 @@
  * that reads what ATen's documentation says it computes. */
 #include "common/interp.h"
 
-#include <math.h>
+#include <tgmath.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,12 +11,16 @@
 
 #include "common/infer.h"
 
+/* Values are held as long double: its 64-bit mantissa holds every i64 exactly
+ * as well as every float of the narrower types. */
+typedef long double real;
+
 typedef struct itensor {
 	coil_dtype dtype;
 	int rank;
 	int64_t shape[COIL_MAX_RANK];
 	int64_t numel;
-	double *d;
+	real *d;
 } itensor;
 
 typedef struct ictx {
@@ -33,23 +37,51 @@ void tensor_free(coil_tensor *t)
 	}
 }
 
-static double rnd(coil_dtype t, double v)
+/* Loads and stores that keep i64 exact; other dtypes go through dtype.c. */
+static real ld_load(coil_dtype t, const void *p, size_t i)
+{
+	return t == COIL_I64 ? (real)((const int64_t *)p)[i] : (real)dtype_load(t, p, i);
+}
+
+static int64_t wrap64(real v)
+{
+	/* modulo 2^64, as integer arithmetic in ATen wraps */
+	if (isnan(v))
+		return 0;
+	v = trunc(v);
+	real m = 18446744073709551616.0L;
+	v = fmod(v, m);
+	if (v < 0)
+		v += m;
+	uint64_t u = v >= 9223372036854775808.0L ? (uint64_t)(v - 9223372036854775808.0L) + (1ull << 63) : (uint64_t)v;
+	return (int64_t)u;
+}
+
+static void ld_store(coil_dtype t, void *p, size_t i, real v)
+{
+	if (t == COIL_I64)
+		((int64_t *)p)[i] = wrap64(v);
+	else if (t == COIL_I32 || t == COIL_I8 || t == COIL_U8)
+		dtype_store(t, p, i, (double)(int64_t)wrap64(v));
+	else
+		dtype_store(t, p, i, (double)v);
+}
+
+/* Rounds v to what dtype t can hold. */
+static real rnd(coil_dtype t, real v)
 {
 	switch (t) {
-	case COIL_F64: return v;
-	case COIL_F32: return (double)(float)v;
+	case COIL_F64: return (double)v;
+	case COIL_F32: return (float)v;
 	case COIL_BOOL: return v != 0;
+	case COIL_I64: return (real)wrap64(v);
 	default: {
 		union {
 			double d;
 			int64_t i;
-			float f;
-			uint16_t h;
-			int32_t i32;
-			uint8_t b;
 		} u;
-		dtype_store(t, &u, 0, v);
-		return dtype_load(t, &u, 0);
+		ld_store(t, &u, 0, v);
+		return ld_load(t, &u, 0);
 	}
 	}
 }
@@ -114,17 +146,17 @@ static void walk_next(walker *w)
 
 /* --- pointwise --------------------------------------------------------------- */
 
-static double sigmoid(double x)
+static real sigmoid(real x)
 {
 	return 1 / (1 + exp(-x));
 }
 
-static double sarg(const coil_node *n, int i, double dflt)
+static real sarg(const coil_node *n, int i, real dflt)
 {
 	return n->args[i].kind == ARG_SCALAR ? n->args[i].f : dflt;
 }
 
-static double pw1(const coil_node *n, double x)
+static real pw1(const coil_node *n, real x)
 {
 	switch (n->op) {
 	case OP_RELU: return x > 0 ? x : (isnan(x) ? x : 0);
@@ -136,11 +168,11 @@ static double pw1(const coil_node *n, double x)
 	case OP_SIGMOID: return sigmoid(x);
 	case OP_TANH: return tanh(x);
 	case OP_HARDSWISH: return x * fmin(fmax(x + 3, 0), 6) / 6;
-	case OP_HARDSIGMOID: return fmin(fmax(x + 3, 0), 6) / 6;
+	case OP_HARDSIGMOID: return isnan(x) ? x : fmin(fmax(x + 3, 0), 6) / 6;
 	case OP_HARDTANH: return isnan(x) ? x : fmin(fmax(x, sarg(n, 1, -1)), sarg(n, 2, 1));
 	case OP_LEAKY_RELU: return x > 0 ? x : x * sarg(n, 1, 0.01);
 	case OP_ELU: {
-		double alpha = sarg(n, 1, 1), scale = sarg(n, 2, 1), is = sarg(n, 3, 1);
+		real alpha = sarg(n, 1, 1), scale = sarg(n, 2, 1), is = sarg(n, 3, 1);
 		return x > 0 ? x * scale : alpha * scale * (exp(x * is) - 1);
 	}
 	case OP_EXP: return exp(x);
@@ -164,7 +196,7 @@ static double pw1(const coil_node *n, double x)
 			return x;
 		int has_min = n->op != OP_CLAMP_MAX && n->args[1].kind == ARG_SCALAR;
 		int has_max = n->op == OP_CLAMP_MAX ? 1 : n->op == OP_CLAMP && n->args[2].kind == ARG_SCALAR;
-		double lo = n->args[1].f, hi = n->op == OP_CLAMP_MAX ? n->args[1].f : n->args[2].f;
+		real lo = n->args[1].f, hi = n->op == OP_CLAMP_MAX ? n->args[1].f : n->args[2].f;
 		if (has_min)
 			x = x < lo ? lo : x;
 		if (has_max)
@@ -176,19 +208,19 @@ static double pw1(const coil_node *n, double x)
 	}
 }
 
-static double floordiv(double a, double b)
+static real floordiv(real a, real b)
 {
 	if (b == 0)
 		return a / b;
-	double m = fmod(a, b), q = (a - m) / b;
+	real m = fmod(a, b), q = (a - m) / b;
 	if (m != 0 && ((b < 0) != (m < 0)))
 		q -= 1;
 	return q;
 }
 
-static double pw2(const coil_node *n, double a, double b, coil_dtype t)
+static real pw2(const coil_node *n, real a, real b, coil_dtype t)
 {
-	double alpha = 1;
+	real alpha = 1;
 	switch (n->op) {
 	case OP_ADD: case OP_SUB: case OP_RSUB: case OP_ADD_S: case OP_SUB_S: case OP_RSUB_S:
 		alpha = n->args[2].f;
@@ -210,7 +242,9 @@ static double pw2(const coil_node *n, double a, double b, coil_dtype t)
 		if (!strcmp(n->args[2].s, "trunc"))
 			return trunc(a / b);
 		return dtype_is_float(t) ? floordiv(a, b) : floor(a / b);
-	case OP_POW_TS: case OP_POW_TT: return pow(a, b);
+	case OP_POW_TS: /* ATen computes x^0.5 and x^-0.5 as sqrt and rsqrt (pow(-inf, 0.5) is nan) */
+		return b == 0.5 ? sqrt(a) : b == -0.5 ? 1 / sqrt(a) : pow(a, b);
+	case OP_POW_TT: return pow(a, b);
 	case OP_MAXIMUM: return isnan(a) || isnan(b) ? NAN : fmax(a, b);
 	case OP_MINIMUM: return isnan(a) || isnan(b) ? NAN : fmin(a, b);
 	case OP_EQ: case OP_EQ_S: return a == b;
@@ -237,7 +271,6 @@ static coil_dtype compute_dtype(ictx *c, const coil_node *n)
 		return t < 0 ? COIL_F64 : (coil_dtype)t;
 	}
 	case OP_LOGICAL_AND: case OP_LOGICAL_OR: case OP_LOGICAL_NOT: return COIL_F64;
-	case OP_TO_COPY: return COIL_F64;
 	default: return o;
 	}
 }
@@ -262,16 +295,16 @@ static int eval_pointwise(ictx *c, coil_node *n)
 		     !where && !mfill && n->op != OP_CLAMP && n->op != OP_CLAMP_MIN && n->op != OP_CLAMP_MAX &&
 		     n->op != OP_HARDTANH && n->op != OP_LEAKY_RELU && n->op != OP_ELU;
 	int int_div = n->op == OP_DIV_MODE && HAS(n, 2) && !dtype_is_float(o->dtype);
-	double sc = n->args[1].kind == ARG_SCALAR ? rnd(ct, n->args[1].f) : 0;
+	real sc = n->args[1].kind == ARG_SCALAR ? rnd(ct, n->args[1].is_int ? (real)n->args[1].i : (real)n->args[1].f) : 0;
 	for (int64_t e = 0; e < o->numel; e++, walk_next(&w)) {
-		double a = rnd(ct, IN(n, ops[0])->d[w.off[0]]), r;
+		real a = rnd(ct, IN(n, ops[0])->d[w.off[0]]), r;
 		if (where) {
 			r = a != 0 ? IN(n, 1)->d[w.off[1]] : IN(n, 2)->d[w.off[2]];
 		} else if (mfill) {
-			double m = IN(n, 1)->d[w.off[1]];
+			real m = IN(n, 1)->d[w.off[1]];
 			r = m != 0 ? (n->op == OP_MASKED_FILL ? n->args[2].f : IN(n, 2)->d[w.off[2]]) : a;
 		} else if (binary) {
-			double b = n->args[1].kind == ARG_TENSOR ? rnd(ct, IN(n, 1)->d[w.off[1]]) : sc;
+			real b = n->args[1].kind == ARG_TENSOR ? rnd(ct, IN(n, 1)->d[w.off[1]]) : sc;
 			if (int_div && b == 0)
 				return rterr(c, n, "integer division by zero");
 			r = pw2(n, a, b, ct);
@@ -323,7 +356,7 @@ static int eval_view(ictx *c, coil_node *n)
 		break;
 	}
 	default: /* reshape family, squeeze, identity: same element order */
-		memcpy(o->d, x->d, (size_t)o->numel * sizeof(double));
+		memcpy(o->d, x->d, (size_t)o->numel * sizeof(real));
 		if (n->nout == 2) /* native_dropout's mask */
 			for (int64_t e = 0; e < OUT(n, 1)->numel; e++)
 				OUT(n, 1)->d[e] = 1;
@@ -349,7 +382,7 @@ static void copy_block(const itensor *x, itensor *o, int d, int64_t lo, int64_t 
 	oin = xin;
 	for (int64_t a = 0; a < outer; a++)
 		memcpy(o->d + (a * o->shape[d] + at) * oin, x->d + (a * x->shape[d] + lo) * xin,
-		       (size_t)(len * xin) * sizeof(double));
+		       (size_t)(len * xin) * sizeof(real));
 }
 
 static int eval_cat(ictx *c, coil_node *n)
@@ -387,7 +420,7 @@ static int eval_pad(ictx *c, coil_node *n)
 	int64_t lo[COIL_MAX_RANK] = {0}, ost[COIL_MAX_RANK];
 	for (int k = 0; k < p->n / 2; k++)
 		lo[x->rank - 1 - k] = p->ints[2 * k];
-	double v = rnd(o->dtype, n->args[2].f);
+	real v = rnd(o->dtype, n->args[2].f);
 	for (int64_t e = 0; e < o->numel; e++)
 		o->d[e] = v;
 	strides_of(o->shape, o->rank, ost);
@@ -417,7 +450,7 @@ static int eval_embedding(ictx *c, coil_node *n)
 		if (i < 0 || i >= w->shape[0])
 			return rterr(c, n, "index %lld out of range for %lld embeddings", (long long)i,
 				     (long long)w->shape[0]);
-		memcpy(o->d + e * D, w->d + i * D, (size_t)D * sizeof(double));
+		memcpy(o->d + e * D, w->d + i * D, (size_t)D * sizeof(real));
 	}
 	return 0;
 }
@@ -452,7 +485,7 @@ static int eval_roll(ictx *c, coil_node *n)
 static int eval_fill(ictx *c, coil_node *n)
 {
 	itensor *o = OUT(n, 0);
-	double v = n->op == OP_FULL ? rnd(o->dtype, n->args[1].f) : 0;
+	real v = n->op == OP_FULL ? rnd(o->dtype, n->args[1].f) : 0;
 	for (int64_t e = 0; e < o->numel; e++)
 		o->d[e] = v;
 	return 0;
@@ -479,7 +512,7 @@ static int eval_reduce(ictx *c, coil_node *n)
 	for (int i = 0, k = 0; i < x->rank; i++)
 		ost[i] = mask >> i & 1 ? 0 : kst[k++];
 	int64_t m = o->numel;
-	double *acc = calloc((size_t)(m ? m : 1), sizeof(double)), *acc2 = calloc((size_t)(m ? m : 1), sizeof(double));
+	real *acc = calloc((size_t)(m ? m : 1), sizeof(real)), *acc2 = calloc((size_t)(m ? m : 1), sizeof(real));
 	int64_t *arg = calloc((size_t)(m ? m : 1), sizeof(int64_t)), *seen = calloc((size_t)(m ? m : 1), sizeof(int64_t));
 	if (!acc || !acc2 || !arg || !seen) {
 		free(acc), free(acc2), free(arg), free(seen);
@@ -487,14 +520,14 @@ static int eval_reduce(ictx *c, coil_node *n)
 	}
 	int is_max = n->op == OP_AMAX || n->op == OP_MAX_DIM || n->op == OP_ARGMAX, is_min = n->op == OP_AMIN;
 	int is_var = n->op == OP_VAR_CORR || n->op == OP_VAR_DIM;
-	double p = n->op == OP_NORM && n->args[1].kind == ARG_SCALAR ? n->args[1].f : 2;
+	real p = n->op == OP_NORM && n->args[1].kind == ARG_SCALAR ? n->args[1].f : 2;
 	walker w = {.rank = x->rank, .nops = 1};
 	memcpy(w.shape, x->shape, sizeof w.shape);
 	memcpy(w.st[0], ost, sizeof ost);
 	/* pass 1: sums, extremes; pass 2 (var): squared deviations from the mean */
 	for (int64_t e = 0; e < x->numel; e++, walk_next(&w)) {
 		int64_t oi = w.off[0];
-		double v = x->d[e];
+		real v = x->d[e];
 		int64_t pos = seen[oi]++; /* position within the reduced elements */
 		if (is_max || is_min) {
 			if (pos == 0 || isnan(v) || (!isnan(acc[oi]) && (is_max ? v > acc[oi] : v < acc[oi]))) {
@@ -511,32 +544,32 @@ static int eval_reduce(ictx *c, coil_node *n)
 	}
 	if (is_var) {
 		for (int64_t i = 0; i < m; i++)
-			acc[i] /= (double)cnt;
+			acc[i] /= (real)cnt;
 		walker w2 = {.rank = x->rank, .nops = 1};
 		memcpy(w2.shape, x->shape, sizeof w2.shape);
 		memcpy(w2.st[0], ost, sizeof ost);
 		for (int64_t e = 0; e < x->numel; e++, walk_next(&w2)) {
-			double d = x->d[e] - acc[w2.off[0]];
+			real d = x->d[e] - acc[w2.off[0]];
 			acc2[w2.off[0]] += d * d;
 		}
 	}
-	double corr = 1;
+	real corr = 1;
 	if (n->op == OP_VAR_CORR)
-		corr = n->args[2].kind == ARG_INT ? (double)n->args[2].i : 1;
+		corr = n->args[2].kind == ARG_INT ? (real)n->args[2].i : 1;
 	else if (n->op == OP_VAR_DIM)
 		corr = n->args[2].i ? 1 : 0;
 	for (int64_t i = 0; i < m; i++) {
-		double v = acc[i];
+		real v = acc[i];
 		switch (n->op) {
-		case OP_MEAN: case OP_MEAN_DIM: v = acc[i] / (double)cnt; break;
-		case OP_VAR_CORR: case OP_VAR_DIM: v = acc2[i] / fmax((double)cnt - corr, 0); break;
+		case OP_MEAN: case OP_MEAN_DIM: v = acc[i] / (real)cnt; break;
+		case OP_VAR_CORR: case OP_VAR_DIM: v = acc2[i] / fmax((real)cnt - corr, 0); break;
 		case OP_NORM: v = p == 1 ? acc[i] : sqrt(acc[i]); break;
-		case OP_ARGMAX: v = (double)arg[i]; break;
+		case OP_ARGMAX: v = (real)arg[i]; break;
 		default: break;
 		}
 		o->d[i] = rnd(o->dtype, v);
 		if (n->op == OP_MAX_DIM)
-			OUT(n, 1)->d[i] = (double)arg[i];
+			OUT(n, 1)->d[i] = (real)arg[i];
 	}
 	free(acc), free(acc2), free(arg), free(seen);
 	return 0;
@@ -548,15 +581,15 @@ static int eval_batch_norm(ictx *c, coil_node *n)
 {
 	itensor *x = IN(n, 0), *o = OUT(n, 0), *mean = IN(n, 3), *var = IN(n, 4);
 	itensor *w = HAS(n, 1) ? IN(n, 1) : NULL, *b = HAS(n, 2) ? IN(n, 2) : NULL;
-	double eps = n->args[7].f;
+	real eps = n->args[7].f;
 	int64_t C = x->shape[1], inner = 1, outer = x->shape[0];
 	for (int i = 2; i < x->rank; i++)
 		inner *= x->shape[i];
 	for (int64_t a = 0; a < outer; a++)
 		for (int64_t ch = 0; ch < C; ch++) {
-			double s = 1 / sqrt(var->d[ch] + eps) * (w ? w->d[ch] : 1);
-			double t = (b ? b->d[ch] : 0) - mean->d[ch] * s;
-			double *px = x->d + (a * C + ch) * inner, *po = o->d + (a * C + ch) * inner;
+			real s = 1 / sqrt(var->d[ch] + eps) * (w ? w->d[ch] : 1);
+			real t = (b ? b->d[ch] : 0) - mean->d[ch] * s;
+			real *px = x->d + (a * C + ch) * inner, *po = o->d + (a * C + ch) * inner;
 			for (int64_t i = 0; i < inner; i++)
 				po[i] = rnd(o->dtype, px[i] * s + t);
 		}
@@ -567,20 +600,20 @@ static int eval_layer_norm(ictx *c, coil_node *n)
 {
 	itensor *x = IN(n, 0), *o = OUT(n, 0);
 	itensor *w = HAS(n, 2) ? IN(n, 2) : NULL, *b = HAS(n, 3) ? IN(n, 3) : NULL;
-	double eps = n->args[4].f;
+	real eps = n->args[4].f;
 	int64_t inner = 1;
 	for (int i = x->rank - n->args[1].n; i < x->rank; i++)
 		inner *= x->shape[i];
 	int64_t rows = inner ? x->numel / inner : 0;
 	for (int64_t r = 0; r < rows; r++) {
-		double *px = x->d + r * inner, *po = o->d + r * inner, mu = 0, var = 0;
+		real *px = x->d + r * inner, *po = o->d + r * inner, mu = 0, var = 0;
 		for (int64_t i = 0; i < inner; i++)
 			mu += px[i];
-		mu /= (double)inner;
+		mu /= (real)inner;
 		for (int64_t i = 0; i < inner; i++)
 			var += (px[i] - mu) * (px[i] - mu);
-		var /= (double)inner;
-		double rstd = 1 / sqrt(var + eps);
+		var /= (real)inner;
+		real rstd = 1 / sqrt(var + eps);
 		for (int64_t i = 0; i < inner; i++)
 			po[i] = rnd(o->dtype, (px[i] - mu) * rstd * (w ? w->d[i] : 1) + (b ? b->d[i] : 0));
 		if (n->nout == 3) {
@@ -605,7 +638,7 @@ static int eval_softmax(ictx *c, coil_node *n)
 	int lg = n->op == OP_LOG_SOFTMAX || n->op == OP_LOG_SOFTMAX_;
 	for (int64_t a = 0; a < outer; a++)
 		for (int64_t i = 0; i < inner; i++) {
-			double *px = x->d + a * len * inner + i, *po = o->d + a * len * inner + i, mx = -INFINITY, s = 0;
+			real *px = x->d + a * len * inner + i, *po = o->d + a * len * inner + i, mx = -INFINITY, s = 0;
 			for (int64_t k = 0; k < len; k++)
 				mx = fmax(mx, px[k * inner]);
 			for (int64_t k = 0; k < len; k++)
@@ -630,7 +663,7 @@ static int eval_pool2d(ictx *c, coil_node *n)
 	for (int64_t pl = 0; pl < planes; pl++)
 		for (int64_t oh = 0; oh < OH; oh++)
 			for (int64_t ow = 0; ow < OW; ow++) {
-				double *px = x->d + pl * H * W, res;
+				real *px = x->d + pl * H * W, res;
 				int64_t oidx = (pl * OH + oh) * OW + ow;
 				int64_t h0 = oh * pp.s[0] - pp.p[0], w0 = ow * pp.s[1] - pp.p[1];
 				if (avg) {
@@ -639,14 +672,14 @@ static int eval_pool2d(ictx *c, coil_node *n)
 					int64_t size = (h1 - h0) * (w1 - w0);
 					h0 = h0 < 0 ? 0 : h0, w0 = w0 < 0 ? 0 : w0;
 					h1 = h1 > H ? H : h1, w1 = w1 > W ? W : w1;
-					double s = 0;
+					real s = 0;
 					for (int64_t h = h0; h < h1; h++)
 						for (int64_t w = w0; w < w1; w++)
 							s += px[h * W + w];
 					int64_t div = pp.divisor ? pp.divisor : pp.count_pad ? size : (h1 - h0) * (w1 - w0);
-					res = s / (double)div;
+					res = s / (real)div;
 				} else {
-					double m = -INFINITY;
+					real m = -INFINITY;
 					int64_t mi = -1;
 					for (int64_t kh = 0; kh < pp.k[0]; kh++) {
 						int64_t h = h0 + kh * pp.d[0];
@@ -656,7 +689,7 @@ static int eval_pool2d(ictx *c, coil_node *n)
 							int64_t w = w0 + kw * pp.d[1];
 							if (w < 0 || w >= W)
 								continue;
-							double v = px[h * W + w];
+							real v = px[h * W + w];
 							if (mi < 0 || v > m || isnan(v)) {
 								if (!(mi >= 0 && isnan(m))) {
 									m = v;
@@ -667,7 +700,7 @@ static int eval_pool2d(ictx *c, coil_node *n)
 					}
 					res = m;
 					if (n->nout == 2)
-						OUT(n, 1)->d[oidx] = (double)mi;
+						OUT(n, 1)->d[oidx] = (real)mi;
 				}
 				o->d[oidx] = rnd(o->dtype, res);
 			}
@@ -685,25 +718,33 @@ static int eval_adaptive_pool2d(ictx *c, coil_node *n)
 			for (int64_t ow = 0; ow < OW; ow++) {
 				int64_t h0 = oh * H / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
 				int64_t w0 = ow * W / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
-				double *px = x->d + pl * H * W, s = 0, m = -INFINITY;
+				real *px = x->d + pl * H * W, s = 0, m = -INFINITY;
 				int64_t mi = -1;
 				for (int64_t h = h0; h < h1; h++)
 					for (int64_t w = w0; w < w1; w++) {
-						double v = px[h * W + w];
+						real v = px[h * W + w];
 						s += v;
 						if (mi < 0 || v > m || isnan(v))
 							if (!(mi >= 0 && isnan(m)))
 								m = v, mi = h * W + w;
 					}
 				int64_t oidx = (pl * OH + oh) * OW + ow;
-				o->d[oidx] = rnd(o->dtype, mx ? m : s / (double)((h1 - h0) * (w1 - w0)));
+				o->d[oidx] = rnd(o->dtype, mx ? m : s / (real)((h1 - h0) * (w1 - w0)));
 				if (mx)
-					OUT(n, 1)->d[oidx] = (double)mi;
+					OUT(n, 1)->d[oidx] = (real)mi;
 			}
 	return 0;
 }
 
 /* --- convolution and matrix products ------------------------------------------- */
+
+static double *to_double(const itensor *t)
+{
+	double *d = malloc((size_t)(t->numel ? t->numel : 1) * sizeof(double));
+	for (int64_t e = 0; d && e < t->numel; e++)
+		d[e] = (double)t->d[e];
+	return d;
+}
 
 static int eval_conv(ictx *c, coil_node *n)
 {
@@ -721,17 +762,22 @@ static int eval_conv(ictx *c, coil_node *n)
 	}
 	int64_t cig = Ci / G, cog = Co / G, ksz = k[0] * k[1] * k[2], isz = in[0] * in[1] * in[2];
 	int64_t osz = out[0] * out[1] * out[2];
+	/* Convolution is float-only: doubles hold every operand exactly and are
+	 * much faster than long double in these loops. */
 	double *acc = calloc((size_t)(N * Co * osz + 1), sizeof(double));
-	if (!acc)
+	double *xd = to_double(x), *wd = to_double(wt);
+	if (!acc || !xd || !wd) {
+		free(acc), free(xd), free(wd);
 		return rterr(c, n, "out of memory");
+	}
 	for (int64_t bn = 0; bn < N; bn++)
 		for (int64_t gi = 0; gi < G; gi++)
 			for (int64_t oc = 0; oc < cog; oc++)
 				for (int64_t ic = 0; ic < cig; ic++) {
 					/* non-transposed weight: [Co][cig][k]; transposed: [Ci][cog][k] */
-					const double *wk = tr ? wt->d + ((gi * cig + ic) * cog + oc) * ksz
-							      : wt->d + ((gi * cog + oc) * cig + ic) * ksz;
-					const double *px = x->d + (bn * Ci + gi * cig + ic) * isz;
+					const double *wk = tr ? wd + ((gi * cig + ic) * cog + oc) * ksz
+							      : wd + ((gi * cog + oc) * cig + ic) * ksz;
+					const double *px = xd + (bn * Ci + gi * cig + ic) * isz;
 					double *po = acc + (bn * Co + gi * cog + oc) * osz;
 					for (int64_t kd = 0; kd < k[0]; kd++)
 						for (int64_t kh = 0; kh < k[1]; kh++)
@@ -778,6 +824,8 @@ static int eval_conv(ictx *c, coil_node *n)
 	for (int64_t e = 0; e < o->numel; e++)
 		o->d[e] = rnd(o->dtype, acc[e] + (b ? b->d[(e / osz) % Co] : 0));
 	free(acc);
+	free(xd);
+	free(wd);
 	return 0;
 }
 
@@ -787,18 +835,18 @@ static int eval_matmul(ictx *c, coil_node *n)
 	itensor *a = IN(n, base), *b = IN(n, base + 1), *o = OUT(n, 0);
 	int64_t B = n->op == OP_BMM ? a->shape[0] : 1, M = a->shape[a->rank - 2], K = a->shape[a->rank - 1],
 		N = b->shape[b->rank - 1];
-	double alpha = n->op == OP_ADDMM ? n->args[4].f : 1, beta = n->op == OP_ADDMM ? n->args[3].f : 0;
+	real alpha = n->op == OP_ADDMM ? n->args[4].f : 1, beta = n->op == OP_ADDMM ? n->args[3].f : 0;
 	int64_t bst[COIL_MAX_RANK] = {0};
 	if (n->op == OP_ADDMM)
 		bcast_strides(IN(n, 0), 2, o->shape, bst);
 	for (int64_t bi = 0; bi < B; bi++)
 		for (int64_t i = 0; i < M; i++)
 			for (int64_t j = 0; j < N; j++) {
-				double s = 0;
-				const double *pa = a->d + (bi * M + i) * K, *pb = b->d + bi * K * N + j;
+				real s = 0;
+				const real *pa = a->d + (bi * M + i) * K, *pb = b->d + bi * K * N + j;
 				for (int64_t k = 0; k < K; k++)
 					s += pa[k] * pb[k * N];
-				double v = alpha * s;
+				real v = alpha * s;
 				if (n->op == OP_ADDMM && beta != 0)
 					v += beta * IN(n, 0)->d[i * bst[0] + j * bst[1]];
 				o->d[(bi * M + i) * N + j] = rnd(o->dtype, v);
@@ -831,7 +879,7 @@ static int alloc_value(ictx *c, int v, const int64_t *syms)
 		if (__builtin_mul_overflow(t->numel, t->shape[i], &t->numel) || t->numel > ((int64_t)1 << 34))
 			return coil_errf(c->err, "value '%s': too large for the interpreter", val->name ? val->name : "?");
 	}
-	t->d = malloc((size_t)(t->numel ? t->numel : 1) * sizeof(double));
+	t->d = malloc((size_t)(t->numel ? t->numel : 1) * sizeof(real));
 	return t->d ? 0 : coil_errf(c->err, "out of memory");
 }
 
@@ -886,7 +934,7 @@ static int load_value(ictx *c, int v, const coil_tensor *src, const char *what, 
 	}
 	const void *data = src ? src->data : val->data;
 	for (int64_t e = 0; e < t->numel; e++)
-		t->d[e] = dtype_load(val->dtype, data, (size_t)e);
+		t->d[e] = ld_load(val->dtype, data, (size_t)e);
 	return 0;
 }
 
@@ -964,7 +1012,7 @@ int interp_run(coil_graph *g, const coil_tensor *inputs, const coil_tensor *para
 			goto out;
 		}
 		for (int64_t e = 0; e < t->numel; e++)
-			dtype_store(t->dtype, o->data, (size_t)e, t->d[e]);
+			ld_store(t->dtype, o->data, (size_t)e, t->d[e]);
 	}
 	rc = 0;
 out:

@@ -1,0 +1,1484 @@
+#!/usr/bin/python3
+"""Differential test of every op that `coil info --ops` lists against PyTorch eager (TAP output).
+
+Each case is a small graph (usually one node): tensors become graph inputs (or params or
+constants), scalars and lists go inline. `coil eval` runs it and every output is compared with
+`torch.ops.aten.<name>.<overload>` called with the same arguments: same dtype, same shape, ints
+and bools exact, floats within a tolerance for their dtype. Where PyTorch raises, coil must reject
+the graph cleanly; where coil documents a limitation (`unsupported`), it must reject it cleanly.
+The last line fails if an op of `coil info --ops` has no passing-comparison case.
+
+Run: COIL=build/coil PYTHONPATH=client/python /usr/bin/python3 tests/py/test_ops.py
+"""
+import json
+import math
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import Tap  # noqa: E402
+
+t = Tap()
+try:
+    import torch
+except Exception as e:  # noqa: BLE001
+    t.ok(False, "import torch", repr(e))
+    t.done()
+
+warnings.filterwarnings("ignore")
+torch.set_num_threads(1)
+torch.manual_seed(0)
+START = time.time()
+COIL = os.environ.get("COIL", "build/coil")
+# ~1900 small files: a tmpfs keeps their creation cheap where /tmp is a slow disk
+TMP = tempfile.mkdtemp(prefix="coil_test_ops_",
+                       dir="/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None)
+aten = torch.ops.aten
+
+f32, f64, bf16, f16 = torch.float32, torch.float64, torch.bfloat16, torch.float16
+i64, i32, i8, u8, b8 = torch.int64, torch.int32, torch.int8, torch.uint8, torch.bool
+ALL_DT = [f32, f64, bf16, f16, i64, i32, i8, u8, b8]
+FLOAT_DT = [f32, f64, bf16, f16]
+INT_DT = [i64, i32, i8, u8]
+CNAME = {f32: "f32", f64: "f64", bf16: "bf16", f16: "f16", i64: "i64", i32: "i32", i8: "i8", u8: "u8", b8: "bool"}
+ST_NAME = {f32: "F32", f64: "F64", bf16: "BF16", f16: "F16", i64: "I64", i32: "I32", i8: "I8", u8: "U8",
+           b8: "BOOL"}
+ST_DT = {v: k for k, v in ST_NAME.items()}
+# (rtol, atol); atol is scaled by the largest finite magnitude of the expected output (at least 1)
+TOL = {f32: (1e-5, 1e-5), f64: (1e-9, 1e-9), bf16: (1.6e-2, 1e-2), f16: (2e-3, 1e-3)}
+
+
+# ---------------------------------------------------------------- safetensors (private, torch-based)
+# client/python/coil_safetensors.py does the same; a private copy keeps this suite independent of it.
+
+def st_save(tensors, path):
+    header, chunks, off = {}, [], 0
+    for name, x in tensors.items():
+        x = x.detach().contiguous()
+        raw = x.reshape(-1)
+        raw = raw.to(u8) if raw.dtype == b8 else raw
+        data = raw.view(u8).numpy().tobytes() if raw.numel() else b""
+        header[name] = {"dtype": ST_NAME[x.dtype], "shape": list(x.shape), "data_offsets": [off, off + len(data)]}
+        chunks.append(data)
+        off += len(data)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(chunks))
+
+
+def st_load(path):
+    with open(path, "rb") as f:
+        buf = f.read()
+    (n,) = struct.unpack("<Q", buf[:8])
+    header = json.loads(buf[8:8 + n])
+    header.pop("__metadata__", None)
+    out = {}
+    for name, info in header.items():
+        b, e = info["data_offsets"]
+        dt = ST_DT[info["dtype"]]
+        raw = bytearray(buf[8 + n + b:8 + n + e])
+        if dt == b8:
+            x = torch.frombuffer(raw, dtype=u8).clone().to(b8) if raw else torch.zeros(0, dtype=b8)
+        else:
+            x = torch.frombuffer(raw, dtype=dt).clone() if raw else torch.zeros(0, dtype=dt)
+        out[name] = x.reshape(info["shape"])
+    return out
+
+
+# ---------------------------------------------------------------- building cases
+
+GEN = torch.Generator().manual_seed(20240607)
+
+
+def R(*shape, dt=f32, lo=None, hi=None):
+    """Random tensor: floats uniform in [lo, hi) (default [-3, 3)), ints in [lo, hi] (default
+    [-10, 10], u8 [0, 20]), bools half true."""
+    if dt.is_floating_point:
+        lo = -3.0 if lo is None else lo
+        hi = 3.0 if hi is None else hi
+        return (torch.rand(shape, generator=GEN, dtype=f64) * (hi - lo) + lo).to(dt)
+    if dt == b8:
+        return torch.rand(shape, generator=GEN) > 0.5
+    if lo is None:
+        lo = 0 if dt == u8 else -10
+    if hi is None:
+        hi = 20 if dt == u8 else 10
+    return torch.randint(int(lo), int(hi) + 1, shape, generator=GEN, dtype=i64).to(dt)
+
+
+def T(values, dt=f32):
+    return torch.tensor(values, dtype=dt)
+
+
+class Param:
+    """A tensor bound as a graph param (weights file) instead of an input."""
+    def __init__(self, x):
+        self.x = x
+
+
+class Const:
+    """A tensor inlined as a graph constant."""
+    def __init__(self, x):
+        self.x = x
+
+
+class Sym:
+    """An input declared with a symbolic shape (e.g. ["b", 3])."""
+    def __init__(self, x, shape):
+        self.x = x
+        self.shape = shape
+
+
+class Both:
+    """An argument written differently in the JSON graph and in the PyTorch call."""
+    def __init__(self, js, py):
+        self.js = js
+        self.py = py
+
+
+def jnum(v):
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+    return v
+
+
+def op_full_name(op):
+    return op if op.count(".") == 2 else op + ".default"
+
+
+def torch_op(op):
+    _, name, overload = op_full_name(op).split(".")
+    return getattr(getattr(aten, name), overload)
+
+
+CASES = []
+
+
+class Case:
+    def __init__(self, op, args, kwargs=None, name=None, ref=None, tol=None, tolx=1.0, unsupported=False,
+                 nout=None, null_outs=(), covers=None, expect_error=False):
+        self.op = op
+        self.args = list(args)
+        self.kwargs = dict(kwargs or {})
+        self.ref = ref or torch_op(op)
+        self.tol = tol
+        self.tolx = tolx
+        self.unsupported = unsupported  # coil documents that it rejects this
+        self.expect_error = expect_error  # both must reject (torch raising is checked too)
+        self.nout = nout
+        self.null_outs = set(null_outs)
+        self.covers = op_full_name(covers or op)
+        self.name = name or describe(op, self.args, self.kwargs)
+        self.graph = None  # set for hand-built graphs
+
+
+def describe(op, args, kwargs):
+    def d(a):
+        if isinstance(a, (Param, Const, Sym)):
+            return ("P:" if isinstance(a, Param) else "C:" if isinstance(a, Const) else "S:") + d(a.x)
+        if isinstance(a, Both):
+            return d(a.js)
+        if isinstance(a, torch.Tensor):
+            return "%s%s" % (CNAME[a.dtype], list(a.shape))
+        if isinstance(a, torch.dtype):
+            return CNAME[a]
+        if isinstance(a, (list, tuple)):
+            return "[" + ",".join(d(x) for x in a) + "]"
+        if isinstance(a, float):
+            return repr(jnum(a)).strip("'")
+        return str(a)
+    s = op[5:] + "(" + ", ".join(d(a) for a in args)
+    if kwargs:
+        s += ", " + ", ".join("%s=%s" % (k, d(v)) for k, v in kwargs.items())
+    return s + ")"
+
+
+def case(op, *args, **kw):
+    c = Case(op, args, **kw)
+    CASES.append(c)
+    return c
+
+
+def gcase(name, graph, feeds, expected, covers, tolx=1.0, weights=None):
+    """A hand-built multi-node graph: feeds {input name: tensor}, expected list of tensors."""
+    c = Case("aten.alias", [], name=name, covers=covers, tolx=tolx)
+    c.graph = (graph, feeds, expected, weights or {})
+    CASES.append(c)
+    return c
+
+
+# ---------------------------------------------------------------- graph JSON from a case
+
+def build(c, nres):
+    inputs, params, consts, feeds, weights = [], [], [], {}, {}
+    names = {}
+
+    def tensor_name(a):
+        key = id(a)
+        if key in names:
+            return names[key]
+        x = a.x if isinstance(a, (Param, Const, Sym)) else a
+        nm = ("w%d" if isinstance(a, Param) else "c%d" if isinstance(a, Const) else "x%d") % len(names)
+        names[key] = nm
+        decl = {"name": nm, "dtype": CNAME[x.dtype], "shape": list(x.shape)}
+        if isinstance(a, Param):
+            params.append(decl)
+            weights[nm] = x
+        elif isinstance(a, Const):
+            flat = x.reshape(-1).tolist()
+            decl["data"] = [bool(v) for v in flat] if x.dtype == b8 else [jnum(v) for v in flat]
+            consts.append(decl)
+        else:
+            if isinstance(a, Sym):
+                decl["shape"] = a.shape
+            inputs.append(decl)
+            feeds[nm] = x
+        return nm
+
+    def conv(a):
+        if isinstance(a, Both):
+            return conv(a.js)
+        if isinstance(a, (torch.Tensor, Param, Const, Sym)):
+            return tensor_name(a)
+        if isinstance(a, torch.dtype):
+            return CNAME[a]
+        if isinstance(a, torch.memory_format):
+            return None
+        if isinstance(a, (list, tuple)):
+            return [conv(x) for x in a]
+        return jnum(a)
+
+    node = {"id": "n0", "op": c.op, "args": [conv(a) for a in c.args], "outputs": []}
+    if c.kwargs:
+        node["kwargs"] = {k: conv(v) for k, v in c.kwargs.items()}
+    outs = []
+    for k in range(nres):
+        if k in c.null_outs:
+            node["outputs"].append(None)
+        else:
+            node["outputs"].append("r%d" % k)
+            outs.append("r%d" % k)
+    g = {"format": "coil-graph", "version": 1, "inputs": inputs, "params": params, "constants": consts,
+         "nodes": [node], "outputs": outs}
+    return g, feeds, weights
+
+
+def py_args(c):
+    def conv(a):
+        if isinstance(a, Both):
+            return a.py
+        if isinstance(a, (Param, Const, Sym)):
+            return a.x
+        if isinstance(a, list):
+            return [conv(x) for x in a]
+        return a
+    return [conv(a) for a in c.args], {k: conv(v) for k, v in c.kwargs.items()}
+
+
+def as_list(r):
+    if isinstance(r, torch.Tensor):
+        return [r]
+    return list(r)
+
+
+def half_fallback(c, args, kwargs):
+    """CPU PyTorch lacks many f16 (and some bf16) kernels: compute in f32, round back."""
+    half = [None]
+
+    def up(a):
+        if isinstance(a, torch.Tensor) and a.dtype in (f16, bf16):
+            half[0] = half[0] or a.dtype
+            return a.float()
+        if isinstance(a, list):
+            return [up(x) for x in a]
+        return a
+    a2 = [up(a) for a in args]
+    k2 = {k: up(v) for k, v in kwargs.items()}
+    res = as_list(c.ref(*a2, **k2))
+    return [r.to(half[0]) if r.dtype == f32 else r for r in res]
+
+
+def reference(c):
+    """Expected outputs (list of tensors) or the exception PyTorch raised."""
+    if c.graph:
+        return c.graph[2], None
+    args, kwargs = py_args(c)
+    try:
+        return [r.clone() for r in as_list(c.ref(*args, **kwargs))], None
+    except Exception as e:  # noqa: BLE001
+        msg = str(e)
+        if "not implemented for 'Half'" in msg or "not implemented for 'BFloat16'" in msg or \
+                "addmm_impl_cpu_" in msg:
+            try:
+                return half_fallback(c, args, kwargs), None
+            except Exception as e2:  # noqa: BLE001
+                return None, e2
+        return None, e
+
+
+# ---------------------------------------------------------------- comparing
+
+def compare(got, exp, tolx, tol=None):
+    if got.dtype != exp.dtype:
+        return "dtype %s, expected %s" % (CNAME.get(got.dtype), CNAME.get(exp.dtype))
+    if list(got.shape) != list(exp.shape):
+        return "shape %s, expected %s" % (list(got.shape), list(exp.shape))
+    if got.numel() == 0:
+        return None
+    if not exp.dtype.is_floating_point:
+        bad = (got != exp).reshape(-1).nonzero()
+        if len(bad):
+            i = bad[0].item()
+            return "%d of %d elements differ; first at flat index %d: got %s, expected %s" % (
+                len(bad), exp.numel(), i, got.reshape(-1)[i].item(), exp.reshape(-1)[i].item())
+        return None
+    g, e = got.double().reshape(-1), exp.double().reshape(-1)
+    rtol, atol = tol or TOL[exp.dtype]
+    rtol, atol = rtol * tolx, atol * tolx
+    fin = torch.isfinite(e)
+    scale = max(1.0, e[fin].abs().max().item()) if fin.any() else 1.0
+    ok = torch.where(fin, (g - e).abs() <= atol * scale + rtol * e.abs(),
+                     (g == e) | (torch.isnan(g) & torch.isnan(e)))
+    if not ok.all():
+        bad = (~ok).nonzero()
+        i = bad[0].item()
+        err = ((g - e).abs() / (atol * scale + rtol * e.abs()))[fin & ~ok]
+        return ("%d of %d elements differ; first at flat index %d: got %r, expected %r "
+                "(worst error %.3g x tolerance)" % (len(bad), e.numel(), i, g[i].item(), e[i].item(),
+                                                   err.max().item() if len(err) else float("inf")))
+    return None
+
+
+# ---------------------------------------------------------------- running
+
+def prepare(idx, c):
+    exp, terr = reference(c)
+    c.exp, c.terr = exp, terr
+    if c.graph:
+        g, feeds, weights = c.graph[0], c.graph[1], c.graph[3]
+    else:
+        if exp is not None:
+            nres = len(exp)
+        else:
+            nres = c.nout or 1
+        g, feeds, weights = build(c, nres)
+    c.json = g
+    c.paths = [os.path.join(TMP, "c%d.%s" % (idx, ext)) for ext in ("json", "in", "w", "out")]
+    with open(c.paths[0], "w") as f:
+        json.dump(g, f)
+    st_save(feeds, c.paths[1])
+    if weights:
+        st_save(weights, c.paths[2])
+    else:
+        c.paths[2] = None
+
+
+def run_coil(c):
+    gp, ip, wp, op = c.paths
+    try:
+        p = subprocess.run([COIL, "eval", gp] + (["-w", wp] if wp else []) + ["-i", ip, "-o", op],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        return p.returncode, p.stderr.decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        return -999, "timed out"
+
+
+def judge(c, rc, err):
+    """Returns (passed, diagnostics, compared) where compared says whether values were compared."""
+    gtxt = json.dumps(c.json)
+    gtxt = gtxt if len(gtxt) < 1500 else gtxt[:1500] + "..."
+    if rc < 0 or rc > 2:
+        return False, "coil crashed or hung (rc %d)\n%s\ngraph: %s" % (rc, err, gtxt), False
+    if c.unsupported:
+        if rc == 0:
+            return False, "coil accepted a graph it documents as unsupported; graph: %s" % gtxt, False
+        return bool(err.strip()), "rejected without a message", False
+    if c.terr is not None or c.expect_error:
+        if c.terr is None:
+            return False, "expected both to reject, but PyTorch accepted it", False
+        if rc == 0:
+            return False, ("PyTorch raises (%s: %s) but coil accepted the graph\ngraph: %s" % (
+                type(c.terr).__name__, str(c.terr).splitlines()[0][:200], gtxt)), False
+        return bool(err.strip()), "rejected without a message", False
+    if rc != 0:
+        return False, "coil rejected what PyTorch accepts:\n%s\ngraph: %s" % (err.strip(), gtxt), False
+    try:
+        out = st_load(c.paths[3])
+    except Exception as e:  # noqa: BLE001
+        return False, "cannot read coil's output: %r" % e, False
+    want = [x for k, x in enumerate(c.exp) if k not in c.null_outs]
+    if len(out) != len(want):
+        return False, "coil wrote %d outputs, expected %d" % (len(out), len(want)), False
+    msgs = []
+    for k, w in enumerate(want):
+        got = out.get("output%d" % k)
+        if got is None:
+            msgs.append("output%d missing" % k)
+            continue
+        m = compare(got, w, c.tolx, c.tol)
+        if m:
+            msgs.append("output%d: %s" % (k, m))
+    if msgs:
+        return False, "\n".join(msgs) + "\ngraph: " + gtxt, True
+    return True, None, True
+
+
+# =================================================================== the cases
+
+def conv_cases():
+    cv = "aten.convolution"
+    x, w, b = R(2, 3, 7, 7), R(4, 3, 3, 3), R(4)
+    case(cv, x, w, b, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    case(cv, Sym(x, ["n", 3, 7, 7]), Param(w), Param(b), [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
+         name="convolution 2d weights as params, symbolic batch")
+    case(cv, R(2, 3, 13, 11), R(5, 3, 3, 3), R(5), [2, 2], [1, 1], [1, 1], False, [0, 0], 1)
+    case(cv, R(1, 3, 13, 11), R(5, 3, 3, 2), None, [2, 1], [1, 0], [2, 3], False, [0, 0], 1)
+    case(cv, R(1, 3, 9, 9), R(2, 3, 1, 1), R(2), [1, 1], [0, 0], [1, 1], False, [0, 0], 1, name="convolution 1x1")
+    case(cv, R(2, 4, 8, 8), R(6, 2, 3, 3), R(6), [1, 1], [1, 1], [1, 1], False, [0, 0], 2, name="convolution groups=2")
+    case(cv, R(1, 6, 9, 9), R(6, 1, 3, 3), R(6), [1, 1], [1, 1], [1, 1], False, [0, 0], 6,
+         name="convolution depthwise")
+    case(cv, R(1, 4, 10, 7), R(8, 1, 5, 5), None, [2, 2], [2, 2], [1, 1], False, [0, 0], 4,
+         name="convolution depthwise multiplier 2 stride 2")
+    case(cv, R(1, 2, 5, 5), R(3, 2, 3, 3), R(3), [2], [1], [1], False, [0], 1, name="convolution single-int lists")
+    case(cv, R(1, 2, 2, 2), R(3, 2, 3, 3), R(3), [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
+         name="convolution kernel bigger than input with padding")
+    case(cv, R(2, 4, 13), R(5, 4, 3), R(5), [2], [1], [1], False, [0], 1, name="convolution 1d")
+    case(cv, R(1, 4, 13), R(4, 2, 3), None, [1], [2], [2], False, [0], 2, name="convolution 1d dilated groups")
+    case(cv, R(1, 2, 5, 6, 4), R(3, 2, 3, 3, 2), R(3), [1, 2, 1], [1, 0, 1], [1, 1, 1], False, [0, 0, 0], 1,
+         name="convolution 3d")
+    case(cv, R(1, 4, 5, 5), R(4, 3, 3, 3), R(3), [2, 2], [1, 1], [1, 1], True, [1, 1], 1,
+         name="convolution transposed stride 2 output_padding 1")
+    case(cv, R(2, 4, 5, 4), R(4, 2, 3, 3), R(4), [1, 2], [0, 1], [1, 1], True, [0, 1], 2,
+         name="convolution transposed groups 2")
+    case(cv, R(1, 3, 4, 4), R(3, 2, 2, 3), None, [2, 3], [0, 1], [2, 1], True, [1, 0], 1,
+         name="convolution transposed dilation")
+    case(cv, R(1, 3, 7), R(3, 2, 4), R(2), [3], [1], [1], True, [2], 1, name="convolution transposed 1d")
+    case(cv, R(1, 2, 6, 6, dt=f64), R(3, 2, 3, 3, dt=f64), R(3, dt=f64), [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+    case(cv, R(1, 2, 6, 6, dt=bf16), R(3, 2, 3, 3, dt=bf16), R(3, dt=bf16), [1, 1], [1, 1], [1, 1], False,
+         [0, 0], 1, tolx=2)
+    case(cv, R(1, 2, 6, 6, dt=f16), R(3, 2, 3, 3, dt=f16), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, tolx=2)
+    # invalid: channels do not match
+    case(cv, R(1, 3, 5, 5), R(2, 2, 3, 3), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    case(cv, R(1, 2, 5, 5, dt=i64), R(2, 2, 3, 3, dt=i64), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
+         unsupported=True, name="convolution i64 (coil rejects; PyTorch accepts)")
+
+
+def matmul_cases():
+    case("aten.mm", R(3, 4), R(4, 5))
+    case("aten.mm", R(1, 7), R(7, 1))
+    case("aten.mm", R(13, 1), R(1, 7))
+    case("aten.mm", R(3, 0), R(0, 4), name="mm with K=0")
+    case("aten.mm", R(5, 6, dt=f64), R(6, 2, dt=f64))
+    case("aten.mm", R(4, 8, dt=bf16), R(8, 3, dt=bf16), tolx=2)
+    case("aten.mm", R(4, 8, dt=f16), R(8, 3, dt=f16), tolx=2)
+    case("aten.mm", R(3, 4), R(5, 6))
+    case("aten.mm", R(3, 4, dt=i64), R(4, 5, dt=i64), unsupported=True, name="mm i64 (coil rejects; PyTorch accepts)")
+    case("aten.bmm", R(2, 3, 4), R(2, 4, 5))
+    case("aten.bmm", R(1, 7, 1), R(1, 1, 3))
+    case("aten.bmm", R(3, 2, 5, dt=f64), R(3, 5, 2, dt=f64))
+    case("aten.bmm", R(2, 3, 4), R(3, 4, 5))
+    case("aten.addmm", R(3, 5), R(3, 4), R(4, 5))
+    case("aten.addmm", R(5), R(3, 4), R(4, 5))
+    case("aten.addmm", R(1, 5), R(3, 4), R(4, 5), kwargs={"beta": 2, "alpha": 0.5})
+    case("aten.addmm", R(3, 1), R(3, 4), R(4, 5), kwargs={"beta": 0.25, "alpha": -1})
+    case("aten.addmm", R(), R(3, 4), R(4, 5))
+    case("aten.addmm", T([[float("nan")] * 5] * 3), R(3, 4), R(4, 5), kwargs={"beta": 0},
+         name="addmm beta=0 ignores nan in self")
+    case("aten.addmm", R(7, dt=f64), R(2, 13, dt=f64), R(13, 7, dt=f64), kwargs={"beta": 1.5, "alpha": 2.5})
+    case("aten.addmm", Param(R(6)), R(2, 3), Param(R(3, 6)), name="addmm params (linear)")
+    case("aten.addmm", R(4, 5), R(3, 4), R(4, 5))
+
+
+def norm_cases():
+    def stats(c, dt=f32):
+        return R(c, dt=dt), R(c, dt=dt), R(c, dt=dt), R(c, dt=dt, lo=0.5, hi=2.0)
+    w, b, m, v = stats(3)
+    x = R(2, 3, 4, 5)
+    case("aten.native_batch_norm", x, w, b, m, v, False, 0.1, 1e-5)
+    case("aten.native_batch_norm", R(4, 3), w, b, m, v, False, 0.1, 1e-3)
+    case("aten.native_batch_norm", R(2, 3, 7), None, None, m, v, False, 0.1, 1e-5)
+    case("aten.native_batch_norm", x, w, b, m, v, False, 0.1, 1e-5, null_outs=(1, 2),
+         name="native_batch_norm unused stats outputs")
+    case("aten.native_batch_norm", x, w, b, m, v, True, 0.1, 1e-5, unsupported=True, nout=3,
+         name="native_batch_norm training (unsupported)")
+    wd, bd, md, vd = stats(3, f64)
+    case("aten.native_batch_norm", R(2, 3, 5, dt=f64), wd, bd, md, vd, False, 0.1, 1e-5)
+    case("aten.batch_norm", x, Param(w), Param(b), Param(m), Param(v), False, 0.1, 1e-5, False)
+    case("aten.batch_norm", R(1, 3, 2, 2, 2), w, None, m, v, False, 0.0, 1e-2, True)
+    case("aten.batch_norm", R(2, 3, 4, dt=bf16), *stats(3, bf16), False, 0.1, 1e-5, False, tolx=2)
+    case("aten.batch_norm", R(2, 3, 4), *stats(4), False, 0.1, 1e-5, False)  # wrong channel count
+    x = R(2, 3, 7)
+    case("aten.native_layer_norm", x, [7], R(7), R(7), 1e-5)
+    case("aten.native_layer_norm", x, [3, 7], R(3, 7), R(3, 7), 1e-5)
+    case("aten.native_layer_norm", x, [2, 3, 7], None, None, 1e-3)
+    case("aten.native_layer_norm", R(13, dt=f64), [13], None, R(13, dt=f64), 1e-5)
+    case("aten.native_layer_norm", R(4, 5, dt=bf16), [5], R(5, dt=bf16), R(5, dt=bf16), 1e-5, tolx=2)
+    case("aten.native_layer_norm", x, [3], None, None, 1e-5)  # does not match trailing dims
+    case("aten.layer_norm", x, [7])
+    case("aten.layer_norm", x, [7], Param(R(7)), Param(R(7)), 1e-6, False)
+    case("aten.layer_norm", R(1, 1, 5), [1, 5], R(1, 5), None, 1e-5)
+    # PyTorch's own rounding leaves ~1e-5 here where the exact result is 0
+    case("aten.layer_norm", R(3, 1), [1], tolx=10, name="layer_norm over a size-1 dim")
+    case("aten.layer_norm", R(4, 6, dt=f16), [6], R(6, dt=f16), R(6, dt=f16), tolx=2)
+
+
+def softmax_cases():
+    x = R(3, 4, 5)
+    big = T([[1000.0, 1001.0, 999.0], [-1000.0, -1e30, 0.0]])
+    ninf = T([[float("-inf"), 1.0, 2.0], [float("-inf"), float("-inf"), 0.0]])
+    for op in ("aten._softmax", "aten._log_softmax"):
+        for d in (0, 1, 2, -1, -3):
+            case(op, x, d, False)
+        case(op, big, 1, False, name=op[5:] + " large magnitudes")
+        case(op, ninf, -1, False, name=op[5:] + " with -inf")
+        case(op, R(), 0, False)
+        case(op, R(1, 7), 0, False)
+        case(op, R(2, 13, dt=f64), 1, False)
+        case(op, R(2, 13, dt=bf16), 1, False, tolx=2)
+        case(op, R(2, 13, dt=f16), 1, False, tolx=2)
+        case(op, x, 3, False)
+        xh = R(3, 6, dt=f16)
+        ref = (lambda a, d, h: aten._softmax(a.float(), d, False)) if op == "aten._softmax" else \
+            (lambda a, d, h: aten._log_softmax(a.float(), d, False))
+        case(op, xh, 1, True, ref=ref, name=op[5:] + " half_to_float (f16 -> f32)")
+        case(op, x, 1, True)  # half_to_float on a float input
+        case(op, R(3, 4, dt=i64), 1, False)
+    for op in ("aten.softmax.int", "aten.log_softmax.int"):
+        case(op, x, 1)
+        case(op, x, -1, f64)
+        case(op, R(2, 9, dt=bf16), 1, f32)
+        case(op, R(4, 1), 1)
+        case(op, R(3, 4, dt=i64), 1, f32, unsupported=True,
+             name=op[5:] + " i64 input with dtype=f32 (coil rejects; PyTorch accepts)")
+
+
+def pool_cases():
+    mp = "aten.max_pool2d_with_indices"
+    x = R(1, 2, 7, 7)
+    case(mp, x, [3, 3], [2, 2], [1, 1])
+    case(mp, x, [2, 2])
+    case(mp, x, [3, 3], [2, 2], [0, 0], [1, 1], True, name="max_pool2d_with_indices ceil_mode")
+    case(mp, R(2, 3, 8, 9), [3, 2], [2, 3], [1, 1], [2, 1], True)
+    case(mp, R(2, 9, 8), [2, 2], [1, 1], [1, 0], [1, 1], False, name="max_pool2d_with_indices rank 3")
+    case(mp, R(1, 1, 13, 11, dt=f64), Both(3, [3]), Both(2, [2]), Both(1, [1]), name="max_pool2d_with_indices single ints")
+    case(mp, R(1, 1, 13, 11, dt=f64), [3], [2], [1], unsupported=True, nout=2,
+         name="max_pool2d_with_indices 1-element lists for int[2] (coil rejects; PyTorch accepts)")
+    case(mp, R(1, 2, 6, 6, dt=bf16), [2, 2], [2, 2])
+    case(mp, x, [3, 3], [1, 1], [2, 2])  # padding too large
+    mp = "aten.max_pool2d"
+    case(mp, x, [3, 3], [2, 2], [1, 1])
+    case(mp, R(1, 3, 6, 6), [3, 3], [2, 2], [1, 1], [1, 1], True)
+    case(mp, R(1, 3, 5, 5), [2, 2], [2, 2], [1, 1], [1, 1], True, name="max_pool2d ceil_mode window in padding")
+    case(mp, R(1, 3, 13, 13), [3, 3], [3, 3], [0, 0], [1, 1], True)
+    case(mp, T([[[[float("nan"), 1.0], [2.0, 3.0]]]]), [2, 2], name="max_pool2d nan")
+    case(mp, R(1, 1, 4, 4), [2, 2], [], name="max_pool2d default stride")
+    case(mp, R(1, 2, 6, 6, dt=f16), [2, 2], [1, 1])
+    ap = "aten.avg_pool2d"
+    x = R(2, 3, 13, 11)
+    case(ap, x, [3, 3], [2, 2], [1, 1])
+    case(ap, x, [3, 3], [2, 2], [1, 1], False, False, name="avg_pool2d count_include_pad=False")
+    case(ap, x, [3, 3], [2, 2], [1, 1], True, True, name="avg_pool2d ceil_mode count_include_pad")
+    case(ap, x, [3, 3], [2, 2], [1, 1], True, False, name="avg_pool2d ceil_mode no count_include_pad")
+    case(ap, R(1, 2, 6, 7), [3, 2], [2, 2], [1, 1], True, True, name="avg_pool2d ceil window in padding")
+    case(ap, R(1, 2, 5, 5), [2, 2], [3, 3], [0, 0], True, True, name="avg_pool2d ceil partial window")
+    case(ap, x, [2, 2], [2, 2], [0, 0], False, True, 3, name="avg_pool2d divisor_override")
+    case(ap, x, [4, 4])
+    case(ap, R(3, 7, 7), [2, 2], [1, 1], name="avg_pool2d rank 3")
+    case(ap, R(1, 2, 6, 6, dt=f64), [3, 3], [1, 1], [1, 1])
+    case(ap, R(1, 2, 6, 6, dt=bf16), [2, 2], tolx=2)
+    case(ap, R(1, 2, 4, 4, dt=i64), [2, 2], unsupported=True, name="avg_pool2d i64 (coil rejects; PyTorch accepts)")
+    case(ap, x, [2, 2], [2, 2], [0, 0], False, True, 0)  # divisor 0
+    for op in ("aten._adaptive_avg_pool2d", "aten.adaptive_avg_pool2d"):
+        case(op, R(1, 3, 7, 13), [3, 5])
+        case(op, R(2, 3, 10, 10), [4, 4])
+        case(op, R(2, 3, 10, 10), [1, 1])
+        case(op, R(1, 2, 3, 3), [5, 7], name=op[5:] + " output larger than input")
+        case(op, R(3, 9, 5), [2, 3], name=op[5:] + " rank 3")
+        case(op, R(1, 3, 6, 6), Both(3, [3, 3]), name=op[5:] + " single int output_size")
+        case(op, R(1, 2, 7, 7, dt=f64), [3, 2])
+        case(op, R(1, 2, 7, 7, dt=bf16), [3, 2], tolx=2)
+    op = "aten.adaptive_max_pool2d"
+    case(op, R(1, 3, 7, 13), [3, 5])
+    case(op, R(2, 2, 10, 10), [4, 4])
+    case(op, R(1, 2, 3, 3), [5, 4])
+    case(op, R(3, 9, 5), [1, 1])
+    case(op, R(1, 2, 7, 7, dt=f64), [3, 2])
+
+
+UNARY = {  # op: (lo, hi) for random inputs
+    "relu": None, "gelu": None, "silu": None, "sigmoid": None, "tanh": None, "hardswish": (-5, 5),
+    "hardsigmoid": (-5, 5), "exp": None, "log": (0.01, 5), "log1p": (-0.9, 5), "sqrt": (0, 5),
+    "rsqrt": (0.05, 5), "erf": None, "sin": (-7, 7), "cos": (-7, 7), "reciprocal": (0.1, 3), "neg": None,
+    "abs": None, "floor": (-5, 5), "ceil": (-5, 5), "logical_not": None, "leaky_relu": None, "elu": None,
+    "hardtanh": None,
+}
+SPECIAL = [float("nan"), float("inf"), float("-inf"), 0.0, -0.0, 1e-30, -1e30, 88.8, -100.0, 0.5, -2.5, 3.0]
+
+
+def unary_cases():
+    for name, rng in UNARY.items():
+        op = "aten." + name
+        lo, hi = rng or (-3, 3)
+        case(op, R(7, 13, lo=lo, hi=hi))
+        case(op, R(13, dt=f64, lo=lo, hi=hi))
+        case(op, R(3, 7, dt=bf16, lo=lo, hi=hi))
+        case(op, R(3, 7, dt=f16, lo=lo, hi=hi))
+        case(op, R(lo=lo, hi=hi))
+        case(op, T(SPECIAL), name=name + " nan/inf/-0/extremes")
+        case(op, R(2, 5, dt=i64, lo=max(lo, -10) if lo > -10 else -10, hi=10))
+        case(op, R(2, 5, dt=b8))
+    for name in ("relu", "neg", "abs", "floor", "ceil", "sigmoid", "exp", "logical_not", "sqrt", "sin"):
+        case("aten." + name, R(6, dt=i32, lo=0 if name == "sqrt" else -10))
+        case("aten." + name, R(6, dt=i8, lo=0 if name == "sqrt" else -10))
+        case("aten." + name, R(6, dt=u8))
+    case("aten.gelu", R(7, 13), kwargs={"approximate": "tanh"})
+    case("aten.gelu", R(3, 7, dt=bf16), kwargs={"approximate": "tanh"})
+    case("aten.gelu", T(SPECIAL), kwargs={"approximate": "tanh"}, name="gelu tanh specials")
+    case("aten.gelu", R(3), kwargs={"approximate": "foo"})
+    case("aten.leaky_relu", R(7, 13), 0.2)
+    case("aten.leaky_relu", R(7, 13), -1.5)
+    case("aten.leaky_relu", R(2, 3, dt=f64), 2)
+    case("aten.elu", R(7, 13), 0.5, 2.0, 1.5)
+    case("aten.elu", R(7, 13), 1.0, 1.0507, 1.0)
+    case("aten.elu", R(5, dt=f64), 2)
+    case("aten.hardtanh", R(7, 13), -0.5, 2.0)
+    case("aten.hardtanh", R(7, 13), 0, 6)
+    case("aten.hardtanh", R(2, 6, dt=i64), -3, 4)
+    case("aten.hardtanh", R(2, 6, dt=u8), 2, 9)
+    case("aten.logical_not", R(4, 3), name="logical_not f32")
+    case("aten.logical_not", T([0.0, -0.0, float("nan"), 1.0, float("inf")]), name="logical_not specials")
+
+
+def clamp_pow_cases():
+    x = R(5, 7)
+    case("aten.clamp", x, -1.0, 1.5)
+    case("aten.clamp", x, -1.0)
+    case("aten.clamp", x, None, 0.5)
+    case("aten.clamp", x, kwargs={"max": 0.5}, name="clamp(max=) as kwarg")
+    case("aten.clamp", x, 1.0, -1.0, name="clamp min > max")
+    case("aten.clamp", T(SPECIAL), -1.0, 1.0, name="clamp specials")
+    case("aten.clamp", R(3, 4, dt=i64), -3, 4)
+    case("aten.clamp", R(3, 4, dt=i32), -2.5, 4.5, name="clamp i32 with float bounds")
+    case("aten.clamp", R(3, 4, dt=u8), 3, 12)
+    case("aten.clamp", R(3, 4, dt=i8), -3)
+    case("aten.clamp", R(3, 4, dt=bf16), -1.0, 1.0)
+    case("aten.clamp", R(3, 4, dt=f16), -1.0, 1.0)
+    case("aten.clamp", R(3, 4, dt=f64), -1, 2)
+    case("aten.clamp", R(), 0.0, 0.5)
+    case("aten.clamp", R(2, 3, dt=b8), 0, 1, name="clamp bool with int bounds")
+    case("aten.clamp", x)  # neither bound
+    for op, v in (("aten.clamp_min", 0.25), ("aten.clamp_max", -0.25)):
+        case(op, x, v)
+        case(op, R(3, 4, dt=i64), 2)
+        case(op, R(3, 4, dt=i64), 2.5)
+        case(op, R(3, 4, dt=u8), 7)
+        case(op, R(3, 4, dt=f64), v)
+        case(op, R(3, 4, dt=bf16), v)
+        case(op, T(SPECIAL), v, name=op[5:] + " specials")
+    ts = "aten.pow.Tensor_Scalar"
+    xp = R(4, 5, lo=0.1, hi=3)
+    for e in (2, 3, 0, 1, -1, 0.5, -0.5, 2.5, 0.0, -2):
+        case(ts, xp, e)
+    case(ts, R(4, 5), 2)
+    case(ts, R(4, 5), 3.0)
+    case(ts, T(SPECIAL), 2, name="pow.Tensor_Scalar specials ^2")
+    case(ts, T(SPECIAL), 0.5, name="pow.Tensor_Scalar specials ^0.5")
+    case(ts, R(3, 4, dt=i64), 2)
+    case(ts, R(3, 4, dt=i64, lo=0), 3)
+    case(ts, R(3, 4, dt=i64, lo=0), 0.5)
+    case(ts, R(3, 4, dt=i32), 2)
+    case(ts, R(3, 4, dt=u8, hi=15), 2)
+    case(ts, R(3, 4, dt=f64, lo=0), 1.5)
+    case(ts, R(3, 4, dt=bf16, lo=0), 2)
+    case(ts, R(3, 4, dt=f16, lo=0), 0.5)
+    case(ts, R(3, 4, dt=i64, lo=1), -1)  # integers to negative powers: PyTorch raises
+    case(ts, T(SPECIAL), -0.5, name="pow.Tensor_Scalar specials ^-0.5")
+    case(ts, T(SPECIAL), 3, name="pow.Tensor_Scalar specials ^3")
+    case(ts, T(SPECIAL), -2, name="pow.Tensor_Scalar specials ^-2")
+    tt = "aten.pow.Tensor_Tensor"
+    case(tt, R(3, 1, 5, lo=0.1, hi=2), R(4, 1, lo=-2, hi=2))
+    case(tt, R(4, 5, lo=0.1, hi=2), R(lo=-1, hi=2))
+    case(tt, R(3, 4, dt=i64, lo=0, hi=5), R(4, dt=i64, lo=0, hi=4))
+    case(tt, T([2, 3, 1, -1, -1, -2, 0], i64), T([-1, 2, -3, -1, -2, -1, 2], i64),
+         name="pow.Tensor_Tensor integers with negative exponents")
+    case(tt, R(3, 4, dt=i64, lo=0, hi=5), R(4, dt=f32, lo=0, hi=2))
+    case(tt, R(3, 4, dt=f64, lo=0.1), R(3, 4, dt=f32))
+    case(tt, R(3, 4, dt=bf16, lo=0.1), R(3, 4, dt=bf16, lo=-1, hi=2))
+    case(tt, R(2, 3, lo=0.1), R(dt=i64, lo=2, hi=2), name="pow.Tensor_Tensor zero-dim i64 exponent")
+
+
+def promote_unsupported(a, b):
+    return {a, b} == {i8, u8}
+
+
+def binary_cases():
+    # every dtype pair for add, mul, eq (and sub for the non-bool pairs)
+    for da in ALL_DT:
+        for db in ALL_DT:
+            x, y = R(2, 3, dt=da), R(3, dt=db)
+            uns = promote_unsupported(da, db)
+            case("aten.add.Tensor", x, y, unsupported=uns)
+            case("aten.mul.Tensor", x, y, unsupported=uns)
+            case("aten.eq.Tensor", x, R(2, 3, dt=db) if da == db else y, unsupported=uns)
+            case("aten.where.self", R(2, 3, dt=b8), x, y, unsupported=uns)
+    for op in ("add", "sub", "rsub"):
+        tn, sn = "aten.%s.Tensor" % op, "aten.%s.Scalar" % op
+        case(tn, R(3, 1, 5), R(4, 1))
+        case(tn, R(3, 1, 5), R(4, 1), kwargs={"alpha": 2})
+        case(tn, R(7, 13), R(13), kwargs={"alpha": 0.5})
+        case(tn, R(3, 4, dt=i64), R(4, dt=i64), kwargs={"alpha": 3})
+        case(tn, R(3, 4, dt=i64), R(4, dt=i64), kwargs={"alpha": 0.5})  # float alpha, int result
+        case(tn, R(3, 4, dt=i32), R(3, 4, dt=f32), kwargs={"alpha": 0.5})
+        case(tn, R(3, 4), R(dt=f64), name=op + ".Tensor f32 with zero-dim f64")
+        case(tn, R(3, 4, dt=i32), R(dt=f64), name=op + ".Tensor i32 with zero-dim f64")
+        case(tn, R(3, 4, dt=i8), R(dt=i64), name=op + ".Tensor i8 with zero-dim i64")
+        case(tn, R(3, 4, dt=u8), R(dt=i64), name=op + ".Tensor u8 with zero-dim i64")
+        case(tn, R(3, 4, dt=b8), R(dt=i32), name=op + ".Tensor bool with zero-dim i32")
+        case(tn, R(dt=f16), R(dt=i32), name=op + ".Tensor zero-dim f16 with zero-dim i32")
+        case(tn, R(dt=i32), R(dt=f64), name=op + ".Tensor zero-dims i32, f64")
+        case(tn, R(3, 4, dt=f16), R(3, 4, dt=bf16))
+        case(tn, R(1, 0, 3), R(5, 1, 1), name=op + ".Tensor empty broadcast")
+        case(tn, R(3, 4), R(2, 4))
+        case(tn, R(3, 4, dt=b8), R(3, 4, dt=b8))
+        case(tn, R(3, 4), R(4, dt=b8))
+        case(tn, R(3, 4, dt=i32), R(dt=b8))
+        case(sn, R(3, 4), True)
+        case(sn, R(3, 4), 2)
+        case(sn, R(3, 4), 2.5, 3)
+        case(sn, R(3, 4, dt=i64), 2)
+        case(sn, R(3, 4, dt=i32), 2.5)
+        case(sn, R(3, 4, dt=u8), 7, 2)
+        case(sn, R(3, 4, dt=b8), 1)
+        case(sn, R(3, 4, dt=bf16), 0.3)
+        case(sn, R(3, 4, dt=f16), 1e-3)
+        case(sn, R(3, 4, dt=f64), 1 / 3)
+        case(sn, R(), -1.5)
+        case(sn, R(3, 4), float("inf"))
+    for op in ("mul", "div"):
+        tn, sn = "aten.%s.Tensor" % op, "aten.%s.Scalar" % op
+        case(tn, R(3, 1, 5), R(4, 1))
+        case(tn, R(7, 13), R(7, 1))
+        case(tn, R(3, 4, dt=i64), R(4, dt=i64, lo=1))
+        case(tn, R(3, 4, dt=i32), R(3, 4, dt=u8, lo=1))
+        case(tn, R(3, 4, dt=f64), R(dt=f32))
+        case(tn, R(3, 4, dt=bf16), R(4, dt=bf16))
+        case(tn, R(3, 4, dt=f16), R(4, dt=f16, lo=0.5))
+        case(tn, R(3, 4, dt=i8), R(dt=f64))
+        case(tn, R(3, 4, dt=b8), R(3, 4, dt=b8))
+        case(tn, T([1.0, -1.0, 0.0, float("inf"), float("nan")]), T([0.0, 0.0, 0.0, 0.0, 1.0]),
+             name=op + ".Tensor by zero and specials")
+        case(sn, R(3, 4), 2)
+        case(sn, R(3, 4), -0.75)
+        case(sn, R(3, 4, dt=i64), 3)
+        case(sn, R(3, 4, dt=i64), 2.5)
+        case(sn, R(3, 4, dt=u8), 2)
+        case(sn, R(3, 4, dt=b8), 2)
+        case(sn, R(3, 4, dt=bf16), 3)
+        case(sn, R(3, 4), 0)
+        case(sn, R(), 7)
+    dm = "aten.div.Tensor_mode"
+    vals = T([7.0, -7.0, 7.5, -7.5, 0.5, -0.5, 6.0, -6.0, 3.0, 0.0])
+    dens = T([2.0, 2.0, -2.0, -2.0, 3.0, 3.0, -3.0, 2.5, 0.7, -1.5])
+    for mode in ("trunc", "floor", None):
+        case(dm, vals, dens, kwargs={"rounding_mode": mode})
+        case(dm, R(3, 1, 5), R(4, 1), kwargs={"rounding_mode": mode})
+        case(dm, vals.long(), T([2, 2, -2, -2, 3, 3, -3, 4, 1, -1], i64), kwargs={"rounding_mode": mode})
+        case(dm, R(3, 4, dt=i32), R(4, dt=i32, lo=1, hi=5), kwargs={"rounding_mode": mode})
+        case(dm, R(3, 4, dt=u8), R(4, dt=u8, lo=1, hi=5), kwargs={"rounding_mode": mode})
+        case(dm, R(3, 4, dt=i8), R(dt=f32, lo=0.5, hi=2), kwargs={"rounding_mode": mode})
+        case(dm, R(3, 4, dt=b8), R(3, 4, dt=b8) | True, kwargs={"rounding_mode": mode})
+        case(dm, R(3, 4, dt=f64), R(4, dt=f64), kwargs={"rounding_mode": mode})
+        case(dm, R(3, 4, dt=bf16), R(4, dt=bf16), kwargs={"rounding_mode": mode})
+        case(dm, T([1.0, -1.0, 0.0]), T([0.0, 0.0, 0.0]), kwargs={"rounding_mode": mode},
+             name="div.Tensor_mode %s float by zero" % mode)
+    case(dm, T([1, 2], i64), T([1, 0], i64), kwargs={"rounding_mode": "floor"}, name="div floor int by zero")
+    case(dm, T([1, 2], i64), T([1, 0], i64), kwargs={"rounding_mode": "trunc"}, name="div trunc int by zero")
+    case(dm, T([1, 2], i64), T([1, 0], i64), kwargs={"rounding_mode": None}, name="div true int by zero")
+    case(dm, R(3), R(3), kwargs={"rounding_mode": "round"})
+    case(dm, R(3, 4, dt=b8), T(2, i64), kwargs={"rounding_mode": "floor"}, name="div floor bool by zero-dim i64")
+    for op in ("aten.maximum", "aten.minimum"):
+        case(op, R(3, 1, 5), R(4, 1))
+        case(op, T([float("nan"), 1.0, float("-inf"), 2.0]), T([1.0, float("nan"), 3.0, float("inf")]),
+             name=op[5:] + " nan/inf")
+        case(op, R(3, 4, dt=i64), R(4, dt=i64))
+        case(op, R(3, 4, dt=i32), R(3, 4, dt=f64))
+        case(op, R(3, 4, dt=u8), R(4, dt=u8))
+        case(op, R(3, 4, dt=b8), R(4, dt=b8))
+        case(op, R(3, 4, dt=bf16), R(4, dt=f16))
+        case(op, R(3, 4, dt=i8), R(dt=f32))
+        case(op, R(), R())
+    # integer wrap-around, as in C and ATen
+    case("aten.add.Tensor", T([100, -100, 127], i8), T([100, -100, 1], i8), name="add i8 wraps")
+    case("aten.sub.Tensor", T([3, 0, 255], u8), T([5, 1, 0], u8), name="sub u8 wraps")
+    case("aten.mul.Tensor", T([16, 200], u8), T([16, 2], u8), name="mul u8 wraps")
+    case("aten.add.Tensor", T([2 ** 31 - 1, -2 ** 31], i32), T([1, -1], i32), name="add i32 wraps")
+    case("aten.mul.Scalar", T([2 ** 62, 3], i64), 4, name="mul i64 wraps")
+    case("aten.add.Scalar", T([2 ** 53 + 1, -(2 ** 60) - 3], i64), 0, name="add i64 beyond 2^53 exact")
+
+
+def compare_cases():
+    for op in ("eq", "ne", "lt", "le", "gt", "ge"):
+        tn, sn = "aten.%s.Tensor" % op, "aten.%s.Scalar" % op
+        a = R(3, 1, 5, dt=i64, lo=-2, hi=2).float()
+        case(tn, a, R(4, 1, dt=i64, lo=-2, hi=2).float())
+        case(tn, R(3, 4, dt=i64, lo=-3, hi=3), R(4, dt=f32, lo=-3, hi=3).round())
+        case(tn, R(3, 4, dt=i32, lo=-3, hi=3), R(4, dt=i64, lo=-3, hi=3))
+        case(tn, R(3, 4, dt=u8, hi=3), R(4, dt=u8, hi=3))
+        case(tn, R(3, 4, dt=b8), R(4, dt=b8))
+        case(tn, R(3, 4, dt=bf16), R(4, dt=f32))
+        case(tn, R(3, 4).round().to(f16), R(dt=f64).round())
+        case(tn, T([float("nan"), 1.0, float("inf"), -0.0]), T([float("nan"), float("nan"), float("inf"), 0.0]),
+             name=op + ".Tensor nan/inf/-0")
+        case(tn, R(3, 4, dt=i8), R(dt=f32), name=op + ".Tensor i8 with zero-dim f32")
+        case(tn, T([2 ** 24 + 1], i64), T([2.0 ** 24]), name=op + ".Tensor i64 vs f32 compares in f32")
+        case(sn, R(3, 4, dt=i64, lo=-3, hi=3), 1)
+        case(sn, R(3, 4, dt=i64, lo=-3, hi=3), 1.5)
+        case(sn, R(3, 4, dt=u8, hi=3), 2)
+        case(sn, R(3, 4).round(), 0.0)
+        case(sn, R(3, 4, dt=b8), True if op in ("eq", "ne") else 0)
+        case(sn, R(3, 4, dt=f64), 0.1)
+        case(sn, R(3, 4, dt=bf16), 0.5)
+        case(sn, T([float("nan"), 1.0, float("inf")]), float("nan"), name=op + ".Scalar vs nan")
+        case(sn, T([float("nan"), 1.0, float("inf")]), float("inf"), name=op + ".Scalar vs inf")
+        case(sn, R(), 0)
+        case(sn, T([16777217], i32), 16777216.0, name=op + ".Scalar i32 vs float scalar in f32")
+    for op in ("aten.logical_and", "aten.logical_or"):
+        case(op, R(3, 1, 5, dt=b8), R(4, 1, dt=b8))
+        case(op, R(3, 4, dt=i64, lo=-1, hi=1), R(4, dt=f32).round())
+        case(op, T([float("nan"), 0.0, -0.0, 1.0]), T([1.0, 1.0, 1.0, 0.0]))
+        case(op, R(3, 4, dt=u8, hi=1), R(3, 4, dt=i8, lo=-1, hi=1), unsupported=True,
+             name=op[5:] + " u8 with i8 (coil rejects; PyTorch accepts)")
+        case(op, R(3, 4, dt=bf16), R(dt=b8))
+        case(op, R(3, 4), R(2, 4))
+
+
+def where_cases():
+    w = "aten.where.self"
+    case(w, R(3, 1, 5, dt=b8), R(4, 1), R())
+    case(w, R(4, 5, dt=b8), R(5, dt=i64), R(4, 5, dt=f32))
+    case(w, R(dt=b8), R(2, 3), R(2, 3))
+    case(w, R(2, 3, dt=b8), R(dt=f64), R(dt=f32), name="where zero-dim f64 and f32 values")
+    case(w, R(2, 3, dt=b8), R(2, 3, dt=f32), R(dt=f64), name="where f32 with zero-dim f64")
+    case(w, R(2, 3, dt=b8), R(2, 3, dt=i32), R(dt=i64), name="where i32 with zero-dim i64")
+    # PyTorch 1.13 accepts (deprecated) a u8 condition; the reference avoids its C++ warning on stderr
+    case(w, R(2, 3, dt=u8, hi=1), R(2, 3), R(2, 3), ref=lambda c, x, y: aten.where.self(c.bool(), x, y),
+         name="where u8 condition")
+    case(w, R(2, 3, dt=f32), R(2, 3), R(2, 3), name="where f32 condition")
+    case(w, R(2, 3, dt=b8), R(2, 3), R(4, 3))
+    case(w, R(2, 3, dt=b8), T([float("nan")] * 3), R(2, 3), name="where nan values")
+    mf = "aten.masked_fill.Scalar"
+    case(mf, R(3, 5), R(1, 5, dt=b8), -1.5)
+    case(mf, R(3, 5), R(3, 5, dt=b8), float("-inf"))
+    case(mf, R(2, 3, 5), R(5, dt=b8), 2)
+    case(mf, R(3, 5, dt=i64), R(3, 5, dt=b8), 7)
+    case(mf, R(3, 5, dt=i64), R(3, 5, dt=b8), 2.7, name="masked_fill.Scalar i64 with 2.7")
+    case(mf, R(3, 5, dt=u8), R(5, dt=b8), 200)
+    case(mf, R(3, 5, dt=b8), R(5, dt=b8), True)
+    case(mf, R(3, 5, dt=bf16), R(5, dt=b8), 0.1)
+    case(mf, R(3, 5, dt=f16), R(5, dt=b8), -7.0)
+    case(mf, R(3, 5, dt=f64), R(dt=b8), 1 / 3)
+    case(mf, R(3, 5), R(4, 3, 5, dt=b8), 0.0, unsupported=True,
+         name="masked_fill.Scalar mask broadcasting self to a bigger shape (coil rejects; PyTorch accepts)")
+    case(mf, R(3, 5), R(3, 5, dt=i64), 0.0)  # mask must be bool
+    mt = "aten.masked_fill.Tensor"
+    case(mt, R(3, 5), R(1, 5, dt=b8), R())
+    case(mt, R(3, 5, dt=i32), R(3, 5, dt=b8), R(dt=i32))
+    case(mt, R(3, 5), R(3, 5, dt=b8), R(dt=f64))
+    case(mt, R(3, 5, dt=f64), R(5, dt=b8), R(dt=f32))
+    case(mt, R(3, 5, dt=i64), R(5, dt=b8), R(dt=i64))
+    case(mt, R(3, 5), R(3, 5, dt=b8), R(1))
+
+
+CAST_VALUES = [0.0, 1.0, -1.0, 2.75, -2.75, 0.3, -0.3, 100.5, -100.5, 127.0, -128.0, 200.0, 255.0, 1000.25,
+               -70000.0, 65504.0, 70000.0, 1e-6, 1.00390625, 2 ** 31 - 1.0, -2.0 ** 31]
+RANGE = {u8: (0, 255), i8: (-128, 127), i32: (-2 ** 31, 2 ** 31 - 1), i64: (-2 ** 63, 2 ** 63 - 1)}
+
+
+def cast_values(src, dst):
+    vals = []
+    for v in CAST_VALUES:
+        if src in RANGE:
+            v = float(math.trunc(v))
+            lo, hi = RANGE[src]
+            if not lo <= v <= hi:
+                continue
+        if src == b8:
+            v = float(v != 0)
+        sv = torch.tensor([v], dtype=f64).to(src)
+        # out-of-range float -> int conversions are undefined in C++ (and in ATen): leave them out
+        fv = sv.double().item()
+        if src.is_floating_point and dst in RANGE:
+            lo, hi = RANGE[dst]
+            if not math.isfinite(fv) or not (lo <= math.trunc(fv) <= hi) or (dst == i32 and abs(fv) > 2 ** 31 - 129):
+                continue
+        vals.append(sv)
+    return torch.cat(vals)
+
+
+def to_copy_cases():
+    for src in ALL_DT:
+        for dst in ALL_DT:
+            x = cast_values(src, dst)
+            case("aten._to_copy", x, kwargs={"dtype": dst})
+            case("aten._to_copy", x.reshape(1, -1), kwargs={"dtype": dst}, name="_to_copy %s->%s (kw %s)" % (
+                CNAME[src], CNAME[dst], "dtype"))
+        case("aten._to_copy", R(2, 3, dt=src))
+    case("aten._to_copy", T([1.0, float("nan"), float("inf"), float("-inf"), -0.0]), kwargs={"dtype": f16},
+         name="_to_copy f32->f16 specials")
+    case("aten._to_copy", T([1.0, float("nan"), float("inf"), float("-inf"), -0.0]), kwargs={"dtype": bf16},
+         name="_to_copy f32->bf16 specials")
+    case("aten._to_copy", T([float("nan"), 0.0, -0.0]), kwargs={"dtype": b8}, name="_to_copy nan->bool")
+    case("aten._to_copy", T([1 + 2 ** -8, 1 + 3 * 2 ** -9, 1 + 2 ** -9, 65519.0, 65520.0, 6e-8, 3e-8, 1e-5],
+                            f64), kwargs={"dtype": f16}, name="_to_copy f64->f16 rounding and subnormals")
+    case("aten._to_copy", T([1 + 2 ** -8, 1 + 3 * 2 ** -9, 1 + 2 ** -9, 3.4e38, 1e-40], f64),
+         kwargs={"dtype": bf16}, name="_to_copy f64->bf16 rounding")
+    case("aten._to_copy", R(2, 3), kwargs={"dtype": f64, "layout": None, "device": None, "pin_memory": None,
+                                           "non_blocking": False, "memory_format": None},
+         name="_to_copy with layout/device/memory_format kwargs")
+    case("aten._to_copy", T([300, -1, 2 ** 40 + 7, -(2 ** 33) - 2], i64), kwargs={"dtype": u8},
+         name="_to_copy i64->u8 wraps")
+    case("aten._to_copy", T([300, -129, 2 ** 40 + 7], i64), kwargs={"dtype": i8}, name="_to_copy i64->i8 wraps")
+    case("aten._to_copy", T([2 ** 32 + 5, 2 ** 31, -(2 ** 31) - 1], i64), kwargs={"dtype": i32},
+         name="_to_copy i64->i32 wraps")
+    case("aten._to_copy", T([2 ** 62 + 1, -(2 ** 53) - 1], i64), kwargs={"dtype": i64},
+         name="_to_copy i64->i64 exact beyond 2^53")
+
+
+def reduce_cases():
+    x = R(3, 4, 5)
+    for op in ("aten.sum", "aten.mean"):
+        case(op, x)
+        case(op, R())
+        case(op, R(13, 7, dt=f64))
+        case(op, R(4, 9, dt=bf16), tolx=2)
+        case(op, R(4, 9, dt=f16), tolx=2)
+        case(op, x, kwargs={"dtype": f64})
+        case(op, R(3, 4, dt=i32), kwargs={"dtype": f32})
+        case(op, R(0, 3))
+        case(op, R(3, 4, dt=i64))
+        case(op, R(3, 4, dt=b8))
+        case(op, R(3, 4, dt=u8))
+        case(op, R(3, 4, dt=i8))
+    for op in ("aten.sum.dim_IntList", "aten.mean.dim"):
+        for dims in ([1], [0, 2], [-1], [-1, 0], [], [2, 1, 0]):
+            case(op, x, dims)
+            case(op, x, dims, True)
+        case(op, x, None)
+        case(op, x, None, True)
+        case(op, x, Both(1, [1]), name=op[5:] + " int dim")
+        case(op, R(), [0])
+        case(op, R(), [], True)
+        case(op, R(2, 0, 3), [1])
+        case(op, R(13, 7, dt=f64), [0])
+        case(op, R(4, 9, dt=bf16), [1], True, tolx=2)
+        case(op, R(4, 9, dt=f16), [-1], tolx=2)
+        case(op, R(4, 9, dt=i64), [1])
+        case(op, R(4, 9, dt=i8), [1], kwargs={"dtype": f32})
+        case(op, R(4, 9, dt=b8), [0])
+        case(op, R(4, 9, dt=u8), [0], True)
+        case(op, R(4, 9), [0], kwargs={"dtype": f64})
+        case(op, x, [3])
+        case(op, x, [1, 1])
+    for op in ("aten.amax", "aten.amin"):
+        for dims in ([], [1], [0, 2], [-1], [-3, -2]):
+            case(op, x, dims)
+            case(op, x, dims, True)
+        case(op, R(), [])
+        case(op, R(), [0], True)
+        case(op, T([[1.0, float("nan"), 3.0], [float("-inf"), -1.0, float("inf")]]), [1],
+             name=op[5:] + " nan/inf")
+        case(op, R(4, 9, dt=i64), [1])
+        case(op, R(4, 9, dt=i32), [0])
+        case(op, R(4, 9, dt=u8), [0, 1])
+        case(op, R(4, 9, dt=i8), [1], True)
+        case(op, R(4, 9, dt=b8), [1], unsupported=True, name=op[5:] + " bool (coil rejects; PyTorch accepts)")
+        case(op, R(4, 9, dt=f64), [1])
+        case(op, R(4, 9, dt=bf16), [1])
+        case(op, R(4, 9, dt=f16), [0])
+        case(op, R(0, 3), [0])
+        case(op, R(0, 3), [1])
+    vc = "aten.var.correction"
+    for dims in (None, [1], [0, 2], [-1], []):
+        for corr in (None, 0, 1, 2):
+            case(vc, x, dims, kwargs={"correction": corr})
+        case(vc, x, dims, kwargs={"correction": None, "keepdim": True})
+    case(vc, x, [1], ref=lambda a, d: aten.var.correction(a, d, correction=None),
+         name="var.correction correction left out (defaults to None)")
+    case(vc, R(1, 4), [0], kwargs={"correction": None}, name="var.correction single element (nan)")
+    case(vc, R(3, 2), [0], kwargs={"correction": 5}, name="var.correction correction > N")
+    case(vc, R(5, 13, dt=f64), [1], kwargs={"correction": None})
+    case(vc, R(5, 13, dt=bf16), [1], kwargs={"correction": 1}, tolx=2)
+    case(vc, R(5, 13, dt=f16), [1], kwargs={"correction": 0}, tolx=2)
+    case(vc, R(3, 4, dt=i64), [1], kwargs={"correction": 1})
+    case(vc, R(), None, kwargs={"correction": 0})
+    case(vc, T([1e4 + 1, 1e4 + 2, 1e4 + 3, 1e4 + 4]), [0], kwargs={"correction": 1}, name="var.correction large mean")
+    vd = "aten.var.dim"
+    for dims in ([1], [0, 2], [-1], None):
+        for unb in (True, False):
+            case(vd, x, dims, unb)
+            case(vd, x, dims, unb, True)
+    case(vd, R(5, 13, dt=f64), [1], False)
+    nm = "aten.norm.ScalarOpt_dim"
+    for p in (2, 1, None, 2.0, 1.0):
+        case(nm, x, p, [1])
+        case(nm, x, p, [0, 2], True)
+        case(nm, x, p, [-1])
+    case(nm, x, 2, [])
+    case(nm, R(5, 13, dt=f64), 2, [1])
+    case(nm, R(5, 13, dt=bf16), 1, [1], tolx=2)
+    case(nm, T([[3.0, 4.0], [float("inf"), 0.0]]), 2, [1], name="norm.ScalarOpt_dim inf")
+    case(nm, x, 3, [1], unsupported=True, name="norm.ScalarOpt_dim p=3 (unsupported)")
+    case(nm, x, float("inf"), [1], unsupported=True, name="norm.ScalarOpt_dim p=inf (unsupported)")
+    case(nm, x, 0, [1], unsupported=True, name="norm.ScalarOpt_dim p=0 (unsupported)")
+    case(nm, R(3, 4, dt=i64), 2, [1])
+    md = "aten.max.dim"
+    for d in (0, 1, 2, -1, -3):
+        case(md, x, d)
+        case(md, x, d, True)
+    case(md, R(), 0)
+    case(md, R(4, 9, dt=i64, lo=0, hi=3), 1, name="max.dim i64 with ties")
+    case(md, R(4, 9, dt=u8), 0)
+    case(md, R(4, 9, dt=b8), 1)
+    case(md, R(4, 9, dt=f64), 1)
+    case(md, R(4, 9, dt=bf16), 1)
+    case(md, T([[1.0, float("nan"), 3.0, float("nan")], [float("-inf"), -1.0, float("inf"), 2.0]]), 1,
+         name="max.dim nan/inf")
+    case(md, T([[2.0, 5.0, 5.0, 1.0]]), 1, name="max.dim ties")
+    case(md, x, 3)
+    case(md, R(0, 3), 0)
+    am = "aten.argmax"
+    case(am, x)
+    case(am, x, None, True)
+    for d in (0, 1, -1):
+        case(am, x, d)
+        case(am, x, d, True)
+    case(am, R(), None)
+    case(am, R(), 0)
+    case(am, R(4, 9, dt=i64, lo=0, hi=3), 1, name="argmax i64 with ties")
+    case(am, R(4, 9, dt=i32, lo=0, hi=3), name="argmax flattened with ties")
+    case(am, R(4, 9, dt=u8), 0)
+    case(am, R(4, 9, dt=bf16), 1)
+    case(am, T([[1.0, float("nan"), 3.0], [float("-inf"), -1.0, float("inf")]]), 1, name="argmax nan/inf")
+    case(am, R(0, 3), 0)
+
+
+def view_cases():
+    x = R(2, 3, 4)
+    for op in ("aten.view", "aten._unsafe_view", "aten.reshape"):
+        case(op, x, [6, 4])
+        case(op, x, [-1])
+        case(op, x, [4, -1, 2])
+        case(op, x, [1, 24, 1])
+        case(op, R(), [1])
+        case(op, R(1), [])
+        case(op, R(), [])
+        case(op, R(0, 3), [3, 0])
+        case(op, R(0, 3), [-1, 5])
+        case(op, R(2, 3, dt=i64), [3, 2])
+        case(op, R(2, 3, dt=b8), [6])
+        case(op, R(2, 3, dt=bf16), [3, 1, 2])
+        case(op, x, [5, 5])
+        case(op, x, [-1, -1])
+        case(op, Sym(x, ["b", 3, 4]), Both(["b*12"], [24]), name=op[5:] + " symbolic b*12")
+        case(op, Sym(x, ["b", 3, 4]), [-1, 4], name=op[5:] + " symbolic -1")
+    case("aten._reshape_alias", x, [6, 4], [4, 1])
+    case("aten._reshape_alias", x, [24], [1])
+    case("aten._reshape_alias", R(2, 3, dt=i8), [3, 2], [2, 1])
+    fl = "aten.flatten.using_ints"
+    case(fl, x)
+    case(fl, x, 1)
+    case(fl, x, 0, 1)
+    case(fl, x, 1, -1)
+    case(fl, x, -2, -1)
+    case(fl, x, 1, 1)
+    case(fl, R(), 0, -1)
+    case(fl, R(2, 3, 4, 5, dt=u8), 1, 2)
+    case(fl, x, 2, 1)
+    pm = "aten.permute"
+    case(pm, x, [0, 2, 1])
+    case(pm, x, [2, 0, 1])
+    case(pm, x, [-1, 0, -2])
+    case(pm, R(2, 3, 4, 5, dt=i64), [3, 1, 0, 2])
+    case(pm, R(), [])
+    case(pm, R(1, 7, 1), [2, 1, 0])
+    case(pm, R(2, 3, dt=b8), [1, 0])
+    case(pm, x, [0, 0, 1])
+    case(pm, x, [0, 1])
+    tr = "aten.transpose.int"
+    case(tr, x, 0, 1)
+    case(tr, x, -1, -3)
+    case(tr, x, 1, 1)
+    case(tr, R(), 0, -1)
+    case(tr, R(2, 3, 4, 5, dt=f16), 1, 3)
+    case(tr, x, 0, 3)
+    case("aten.t", R(3, 4))
+    case("aten.t", R(5, dt=i32))
+    case("aten.t", R())
+    case("aten.t", R(2, 3, dt=bf16))
+    case("aten.t", x)
+    ex = "aten.expand"
+    case(ex, R(3, 1), [2, 3, 4])
+    case(ex, R(3, 1), [-1, 5])
+    case(ex, R(1), [5])
+    case(ex, R(), [2, 3])
+    case(ex, R(3, 1, 5, dt=i64), [2, 3, 4, 5])
+    case(ex, R(3, 1), [3, 0], name="expand to size 0")
+    case(ex, R(3, 1, dt=b8), [3, 2], kwargs={"implicit": True})
+    case(ex, R(3, 2), [3, 4])
+    case(ex, R(3, 2), [-1, 3, 2])
+    sl = "aten.slice.Tensor"
+    y = R(5, 13)
+    case(sl, y, 1, 2, 9)
+    case(sl, y, 1, 2, 9, 3)
+    case(sl, y, -1, -5, -1)
+    case(sl, y, 0, -100, 100)
+    case(sl, y, 1, 10, 3, name="slice start > end (empty)")
+    case(sl, y, 1, 0, 9223372036854775807, 2, name="slice end INT64_MAX step 2")
+    case(sl, y, 1, None, None, 4)
+    case(sl, y, 1, -3, None)
+    case(sl, y, 0, 5, 10, name="slice start at end")
+    case(sl, y, 1, 20, 30, name="slice beyond the end")
+    case(sl, y)
+    case(sl, y, 0, 1, 4, 7, name="slice step larger than range")
+    case(sl, R(2, 3, 4, dt=i64), 2, 1, 3)
+    case(sl, R(2, 3, 4, dt=b8), -2, 0, 2)
+    case(sl, Sym(y, ["n", 13]), 0, 0, None, name="slice symbolic dim start 0")
+    case(sl, Sym(y, ["n", 13]), 1, 2, None, name="slice static dim of a symbolic input")
+    case(sl, Sym(y, ["n", 13]), 0, 2, None, unsupported=True,
+         name="slice symbolic dim start 2 (coil rejects: length n-2 may be negative)")
+    case(sl, y, 1, 0, 5, 0)  # step 0
+    case(sl, y, 2, 0, 5)
+    case(sl, R(), 0, 0, 1)
+    se = "aten.select.int"
+    case(se, y, 0, 2)
+    case(se, y, 1, -1)
+    case(se, y, -1, 12)
+    case(se, y, -2, -5)
+    case(se, R(7), 0, 3, name="select 1-d to 0-dim")
+    case(se, R(2, 3, 4, dt=u8), 2, 0)
+    case(se, y, 1, 13)
+    case(se, y, 0, -6)
+    sq = "aten.squeeze"
+    case(sq, R(1, 3, 1, 4))
+    case(sq, R(1, 1))
+    case(sq, R())
+    case(sq, R(3, 4, dt=i32))
+    case(sq, R(1, 0, 1))
+    case("aten.squeeze.dim", R(1, 3, 1, 4), 2)
+    case("aten.squeeze.dim", R(1, 3, 1, 4), -4)
+    case("aten.squeeze.dim", R(1, 3, 1, 4), 1, name="squeeze.dim on a non-1 dim (no-op)")
+    case("aten.squeeze.dim", R(), 0)
+    case("aten.squeeze.dim", R(1, dt=b8), -1)
+    case("aten.squeeze.dim", R(3, 1), 2)
+    us = "aten.unsqueeze"
+    case(us, x, 0)
+    case(us, x, 3)
+    case(us, x, -1)
+    case(us, x, -4)
+    case(us, R(), 0)
+    case(us, R(), -1)
+    case(us, R(3, dt=f64), 1)
+    case(us, x, 4)
+
+
+def identity_cases():
+    for op in ("aten.alias", "aten.detach", "aten.clone", "aten.contiguous", "aten.lift_fresh_copy"):
+        case(op, R(3, 4))
+        case(op, R())
+        case(op, R(2, 0))
+        for dt in (f64, bf16, f16, i64, i32, i8, u8, b8):
+            case(op, R(2, 3, dt=dt))
+    case("aten.clone", R(3, 4), kwargs={"memory_format": torch.contiguous_format})
+    case("aten.clone", R(1, 3, 2, 2), kwargs={"memory_format": Both("channels_last", torch.channels_last)},
+         name="clone memory_format=channels_last (values only)")
+    case("aten.contiguous", R(3, 4), kwargs={"memory_format": torch.contiguous_format})
+    for p in (0.0, 0.5, 1.0):
+        case("aten.dropout", R(3, 4), p, False)
+        case("aten.native_dropout", R(3, 4), p, False)
+    case("aten.dropout", R(3, 4, dt=i64), 0.5, False)
+    case("aten.native_dropout", R(2, 5, dt=bf16), 0.1, False)
+    case("aten.native_dropout", R(2, 5), 0.1, False, null_outs=(1,), name="native_dropout unused mask")
+    case("aten.dropout", R(3, 4), 0.5, True, unsupported=True, name="dropout train=True (unsupported)")
+    case("aten.native_dropout", R(3, 4), 0.5, True, unsupported=True, nout=2,
+         name="native_dropout train=True (unsupported)")
+    case("aten.native_dropout", R(3, 4), 0.5, None, unsupported=True, nout=2,
+         name="native_dropout train=None means training (unsupported)")
+
+
+def data_cases():
+    ct = "aten.cat"
+    a, b, c = R(2, 3), R(4, 3), R(1, 3)
+    case(ct, [a, b, c])
+    case(ct, [a, b, c], 0)
+    case(ct, [R(2, 3), R(2, 5)], 1)
+    case(ct, [R(2, 3), R(2, 5)], -1)
+    case(ct, [R(2, 3, 4), R(2, 1, 4), R(2, 7, 4)], -2)
+    case(ct, [a])
+    case(ct, [a, a], name="cat the same tensor twice")
+    case(ct, [R(2, 3, dt=i32), R(1, 3, dt=f32)], name="cat i32 + f32")
+    case(ct, [R(2, 3, dt=i64), R(1, 3, dt=b8)], name="cat i64 + bool")
+    case(ct, [R(2, 3, dt=i8), R(1, 3, dt=i32)])
+    case(ct, [R(2, 3, dt=bf16), R(1, 3, dt=f16)])
+    case(ct, [R(2, 3, dt=f64), R(1, 3, dt=f32), R(1, 3, dt=i64)])
+    case(ct, [R(2, 3, dt=u8), R(1, 3, dt=i8)], unsupported=True, name="cat u8 + i8 (int16, unsupported)")
+    for dt in ALL_DT:
+        case(ct, [R(2, 3, dt=dt), R(2, 2, dt=dt)], 1)
+    case(ct, [R(0), R(2, 3), R(1, 3)], name="cat skips legacy empty 1-d tensors")
+    case(ct, [R(2, 3), R(0), R(1, 3)], 0, name="cat legacy empty 1-d in the middle")
+    case(ct, [R(0, 3), R(2, 3)])
+    case(ct, [R(2), R(0)], name="cat 1-d with an empty 1-d")
+    case(ct, [R(2, 3), R(2, 4)])
+    case(ct, [R(2, 3), R(2, 3)], 2)
+    case(ct, [R(), R()])
+    case(ct, [Param(R(2, 3)), Const(R(1, 3)), R(3, 3)], name="cat param + constant + input")
+    sp = "aten.split.Tensor"
+    y = R(7, 13)
+    case(sp, y, 3)
+    case(sp, y, 3, 1)
+    case(sp, y, 5, -1)
+    case(sp, y, 7)
+    case(sp, y, 100)
+    case(sp, y, 1)
+    case(sp, R(6, 4, dt=i64), 2)
+    case(sp, R(2, 5, dt=b8), 2, 1)
+    case(sp, y, 3, null_outs=(1,), name="split.Tensor with an unused chunk")
+    case(sp, y, 3, 2)
+    sw = "aten.split_with_sizes"
+    case(sw, y, [2, 0, 5])
+    case(sw, y, [10, 3], 1)
+    case(sw, y, [1, 12], -1)
+    case(sw, y, [7])
+    case(sw, R(4, 3, dt=u8), [1, 3])
+    case(sw, y, [2, 2])
+    pd = "aten.constant_pad_nd"
+    x = R(2, 3, 5)
+    case(pd, x, [1, 2])
+    case(pd, x, [1, 2, 3, 0])
+    case(pd, x, [0, 1, 1, 0, 2, 2])
+    case(pd, x, [-1, 2])
+    case(pd, x, [1, -2, -1, 1])
+    case(pd, x, [-2, -3])
+    case(pd, x, [0, 0, -3, 0], name="constant_pad_nd negative pad removing a whole dim")
+    case(pd, x, [1, 1], 1.5)
+    case(pd, x, [1, 1], float("-inf"))
+    case(pd, x, [])
+    case(pd, R(3, 4, dt=i64), [2, 1], 3)
+    case(pd, R(3, 4, dt=i32), [2, 1], 2.7, name="constant_pad_nd i32 with 2.7")
+    case(pd, R(3, 4, dt=u8), [1, 1, 1, 1], 255)
+    case(pd, R(3, 4, dt=f64), [1, 1], -0.5)
+    case(pd, R(3, 4, dt=bf16), [0, 3], 0.1)
+    case(pd, R(3, 4, dt=f16), [2, 0], 1)
+    case(pd, R(3, 4, dt=b8), [1, 1], unsupported=True, name="constant_pad_nd bool (coil rejects; PyTorch accepts)")
+    case(pd, R(3), [1, 1, 1, 1])
+    case(pd, R(3), [-2, -2])
+    case(pd, R(3), [1])
+    em = "aten.embedding"
+    w = R(10, 4)
+    case(em, w, R(2, 3, dt=i64, lo=0, hi=9))
+    case(em, w, R(7, dt=i32, lo=0, hi=9))
+    case(em, w, R(dt=i64, lo=0, hi=9), name="embedding zero-dim index")
+    case(em, w, R(2, 3, dt=i64, lo=0, hi=9), 2, name="embedding padding_idx (forward unaffected)")
+    case(em, Param(R(10, 4, dt=bf16)), R(5, dt=i64, lo=0, hi=9))
+    case(em, R(6, 3, dt=i64), R(4, dt=i64, lo=0, hi=5))
+    case(em, w, R(0, 2, dt=i64, lo=0, hi=9))
+    case(em, w, T([0, 10], i64), name="embedding index out of range")
+    case(em, w, T([-1], i64), name="embedding negative index")
+    case(em, w, R(2, dt=f32))
+    rl = "aten.roll"
+    y = R(4, 7)
+    case(rl, y, [2])
+    case(rl, y, [-3])
+    case(rl, y, [2], [1])
+    case(rl, y, [1, -2], [0, 1])
+    case(rl, y, [30], [-1])
+    case(rl, y, [1, 2], [1, 1], name="roll the same dim twice")
+    case(rl, y, Both(3, [3]), Both(0, [0]), name="roll single ints")
+    case(rl, R(2, 3, 4, dt=i64), [1, 1], [0, 2])
+    case(rl, R(5, dt=b8), [2])
+    case(rl, R(), [1], name="roll zero-dim")
+    case(rl, R(0, 3), [1], [1], name="roll empty")
+    case(rl, y, [1, 2], [0])
+    case(rl, y, [1, 2])
+    case(rl, y, [1], [2])
+
+
+def fill_cases():
+    nz = "aten.new_zeros"
+    case(nz, R(2, 2), [2, 3])
+    case(nz, R(2, dt=i32), [4, 1])
+    case(nz, R(2), [2, 3], kwargs={"dtype": i64})
+    case(nz, R(2, dt=b8), [])
+    case(nz, R(2, dt=bf16), [0, 3])
+    case(nz, R(2), [3], kwargs={"dtype": f16, "layout": None, "device": None, "pin_memory": False})
+    case(nz, R(2), [2, -1])
+    fu = "aten.full"
+    case(fu, [2, 3], 1.5)
+    case(fu, [2, 3], 2)
+    case(fu, [2, 3], True, name="full with a bool fill value")
+    case(fu, [2, 3], -1, kwargs={"dtype": f64})
+    case(fu, [2, 3], 2.5, kwargs={"dtype": i32})
+    case(fu, [2, 3], 300, kwargs={"dtype": u8})
+    case(fu, [4], 0.1, kwargs={"dtype": bf16})
+    case(fu, [4], 0.1, kwargs={"dtype": f16})
+    case(fu, [1], 1, kwargs={"dtype": b8})
+    case(fu, [], 7.25)
+    case(fu, [0, 2], 1.0)
+    case(fu, [3], float("inf"))
+    case(fu, [3], float("nan"))
+    case(fu, [3], float("-inf"), kwargs={"dtype": f16})
+    case(fu, [2, 3], 1.0, kwargs={"dtype": f32, "layout": None, "device": None, "pin_memory": False})
+    case(fu, [-1], 1.0)
+    ze = "aten.zeros"
+    case(ze, [2, 3])
+    case(ze, [2, 3], kwargs={"dtype": i32})
+    case(ze, [])
+    case(ze, [0, 5], kwargs={"dtype": b8})
+    case(ze, [1, 2, 1], kwargs={"dtype": bf16})
+    case(ze, [3], kwargs={"dtype": u8, "layout": None, "device": None, "pin_memory": None})
+    case(ze, [2, -3])
+
+
+def graph_cases():
+    """Multi-node graphs, in-place spellings, defaults left out, constants."""
+    case("aten.relu_", R(3, 4), ref=aten.relu.default, covers="aten.relu", name="relu_ means relu")
+    case("aten.add_.Tensor", R(3, 4), R(4), kwargs={"alpha": 2}, ref=aten.add.Tensor, covers="aten.add.Tensor",
+         name="add_.Tensor means add.Tensor")
+    case("aten.hardtanh_", R(3, 4), -0.5, 0.5, ref=aten.hardtanh.default, covers="aten.hardtanh",
+         name="hardtanh_ means hardtanh")
+    case("aten.mul.Tensor", Const(R(3, 4)), Const(R(4)), name="mul of two constants")
+    case("aten.where.self", Const(R(3, dt=b8)), Const(R(3, dt=i64)), R(3), name="where with constant cond")
+    case("aten.add.Tensor", Const(T([float("nan"), float("inf"), float("-inf")])), R(3),
+         name="add constant with non-finite data")
+
+    def node(i, op, args, outs, kwargs=None):
+        n = {"id": "n%d" % i, "op": op, "args": args, "outputs": outs}
+        if kwargs:
+            n["kwargs"] = kwargs
+        return n
+
+    def graph(inputs, nodes, outputs, params=(), consts=()):
+        return {"format": "coil-graph", "version": 1, "inputs": list(inputs), "params": list(params),
+                "constants": list(consts), "nodes": nodes, "outputs": outputs}
+
+    def decl(nm, x, shape=None):
+        return {"name": nm, "dtype": CNAME[x.dtype], "shape": shape or list(x.shape)}
+
+    x = R(2, 3, 4)
+    g = graph([decl("x", x)], [node(0, "aten.permute", ["x", [2, 0, 1]], ["p"]),
+                              node(1, "aten.reshape", ["p", [4, 6]], ["r"]),
+                              node(2, "aten.slice.Tensor", ["r", 1, 1, None, 2], ["s"])], ["s"])
+    gcase("graph permute -> reshape -> slice", g, {"x": x},
+          [x.permute(2, 0, 1).reshape(4, 6)[:, 1::2]], "aten.permute")
+    x, w, fw, fb = R(1, 3, 8, 8), R(4, 3, 3, 3), R(5, 4), R(5)
+    bn = [R(4), R(4), R(4), R(4, lo=0.5, hi=2)]
+    g = graph([decl("x", x)], [
+        node(0, "aten.convolution", ["x", "w", None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1], ["c"]),
+        node(1, "aten.native_batch_norm", ["c", "g", "b", "m", "v", False, 0.1, 1e-5], ["bn", None, None]),
+        node(2, "aten.relu", ["bn"], ["r"]),
+        node(3, "aten.max_pool2d", ["r", [2, 2]], ["mp"]),
+        node(4, "aten.mean.dim", ["mp", [-1, -2], True], ["gap"]),
+        node(5, "aten.view", ["gap", [1, 4]], ["flat"]),
+        node(6, "aten.addmm", ["fb", "flat", "ft"], ["logits"]),
+        node(7, "aten.t", ["fw"], ["ft"]),
+        node(8, "aten._softmax", ["logits", 1, False], ["prob"])],
+        ["prob", "logits"],
+        params=[decl("w", w), decl("fw", fw), decl("fb", fb)],
+        consts=[dict(decl(n, v), data=v.tolist()) for n, v in zip("gbmv", bn)])
+    y = aten.convolution(x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+    y = aten.native_batch_norm(y, *bn, False, 0.1, 1e-5)[0].relu()
+    y = aten.max_pool2d(y, [2, 2]).mean([-1, -2], True).view(1, 4)
+    logits = aten.addmm(fb, y, fw.t())
+    gcase("graph small CNN (conv, bn, relu, pool, mean, view, addmm, t, softmax)", g, {"x": x},
+          [aten._softmax(logits, 1, False), logits], "aten.t", tolx=4, weights={"w": w, "fw": fw, "fb": fb})
+    x = R(3, 5)
+    g = graph([decl("x", x, ["b", 5])], [node(0, "aten.sum.dim_IntList", ["x", [1], True], ["s"]),
+                                         node(1, "aten.div.Tensor", ["x", "s"], ["d"]),
+                                         node(2, "aten.split.Tensor", ["d", 2, 1], ["a", "b2", "c"]),
+                                         node(3, "aten.cat", [["c", "a"], 1], ["cc"])], ["cc", "b2"])
+    d = x / x.sum(1, True)
+    gcase("graph symbolic batch: sum -> div -> split -> cat", g, {"x": x},
+          [torch.cat([d[:, 4:], d[:, :2]], 1), d[:, 2:4]], "aten.split.Tensor")
+    x = R(4, 6, dt=i64)
+    g = graph([decl("x", x)], [node(0, "aten.gt.Scalar", ["x", 0], ["m"]),
+                              node(1, "aten.where.self", ["m", "x", "z"], ["w"]),
+                              node(2, "aten.zeros", [[4, 6]], ["z"], {"dtype": "i64"}),
+                              node(3, "aten._to_copy", ["w"], ["f"], {"dtype": "f32"}),
+                              node(4, "aten.mean.default", ["f"], ["mu"])], ["mu", "w"])
+    wv = torch.where(x > 0, x, torch.zeros(4, 6, dtype=i64))
+    gcase("graph relu via where on i64, cast, mean", g, {"x": x}, [wv.float().mean(), wv], "aten.zeros")
+
+
+def all_cases():
+    conv_cases()
+    matmul_cases()
+    norm_cases()
+    softmax_cases()
+    pool_cases()
+    unary_cases()
+    clamp_pow_cases()
+    binary_cases()
+    compare_cases()
+    where_cases()
+    to_copy_cases()
+    reduce_cases()
+    view_cases()
+    identity_cases()
+    data_cases()
+    fill_cases()
+    graph_cases()
+
+
+# =================================================================== main
+
+def main():
+    try:
+        p = subprocess.run([COIL, "info", "--ops"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+        ops = [json.loads(line)["name"] for line in p.stdout.decode().splitlines() if line.strip()]
+    except Exception as e:  # noqa: BLE001
+        t.ok(False, "coil info --ops", repr(e))
+        t.done()
+    t.ok(p.returncode == 0 and len(ops) > 0, "coil info --ops lists %d ops" % len(ops), p.stderr.decode())
+
+    all_cases()
+    for i, c in enumerate(CASES):
+        try:
+            prepare(i, c)
+        except Exception as e:  # noqa: BLE001
+            c.prep_error = e
+    t_prep = time.time()
+    todo = [c for c in CASES if not hasattr(c, "prep_error")]
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        results = dict(zip(map(id, todo), pool.map(run_coil, todo)))
+    t_run = time.time()
+
+    covered = set()
+    for c in CASES:
+        if hasattr(c, "prep_error"):
+            t.ok(False, c.name, "building the case failed: %r" % c.prep_error)
+            continue
+        rc, err = results[id(c)]
+        ok, diag, compared = judge(c, rc, err)
+        t.ok(ok, c.name, diag)
+        if ok and compared:
+            covered.add(c.covers)
+    missing = [o for o in ops if o not in covered]
+    t.ok(not missing, "every op of coil info --ops has a passing comparison case (%d ops)" % len(ops),
+         "uncovered: " + ", ".join(missing))
+    t.diag("%d cases in %.1fs (PyTorch references and files %.1fs, coil eval %.1fs)" % (
+        len(CASES), time.time() - START, t_prep - START, t_run - t_prep))
+    shutil.rmtree(TMP, ignore_errors=True)
+    t.done()
+
+
+main()
