@@ -377,6 +377,10 @@ static int parse_arg(pstate *ps, coil_node *n, int i, json_t *j)
 	case S_SYMINT_LIST:
 	case S_INT_LIST: {
 		int single = json_is_integer(j) || (json_is_string(j) && sa->type != S_INT_LIST);
+		if (sa->list_len > 1 && json_is_array(j) && json_array_size(j) == 1) {
+			j = json_array_get(j, 0); /* int[2] given as [k] means [k, k], as in ATen */
+			single = 1;
+		}
 		if (!json_is_array(j) && !(single && (sa->type == S_SYMINT || sa->list_len)))
 			return arg_errf(ps, n, i, sa->type == S_SYMINT ? "expected an integer or a size expression"
 								      : "expected an array of integers");
@@ -420,6 +424,7 @@ static int parse_arg(pstate *ps, coil_node *n, int i, json_t *j)
 	case S_SCALAR:
 		if (json_is_boolean(j) && sa->type == S_SCALAR) {
 			a->is_int = 1;
+			a->is_bool = 1;
 			a->i = json_is_true(j);
 			a->f = (double)a->i;
 		} else if (get_number(j, &a->f)) {

@@ -49,6 +49,7 @@ enum arg_kind {
 typedef struct coil_arg {
 	enum arg_kind kind;
 	int is_int;      /* ARG_SCALAR: an integer scalar */
+	int is_bool;     /* ARG_SCALAR: written as true/false (is_int is set too) */
 	int n;
 	int64_t i;
 	double f;

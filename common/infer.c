@@ -130,7 +130,7 @@ int infer_result_type(coil_graph *g, const coil_node *n, const int *idx, int cnt
 			*slot = prom(*slot, v->dtype);
 			bad |= *slot < 0;
 		} else if (a->kind == ARG_SCALAR) {
-			wrapr = prom(wrapr, a->is_int ? COIL_I64 : COIL_F32);
+			wrapr = prom(wrapr, a->is_bool ? COIL_BOOL : a->is_int ? COIL_I64 : COIL_F32);
 		}
 	}
 	int r = combine(dimr, combine(zeror, wrapr));
@@ -1151,7 +1151,7 @@ static int infer_fill(coil_graph *g, coil_node *n, coil_err *err)
 	if (n->op == OP_NEW_ZEROS)
 		t = node_in(g, n, 0)->dtype;
 	else if (n->op == OP_FULL && n->args[1].is_int)
-		t = COIL_I64;
+		t = COIL_I64; /* 1.13: full(size, True) is i64 too */
 	if (has(n, dt_arg))
 		t = (coil_dtype)n->args[dt_arg].i;
 	if (n->op == OP_FULL && !dtype_is_float(t) && t != COIL_BOOL) {

@@ -572,8 +572,8 @@ def pool_cases():
     case(mp, R(2, 3, 8, 9), [3, 2], [2, 3], [1, 1], [2, 1], True)
     case(mp, R(2, 9, 8), [2, 2], [1, 1], [1, 0], [1, 1], False, name="max_pool2d_with_indices rank 3")
     case(mp, R(1, 1, 13, 11, dt=f64), Both(3, [3]), Both(2, [2]), Both(1, [1]), name="max_pool2d_with_indices single ints")
-    case(mp, R(1, 1, 13, 11, dt=f64), [3], [2], [1], unsupported=True, nout=2,
-         name="max_pool2d_with_indices 1-element lists for int[2] (coil rejects; PyTorch accepts)")
+    case(mp, R(1, 1, 13, 11, dt=f64), [3], [2], [1],
+         name="max_pool2d_with_indices 1-element lists for int[2]")
     case(mp, R(1, 2, 6, 6, dt=bf16), [2, 2], [2, 2])
     case(mp, x, [3, 3], [1, 1], [2, 2])  # padding too large
     mp = "aten.max_pool2d"
