@@ -65,6 +65,17 @@ int cache_obj_path(const coil_cache *c, const char *key, const char *ext, char *
 	return 0;
 }
 
+int cache_entry_paths(const coil_cache *c, const char *key, char *so_out, char *graph_out, size_t cap,
+		      coil_err *err)
+{
+	if (cache_check_key(key, err) != 0)
+		return coil_err_prefix(err, "cache_entry_paths");
+	if ((so_out && cache_obj_path(c, key, ".so", so_out, cap, err) != 0) ||
+	    (graph_out && cache_obj_path(c, key, ".graph", graph_out, cap, err) != 0))
+		return coil_err_prefix(err, "cache_entry_paths %s", key);
+	return 0;
+}
+
 const char *cache_dir(const coil_cache *c)
 {
 	return c ? c->dir : NULL;

@@ -93,6 +93,15 @@ int cache_store_bytes(coil_cache *c, const char *key, const void *data, size_t l
 int cache_get_meta(coil_cache *c, const char *key, char **meta_out, char sha256_hex[65],
 		   uint64_t *size, coil_err *err);
 
+/* The paths key's artifact (DIR/objects/ab/<key>.so) and canonical graph text
+ * (.graph) have inside the cache, whether or not the entry exists; no I/O.
+ * Either output may be NULL; each needs cap bytes (CACHE_PATH_MAX always
+ * fits).  Fails for an invalid key.  For readers that go by key alone (coild
+ * serving artifacts, libcoil checking its local copy): pair it with
+ * cache_get_meta() for presence, size and SHA-256. */
+int cache_entry_paths(const coil_cache *c, const char *key, char *so_out, char *graph_out, size_t cap,
+		      coil_err *err);
+
 /* Remove key's row and files.  Removing an absent key succeeds. */
 int cache_remove(coil_cache *c, const char *key, coil_err *err);
 

@@ -11,7 +11,11 @@
 
 #include "codegen/codegen.h"
 
-#define CODEGEN_KEY_VERSION "coil-codegen-1" /* bump when generated code changes */
+#ifndef COIL_CODEGEN_HASH
+#define COIL_CODEGEN_HASH "dev"
+#endif
+/* Digest of codegen's sources (Makefile): what coil emits changes, the key does too. */
+#define CODEGEN_KEY_VERSION "coil-codegen-" COIL_CODEGEN_HASH
 
 static double now_ms(void)
 {

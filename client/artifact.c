@@ -63,7 +63,7 @@ int artifact_open(const char *path, coil_artifact **out, coil_err *err)
 	SYM(output_shape, "coil_model_output_shape")
 	SYM(run, "coil_model_run")
 	SYM(destroy, "coil_model_destroy")
-	SYM(last_error, "coil_last_error")
+	SYM(last_error, "coil_model_last_error")
 #undef SYM
 	if (a->abi_version() != COIL_ABI_VERSION) {
 		coil_errf(err, "%s: artifact ABI version %d, this coil speaks %d", path, a->abi_version(), COIL_ABI_VERSION);

@@ -8,7 +8,7 @@ PKGS="build-essential pkg-config
 libjansson-dev libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev
 libdnnl-dev libcmocka-dev
 python3 python3-torch python3-torchvision python3-numpy
-curl"
+curl wrk nginx-light"
 
 missing=""
 for p in $PKGS; do

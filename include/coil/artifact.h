@@ -25,7 +25,7 @@ const char *coil_artifact_describe(void);
 
 /* Creates a model from params[nparams] (graph order; copied, the caller keeps
  * ownership).  nthreads <= 0: OpenMP's default.  0 on success, -1 on failure
- * (see coil_last_error).  Free with coil_model_destroy. */
+ * (see coil_model_last_error).  Free with coil_model_destroy. */
 int coil_model_create(const void *const *params, int nparams, int nthreads, coil_model **out);
 
 /* The shape of output `output` for these input shapes (input_shapes[i] has
@@ -44,6 +44,6 @@ int coil_model_run(coil_model *m, const void *const *inputs, const int64_t *cons
 void coil_model_destroy(coil_model *m);
 
 /* The last failure of a call on this thread (a static, thread-local string). */
-const char *coil_last_error(void);
+const char *coil_model_last_error(void);
 
 #endif

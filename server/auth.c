@@ -1,0 +1,138 @@
+/* Bearer tokens: a file of "TOKEN role,role" lines, each token with its roles
+ * (compile, read, admin).  Without a tokens file every route is open. */
+#include "server/server.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+	const char *name;
+	unsigned role;
+} role_names[] = {{"compile", ROLE_COMPILE}, {"read", ROLE_READ}, {"admin", ROLE_ADMIN}};
+
+const char *auth_role_name(unsigned role)
+{
+	for (size_t i = 0; i < sizeof role_names / sizeof role_names[0]; i++)
+		if (role_names[i].role == role)
+			return role_names[i].name;
+	return "?";
+}
+
+/* Parse "role,role" into a mask; -1 if a name is unknown. */
+static int parse_roles(char *s, unsigned *mask, const char **bad)
+{
+	*mask = 0;
+	char *save;
+	for (char *tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		unsigned r = 0;
+		for (size_t i = 0; i < sizeof role_names / sizeof role_names[0]; i++)
+			if (!strcmp(tok, role_names[i].name))
+				r = role_names[i].role;
+		if (!r) {
+			*bad = tok;
+			return -1;
+		}
+		*mask |= r;
+	}
+	return *mask ? 0 : -1;
+}
+
+static int add(coild_auth *a, const char *token, unsigned roles)
+{
+	char **t = realloc(a->tokens, (size_t)(a->n + 1) * sizeof *t);
+	if (!t)
+		return -1;
+	a->tokens = t;
+	unsigned *r = realloc(a->roles, (size_t)(a->n + 1) * sizeof *r);
+	if (!r)
+		return -1;
+	a->roles = r;
+	if (!(a->tokens[a->n] = strdup(token)))
+		return -1;
+	a->roles[a->n++] = roles;
+	return 0;
+}
+
+int auth_load(coild_auth *a, const char *path, coil_err *err)
+{
+	memset(a, 0, sizeof *a);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return coil_errf(err, "tokens file %s: cannot open", path);
+	char line[1024];
+	int lineno = 0, ret = 0;
+	while (ret == 0 && fgets(line, sizeof line, f)) {
+		lineno++;
+		char *hash = strchr(line, '#');
+		if (hash)
+			*hash = 0;
+		char *save, *token = strtok_r(line, " \t\r\n", &save);
+		if (!token)
+			continue;
+		char *roles = strtok_r(NULL, " \t\r\n", &save);
+		unsigned mask;
+		const char *bad = NULL;
+		if (strlen(token) < 8)
+			ret = coil_errf(err, "tokens file %s:%d: a token needs at least 8 characters", path, lineno);
+		else if (!roles)
+			ret = coil_errf(err, "tokens file %s:%d: token has no roles (want 'TOKEN role,role')", path,
+					lineno);
+		else if (strtok_r(NULL, " \t\r\n", &save))
+			ret = coil_errf(err, "tokens file %s:%d: extra words after the roles", path, lineno);
+		else if (parse_roles(roles, &mask, &bad) != 0)
+			ret = coil_errf(err, "tokens file %s:%d: unknown role '%s' (roles: compile, read, admin)", path,
+					lineno, bad ? bad : "");
+		else if (add(a, token, mask) != 0)
+			ret = coil_errf(err, "tokens file %s: out of memory", path);
+	}
+	fclose(f);
+	if (ret == 0 && a->n == 0)
+		ret = coil_errf(err, "tokens file %s has no tokens", path);
+	if (ret != 0)
+		auth_free(a);
+	return ret;
+}
+
+void auth_free(coild_auth *a)
+{
+	for (int i = 0; i < a->n; i++) {
+		/* scrub the secret before freeing it */
+		memset(a->tokens[i], 0, strlen(a->tokens[i]));
+		free(a->tokens[i]);
+	}
+	free(a->tokens);
+	free(a->roles);
+	memset(a, 0, sizeof *a);
+}
+
+/* Compare without an early exit, so timing does not reveal a prefix. */
+static int same_secret(const char *a, size_t alen, const char *b)
+{
+	size_t blen = strlen(b);
+	unsigned char diff = alen != blen;
+	for (size_t i = 0; i < alen; i++)
+		diff |= (unsigned char)a[i] ^ (unsigned char)b[i < blen ? i : 0];
+	return diff == 0;
+}
+
+int auth_check(const coild_auth *a, const char *authorization, unsigned need)
+{
+	if (a->n == 0 || need == 0)
+		return 0;
+	if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0)
+		return 401;
+	const char *tok = authorization + 7;
+	while (*tok == ' ')
+		tok++;
+	size_t len = strlen(tok);
+	while (len && isspace((unsigned char)tok[len - 1]))
+		len--;
+	int found = -1;
+	for (int i = 0; i < a->n; i++)
+		if (same_secret(tok, len, a->tokens[i]))
+			found = i;
+	if (found < 0)
+		return 401;
+	return (a->roles[found] & need) == need ? 0 : 403;
+}

@@ -1,0 +1,159 @@
+/* coild's configuration: defaults, then COILD_* environment variables, then
+ * flags (--name VALUE or --name=VALUE).  Every value is checked here, so the
+ * rest of the server can trust it. */
+#include "server/server.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* One setting: its flag, its environment variable, how to read it. */
+enum kind { K_STR, K_INT, K_SIZE };
+
+typedef struct setting {
+	const char *flag, *env, *help;
+	enum kind kind;
+	size_t off;   /* into coild_config */
+	long min, max; /* K_INT bounds */
+} setting;
+
+#define OFF(f) offsetof(coild_config, f)
+
+static const setting settings[] = {
+	{"--listen", "COILD_LISTEN", "ADDR:PORT to listen on (default 127.0.0.1:8470; port 0 = any free)",
+	 K_STR, OFF(listen), 0, 0},
+	{"--cache-dir", "COILD_CACHE_DIR", "artifact cache directory (default $COIL_CACHE_DIR, else ~/.cache/coil)",
+	 K_STR, OFF(cache_dir), 0, 0},
+	{"--workers", "COILD_WORKERS", "compile worker threads (default: number of CPUs)", K_INT, OFF(workers), 1,
+	 1024},
+	{"--queue", "COILD_QUEUE", "compile jobs that may wait for a worker; more get 503 (default 64)", K_INT,
+	 OFF(queue), 0, 1000000},
+	{"--threads", "COILD_THREADS", "HTTP threads (default: number of CPUs, at least 2)", K_INT, OFF(threads), 1,
+	 1024},
+	{"--max-body", "COILD_MAX_BODY", "largest request body, e.g. 64M (default 64M)", K_SIZE, OFF(max_body), 0,
+	 0},
+	{"--max-nodes", "COILD_MAX_NODES", "most nodes in a graph (default 100000)", K_INT, OFF(max_nodes), 1,
+	 COIL_MAX_NODES},
+	{"--compile-timeout", "COILD_COMPILE_TIMEOUT", "compiler wall-clock limit in seconds (default 300)", K_INT,
+	 OFF(compile_timeout_s), 1, 86400},
+	{"--tokens", "COILD_TOKENS", "bearer tokens file, 'TOKEN role,role' per line (default: no auth)", K_STR,
+	 OFF(tokens_file), 0, 0},
+	{"--budget", "COILD_BUDGET", "cache size bound, e.g. 10G (default 0 = unlimited)", K_SIZE, OFF(budget), 0,
+	 0},
+	{"--job-ttl", "COILD_JOB_TTL", "seconds a finished job stays readable (default 600)", K_INT, OFF(job_ttl_s),
+	 1, 86400 * 7},
+	{"--port-file", "COILD_PORT_FILE", "write the bound port number to this file", K_STR, OFF(port_file), 0, 0},
+};
+#define NSETTINGS (sizeof settings / sizeof settings[0])
+
+int config_parse_size(const char *s, uint64_t *out)
+{
+	if (!s || !*s)
+		return -1;
+	errno = 0;
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || s[0] == '-')
+		return -1;
+	unsigned shift = 0;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	}
+	if (*end == 'B' || *end == 'b')
+		end++;
+	if (*end || (shift && v > (ULLONG_MAX >> shift)))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static int set(coild_config *cfg, const setting *st, const char *val, const char *from, coil_err *err)
+{
+	char *p = (char *)cfg + st->off;
+	switch (st->kind) {
+	case K_STR:
+		if (!*val)
+			return coil_errf(err, "%s: empty value", from);
+		*(const char **)p = val;
+		return 0;
+	case K_INT: {
+		errno = 0;
+		char *end;
+		long v = strtol(val, &end, 10);
+		if (errno || end == val || *end || v < st->min || v > st->max)
+			return coil_errf(err, "%s: '%s' is not an integer in %ld..%ld", from, val, st->min, st->max);
+		*(int *)p = (int)v;
+		return 0;
+	}
+	case K_SIZE:
+		if (config_parse_size(val, (uint64_t *)p) != 0)
+			return coil_errf(err, "%s: '%s' is not a size (bytes, or a number with k, M, G or T)", from,
+					 val);
+		return 0;
+	}
+	return 0;
+}
+
+void config_usage(FILE *f)
+{
+	fprintf(f, "usage: coild [options]   (each option also reads from its environment variable)\n");
+	for (size_t i = 0; i < NSETTINGS; i++)
+		fprintf(f, "  %-18s %-22s %s\n", settings[i].flag, settings[i].env, settings[i].help);
+}
+
+int config_load(coild_config *cfg, int argc, char **argv, coil_err *err)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	if (ncpu < 1)
+		ncpu = 1;
+	*cfg = (coild_config){
+		.listen = "127.0.0.1:8470",
+		.cache_dir = getenv("COIL_CACHE_DIR"),
+		.workers = (int)(ncpu > 64 ? 64 : ncpu),
+		.queue = 64,
+		.threads = (int)(ncpu < 2 ? 2 : ncpu > 64 ? 64 : ncpu),
+		.max_body = (uint64_t)64 << 20,
+		.max_nodes = 100000,
+		.compile_timeout_s = 300,
+		.job_ttl_s = 600,
+	};
+	for (size_t i = 0; i < NSETTINGS; i++) {
+		const char *v = getenv(settings[i].env);
+		if (v && *v && set(cfg, &settings[i], v, settings[i].env, err) != 0)
+			return -1;
+	}
+	for (int a = 1; a < argc; a++) {
+		const char *arg = argv[a];
+		if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+			config_usage(stdout);
+			return 1;
+		}
+		const setting *st = NULL;
+		const char *val = NULL;
+		for (size_t i = 0; i < NSETTINGS && !st; i++) {
+			size_t n = strlen(settings[i].flag);
+			if (!strncmp(arg, settings[i].flag, n) && (arg[n] == 0 || arg[n] == '=')) {
+				st = &settings[i];
+				val = arg[n] == '=' ? arg + n + 1 : NULL;
+			}
+		}
+		if (!st)
+			return coil_errf(err, "unknown option '%s' (see coild --help)", arg);
+		if (!val) {
+			if (a + 1 >= argc)
+				return coil_errf(err, "option %s needs a value", arg);
+			val = argv[++a];
+		}
+		if (set(cfg, st, val, st->flag, err) != 0)
+			return -1;
+	}
+	if (cfg->max_body < 64)
+		return coil_errf(err, "--max-body %llu is too small", (unsigned long long)cfg->max_body);
+	return 0;
+}

@@ -1,0 +1,594 @@
+/* The HTTP side of coild, on libmicrohttpd: the daemon (internal polling with
+ * a thread pool, suspend/resume for requests waiting on a compile), one
+ * request's life, JSON responses, the log line, and the pool of cache handles
+ * the handler threads borrow.
+ *
+ * A request's life:
+ *   first callback  route by path (404), method (405), token (401/403), the
+ *                   key or job id in the path (400), Content-Length against
+ *                   --max-body (413), Content-Type (415); a refusal is
+ *                   answered at once (and the connection closed)
+ *   body callbacks  the body accumulates, or is discarded once too big
+ *   last callback   the handler runs (answering earlier would cost the
+ *                   keep-alive); a synchronous compile that has to wait
+ *                   suspends the connection and is called again when its job
+ *                   finishes
+ *   completed       metrics, one log line, cleanup
+ * No path from a request reaches the file system before the routing has
+ * checked it against the key pattern (cache_key_valid). */
+#include "server/server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "codegen/codegen.h"
+
+/* Per-connection memory for MHD's read/write buffers and headers. */
+#define CONNECTION_MEMORY (128 * 1024)
+#define CONNECTION_TIMEOUT_S 60
+#define MAX_CONNECTIONS 4096
+/* How long a stop waits for requests in progress. */
+#define DRAIN_LIMIT_MS 30000
+
+int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- cache handles ---- */
+
+coil_cache *cache_get(coild *s, coil_err *err)
+{
+	coil_cache *c = NULL;
+	pthread_mutex_lock(&s->pool_mu);
+	if (s->npool > 0)
+		c = s->pool[--s->npool];
+	pthread_mutex_unlock(&s->pool_mu);
+	if (!c && cache_open(s->cfg.cache_dir, s->cfg.budget, &c, err) != 0)
+		return NULL;
+	return c;
+}
+
+void cache_put(coild *s, coil_cache *c)
+{
+	pthread_mutex_lock(&s->pool_mu);
+	if (s->npool == s->cappool) {
+		int cap = s->cappool ? 2 * s->cappool : 8;
+		coil_cache **p = realloc(s->pool, (size_t)cap * sizeof *p);
+		if (!p) {
+			pthread_mutex_unlock(&s->pool_mu);
+			cache_close(c);
+			return;
+		}
+		s->pool = p;
+		s->cappool = cap;
+	}
+	s->pool[s->npool++] = c;
+	pthread_mutex_unlock(&s->pool_mu);
+}
+
+/* ---- routing ---- */
+
+enum { M_GET = 1, M_HEAD = 2, M_POST = 4, M_DELETE = 8 };
+
+typedef struct route_def {
+	enum route route;
+	const char *pattern; /* "{key}" and "{id}" match one path segment */
+	unsigned methods;
+	unsigned roles;      /* needed when tokens are configured */
+} route_def;
+
+static const route_def routes[] = {
+	{ROUTE_COMPILE, "/v1/compile", M_POST, ROLE_COMPILE},
+	{ROUTE_ARTIFACT, "/v1/artifacts/{key}", M_GET | M_HEAD, ROLE_READ},
+	{ROUTE_ARTIFACT_DELETE, "/v1/artifacts/{key}", M_DELETE, ROLE_ADMIN},
+	{ROUTE_ARTIFACT_META, "/v1/artifacts/{key}/meta", M_GET | M_HEAD, ROLE_READ},
+	{ROUTE_ARTIFACT_GRAPH, "/v1/artifacts/{key}/graph", M_GET | M_HEAD, ROLE_READ},
+	{ROUTE_JOB, "/v1/jobs/{id}", M_GET | M_HEAD, ROLE_COMPILE},
+	{ROUTE_TARGETS, "/v1/targets", M_GET | M_HEAD, ROLE_READ},
+	{ROUTE_HEALTHZ, "/healthz", M_GET | M_HEAD, 0},
+	{ROUTE_METRICS, "/metrics", M_GET | M_HEAD, ROLE_READ},
+};
+#define NROUTES (sizeof routes / sizeof routes[0])
+
+static unsigned method_bit(const char *m)
+{
+	if (!strcmp(m, "GET"))
+		return M_GET;
+	if (!strcmp(m, "HEAD"))
+		return M_HEAD;
+	if (!strcmp(m, "POST"))
+		return M_POST;
+	if (!strcmp(m, "DELETE"))
+		return M_DELETE;
+	return 0;
+}
+
+/* Does url match pattern?  The segment under a placeholder is copied into
+ * param (truncated to cap - 1; validation happens afterwards). */
+static int match(const char *pattern, const char *url, char *param, size_t cap)
+{
+	const char *p = pattern, *u = url;
+	while (*p) {
+		if (*p == '{') {
+			const char *close = strchr(p, '}');
+			size_t n = strcspn(u, "/");
+			if (n == 0)
+				return 0;
+			snprintf(param, cap, "%.*s", (int)n, u);
+			u += n;
+			p = close + 1;
+			continue;
+		}
+		if (*p++ != *u++)
+			return 0;
+	}
+	return *u == 0;
+}
+
+/* ---- responses ---- */
+
+enum MHD_Result reply(request *r, unsigned status, struct MHD_Response *resp, uint64_t body_bytes)
+{
+	if (!resp)
+		return MHD_NO;
+	if (atomic_load(&r->s->stopping))
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+	r->status = status;
+	r->bytes = strcmp(r->method, "HEAD") ? body_bytes : 0;
+	enum MHD_Result ret = MHD_queue_response(r->conn, status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+enum MHD_Result reply_json(request *r, unsigned status, json_t *obj)
+{
+	char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+	json_decref(obj);
+	if (!text)
+		return MHD_NO;
+	size_t n = strlen(text);
+	char *body = realloc(text, n + 2);
+	if (!body) {
+		free(text);
+		return MHD_NO;
+	}
+	body[n++] = '\n';
+	body[n] = 0;
+	struct MHD_Response *resp = MHD_create_response_from_buffer(n, body, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	return reply(r, status, resp, n);
+}
+
+enum MHD_Result reply_error(request *r, unsigned status, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	snprintf(r->note, sizeof r->note, "error=\"%.180s\"", msg);
+	json_t *o = json_object();
+	/* json_string rejects invalid UTF-8; fall back on a lossy copy */
+	json_t *m = json_string(msg);
+	if (!m)
+		m = json_string("request failed (message was not valid UTF-8)");
+	json_object_set_new(o, "error", m);
+	if (status == 401) {
+		char *text = json_dumps(o, JSON_COMPACT);
+		json_decref(o);
+		if (!text)
+			return MHD_NO;
+		struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"coild\"");
+		return reply(r, status, resp, strlen(text));
+	}
+	return reply_json(r, status, o);
+}
+
+/* ---- one request ---- */
+
+static int content_type_ok(const char *ct)
+{
+	static const char *const ok[] = {"application/json", "text/plain", "application/octet-stream",
+					 "application/x-www-form-urlencoded" /* curl --data-binary's default */};
+	if (!ct || !*ct)
+		return 1;
+	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+		if (!strncasecmp(ct, ok[i], strlen(ok[i])) && (ct[strlen(ok[i])] == 0 || ct[strlen(ok[i])] == ';'))
+			return 1;
+	const char *semi = strchr(ct, ';');
+	size_t n = semi ? (size_t)(semi - ct) : strlen(ct);
+	return n >= 5 && !strncasecmp(ct + n - 5, "+json", 5);
+}
+
+static enum MHD_Result dispatch(request *r)
+{
+	switch (r->route) {
+	case ROUTE_COMPILE: return route_compile(r);
+	case ROUTE_ARTIFACT: return route_artifact(r, !strcmp(r->method, "HEAD"));
+	case ROUTE_ARTIFACT_META: return route_artifact_meta(r);
+	case ROUTE_ARTIFACT_GRAPH: return route_artifact_graph(r);
+	case ROUTE_ARTIFACT_DELETE: return route_artifact_delete(r);
+	case ROUTE_JOB: return route_job(r);
+	case ROUTE_TARGETS: return route_targets(r);
+	case ROUTE_HEALTHZ: return route_healthz(r);
+	case ROUTE_METRICS: return route_metrics(r);
+	case ROUTE_UNKNOWN:
+	case ROUTE_COUNT: break;
+	}
+	return reply_error(r, 404, "no route for %s %s", r->method, r->url);
+}
+
+/* The first callback: everything that can be decided from the headers.
+ * Returns 1 when a response was queued (*ret set), 0 to go on. */
+static int first_call(request *r, const char *url, enum MHD_Result *ret)
+{
+	coild *s = r->s;
+	unsigned m = method_bit(r->method), allowed = 0;
+	const route_def *hit = NULL;
+	char param[sizeof r->param];
+	int path_known = 0;
+	for (size_t i = 0; i < NROUTES; i++) {
+		if (!match(routes[i].pattern, url, param, sizeof param))
+			continue;
+		path_known = 1;
+		allowed |= routes[i].methods;
+		if (routes[i].methods & m) {
+			hit = &routes[i];
+			memcpy(r->param, param, sizeof param);
+			break;
+		}
+	}
+	if (!path_known) {
+		*ret = reply_error(r, 404, "no route for %s; see docs/api.md", r->url);
+		return 1;
+	}
+	if (!hit) {
+		char allow[64] = "";
+		static const char *const names[] = {"GET", "HEAD", "POST", "DELETE"};
+		for (int b = 0; b < 4; b++)
+			if (allowed & (1u << b))
+				snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s", *allow ? ", " : "",
+					 names[b]);
+		char msg[256];
+		snprintf(msg, sizeof msg, "method %.20s is not allowed on %.80s (allowed: %s)", r->method, r->url, allow);
+		json_t *o = json_pack("{s:s}", "error", msg);
+		char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		json_decref(o);
+		struct MHD_Response *resp =
+			text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
+		if (!resp) {
+			free(text);
+			*ret = MHD_NO;
+			return 1;
+		}
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+		snprintf(r->note, sizeof r->note, "error=\"method not allowed\"");
+		*ret = reply(r, 405, resp, strlen(text));
+		return 1;
+	}
+	r->route = hit->route;
+
+	const char *authz = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	int a = auth_check(&s->auth, authz, hit->roles);
+	if (a == 401) {
+		*ret = reply_error(r, 401, authz ? "the bearer token is not valid"
+						 : "this server needs 'Authorization: Bearer TOKEN'");
+		return 1;
+	}
+	if (a == 403) {
+		*ret = reply_error(r, 403, "the token lacks the '%s' role needed for %s %s", auth_role_name(hit->roles),
+				   r->method, hit->pattern);
+		return 1;
+	}
+
+	if (strstr(hit->pattern, "{key}") && !cache_key_valid(r->param)) {
+		*ret = reply_error(r, 400, "artifact key '%.70s' is not 64 lowercase hex digits", r->param);
+		return 1;
+	}
+	if (strstr(hit->pattern, "{id}") && !job_id_valid(r->param)) {
+		*ret = reply_error(r, 400, "job id '%.70s' is not %d lowercase hex digits", r->param, JOB_ID_HEX);
+		return 1;
+	}
+
+	if (m == M_POST) {
+		const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+		char *end;
+		unsigned long long n = cl ? strtoull(cl, &end, 10) : 0;
+		if (cl && end != cl && n > s->cfg.max_body) {
+			*ret = reply_error(r, 413, "request body of %llu bytes exceeds this server's limit of %llu bytes",
+					   (unsigned long long)n, (unsigned long long)s->cfg.max_body);
+			return 1;
+		}
+		const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+		if (!content_type_ok(ct)) {
+			*ret = reply_error(r, 415, "Content-Type '%.60s' is not accepted: send the graph as application/json",
+					   ct);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+				  const char *version, const char *upload_data, size_t *upload_data_size,
+				  void **con_cls)
+{
+	(void)version;
+	coild *s = cls;
+	request *r = *con_cls;
+	if (!r) {
+		if (!(r = calloc(1, sizeof *r)))
+			return MHD_NO;
+		*con_cls = r;
+		atomic_fetch_add(&s->active, 1);
+		r->s = s;
+		r->conn = conn;
+		r->route = ROUTE_UNKNOWN;
+		r->method = method;
+		r->start = now_s();
+		snprintf(r->url, sizeof r->url, "%s", url);
+		enum MHD_Result ret;
+		if (first_call(r, url, &ret))
+			return ret;
+		return MHD_YES; /* the handler runs on the last callback */
+	}
+	if (*upload_data_size) {
+		size_t n = *upload_data_size;
+		*upload_data_size = 0;
+		if (r->too_big)
+			return MHD_YES;
+		if (r->len + n > r->s->cfg.max_body) {
+			r->too_big = 1;
+			free(r->body);
+			r->body = NULL;
+			r->len = r->cap = 0;
+			return MHD_YES;
+		}
+		if (r->len + n + 1 > r->cap) {
+			size_t cap = r->cap ? r->cap : 4096;
+			while (cap < r->len + n + 1)
+				cap *= 2;
+			char *p = realloc(r->body, cap);
+			if (!p)
+				return MHD_NO;
+			r->body = p;
+			r->cap = cap;
+		}
+		memcpy(r->body + r->len, upload_data, n);
+		r->len += n;
+		r->body[r->len] = 0;
+		return MHD_YES;
+	}
+	if (r->job)
+		return route_compile_resume(r);
+	if (r->too_big)
+		return reply_error(r, 413, "request body exceeds this server's limit of %llu bytes",
+				   (unsigned long long)r->s->cfg.max_body);
+	return dispatch(r);
+}
+
+/* One line per request on stderr, written with one write(2). */
+static void log_request(request *r)
+{
+	char when[32], host[64] = "-";
+	time_t t = time(NULL);
+	struct tm tm;
+	gmtime_r(&t, &tm);
+	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	if (ci && ci->client_addr)
+		getnameinfo(ci->client_addr,
+			    ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+								   : sizeof(struct sockaddr_in),
+			    host, sizeof host, NULL, 0, NI_NUMERICHOST);
+	char line[768];
+	int n = snprintf(line, sizeof line, "coild: %s %s %s %s %u %lluB %.1fms%s%s\n", when, host, r->method, r->url,
+			 r->status, (unsigned long long)r->bytes, (now_s() - r->start) * 1e3, r->note[0] ? " " : "",
+			 r->note);
+	if (n > (int)sizeof line - 1) {
+		n = (int)sizeof line - 1;
+		line[n - 1] = '\n';
+	}
+	ssize_t w = write(2, line, (size_t)n);
+	(void)w;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	(void)conn;
+	coild *s = cls;
+	request *r = *con_cls;
+	if (!r)
+		return;
+	*con_cls = NULL;
+	if (!r->status) /* the client went away, or MHD gave up on the request */
+		snprintf(r->note, sizeof r->note, "terminated=%d", (int)toe);
+	metrics_request(&s->metrics, r->route, r->status);
+	log_request(r);
+	jobs_release(&s->jobs, r->job);
+	free(r->body);
+	free(r);
+	atomic_fetch_sub(&s->active, 1);
+}
+
+/* ---- the daemon ---- */
+
+/* Bind ADDR:PORT ("127.0.0.1:0", "[::1]:8470", "localhost:8470"). */
+static int listen_on(const char *spec, int *fd_out, int *port_out, coil_err *err)
+{
+	char host[256];
+	const char *colon = strrchr(spec, ':');
+	if (!colon || !colon[1])
+		return coil_errf(err, "--listen '%s': want ADDR:PORT", spec);
+	const char *h = spec;
+	size_t hn = (size_t)(colon - spec);
+	if (hn >= 2 && h[0] == '[' && h[hn - 1] == ']')
+		h++, hn -= 2;
+	if (hn == 0 || hn >= sizeof host)
+		return coil_errf(err, "--listen '%s': want ADDR:PORT", spec);
+	memcpy(host, h, hn);
+	host[hn] = 0;
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+	struct addrinfo *res;
+	int rc = getaddrinfo(host, colon + 1, &hints, &res);
+	if (rc != 0)
+		return coil_errf(err, "--listen '%s': %s", spec, gai_strerror(rc));
+	int fd = -1, e = 0;
+	for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+		if (fd < 0) {
+			e = errno;
+			continue;
+		}
+		int one = 1;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+			e = errno;
+			close(fd);
+			fd = -1;
+		}
+	}
+	freeaddrinfo(res);
+	if (fd < 0)
+		return coil_errf(err, "--listen '%s': %s", spec, strerror(e));
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof ss;
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
+		close(fd);
+		return coil_errf(err, "--listen '%s': getsockname: %s", spec, strerror(errno));
+	}
+	*port_out = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+						   : ((struct sockaddr_in *)&ss)->sin_port);
+	*fd_out = fd;
+	return 0;
+}
+
+/* Write the port to path atomically (temp file + rename). */
+static int write_port_file(const char *path, int port, coil_err *err)
+{
+	char tmp[4096];
+	if (snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid()) >= (int)sizeof tmp)
+		return coil_errf(err, "--port-file path too long");
+	FILE *f = fopen(tmp, "w");
+	if (!f)
+		return coil_errf(err, "--port-file %s: %s", tmp, strerror(errno));
+	int bad = fprintf(f, "%d\n", port) < 0;
+	bad |= fclose(f) != 0;
+	if (bad || rename(tmp, path) != 0) {
+		unlink(tmp);
+		return coil_errf(err, "--port-file %s: cannot write", path);
+	}
+	return 0;
+}
+
+/* What "native" resolves to here. */
+static void resolve_native(coild *s)
+{
+	coil_err err = {{0}};
+	const coil_target *t = target_get("native", &err);
+	snprintf(s->native_target, sizeof s->native_target, "%s", t ? t->name : "generic");
+}
+
+int server_start(coild *s, const coild_config *cfg, coil_err *err)
+{
+	memset(s, 0, sizeof *s);
+	s->cfg = *cfg;
+	s->listen_fd = -1;
+	s->started_ms = now_ms();
+	pthread_mutex_init(&s->pool_mu, NULL);
+	if (cfg->tokens_file && auth_load(&s->auth, cfg->tokens_file, err) != 0)
+		return -1;
+	/* Open one handle up front: it creates the directory and reconciles the
+	 * index before any request arrives. */
+	coil_cache *c = cache_get(s, err);
+	if (!c)
+		goto fail;
+	cache_put(s, c);
+	resolve_native(s);
+	if (jobs_start(&s->jobs, s, err) != 0)
+		goto fail;
+	if (listen_on(cfg->listen, &s->listen_fd, &s->port, err) != 0)
+		goto fail_jobs;
+	s->mhd = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
+				  NULL, NULL, on_request, s,
+				  MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
+				  MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
+				  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
+				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
+				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
+				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+				  MHD_OPTION_END);
+	if (!s->mhd) {
+		coil_errf(err, "cannot start the HTTP daemon on %s", cfg->listen);
+		goto fail_jobs;
+	}
+	if (cfg->port_file && write_port_file(cfg->port_file, s->port, err) != 0) {
+		MHD_stop_daemon(s->mhd);
+		s->mhd = NULL;
+		goto fail_jobs;
+	}
+	return 0;
+fail_jobs:
+	jobs_stop(&s->jobs);
+fail:
+	if (s->listen_fd >= 0)
+		close(s->listen_fd);
+	s->listen_fd = -1;
+	for (int i = 0; i < s->npool; i++)
+		cache_close(s->pool[i]);
+	free(s->pool);
+	s->pool = NULL;
+	s->npool = 0;
+	auth_free(&s->auth);
+	return -1;
+}
+
+void server_stop(coild *s)
+{
+	atomic_store(&s->stopping, 1);
+	MHD_quiesce_daemon(s->mhd); /* no new connections; the socket closes after the stop */
+	jobs_stop(&s->jobs);        /* queued and running compiles finish; their waiters resume */
+	int64_t until = now_ms() + DRAIN_LIMIT_MS;
+	while (atomic_load(&s->active) > 0 && now_ms() < until) {
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	MHD_stop_daemon(s->mhd);
+	s->mhd = NULL;
+	close(s->listen_fd);
+	s->listen_fd = -1;
+	for (int i = 0; i < s->npool; i++)
+		cache_close(s->pool[i]);
+	free(s->pool);
+	s->pool = NULL;
+	s->npool = 0;
+	auth_free(&s->auth);
+	pthread_mutex_destroy(&s->pool_mu);
+}

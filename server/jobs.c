@@ -1,0 +1,367 @@
+/* The compile queue.
+ *
+ * A job compiles one plan (one cache key).  Submitting a plan whose key has a
+ * job queued or running joins that job instead (single flight within this
+ * process; compile_plan_run's per-key file lock does the same across
+ * processes sharing the cache).  At most cfg.queue jobs wait for one of the
+ * cfg.workers threads; a submit beyond that is refused and answered 503.
+ *
+ * Every job sits in one table (newest first) until it has been finished for
+ * cfg.job_ttl_s seconds and nobody references it.  References: the table's
+ * own, one per request holding the job, one while a worker runs it; the last
+ * release frees it.  Synchronous requests suspend their connection on the job
+ * and are resumed when it finishes.  One mutex guards all of it. */
+#include "server/server.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+/* Most jobs kept in the table; beyond it the oldest finished ones go first. */
+#define JOBS_MAX 4096
+
+struct job {
+	char id[JOB_ID_HEX + 1];
+	char key[65];
+	job_state state;
+	compile_plan *plan;   /* owned until a worker has run it */
+	compile_result res;
+	int http_status;
+	char error[512];
+	int refs;
+	int in_table;
+	int64_t created_ms, started_ms, finished_ms;
+	struct MHD_Connection **waiters;
+	int nwaiters, capwaiters;
+	job *next;            /* in the table */
+	job *qnext;           /* in the FIFO */
+};
+
+int job_id_valid(const char *id)
+{
+	if (!id)
+		return 0;
+	size_t i = 0;
+	for (; id[i]; i++)
+		if (i >= JOB_ID_HEX || !((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+			return 0;
+	return i == JOB_ID_HEX;
+}
+
+const char *job_state_name(job_state st)
+{
+	switch (st) {
+	case JOB_QUEUED: return "queued";
+	case JOB_RUNNING: return "running";
+	case JOB_DONE: return "done";
+	case JOB_FAILED: return "failed";
+	}
+	return "?";
+}
+
+/* 128 random bits as hex; falls back on a counter mixed with time if the
+ * kernel has no entropy to give (ids need to be unguessable, not secret
+ * keys: job results are also readable by key). */
+static void new_id(jobs *q, char id[JOB_ID_HEX + 1])
+{
+	unsigned char raw[JOB_ID_HEX / 2];
+	if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
+		uint64_t a = (uint64_t)now_ms() * 0x9E3779B97F4A7C15ull ^ ++q->seq;
+		for (size_t i = 0; i < sizeof raw; i++)
+			raw[i] = (unsigned char)(a >> (8 * (i % 8))) ^ (unsigned char)i;
+	}
+	for (size_t i = 0; i < sizeof raw; i++)
+		snprintf(id + 2 * i, 3, "%02x", raw[i]);
+}
+
+static void job_free(job *j)
+{
+	if (j->plan)
+		compile_plan_free(j->plan);
+	free(j->waiters);
+	free(j);
+}
+
+/* Under q->mu. */
+static void unref(job *j)
+{
+	if (--j->refs == 0)
+		job_free(j);
+}
+
+/* Under q->mu: drop finished jobs older than the TTL, and the oldest finished
+ * ones while the table is over JOBS_MAX. */
+static void expire(jobs *q)
+{
+	int64_t cutoff = now_ms() - (int64_t)q->s->cfg.job_ttl_s * 1000;
+	job **pp = &q->all;
+	int seen = 0;
+	while (*pp) {
+		job *j = *pp;
+		int finished = j->state == JOB_DONE || j->state == JOB_FAILED;
+		seen++;
+		if (finished && (j->finished_ms < cutoff || seen > JOBS_MAX)) {
+			*pp = j->next;
+			j->in_table = 0;
+			q->njobs--;
+			unref(j);
+			continue;
+		}
+		pp = &j->next;
+	}
+}
+
+void jobs_view(jobs *q, job *j, job_view *out)
+{
+	pthread_mutex_lock(&q->mu);
+	memcpy(out->id, j->id, sizeof out->id);
+	memcpy(out->key, j->key, sizeof out->key);
+	out->state = j->state;
+	out->res = j->res;
+	out->http_status = j->http_status;
+	memcpy(out->error, j->error, sizeof out->error);
+	int64_t start = j->started_ms ? j->started_ms : now_ms();
+	out->queued_ms = (double)(start - j->created_ms);
+	pthread_mutex_unlock(&q->mu);
+}
+
+job *jobs_submit(jobs *q, compile_plan *plan, int *joined, int *full)
+{
+	*joined = *full = 0;
+	pthread_mutex_lock(&q->mu);
+	job *j = NULL;
+	if (q->stopping)
+		goto out;
+	for (job *it = q->all; it; it = it->next)
+		if ((it->state == JOB_QUEUED || it->state == JOB_RUNNING) && !strcmp(it->key, plan->key)) {
+			j = it;
+			j->refs++;
+			*joined = 1;
+			goto out;
+		}
+	/* Full: every worker busy and cfg.queue jobs waiting behind them. */
+	if (q->nqueued + q->nrunning >= q->nworkers + q->s->cfg.queue) {
+		*full = 1;
+		goto out;
+	}
+	expire(q);
+	if (!(j = calloc(1, sizeof *j)))
+		goto out;
+	new_id(q, j->id);
+	memcpy(j->key, plan->key, sizeof j->key);
+	j->state = JOB_QUEUED;
+	j->plan = plan;
+	plan = NULL;
+	j->refs = 2; /* the table's and the caller's */
+	j->in_table = 1;
+	j->created_ms = now_ms();
+	j->next = q->all;
+	q->all = j;
+	q->njobs++;
+	if (q->tail)
+		q->tail->qnext = j;
+	else
+		q->head = j;
+	q->tail = j;
+	q->nqueued++;
+	pthread_cond_signal(&q->work);
+out:
+	pthread_mutex_unlock(&q->mu);
+	if (plan)
+		compile_plan_free(plan);
+	return j;
+}
+
+job *jobs_find(jobs *q, const char *id)
+{
+	pthread_mutex_lock(&q->mu);
+	expire(q);
+	job *j = q->all;
+	while (j && strcmp(j->id, id))
+		j = j->next;
+	if (j)
+		j->refs++;
+	pthread_mutex_unlock(&q->mu);
+	return j;
+}
+
+void jobs_release(jobs *q, job *j)
+{
+	if (!j)
+		return;
+	pthread_mutex_lock(&q->mu);
+	unref(j);
+	pthread_mutex_unlock(&q->mu);
+}
+
+int jobs_wait(jobs *q, job *j, struct MHD_Connection *conn)
+{
+	int suspended = 0;
+	pthread_mutex_lock(&q->mu);
+	if (j->state == JOB_QUEUED || j->state == JOB_RUNNING) {
+		if (j->nwaiters == j->capwaiters) {
+			int cap = j->capwaiters ? 2 * j->capwaiters : 8;
+			void *p = realloc(j->waiters, (size_t)cap * sizeof *j->waiters);
+			if (!p)
+				goto out; /* answered now, as if finished: the handler reports the state */
+			j->waiters = p;
+			j->capwaiters = cap;
+		}
+		j->waiters[j->nwaiters++] = conn;
+		/* Suspending under the lock orders it before the resume in finish(). */
+		MHD_suspend_connection(conn);
+		suspended = 1;
+	}
+out:
+	pthread_mutex_unlock(&q->mu);
+	return suspended;
+}
+
+void jobs_depth(jobs *q, int *queued, int *running)
+{
+	pthread_mutex_lock(&q->mu);
+	*queued = q->nqueued;
+	*running = q->nrunning;
+	pthread_mutex_unlock(&q->mu);
+}
+
+/* The status a compile error is answered with.  Codegen that is not built in
+ * is "not implemented"; every other failure of a graph that validated is the
+ * server's. */
+static int error_status(const char *msg)
+{
+	if (strstr(msg, "codegen not available"))
+		return 501;
+	return 500;
+}
+
+/* Record the outcome and wake the waiters. */
+static void finish(jobs *q, job *j, int rc, const compile_result *res, const coil_err *err)
+{
+	coild_metrics *m = &q->s->metrics;
+	if (rc == 0 && !res->hit) {
+		atomic_fetch_add(&m->compiles, 1);
+		metrics_compile_time(m, res->compile_ms / 1e3);
+	} else if (rc != 0) {
+		atomic_fetch_add(&m->compile_failures, 1);
+	}
+	pthread_mutex_lock(&q->mu);
+	if (rc == 0) {
+		j->res = *res;
+		j->state = JOB_DONE;
+	} else {
+		j->state = JOB_FAILED;
+		snprintf(j->error, sizeof j->error, "%s", err->msg[0] ? err->msg : "compile failed");
+		j->http_status = error_status(j->error);
+	}
+	j->finished_ms = now_ms();
+	if (j->plan)
+		compile_plan_free(j->plan);
+	j->plan = NULL;
+	q->nrunning--;
+	struct MHD_Connection **w = j->waiters;
+	int n = j->nwaiters;
+	j->waiters = NULL;
+	j->nwaiters = j->capwaiters = 0;
+	pthread_mutex_unlock(&q->mu);
+	for (int i = 0; i < n; i++)
+		MHD_resume_connection(w[i]);
+	free(w);
+}
+
+typedef struct {
+	jobs *q;
+	coil_cache *cache;
+} worker_arg;
+
+static void *worker(void *arg)
+{
+	worker_arg *wa = arg;
+	jobs *q = wa->q;
+	coil_cache *c = wa->cache;
+	free(wa);
+	for (;;) {
+		pthread_mutex_lock(&q->mu);
+		while (!q->head && !q->stopping)
+			pthread_cond_wait(&q->work, &q->mu);
+		job *j = q->head;
+		if (!j) { /* stopping, and nothing left to do */
+			pthread_mutex_unlock(&q->mu);
+			break;
+		}
+		q->head = j->qnext;
+		if (!q->head)
+			q->tail = NULL;
+		j->qnext = NULL;
+		q->nqueued--;
+		q->nrunning++;
+		j->state = JOB_RUNNING;
+		j->started_ms = now_ms();
+		j->refs++;
+		compile_plan *plan = j->plan;
+		pthread_mutex_unlock(&q->mu);
+
+		compile_result res;
+		coil_err err = {{0}};
+		memset(&res, 0, sizeof res);
+		int rc = compile_plan_run(c, plan, &res, &err);
+		finish(q, j, rc, &res, &err);
+		jobs_release(q, j);
+	}
+	cache_close(c);
+	return NULL;
+}
+
+int jobs_start(jobs *q, coild *s, coil_err *err)
+{
+	memset(q, 0, sizeof *q);
+	q->s = s;
+	pthread_mutex_init(&q->mu, NULL);
+	pthread_cond_init(&q->work, NULL);
+	if (!(q->threads = calloc((size_t)s->cfg.workers, sizeof *q->threads)))
+		return coil_errf(err, "out of memory");
+	for (int i = 0; i < s->cfg.workers; i++) {
+		worker_arg *wa = malloc(sizeof *wa);
+		if (!wa) {
+			jobs_stop(q);
+			return coil_errf(err, "out of memory");
+		}
+		wa->q = q;
+		if (cache_open(s->cfg.cache_dir, s->cfg.budget, &wa->cache, err) != 0) {
+			free(wa);
+			jobs_stop(q);
+			return -1;
+		}
+		if (pthread_create(&q->threads[i], NULL, worker, wa) != 0) {
+			cache_close(wa->cache);
+			free(wa);
+			jobs_stop(q);
+			return coil_errf(err, "cannot start compile worker %d", i);
+		}
+		q->nworkers++;
+	}
+	return 0;
+}
+
+void jobs_stop(jobs *q)
+{
+	pthread_mutex_lock(&q->mu);
+	q->stopping = 1;
+	pthread_cond_broadcast(&q->work);
+	pthread_mutex_unlock(&q->mu);
+	for (int i = 0; i < q->nworkers; i++)
+		pthread_join(q->threads[i], NULL);
+	free(q->threads);
+	q->threads = NULL;
+	q->nworkers = 0;
+	/* Drop the table's references; requests still holding a job free it. */
+	pthread_mutex_lock(&q->mu);
+	while (q->all) {
+		job *j = q->all;
+		q->all = j->next;
+		j->in_table = 0;
+		unref(j);
+	}
+	q->njobs = 0;
+	pthread_mutex_unlock(&q->mu);
+}

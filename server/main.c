@@ -1,0 +1,58 @@
+/* coild: configuration, signals, start and graceful stop.  SIGTERM or SIGINT
+ * stops accepting connections, lets queued and running compiles and the
+ * requests waiting on them finish, then exits 0.  The cache's stores are
+ * crash-safe on their own, so even a kill leaves nothing half-written. */
+#include "server/server.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv)
+{
+	coild_config cfg;
+	coil_err err = {{0}};
+	int rc = config_load(&cfg, argc, argv, &err);
+	if (rc == 1)
+		return 0;
+	if (rc != 0) {
+		fprintf(stderr, "coild: %s\n", err.msg);
+		return 2;
+	}
+
+	/* Every thread inherits this mask; the main thread takes the signals
+	 * with sigwait, and a client hanging up never raises SIGPIPE. */
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+	coild *s = calloc(1, sizeof *s);
+	if (!s) {
+		fprintf(stderr, "coild: out of memory\n");
+		return 1;
+	}
+	if (server_start(s, &cfg, &err) != 0) {
+		fprintf(stderr, "coild: %s\n", err.msg);
+		free(s);
+		return 1;
+	}
+	fprintf(stderr, "coild: listening on %s (port %d), cache %s, %d workers, queue %d, %d http threads%s\n",
+		cfg.listen, s->port, cfg.cache_dir ? cfg.cache_dir : "(default)", cfg.workers, cfg.queue, cfg.threads,
+		s->auth.n ? ", tokens required" : "");
+
+	int sig = 0;
+	for (;;) {
+		if (sigwait(&set, &sig) != 0)
+			continue;
+		if (sig == SIGTERM || sig == SIGINT)
+			break;
+	}
+	fprintf(stderr, "coild: %s: finishing work in progress\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+	server_stop(s);
+	fprintf(stderr, "coild: stopped\n");
+	free(s);
+	return 0;
+}

@@ -1,0 +1,533 @@
+/* coild's routes, one handler each (docs/api.md is their contract).  They run
+ * on libmicrohttpd's threads after http.c has checked the path, the method,
+ * the token and the key or job id in the path. */
+#include "server/server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "codegen/codegen.h"
+
+#define DEFAULT_OPT_LEVEL 2
+
+static const char *arg(request *r, const char *name)
+{
+	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+/* "1", "true", "yes" (and a bare "?async") are true. */
+static int truthy(const char *v)
+{
+	return v && (!*v || !strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes"));
+}
+
+/* The answer to a compile: where the artifact is and how it came about. */
+static json_t *result_json(const compile_result *res, const char *job_id)
+{
+	char url[128];
+	snprintf(url, sizeof url, "/v1/artifacts/%s", res->key);
+	json_t *o = json_pack("{s:s, s:s, s:I, s:b, s:f, s:s, s:s, s:s}", "key", res->key, "sha256", res->sha256,
+			      "size", (json_int_t)res->size, "hit", res->hit, "compile_ms", round(res->compile_ms * 1e3) / 1e3, "target",
+			      res->target, "graph_hash", res->graph_hash, "url", url);
+	if (!o)
+		return NULL;
+	snprintf(url, sizeof url, "/v1/artifacts/%s/meta", res->key);
+	json_object_set_new(o, "meta_url", json_string(url));
+	if (job_id)
+		json_object_set_new(o, "job", json_string(job_id));
+	return o;
+}
+
+static json_t *job_json(const job_view *v)
+{
+	char url[64];
+	snprintf(url, sizeof url, "/v1/jobs/%s", v->id);
+	json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:f}", "id", v->id, "status", job_state_name(v->state), "key", v->key,
+			      "url", url, "queued_ms", v->queued_ms);
+	if (!o)
+		return NULL;
+	if (v->state == JOB_DONE)
+		json_object_set_new(o, "result", result_json(&v->res, NULL));
+	if (v->state == JOB_FAILED) {
+		json_object_set_new(o, "error", json_string(v->error));
+		json_object_set_new(o, "http_status", json_integer(v->http_status));
+	}
+	return o;
+}
+
+/* Seconds a client refused for a full queue should wait: the queue ahead of
+ * it at the average compile time, spread over the workers; 1..60. */
+static int retry_after(coild *s)
+{
+	uint64_t n = atomic_load(&s->metrics.compile_count);
+	double avg = n ? (double)atomic_load(&s->metrics.compile_us_sum) / 1e6 / (double)n : 1.0;
+	int queued, running;
+	jobs_depth(&s->jobs, &queued, &running);
+	double t = ceil(avg * (queued + 1) / s->cfg.workers);
+	return t < 1 ? 1 : t > 60 ? 60 : (int)t;
+}
+
+/* The request's graph text and options: a raw graph, or the envelope
+ * {"graph": {...}, "target": "...", "options": {"opt_level": N}, "async": B}.
+ * Query arguments (?target=&opt_level=&async=) apply to both; the envelope's
+ * fields win.  *text is the body or, for an envelope, *owned (malloc'd). */
+static int read_request(request *r, compile_opts *o, const char **text, size_t *len, char **owned, int *async,
+			char *target_buf, size_t target_cap, unsigned *status, char *msg, size_t msgcap)
+{
+	coild *s = r->s;
+	*owned = NULL;
+	*status = 400;
+	const char *t = arg(r, "target"), *ol = arg(r, "opt_level");
+	*async = truthy(arg(r, "async"));
+	o->opt_level = DEFAULT_OPT_LEVEL;
+	if (t && *t) {
+		snprintf(target_buf, target_cap, "%s", t);
+		o->target = target_buf;
+	}
+	if (ol) {
+		char *end;
+		long v = strtol(ol, &end, 10);
+		if (!*ol || *end || v < 0 || v > 3)
+			return snprintf(msg, msgcap, "query argument opt_level='%.20s' is not an integer in 0..3", ol), -1;
+		o->opt_level = (int)v;
+	}
+	if (!r->body || r->len == 0)
+		return snprintf(msg, msgcap, "empty body: POST a coil graph (JSON) or {\"graph\": {...}}"), -1;
+
+	json_error_t je;
+	json_t *doc = json_loadb(r->body, r->len, 0, &je);
+	if (!doc)
+		return snprintf(msg, msgcap, "request body is not valid JSON: line %d, column %d: %s", je.line, je.column,
+				je.text), -1;
+	int ret = -1;
+	json_t *graph = doc;
+	*text = r->body;
+	*len = r->len;
+	if (!json_is_object(doc)) {
+		snprintf(msg, msgcap, "request body must be a JSON object (a coil graph or {\"graph\": {...}})");
+		goto out;
+	}
+	if (json_object_get(doc, "graph")) {
+		const char *k;
+		json_t *v;
+		json_object_foreach(doc, k, v) {
+			if (!strcmp(k, "graph")) {
+				if (!json_is_object(v)) {
+					snprintf(msg, msgcap, "\"graph\" must be a JSON object");
+					goto out;
+				}
+			} else if (!strcmp(k, "target")) {
+				if (!json_is_string(v) || !*json_string_value(v)) {
+					snprintf(msg, msgcap, "\"target\" must be a non-empty string");
+					goto out;
+				}
+				snprintf(target_buf, target_cap, "%s", json_string_value(v));
+				o->target = target_buf;
+			} else if (!strcmp(k, "async")) {
+				if (!json_is_boolean(v)) {
+					snprintf(msg, msgcap, "\"async\" must be true or false");
+					goto out;
+				}
+				*async = json_is_true(v);
+			} else if (!strcmp(k, "options")) {
+				if (!json_is_object(v)) {
+					snprintf(msg, msgcap, "\"options\" must be an object");
+					goto out;
+				}
+				const char *ok;
+				json_t *ov;
+				json_object_foreach(v, ok, ov) {
+					if (strcmp(ok, "opt_level")) {
+						snprintf(msg, msgcap, "unknown option \"options.%.60s\" (known: opt_level)", ok);
+						goto out;
+					}
+					if (!json_is_integer(ov) || json_integer_value(ov) < 0 || json_integer_value(ov) > 3) {
+						snprintf(msg, msgcap, "\"options.opt_level\" must be an integer in 0..3");
+						goto out;
+					}
+					o->opt_level = (int)json_integer_value(ov);
+				}
+			} else {
+				snprintf(msg, msgcap,
+					 "unknown field \"%.60s\" in the request (known: graph, target, options, async)", k);
+				goto out;
+			}
+		}
+		graph = json_object_get(doc, "graph");
+		if (!(*owned = json_dumps(graph, JSON_COMPACT))) {
+			*status = 500;
+			snprintf(msg, msgcap, "out of memory");
+			goto out;
+		}
+		*text = *owned;
+		*len = strlen(*owned);
+	}
+	/* The node limit is checked before the graph is parsed in earnest. */
+	json_t *nodes = json_object_get(graph, "nodes");
+	if (json_is_array(nodes) && json_array_size(nodes) > (size_t)s->cfg.max_nodes) {
+		*status = 413;
+		snprintf(msg, msgcap, "graph has %zu nodes; this server accepts at most %d", json_array_size(nodes),
+			 s->cfg.max_nodes);
+		goto out;
+	}
+	ret = 0;
+out:
+	json_decref(doc);
+	if (ret != 0) {
+		free(*owned);
+		*owned = NULL;
+	}
+	return ret;
+}
+
+/* The fast path: a plan whose key is already cached is answered on this
+ * thread, without a job.  Returns 1 on a hit (res filled), 0 otherwise. */
+static int try_hit(request *r, compile_plan *p, compile_result *res)
+{
+	coil_err err = {{0}};
+	coil_cache *c = cache_get(r->s, &err);
+	if (!c)
+		return 0;
+	int hit = 0;
+	uint64_t size;
+	char sha[65];
+	if (cache_get_meta(c, p->key, NULL, sha, &size, &err) == 1 &&
+	    cache_lookup(c, p->key, p->canon, p->canon_len, res->path, sizeof res->path, &err) == 1) {
+		memcpy(res->key, p->key, sizeof res->key);
+		memcpy(res->graph_hash, p->graph_hash, sizeof res->graph_hash);
+		memcpy(res->sha256, sha, sizeof res->sha256);
+		snprintf(res->target, sizeof res->target, "%s", p->target);
+		res->size = size;
+		res->hit = 1;
+		res->compile_ms = 0;
+		res->arena_bytes = -1;
+		hit = 1;
+	}
+	cache_put(r->s, c);
+	return hit;
+}
+
+enum MHD_Result route_compile(request *r)
+{
+	coild *s = r->s;
+	compile_opts o = {.timeout_s = s->cfg.compile_timeout_s, .max_nodes = s->cfg.max_nodes};
+	char target[256], msg[1024];
+	const char *text;
+	size_t len;
+	char *owned;
+	unsigned status;
+	int async;
+	if (read_request(r, &o, &text, &len, &owned, &async, target, sizeof target, &status, msg, sizeof msg) != 0)
+		return reply_error(r, status, "%s", msg);
+
+	compile_plan *plan = NULL;
+	coil_err err = {{0}};
+	int rc = compile_plan_make(text, len, &o, &plan, &err);
+	free(owned);
+	if (rc != 0)
+		return reply_error(r, 400, "%s", err.msg);
+	snprintf(r->note, sizeof r->note, "key=%s", plan->key);
+
+	compile_result *res = calloc(1, sizeof *res);
+	if (!res) {
+		compile_plan_free(plan);
+		return reply_error(r, 500, "out of memory");
+	}
+	if (try_hit(r, plan, res)) {
+		compile_plan_free(plan);
+		atomic_fetch_add(&s->metrics.hits, 1);
+		snprintf(r->note, sizeof r->note, "key=%s hit=1", res->key);
+		enum MHD_Result ret = reply_json(r, 200, result_json(res, NULL));
+		free(res);
+		return ret;
+	}
+	free(res);
+	atomic_fetch_add(&s->metrics.misses, 1);
+
+	int joined, full;
+	job *j = jobs_submit(&s->jobs, plan, &joined, &full); /* takes plan */
+	if (!j) {
+		if (full) {
+			atomic_fetch_add(&s->metrics.rejected, 1);
+			char secs[16];
+			snprintf(secs, sizeof secs, "%d", retry_after(s));
+			json_t *o2 = json_pack("{s:s}", "error", "the compile queue is full; retry later");
+			char *t = o2 ? json_dumps(o2, JSON_COMPACT) : NULL;
+			json_decref(o2);
+			struct MHD_Response *resp =
+				t ? MHD_create_response_from_buffer(strlen(t), t, MHD_RESPMEM_MUST_FREE) : NULL;
+			if (!resp) {
+				free(t);
+				return MHD_NO;
+			}
+			MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+			MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, secs);
+			snprintf(r->note, sizeof r->note, "error=\"queue full\"");
+			return reply(r, 503, resp, strlen(t));
+		}
+		if (atomic_load(&s->stopping))
+			return reply_error(r, 503, "the server is shutting down");
+		return reply_error(r, 500, "cannot create a compile job: out of memory");
+	}
+	if (joined)
+		atomic_fetch_add(&s->metrics.joins, 1);
+	r->job = j;
+	r->async = async;
+	if (async) {
+		job_view v;
+		jobs_view(&s->jobs, j, &v);
+		snprintf(r->note, sizeof r->note, "key=%s job=%s", v.key, v.id);
+		char loc[64];
+		snprintf(loc, sizeof loc, "/v1/jobs/%s", v.id);
+		json_t *o2 = job_json(&v);
+		char *t = o2 ? json_dumps(o2, JSON_COMPACT) : NULL;
+		json_decref(o2);
+		struct MHD_Response *resp = t ? MHD_create_response_from_buffer(strlen(t), t, MHD_RESPMEM_MUST_FREE) : NULL;
+		if (!resp) {
+			free(t);
+			return MHD_NO;
+		}
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, loc);
+		return reply(r, 202, resp, strlen(t));
+	}
+	if (jobs_wait(&s->jobs, j, r->conn))
+		return MHD_YES; /* resumed when the job finishes */
+	return route_compile_resume(r);
+}
+
+enum MHD_Result route_compile_resume(request *r)
+{
+	job_view v;
+	jobs_view(&r->s->jobs, r->job, &v);
+	switch (v.state) {
+	case JOB_DONE:
+		snprintf(r->note, sizeof r->note, "key=%s hit=%d job=%s", v.key, v.res.hit, v.id);
+		return reply_json(r, 200, result_json(&v.res, v.id));
+	case JOB_FAILED: {
+		json_t *o = json_pack("{s:s, s:s, s:s}", "error", v.error, "key", v.key, "job", v.id);
+		snprintf(r->note, sizeof r->note, "key=%s job=%s error=\"%.120s\"", v.key, v.id, v.error);
+		return reply_json(r, (unsigned)v.http_status, o);
+	}
+	default:
+		return reply_json(r, 202, job_json(&v));
+	}
+}
+
+/* Metadata of the path's key: 1 present, 0 absent (404 queued), -1 (500
+ * queued).  *ret holds the queued response when not 1. */
+static int lookup(request *r, char **meta, char sha[65], uint64_t *size, char *so, char *graph,
+		  enum MHD_Result *ret)
+{
+	coil_err err = {{0}};
+	coil_cache *c = cache_get(r->s, &err);
+	if (!c) {
+		*ret = reply_error(r, 500, "%s", err.msg);
+		return -1;
+	}
+	int rc = cache_get_meta(c, r->param, meta, sha, size, &err);
+	if (rc == 1 && cache_entry_paths(c, r->param, so, graph, CACHE_PATH_MAX, &err) != 0)
+		rc = -1;
+	cache_put(r->s, c);
+	if (rc < 0)
+		*ret = reply_error(r, 500, "%s", err.msg);
+	else if (rc == 0)
+		*ret = reply_error(r, 404, "no artifact with key %s", r->param);
+	return rc;
+}
+
+/* A response that streams the file at path, which must be size bytes. */
+static struct MHD_Response *file_response(request *r, const char *path, uint64_t size, enum MHD_Result *ret)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0) {
+		*ret = errno == ENOENT ? reply_error(r, 404, "artifact %s was removed", r->param)
+				       : reply_error(r, 500, "artifact %s cannot be opened", r->param);
+		return NULL;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size) {
+		close(fd);
+		*ret = reply_error(r, 500, "artifact %s: the file does not match its index entry", r->param);
+		return NULL;
+	}
+	struct MHD_Response *resp = MHD_create_response_from_fd((uint64_t)size, fd);
+	if (!resp) {
+		close(fd);
+		*ret = MHD_NO;
+	}
+	return resp;
+}
+
+/* Does an If-None-Match header name this entity tag? */
+static int etag_matches(const char *inm, const char *sha)
+{
+	if (!inm)
+		return 0;
+	if (!strcmp(inm, "*"))
+		return 1;
+	return strstr(inm, sha) != NULL;
+}
+
+enum MHD_Result route_artifact(request *r, int head)
+{
+	char sha[65], *so = malloc(CACHE_PATH_MAX);
+	uint64_t size;
+	enum MHD_Result ret;
+	if (!so)
+		return reply_error(r, 500, "out of memory");
+	if (lookup(r, NULL, sha, &size, so, NULL, &ret) != 1) {
+		free(so);
+		return ret;
+	}
+	char etag[72];
+	snprintf(etag, sizeof etag, "\"%s\"", sha);
+	snprintf(r->note, sizeof r->note, "key=%s", r->param);
+	const char *inm = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
+	if (etag_matches(inm, sha)) {
+		free(so);
+		struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+		if (!resp)
+			return MHD_NO;
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
+		return reply(r, 304, resp, 0);
+	}
+	struct MHD_Response *resp = file_response(r, so, size, &ret);
+	free(so);
+	if (!resp)
+		return ret;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+	if (!head)
+		atomic_fetch_add(&r->s->metrics.bytes_served, size);
+	return reply(r, 200, resp, size);
+}
+
+enum MHD_Result route_artifact_meta(request *r)
+{
+	char sha[65], *meta = NULL;
+	uint64_t size;
+	enum MHD_Result ret;
+	if (lookup(r, &meta, sha, &size, NULL, NULL, &ret) != 1)
+		return ret;
+	/* The stored metadata's fields, then the index's facts over them. */
+	json_t *o = meta ? json_loads(meta, 0, NULL) : NULL;
+	free(meta);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		o = json_object();
+	}
+	char url[128];
+	json_object_set_new(o, "key", json_string(r->param));
+	json_object_set_new(o, "sha256", json_string(sha));
+	json_object_set_new(o, "size", json_integer((json_int_t)size));
+	snprintf(url, sizeof url, "/v1/artifacts/%s", r->param);
+	json_object_set_new(o, "url", json_string(url));
+	snprintf(url, sizeof url, "/v1/artifacts/%s/graph", r->param);
+	json_object_set_new(o, "graph_url", json_string(url));
+	return reply_json(r, 200, o);
+}
+
+enum MHD_Result route_artifact_graph(request *r)
+{
+	char sha[65], *graph = malloc(CACHE_PATH_MAX);
+	uint64_t size;
+	enum MHD_Result ret;
+	if (!graph)
+		return reply_error(r, 500, "out of memory");
+	if (lookup(r, NULL, sha, &size, NULL, graph, &ret) != 1) {
+		free(graph);
+		return ret;
+	}
+	struct stat st;
+	if (stat(graph, &st) != 0) {
+		free(graph);
+		return reply_error(r, 404, "artifact %s was removed", r->param);
+	}
+	struct MHD_Response *resp = file_response(r, graph, (uint64_t)st.st_size, &ret);
+	free(graph);
+	if (!resp)
+		return ret;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	return reply(r, 200, resp, (uint64_t)st.st_size);
+}
+
+enum MHD_Result route_artifact_delete(request *r)
+{
+	char sha[65];
+	uint64_t size;
+	enum MHD_Result ret;
+	if (lookup(r, NULL, sha, &size, NULL, NULL, &ret) != 1)
+		return ret;
+	coil_err err = {{0}};
+	coil_cache *c = cache_get(r->s, &err);
+	if (!c || cache_remove(c, r->param, &err) != 0) {
+		if (c)
+			cache_put(r->s, c);
+		return reply_error(r, 500, "%s", err.msg);
+	}
+	cache_put(r->s, c);
+	snprintf(r->note, sizeof r->note, "key=%s deleted", r->param);
+	return reply_json(r, 200, json_pack("{s:s, s:b}", "key", r->param, "deleted", 1));
+}
+
+enum MHD_Result route_job(request *r)
+{
+	job *j = jobs_find(&r->s->jobs, r->param);
+	if (!j)
+		return reply_error(r, 404, "no job %s (unknown, or finished more than %d seconds ago)", r->param,
+				   r->s->cfg.job_ttl_s);
+	job_view v;
+	jobs_view(&r->s->jobs, j, &v);
+	jobs_release(&r->s->jobs, j);
+	return reply_json(r, 200, job_json(&v));
+}
+
+/* The named targets (codegen/target.c), most portable first, and which one
+ * "native" means on this server. */
+enum MHD_Result route_targets(request *r)
+{
+	json_t *list = json_array();
+	for (int i = 0; i < target_count(); i++) {
+		const coil_target *t = target_at(i);
+		json_array_append_new(list, json_pack("{s:s, s:s, s:b}", "name", t->name, "flags", t->flags, "runs_here",
+						      target_runs_here(t->name)));
+	}
+	return reply_json(r, 200, json_pack("{s:s, s:o}", "native", r->s->native_target, "targets", list));
+}
+
+enum MHD_Result route_healthz(request *r)
+{
+	coild *s = r->s;
+	int queued, running;
+	jobs_depth(&s->jobs, &queued, &running);
+	if (atomic_load(&s->stopping))
+		return reply_json(r, 503, json_pack("{s:s, s:s}", "error", "the server is shutting down", "status",
+						    "stopping"));
+	return reply_json(r, 200, json_pack("{s:s, s:f, s:i, s:i, s:i}", "status", "ok", "uptime_s",
+					    (double)(now_ms() - s->started_ms) / 1e3, "workers", s->cfg.workers,
+					    "queue_depth", queued, "running", running));
+}
+
+enum MHD_Result route_metrics(request *r)
+{
+	char *text = metrics_render(r->s);
+	if (!text)
+		return reply_error(r, 500, "out of memory");
+	size_t n = strlen(text);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(n, text, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
+	return reply(r, 200, resp, n);
+}

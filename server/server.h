@@ -1,0 +1,232 @@
+/* coild, the compile server: what its source files share.
+ *
+ *   main.c     flags and environment -> config, signals, start, graceful stop
+ *   config.c   the configuration: defaults, COILD_* variables, flags
+ *   http.c     libmicrohttpd plumbing: one request's life (route, auth,
+ *              limits, body, dispatch, suspend/resume), JSON responses, the
+ *              log line, the cache handle pool
+ *   routes.c   the handlers, one per route (docs/api.md)
+ *   jobs.c     the compile queue: bounded, single flight by key, worker
+ *              threads, the job table behind /v1/jobs/{id}
+ *   metrics.c  counters and the Prometheus text of /metrics
+ *   auth.c     bearer tokens and their roles
+ *
+ * Threads: libmicrohttpd's pool runs the handlers; compile workers run
+ * compile_plan_run.  Everything mutable lives in one coild struct; a
+ * coil_cache handle is used by one thread at a time (workers own one each,
+ * handlers borrow from the pool). */
+#ifndef COIL_SERVER_H
+#define COIL_SERVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "cache/cache.h"
+#include "cache/compile.h"
+#include "common/error.h"
+
+/* ---- config.c ---- */
+typedef struct coild_config {
+	const char *listen;      /* ADDR:PORT; port 0 picks a free one */
+	const char *cache_dir;   /* NULL: cache_open's default */
+	const char *tokens_file; /* NULL: no authentication */
+	const char *port_file;   /* written with the bound port once listening */
+	int workers;             /* compile worker threads */
+	int queue;               /* compile jobs that may wait beyond the running ones */
+	int threads;             /* HTTP threads */
+	uint64_t max_body;       /* bytes of a request body */
+	int max_nodes;           /* nodes of a graph */
+	int compile_timeout_s;   /* compiler wall-clock limit */
+	uint64_t budget;         /* cache size bound in bytes; 0 = unlimited */
+	int job_ttl_s;           /* how long a finished job stays readable */
+} coild_config;
+
+/* Fill cfg from defaults, then COILD_* environment variables, then argv.
+ * Returns 0 to run, 1 when --help was printed, -1 with err on a bad value. */
+int config_load(coild_config *cfg, int argc, char **argv, coil_err *err);
+void config_usage(FILE *f);
+/* "123", "64k", "16M", "2G" (powers of 1024) into bytes; -1 if malformed. */
+int config_parse_size(const char *s, uint64_t *out);
+
+/* ---- auth.c ---- */
+enum { ROLE_COMPILE = 1, ROLE_READ = 2, ROLE_ADMIN = 4 };
+
+typedef struct coild_auth {
+	int n;
+	char **tokens;
+	unsigned *roles;
+} coild_auth;
+
+/* Read a tokens file: one "TOKEN role,role" per line (roles: compile, read,
+ * admin), '#' starts a comment.  err names the line at fault. */
+int auth_load(coild_auth *a, const char *path, coil_err *err);
+void auth_free(coild_auth *a);
+/* Check an Authorization header value (may be NULL) for the roles in need:
+ * 0 allowed (also when no tokens are configured), 401 missing or unknown
+ * token, 403 a known token without the role. */
+int auth_check(const coild_auth *a, const char *authorization, unsigned need);
+const char *auth_role_name(unsigned role);
+
+/* ---- metrics.c ---- */
+#define ROUTES(X)                                                                                    \
+	X(COMPILE, "compile") X(ARTIFACT, "artifact") X(ARTIFACT_META, "artifact_meta")             \
+	X(ARTIFACT_GRAPH, "artifact_graph") X(ARTIFACT_DELETE, "artifact_delete") X(JOB, "job")     \
+	X(TARGETS, "targets") X(HEALTHZ, "healthz") X(METRICS, "metrics") X(UNKNOWN, "unknown")
+
+enum route {
+#define X(e, n) ROUTE_##e,
+	ROUTES(X)
+#undef X
+	ROUTE_COUNT
+};
+const char *route_name(enum route r);
+
+/* Upper bounds (seconds) of the compile-time histogram's buckets; +Inf follows. */
+#define METRICS_COMPILE_BUCKETS 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300
+#define METRICS_NBUCKETS 12
+
+typedef struct coild_metrics {
+	_Atomic uint64_t requests[ROUTE_COUNT][600]; /* by route and status code */
+	_Atomic uint64_t compile_buckets[METRICS_NBUCKETS + 1];
+	_Atomic uint64_t compile_us_sum, compile_count;
+	_Atomic uint64_t hits;             /* compile requests answered from the cache */
+	_Atomic uint64_t misses;           /* compile requests that needed a job */
+	_Atomic uint64_t compiles;         /* builds that ran and stored an artifact */
+	_Atomic uint64_t compile_failures; /* jobs that ended in an error */
+	_Atomic uint64_t joins;            /* requests that joined an identical job in flight */
+	_Atomic uint64_t rejected;         /* compile requests refused with 503: queue full */
+	_Atomic uint64_t bytes_served;     /* artifact bytes in 200 responses */
+} coild_metrics;
+
+void metrics_request(coild_metrics *m, enum route r, unsigned status);
+void metrics_compile_time(coild_metrics *m, double seconds);
+
+/* ---- jobs.c ---- */
+typedef enum { JOB_QUEUED, JOB_RUNNING, JOB_DONE, JOB_FAILED } job_state;
+
+#define JOB_ID_HEX 32
+
+typedef struct job job; /* opaque outside jobs.c */
+
+/* What a handler reads of a job (a copy taken under the lock). */
+typedef struct job_view {
+	char id[JOB_ID_HEX + 1];
+	char key[65];
+	job_state state;
+	compile_result res;  /* JOB_DONE */
+	int http_status;     /* JOB_FAILED: the status a synchronous request gets */
+	char error[512];     /* JOB_FAILED */
+	double queued_ms;    /* time spent waiting for a worker */
+} job_view;
+
+typedef struct coild coild;
+
+typedef struct jobs {
+	coild *s;
+	pthread_mutex_t mu;
+	pthread_cond_t work;   /* signalled when a job is queued or on shutdown */
+	job *all;              /* every job still in the table, newest first */
+	job *head, *tail;      /* FIFO of queued jobs */
+	int nqueued, nrunning, njobs;
+	int stopping;
+	int nworkers;
+	pthread_t *threads;
+	uint64_t seq;          /* mixed into job ids */
+} jobs;
+
+int jobs_start(jobs *q, coild *s, coil_err *err);
+/* Finish every queued and running job, then join the workers. */
+void jobs_stop(jobs *q);
+/* Take plan (always: it is freed here if not kept) and return a job computing
+ * it: an in-flight job with the same key (*joined = 1), or a new queued one.
+ * NULL when the queue is full (*full = 1) or the server is stopping.  The
+ * caller holds a reference: jobs_release() it. */
+job *jobs_submit(jobs *q, compile_plan *plan, int *joined, int *full);
+/* A referenced job by id, NULL if unknown or expired. */
+job *jobs_find(jobs *q, const char *id);
+void jobs_release(jobs *q, job *j);
+void jobs_view(jobs *q, job *j, job_view *out);
+/* If j is unfinished, suspend conn until it is: returns 1 (conn suspended, it
+ * will be resumed), or 0 when j is already finished.  Call from the
+ * connection's handler only. */
+int jobs_wait(jobs *q, job *j, struct MHD_Connection *conn);
+void jobs_depth(jobs *q, int *queued, int *running);
+int job_id_valid(const char *id);
+const char *job_state_name(job_state st);
+
+/* ---- http.c ---- */
+struct coild {
+	coild_config cfg;
+	coild_auth auth;
+	coild_metrics metrics;
+	jobs jobs;
+	struct MHD_Daemon *mhd;
+	int listen_fd;
+	int port;
+	_Atomic int stopping;
+	_Atomic int active;        /* requests between their first callback and completion */
+	int64_t started_ms;
+	char native_target[256];   /* what "native" resolves to here */
+	pthread_mutex_t pool_mu;   /* the handlers' cache handles */
+	coil_cache **pool;
+	int npool, cappool;
+};
+
+int server_start(coild *s, const coild_config *cfg, coil_err *err);
+/* Stop accepting, let in-flight requests and jobs finish, then free. */
+void server_stop(coild *s);
+
+/* A cache handle for this thread's use until cache_put(); NULL with err. */
+coil_cache *cache_get(coild *s, coil_err *err);
+void cache_put(coild *s, coil_cache *c);
+/* Milliseconds on the monotonic clock. */
+int64_t now_ms(void);
+double now_s(void);
+
+/* One request, from its first callback to the completion notice. */
+typedef struct request {
+	coild *s;
+	struct MHD_Connection *conn;
+	enum route route;
+	const char *method;
+	char url[256];          /* for the log (truncated) */
+	char param[80];         /* the key or job id from the path (validated) */
+	double start;
+	char *body;
+	size_t len, cap;
+	int too_big;
+	unsigned status;
+	uint64_t bytes;         /* response body bytes */
+	job *job;               /* a compile waiting on or answered from a job */
+	int async;
+	char note[320];         /* extra words for the log line */
+} request;
+
+/* Queue a JSON response (takes obj's reference); returns MHD_YES/MHD_NO. */
+enum MHD_Result reply_json(request *r, unsigned status, json_t *obj);
+/* {"error": "..."} with status. */
+enum MHD_Result reply_error(request *r, unsigned status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Queue a prepared response (destroyed here). */
+enum MHD_Result reply(request *r, unsigned status, struct MHD_Response *resp, uint64_t body_bytes);
+
+/* ---- routes.c ---- */
+enum MHD_Result route_compile(request *r);
+enum MHD_Result route_compile_resume(request *r); /* after a job finished */
+enum MHD_Result route_artifact(request *r, int head);
+enum MHD_Result route_artifact_meta(request *r);
+enum MHD_Result route_artifact_graph(request *r);
+enum MHD_Result route_artifact_delete(request *r);
+enum MHD_Result route_job(request *r);
+enum MHD_Result route_targets(request *r);
+enum MHD_Result route_healthz(request *r);
+enum MHD_Result route_metrics(request *r);
+/* Render the metrics text into a malloc'd string. */
+char *metrics_render(coild *s);
+
+#endif

@@ -1,0 +1,1106 @@
+/* End-to-end tests of coild and libcoil: each group starts a real coild (the
+ * binary next to this suite's directory, $B/coild) on a free loopback port
+ * with its own temp cache directory, and talks to it with libcurl, the curl
+ * binary and libcoil.
+ *
+ * Tests that need a working compiler (codegen) report "ok ... # SKIP" only
+ * when the server answers 501 with "codegen not available"; any other
+ * failure fails them. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "cache/cache.h"
+#include "coil/coil.h"
+#include "common/graph.h"
+#include "common/interp.h"
+
+#define GRAPHS "tests/graphs/server"
+
+static char coild_path[PATH_MAX];
+
+/* ---- a coild process ---- */
+
+typedef struct server {
+	pid_t pid;
+	int port;
+	char dir[PATH_MAX];   /* temp dir: cache in dir/cache, log in dir/log */
+	char cache[PATH_MAX + 16];
+	char url[64];
+} server;
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st, (void)flag, (void)ftw;
+	return remove(path);
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* Start coild on 127.0.0.1:0 with the cache in s->cache (made here unless
+ * s->dir is already set, for a restart) and extra flags (NULL-terminated). */
+static void server_start(server *s, const char *const *extra)
+{
+	if (!s->dir[0]) {
+		snprintf(s->dir, sizeof s->dir, "%s/coild-test-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+		assert_non_null(mkdtemp(s->dir));
+		snprintf(s->cache, sizeof s->cache, "%s/cache", s->dir);
+	}
+	char portfile[PATH_MAX + 16], log[PATH_MAX + 16];
+	snprintf(portfile, sizeof portfile, "%s/port", s->dir);
+	snprintf(log, sizeof log, "%s/log", s->dir);
+	unlink(portfile);
+	const char *argv[40] = {coild_path, "--listen", "127.0.0.1:0", "--cache-dir", s->cache, "--port-file", portfile,
+				"--workers", "2", "--threads", "4"};
+	int n = 11;
+	for (int i = 0; extra && extra[i] && n < 38; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd >= 0)
+			dup2(fd, 2);
+		execv(coild_path, (char *const *)argv);
+		_exit(127);
+	}
+	s->pid = pid;
+	for (int i = 0; i < 1000; i++) {
+		FILE *f = fopen(portfile, "r");
+		if (f) {
+			int ok = fscanf(f, "%d", &s->port) == 1;
+			fclose(f);
+			if (ok) {
+				snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
+				return;
+			}
+		}
+		int st;
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			fail_msg("coild exited at start (status %d); see %s", st, log);
+		sleep_ms(10);
+	}
+	fail_msg("coild did not start within 10 s; see %s", log);
+}
+
+/* SIGTERM and wait; returns the exit status. */
+static int server_stop(server *s)
+{
+	if (s->pid <= 0)
+		return -1;
+	kill(s->pid, SIGTERM);
+	int st = 0;
+	waitpid(s->pid, &st, 0);
+	s->pid = 0;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void server_free(server *s)
+{
+	server_stop(s);
+	if (s->dir[0])
+		nftw(s->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	free(s);
+}
+
+/* ---- HTTP with libcurl ---- */
+
+typedef struct resp {
+	long status;
+	char *body;
+	size_t len;
+	char headers[4096];
+} resp;
+
+static size_t on_data(char *p, size_t sz, size_t n, void *ud)
+{
+	resp *r = ud;
+	char *b = realloc(r->body, r->len + sz * n + 1);
+	if (!b)
+		return 0;
+	memcpy(b + r->len, p, sz * n);
+	r->len += sz * n;
+	b[r->len] = 0;
+	r->body = b;
+	return sz * n;
+}
+
+static size_t on_hdr(char *p, size_t sz, size_t n, void *ud)
+{
+	resp *r = ud;
+	size_t used = strlen(r->headers);
+	if (used + sz * n < sizeof r->headers) {
+		memcpy(r->headers + used, p, sz * n);
+		r->headers[used + sz * n] = 0;
+	}
+	return sz * n;
+}
+
+/* method path [body] with extra headers (NULL-terminated list or NULL). */
+static resp req(const server *s, const char *method, const char *path, const char *body, long len,
+		const char *const *hdrs)
+{
+	resp r = {0};
+	char url[4096];
+	snprintf(url, sizeof url, "%s%s", s->url, path);
+	CURL *e = curl_easy_init();
+	assert_non_null(e);
+	struct curl_slist *hl = curl_slist_append(NULL, "Expect:");
+	for (int i = 0; hdrs && hdrs[i]; i++)
+		hl = curl_slist_append(hl, hdrs[i]);
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, &r);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_hdr);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, &r);
+	curl_easy_setopt(e, CURLOPT_TIMEOUT, 120L);
+	if (!strcmp(method, "HEAD"))
+		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+	else if (strcmp(method, "GET"))
+		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+	if (body) {
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, len < 0 ? (long)strlen(body) : len);
+	}
+	CURLcode rc = curl_easy_perform(e);
+	if (rc != CURLE_OK)
+		fail_msg("%s %s: %s", method, url, curl_easy_strerror(rc));
+	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &r.status);
+	curl_slist_free_all(hl);
+	curl_easy_cleanup(e);
+	return r;
+}
+
+static resp get(const server *s, const char *path)
+{
+	return req(s, "GET", path, NULL, 0, NULL);
+}
+
+static void resp_free(resp *r)
+{
+	free(r->body);
+	r->body = NULL;
+}
+
+/* The value of header name in r (case-insensitive), copied into out. */
+static int header(const resp *r, const char *name, char *out, size_t cap)
+{
+	size_t n = strlen(name);
+	for (const char *p = r->headers; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+		if (!strncasecmp(p, name, n) && p[n] == ':') {
+			const char *v = p + n + 1;
+			while (*v == ' ')
+				v++;
+			snprintf(out, cap, "%.*s", (int)strcspn(v, "\r\n"), v);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* r must have the status and a JSON {"error": ...} containing want. */
+static void expect_error(resp r, long status, const char *want)
+{
+	if (r.status != status)
+		fail_msg("status %ld, expected %ld; body: %s", r.status, status, r.body ? r.body : "");
+	char ct[128] = "";
+	header(&r, "Content-Type", ct, sizeof ct);
+	assert_string_equal(ct, "application/json");
+	json_t *o = json_loadb(r.body ? r.body : "", r.len, 0, NULL);
+	const char *msg = json_string_value(json_object_get(o, "error"));
+	if (!msg)
+		fail_msg("no JSON error in: %s", r.body ? r.body : "");
+	if (want && !strstr(msg, want))
+		fail_msg("error '%s' does not mention '%s'", msg, want);
+	json_decref(o);
+	resp_free(&r);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		fail_msg("%s: %s", path, strerror(errno));
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *p = malloc((size_t)n + 1);
+	assert_non_null(p);
+	assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
+	p[n] = 0;
+	fclose(f);
+	if (len)
+		*len = (size_t)n;
+	return p;
+}
+
+/* The value of an unlabelled metric (or a full "name{labels}") in /metrics. */
+static double metric(const server *s, const char *name)
+{
+	resp r = get(s, "/metrics");
+	assert_int_equal(r.status, 200);
+	double v = -1;
+	size_t n = strlen(name);
+	for (char *p = r.body; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		if (!strncmp(p, name, n) && p[n] == ' ')
+			v = strtod(p + n + 1, NULL);
+	resp_free(&r);
+	return v;
+}
+
+/* Put a fake artifact straight into the server's cache directory (shared
+ * by design): returns its key in key_out and its sha256. */
+static void store_fake(const server *s, const char *seed, char key[65], char sha[65])
+{
+	coil_err err = {{0}};
+	coil_cache *c;
+	if (cache_open(s->cache, 0, &c, &err))
+		fail_msg("cache_open: %s", err.msg);
+	char bytes[3000];
+	for (size_t i = 0; i < sizeof bytes; i++)
+		bytes[i] = (char)(seed[i % strlen(seed)] + i);
+	assert_int_equal(cache_sha256_bytes(seed, strlen(seed), key, &err), 0);
+	assert_int_equal(cache_sha256_bytes(bytes, sizeof bytes, sha, &err), 0);
+	const char canon[] = "{\"format\":\"coil-graph\",\"fake\":1}";
+	if (cache_store_bytes(c, key, bytes, sizeof bytes, canon, strlen(canon), "{\"target\":\"generic\",\"fake\":true}",
+			      &err))
+		fail_msg("cache_store_bytes: %s", err.msg);
+	cache_close(c);
+}
+
+/* ---- compiling, with the codegen skip ---- */
+
+/* POST a graph file; on 501 "codegen not available" skip the test. */
+static json_t *compile_or_skip(const server *s, const char *graph_path, const char *query)
+{
+	size_t len;
+	char *g = slurp(graph_path, &len);
+	char path[256];
+	snprintf(path, sizeof path, "/v1/compile%s", query ? query : "");
+	resp r = req(s, "POST", path, g, (long)len, NULL);
+	free(g);
+	if (r.status == 501 && r.body && strstr(r.body, "codegen not available")) {
+		resp_free(&r);
+		skip();
+	}
+	if (r.status != 200)
+		fail_msg("compile %s: HTTP %ld: %s", graph_path, r.status, r.body ? r.body : "");
+	json_t *o = json_loadb(r.body, r.len, 0, NULL);
+	assert_non_null(o);
+	resp_free(&r);
+	return o;
+}
+
+static void skip_if_no_codegen(const char *err)
+{
+	if (err && strstr(err, "codegen not available"))
+		skip();
+}
+
+/* ---- group: a plain server ---- */
+
+static int plain_setup(void **state)
+{
+	server *s = calloc(1, sizeof *s);
+	static const char *const extra[] = {"--max-body", "65536", "--max-nodes", "3", NULL};
+	server_start(s, extra);
+	*state = s;
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	server_free(*state);
+	return 0;
+}
+
+static void test_healthz(void **state)
+{
+	server *s = *state;
+	resp r = get(s, "/healthz");
+	assert_int_equal(r.status, 200);
+	json_t *o = json_loads(r.body, 0, NULL);
+	assert_string_equal(json_string_value(json_object_get(o, "status")), "ok");
+	assert_int_equal(json_integer_value(json_object_get(o, "workers")), 2);
+	json_decref(o);
+	resp_free(&r);
+	r = req(s, "HEAD", "/healthz", NULL, 0, NULL);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+}
+
+static void test_targets(void **state)
+{
+	server *s = *state;
+	resp r = get(s, "/v1/targets");
+	assert_int_equal(r.status, 200);
+	json_t *o = json_loads(r.body, 0, NULL);
+	const char *native = json_string_value(json_object_get(o, "native"));
+	assert_non_null(native);
+	json_t *list = json_object_get(o, "targets");
+	assert_true(json_array_size(list) >= 1);
+	int found = 0;
+	size_t i;
+	json_t *t;
+	json_array_foreach(list, i, t) {
+		const char *name = json_string_value(json_object_get(t, "name"));
+		assert_non_null(name);
+		assert_int_equal(coil_target_supported(name), json_is_true(json_object_get(t, "runs_here")));
+		if (!strcmp(name, native)) {
+			found = 1;
+			assert_true(json_is_true(json_object_get(t, "runs_here")));
+		}
+	}
+	assert_true(found);
+	assert_int_equal(coil_target_supported("native"), -1);
+	assert_int_equal(coil_target_supported("x86-64-v9"), -1);
+	json_decref(o);
+	resp_free(&r);
+}
+
+/* Prometheus text format: HELP/TYPE comments, then "name{labels} value". */
+static void test_metrics_format(void **state)
+{
+	server *s = *state;
+	resp x = get(s, "/nope");
+	resp_free(&x);
+	resp r = get(s, "/metrics");
+	assert_int_equal(r.status, 200);
+	char ct[128];
+	assert_true(header(&r, "Content-Type", ct, sizeof ct));
+	assert_non_null(strstr(ct, "text/plain; version=0.0.4"));
+	static const char *const want[] = {
+		"# TYPE coild_requests_total counter", "coild_requests_total{route=\"unknown\",code=\"404\"} ",
+		"# TYPE coild_compile_seconds histogram", "coild_compile_seconds_bucket{le=\"+Inf\"} ",
+		"coild_compile_seconds_sum ", "coild_compile_seconds_count ", "coild_cache_hits_total ",
+		"coild_cache_misses_total ", "coild_compiles_total ", "coild_bytes_served_total ",
+		"coild_cache_evictions_total ", "coild_queue_depth ",
+	};
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+		if (!strstr(r.body, want[i]))
+			fail_msg("/metrics lacks '%s'", want[i]);
+	/* every sample line: a metric name, optional labels, one number */
+	for (char *line = strtok(r.body, "\n"); line; line = strtok(NULL, "\n")) {
+		if (line[0] == '#') {
+			if (strncmp(line, "# HELP ", 7) && strncmp(line, "# TYPE ", 7))
+				fail_msg("unexpected /metrics comment: %s", line);
+			continue;
+		}
+		char *sp = strrchr(line, ' ');
+		assert_non_null(sp);
+		char *end;
+		strtod(sp + 1, &end);
+		if (*end)
+			fail_msg("metric line '%s' has no numeric value", line);
+		assert_true(!strncmp(line, "coild_", 6));
+		char *brace = strchr(line, '{');
+		if (brace && brace < sp)
+			assert_true(sp[-1] == '}');
+	}
+	resp_free(&r);
+}
+
+static void test_bad_requests(void **state)
+{
+	server *s = *state;
+	size_t len;
+	char *g;
+
+	expect_error(req(s, "POST", "/v1/compile", "{\"format\": ", -1, NULL), 400, "not valid JSON");
+	expect_error(req(s, "POST", "/v1/compile", "", 0, NULL), 400, "empty body");
+	expect_error(req(s, "POST", "/v1/compile", "[1,2]", -1, NULL), 400, "JSON object");
+	g = slurp(GRAPHS "/invalid.json", &len);
+	expect_error(req(s, "POST", "/v1/compile", g, (long)len, NULL), 400,
+		     "node 'bad' (aten.add.Tensor): args[1] 'other': unknown value 'nosuchvalue'");
+	free(g);
+	expect_error(req(s, "POST", "/v1/compile", "{\"graph\": {}, \"colour\": 1}", -1, NULL), 400,
+		     "unknown field \"colour\"");
+	expect_error(req(s, "POST", "/v1/compile", "{\"graph\": 3}", -1, NULL), 400, "\"graph\" must be");
+	expect_error(req(s, "POST", "/v1/compile", "{\"graph\": {}, \"options\": {\"opt_level\": 9}}", -1, NULL), 400,
+		     "opt_level");
+	g = slurp(GRAPHS "/tanh.json", &len);
+	expect_error(req(s, "POST", "/v1/compile?target=pentium", g, (long)len, NULL), 400, "unknown target 'pentium'");
+	expect_error(req(s, "POST", "/v1/compile?opt_level=x", g, (long)len, NULL), 400, "opt_level");
+	static const char *const xml[] = {"Content-Type: application/xml", NULL};
+	expect_error(req(s, "POST", "/v1/compile", g, (long)len, xml), 415, "Content-Type");
+	free(g);
+	/* more nodes than --max-nodes 3 */
+	g = slurp(GRAPHS "/pointwise.json", &len);
+	expect_error(req(s, "POST", "/v1/compile", g, (long)len, NULL), 413, "at most 3");
+	free(g);
+
+	expect_error(get(s, "/v2/compile"), 404, "no route");
+	expect_error(get(s, "/"), 404, "no route");
+	expect_error(get(s, "/v1/artifacts/"), 404, "no route");
+	expect_error(get(s, "/v1/artifacts/abc"), 400, "64 lowercase hex");
+	expect_error(get(s, "/v1/artifacts/ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789"), 400,
+		     "64 lowercase hex");
+	expect_error(get(s, "/v1/artifacts/abc/meta"), 400, "64 lowercase hex");
+	expect_error(get(s, "/v1/artifacts/../../etc/passwd"), 404, NULL);
+	expect_error(get(s, "/v1/artifacts/..%2F..%2Fetc%2Fpasswd"), 404, NULL);
+	expect_error(get(s, "/v1/artifacts/%2e%2e"), 400, "64 lowercase hex");
+	expect_error(get(s, "/v1/artifacts/0000000000000000000000000000000000000000000000000000000000000000/../../../etc/passwd"),
+		     404, NULL);
+	expect_error(get(s, "/v1/artifacts/0000000000000000000000000000000000000000000000000000000000000000"), 404,
+		     "no artifact");
+	expect_error(get(s, "/v1/artifacts/0000000000000000000000000000000000000000000000000000000000000000/meta"), 404,
+		     "no artifact");
+	expect_error(get(s, "/v1/jobs/xyz"), 400, "job id");
+	expect_error(get(s, "/v1/jobs/0123456789abcdef0123456789abcdef"), 404, "no job");
+
+	resp r = get(s, "/v1/compile");
+	char allow[64] = "";
+	assert_true(header(&r, "Allow", allow, sizeof allow));
+	assert_string_equal(allow, "POST");
+	expect_error(r, 405, "not allowed");
+	expect_error(req(s, "PUT", "/v1/artifacts/0000000000000000000000000000000000000000000000000000000000000000", "x",
+			 1, NULL),
+		     405, "not allowed");
+	expect_error(req(s, "POST", "/healthz", "{}", -1, NULL), 405, "not allowed");
+}
+
+static void test_oversize_body(void **state)
+{
+	server *s = *state;
+	size_t n = 200000;
+	char *big = malloc(n);
+	assert_non_null(big);
+	memset(big, ' ', n);
+	big[0] = '{';
+	big[n - 1] = '}';
+	/* with Content-Length: refused before the body is read */
+	expect_error(req(s, "POST", "/v1/compile", big, (long)n, NULL), 413, "limit of 65536 bytes");
+	/* chunked, no length: refused once the body passes the limit */
+	static const char *const chunked[] = {"Transfer-Encoding: chunked", NULL};
+	expect_error(req(s, "POST", "/v1/compile", big, (long)n, chunked), 413, "limit of 65536 bytes");
+	free(big);
+	/* the server is fine afterwards */
+	resp r = get(s, "/healthz");
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+}
+
+/* Artifact routes on entries put in the cache directory directly: they need
+ * no compiler. */
+static void test_artifact_routes(void **state)
+{
+	server *s = *state;
+	char key[65], sha[65], path[256], etag[100], cl[32], quoted[80];
+	store_fake(s, "artifact-routes", key, sha);
+	double served0 = metric(s, "coild_bytes_served_total");
+
+	snprintf(path, sizeof path, "/v1/artifacts/%s", key);
+	resp r = get(s, path);
+	assert_int_equal(r.status, 200);
+	assert_int_equal(r.len, 3000);
+	char got[65];
+	coil_err err;
+	assert_int_equal(cache_sha256_bytes(r.body, r.len, got, &err), 0);
+	assert_string_equal(got, sha);
+	snprintf(quoted, sizeof quoted, "\"%s\"", sha);
+	assert_true(header(&r, "ETag", etag, sizeof etag));
+	assert_string_equal(etag, quoted);
+	assert_true(header(&r, "Content-Length", cl, sizeof cl));
+	assert_string_equal(cl, "3000");
+	resp_free(&r);
+	assert_true(metric(s, "coild_bytes_served_total") >= served0 + 3000);
+
+	r = req(s, "HEAD", path, NULL, 0, NULL);
+	assert_int_equal(r.status, 200);
+	assert_int_equal(r.len, 0);
+	assert_true(header(&r, "Content-Length", cl, sizeof cl));
+	assert_string_equal(cl, "3000");
+	resp_free(&r);
+
+	char inm[120];
+	snprintf(inm, sizeof inm, "If-None-Match: %s", quoted);
+	const char *const h304[] = {inm, NULL};
+	r = req(s, "GET", path, NULL, 0, h304);
+	assert_int_equal(r.status, 304);
+	assert_int_equal(r.len, 0);
+	assert_true(header(&r, "ETag", etag, sizeof etag));
+	resp_free(&r);
+	const char *const hstale[] = {"If-None-Match: \"0000\"", NULL};
+	r = req(s, "GET", path, NULL, 0, hstale);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+
+	snprintf(path, sizeof path, "/v1/artifacts/%s/meta", key);
+	r = get(s, path);
+	assert_int_equal(r.status, 200);
+	json_t *m = json_loadb(r.body, r.len, 0, NULL);
+	assert_string_equal(json_string_value(json_object_get(m, "sha256")), sha);
+	assert_string_equal(json_string_value(json_object_get(m, "key")), key);
+	assert_int_equal(json_integer_value(json_object_get(m, "size")), 3000);
+	assert_string_equal(json_string_value(json_object_get(m, "target")), "generic");
+	json_decref(m);
+	resp_free(&r);
+
+	snprintf(path, sizeof path, "/v1/artifacts/%s/graph", key);
+	r = get(s, path);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(r.body, "{\"format\":\"coil-graph\",\"fake\":1}");
+	resp_free(&r);
+
+	snprintf(path, sizeof path, "/v1/artifacts/%s", key);
+	r = req(s, "DELETE", path, NULL, 0, NULL);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	expect_error(get(s, path), 404, "no artifact");
+	expect_error(req(s, "DELETE", path, NULL, 0, NULL), 404, "no artifact");
+}
+
+/* The client refuses bytes that do not hash to what the server announced,
+ * and a local copy that was tampered with is replaced. */
+static void test_tampered_artifact(void **state)
+{
+	server *s = *state;
+	char key[65], sha[65], so[CACHE_PATH_MAX], local[PATH_MAX + 16], path[CACHE_PATH_MAX];
+	store_fake(s, "tampered", key, sha);
+	snprintf(local, sizeof local, "%s/local", s->dir);
+	coil_client_opts o = {.cache_dir = local, .retries = -1};
+	coil_client *c;
+	assert_int_equal(coil_client_create(s->url, NULL, &o, &c), 0);
+
+	/* a wrong expected sha256 is refused before any download */
+	char wrong[65];
+	memset(wrong, 'a', 64);
+	wrong[64] = 0;
+	assert_int_equal(coil_fetch(c, key, wrong, path, sizeof path), -1);
+	assert_non_null(strstr(coil_last_error(), "refusing"));
+
+	/* flip bytes in the served file (same size, so the index still agrees) */
+	coil_err err = {{0}};
+	coil_cache *sc;
+	assert_int_equal(cache_open(s->cache, 0, &sc, &err), 0);
+	assert_int_equal(cache_entry_paths(sc, key, so, NULL, sizeof so, &err), 0);
+	cache_close(sc);
+	int fd = open(so, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "XYZ", 3, 100), 3);
+	close(fd);
+	assert_int_equal(coil_fetch(c, key, NULL, path, sizeof path), -1);
+	assert_non_null(strstr(coil_last_error(), "does not match"));
+	assert_non_null(strstr(coil_last_error(), "refusing"));
+	/* nothing was stored locally */
+	coil_cache *lc;
+	assert_int_equal(cache_open(local, 0, &lc, &err), 0);
+	assert_int_equal(cache_get_meta(lc, key, NULL, NULL, NULL, &err), 0);
+	cache_close(lc);
+
+	/* a good artifact, fetched; then the local copy is tampered with */
+	char key2[65], sha2[65];
+	store_fake(s, "good-one", key2, sha2);
+	assert_int_equal(coil_fetch(c, key2, sha2, path, sizeof path), 0);
+	char got[65];
+	assert_int_equal(cache_sha256_file(path, got, &err), 0);
+	assert_string_equal(got, sha2);
+	fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "XYZ", 3, 10), 3);
+	close(fd);
+	/* loading by hash refuses the tampered file */
+	coil_module *m = NULL;
+	assert_int_equal(coil_module_open(path, sha2, NULL, &m), -1);
+	assert_non_null(strstr(coil_last_error(), "refusing"));
+	/* fetch notices, drops it and downloads a good copy */
+	assert_int_equal(coil_fetch(c, key2, sha2, path, sizeof path), 0);
+	assert_int_equal(cache_sha256_file(path, got, &err), 0);
+	assert_string_equal(got, sha2);
+	/* the fake is not a shared object: refused with a clear error, no crash */
+	assert_int_equal(coil_module_open(path, sha2, "generic", &m), -1);
+	assert_non_null(strstr(coil_last_error(), "cannot load"));
+	/* an unknown target is refused before dlopen */
+	assert_int_equal(coil_module_open(path, sha2, "x86-64-v9", &m), -1);
+	assert_non_null(strstr(coil_last_error(), "unknown target 'x86-64-v9'"));
+	coil_client_destroy(c);
+}
+
+/* curl --data-binary @graph.json 'URL/v1/compile?target=native', and the
+ * envelope form. */
+static void test_compile_with_curl(void **state)
+{
+	server *s = *state;
+	json_t *first = compile_or_skip(s, GRAPHS "/tanh.json", "?target=native");
+	json_decref(first);
+	char cmd[3 * PATH_MAX];
+	snprintf(cmd, sizeof cmd, "curl -sS --data-binary @%s/tanh.json '%s/v1/compile?target=native'", GRAPHS, s->url);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	json_error_t je;
+	json_t *o = json_loadf(p, 0, &je);
+	assert_int_equal(pclose(p), 0);
+	if (!o)
+		fail_msg("curl output is not JSON: %s", je.text);
+	assert_true(cache_key_valid(json_string_value(json_object_get(o, "key"))));
+	assert_true(cache_key_valid(json_string_value(json_object_get(o, "sha256"))));
+	assert_true(json_is_true(json_object_get(o, "hit")));
+	assert_true(json_is_number(json_object_get(o, "compile_ms")));
+	char url[160];
+	snprintf(url, sizeof url, "/v1/artifacts/%s", json_string_value(json_object_get(o, "key")));
+	assert_string_equal(json_string_value(json_object_get(o, "url")), url);
+
+	/* the envelope, with the same target and opt_level, gives the same key */
+	size_t len;
+	char *g = slurp(GRAPHS "/tanh.json", &len);
+	char *env;
+	assert_true(asprintf(&env, "{\"graph\": %s, \"target\": \"native\", \"options\": {\"opt_level\": 2}}", g) > 0);
+	free(g);
+	snprintf(cmd, sizeof cmd, "curl -sS -H 'Content-Type: application/json' --data-binary @- '%s/v1/compile'", s->url);
+	char tmp[PATH_MAX + 16];
+	snprintf(tmp, sizeof tmp, "%s/env.json", s->dir);
+	FILE *f = fopen(tmp, "w");
+	fputs(env, f);
+	fclose(f);
+	free(env);
+	snprintf(cmd, sizeof cmd, "curl -sS -H 'Content-Type: application/json' --data-binary @%s '%s/v1/compile'", tmp,
+		 s->url);
+	p = popen(cmd, "r");
+	json_t *o2 = json_loadf(p, 0, &je);
+	assert_int_equal(pclose(p), 0);
+	assert_non_null(o2);
+	assert_string_equal(json_string_value(json_object_get(o2, "key")), json_string_value(json_object_get(o, "key")));
+	/* another opt_level is another key */
+	json_t *o3 = compile_or_skip(s, GRAPHS "/tanh.json", "?opt_level=1");
+	assert_string_not_equal(json_string_value(json_object_get(o3, "key")),
+				json_string_value(json_object_get(o, "key")));
+	json_decref(o);
+	json_decref(o2);
+	json_decref(o3);
+}
+
+static void test_async_job(void **state)
+{
+	server *s = *state;
+	size_t len;
+	char *g = slurp(GRAPHS "/neg.json", &len);
+	char *env;
+	assert_true(asprintf(&env, "{\"graph\": %s, \"async\": true}", g) > 0);
+	free(g);
+	resp r = req(s, "POST", "/v1/compile", env, -1, NULL);
+	free(env);
+	if (r.status == 501 && strstr(r.body, "codegen not available"))
+		skip();
+	json_t *o = json_loadb(r.body, r.len, 0, NULL);
+	char loc[128] = "";
+	if (r.status == 202) {
+		assert_true(header(&r, "Location", loc, sizeof loc));
+		assert_string_equal(json_string_value(json_object_get(o, "url")), loc);
+	} else {
+		fail_msg("async compile: HTTP %ld: %s", r.status, r.body);
+	}
+	resp_free(&r);
+	json_decref(o);
+	const char *status = NULL;
+	json_t *j = NULL;
+	for (int i = 0; i < 1200; i++) {
+		r = get(s, loc);
+		assert_int_equal(r.status, 200);
+		json_decref(j);
+		j = json_loadb(r.body, r.len, 0, NULL);
+		resp_free(&r);
+		status = json_string_value(json_object_get(j, "status"));
+		if (!strcmp(status, "done") || !strcmp(status, "failed"))
+			break;
+		sleep_ms(50);
+	}
+	if (!strcmp(status, "failed"))
+		skip_if_no_codegen(json_string_value(json_object_get(j, "error")));
+	assert_string_equal(status, "done");
+	json_t *res = json_object_get(j, "result");
+	assert_true(cache_key_valid(json_string_value(json_object_get(res, "key"))));
+	assert_string_equal(json_string_value(json_object_get(j, "key")), json_string_value(json_object_get(res, "key")));
+	json_decref(j);
+}
+
+/* 32 identical requests at once compile once. */
+typedef struct {
+	const char *url, *graph;
+	coil_compile_info info;
+	int rc;
+	char err[512];
+} compile_arg;
+
+static void *compile_thread(void *p)
+{
+	compile_arg *a = p;
+	coil_client *c;
+	coil_client_opts o = {.retries = 8};
+	a->rc = coil_client_create(a->url, NULL, &o, &c);
+	if (a->rc == 0)
+		a->rc = coil_compile_file(c, a->graph, NULL, &a->info);
+	if (a->rc)
+		snprintf(a->err, sizeof a->err, "%s", coil_last_error());
+	coil_client_destroy(c);
+	return NULL;
+}
+
+static void test_single_flight(void **state)
+{
+	server *s = *state;
+	enum { N = 32 };
+	compile_arg args[N];
+	pthread_t th[N];
+	double before = metric(s, "coild_compiles_total");
+	for (int i = 0; i < N; i++) {
+		args[i] = (compile_arg){.url = s->url, .graph = GRAPHS "/sigmoid.json"};
+		assert_int_equal(pthread_create(&th[i], NULL, compile_thread, &args[i]), 0);
+	}
+	for (int i = 0; i < N; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < N; i++) {
+		if (args[i].rc) {
+			skip_if_no_codegen(args[i].err);
+			fail_msg("request %d: %s", i, args[i].err);
+		}
+		assert_string_equal(args[i].info.key, args[0].info.key);
+		assert_string_equal(args[i].info.sha256, args[0].info.sha256);
+	}
+	assert_true(metric(s, "coild_compiles_total") == before + 1);
+	assert_true(metric(s, "coild_singleflight_joins_total") + metric(s, "coild_cache_hits_total") >= N - 1);
+}
+
+/* Fetch, verify, load and run through libcoil; compare with the reference
+ * interpreter. */
+static void test_fetch_load_run(void **state)
+{
+	server *s = *state;
+	char local[PATH_MAX + 16];
+	snprintf(local, sizeof local, "%s/run-cache", s->dir);
+	coil_client_opts o = {.cache_dir = local};
+	coil_client *c;
+	assert_int_equal(coil_client_create(s->url, NULL, &o, &c), 0);
+	coil_compile_info info;
+	if (coil_compile_file(c, GRAPHS "/pointwise.json", NULL, &info) != 0) {
+		skip_if_no_codegen(coil_last_error());
+		/* this server has --max-nodes 3: the error names the limit */
+		assert_non_null(strstr(coil_last_error(), "HTTP 413"));
+	}
+	coil_client_destroy(c);
+	/* pointwise has 4 nodes; use a server without the limit */
+	server *s2 = calloc(1, sizeof *s2);
+	server_start(s2, NULL);
+	assert_int_equal(coil_client_create(s2->url, NULL, &o, &c), 0);
+	if (coil_compile_file(c, GRAPHS "/pointwise.json", NULL, &info) != 0) {
+		char e[512];
+		snprintf(e, sizeof e, "%s", coil_last_error());
+		coil_client_destroy(c);
+		server_free(s2);
+		skip_if_no_codegen(e);
+		fail_msg("compile: %s", e);
+	}
+	char path[CACHE_PATH_MAX];
+	assert_int_equal(coil_fetch(c, info.key, info.sha256, path, sizeof path), 0);
+	coil_module *m;
+	if (coil_client_load(c, info.key, &m) != 0)
+		fail_msg("load: %s", coil_last_error());
+	assert_string_equal(coil_module_target(m), info.target);
+	assert_non_null(strstr(coil_module_describe(m), "\"abi_version\""));
+
+	enum { B = 3, F = 16 };
+	float x[B * F], y[F], out[B * F];
+	for (int i = 0; i < B * F; i++)
+		x[i] = (float)((i * 37) % 23) / 7.0f - 1.5f;
+	for (int i = 0; i < F; i++)
+		y[i] = (float)i / 10.0f - 0.5f;
+	coil_instance *in;
+	if (coil_instance_create(m, NULL, 0, 1, &in) != 0)
+		fail_msg("instance: %s", coil_last_error());
+	int64_t xs[2] = {B, F}, ys[1] = {F}, os[8];
+	const int64_t *shapes[2] = {xs, ys};
+	assert_int_equal(coil_instance_output_shape(in, shapes, 0, os), 2);
+	assert_int_equal(os[0], B);
+	assert_int_equal(os[1], F);
+	const void *ins[2] = {x, y};
+	void *outs[1] = {out};
+	if (coil_instance_run(in, ins, shapes, outs) != 0)
+		fail_msg("run: %s", coil_last_error());
+
+	coil_err err = {{0}};
+	coil_graph *g = graph_load_file(GRAPHS "/pointwise.json", &err);
+	assert_non_null(g);
+	coil_tensor ti[2] = {{.dtype = g->vals[g->inputs[0]].dtype, .rank = 2, .shape = {B, F}, .data = x},
+			     {.dtype = g->vals[g->inputs[1]].dtype, .rank = 1, .shape = {F}, .data = y}};
+	coil_tensor to[1];
+	memset(to, 0, sizeof to);
+	if (interp_run(g, ti, NULL, to, &err) != 0)
+		fail_msg("interp: %s", err.msg);
+	const float *want = to[0].data;
+	for (int i = 0; i < B * F; i++)
+		if (fabsf(out[i] - want[i]) > 1e-5f * (1 + fabsf(want[i])))
+			fail_msg("out[%d] = %g, the interpreter says %g", i, out[i], want[i]);
+	tensor_free(&to[0]);
+	graph_free(g);
+	coil_instance_destroy(in);
+	coil_module_close(m);
+	coil_client_destroy(c);
+	server_free(s2);
+}
+
+/* ---- group: tokens ---- */
+
+static int auth_setup(void **state)
+{
+	server *s = calloc(1, sizeof *s);
+	snprintf(s->dir, sizeof s->dir, "%s/coild-test-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	assert_non_null(mkdtemp(s->dir));
+	snprintf(s->cache, sizeof s->cache, "%s/cache", s->dir);
+	char tokens[PATH_MAX + 16];
+	snprintf(tokens, sizeof tokens, "%s/tokens", s->dir);
+	FILE *f = fopen(tokens, "w");
+	fputs("# test tokens\ncompile-token-1 compile,read\nread-token-12 read\nadmin-token-1 admin,read\n", f);
+	fclose(f);
+	const char *extra[] = {"--tokens", tokens, NULL};
+	server_start(s, extra);
+	*state = s;
+	return 0;
+}
+
+static void test_tokens(void **state)
+{
+	server *s = *state;
+	static const char *const rd[] = {"Authorization: Bearer read-token-12", NULL};
+	static const char *const cp[] = {"Authorization: Bearer compile-token-1", NULL};
+	static const char *const ad[] = {"Authorization: Bearer admin-token-1", NULL};
+	static const char *const bad[] = {"Authorization: Bearer not-a-token", NULL};
+	static const char *const basic[] = {"Authorization: Basic dXNlcjpwYXNz", NULL};
+
+	resp r = get(s, "/healthz"); /* open */
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	r = get(s, "/v1/targets");
+	char wa[128];
+	assert_true(header(&r, "WWW-Authenticate", wa, sizeof wa));
+	assert_non_null(strstr(wa, "Bearer"));
+	expect_error(r, 401, "Authorization: Bearer");
+	expect_error(req(s, "GET", "/v1/targets", NULL, 0, bad), 401, "not valid");
+	expect_error(req(s, "GET", "/v1/targets", NULL, 0, basic), 401, NULL);
+	r = req(s, "GET", "/v1/targets", NULL, 0, rd);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	r = req(s, "GET", "/metrics", NULL, 0, rd);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	expect_error(req(s, "POST", "/v1/compile", "{}", -1, NULL), 401, NULL);
+	expect_error(req(s, "POST", "/v1/compile", "{}", -1, rd), 403, "'compile' role");
+	/* a compile token gets through to the graph validator */
+	expect_error(req(s, "POST", "/v1/compile", "{}", -1, cp), 400, NULL);
+	const char *k = "/v1/artifacts/0000000000000000000000000000000000000000000000000000000000000000";
+	expect_error(req(s, "DELETE", k, NULL, 0, rd), 403, "'admin' role");
+	expect_error(req(s, "DELETE", k, NULL, 0, cp), 403, "'admin' role");
+	expect_error(req(s, "DELETE", k, NULL, 0, ad), 404, "no artifact");
+	expect_error(req(s, "GET", k, NULL, 0, NULL), 401, NULL);
+	expect_error(req(s, "GET", k, NULL, 0, rd), 404, "no artifact");
+
+	/* libcoil sends its token */
+	coil_client *c;
+	coil_client_opts o = {.retries = -1};
+	assert_int_equal(coil_client_create(s->url, "read-token-12", &o, &c), 0);
+	coil_compile_info info;
+	assert_int_equal(coil_compile_file(c, GRAPHS "/tanh.json", NULL, &info), -1);
+	assert_non_null(strstr(coil_last_error(), "HTTP 403"));
+	coil_client_destroy(c);
+	assert_int_equal(coil_client_create(s->url, "compile-token-1", &o, &c), 0);
+	if (coil_compile_file(c, GRAPHS "/tanh.json", NULL, &info) != 0) {
+		char e[512];
+		snprintf(e, sizeof e, "%s", coil_last_error());
+		coil_client_destroy(c);
+		skip_if_no_codegen(e);
+		fail_msg("compile with token: %s", e);
+	}
+	coil_client_destroy(c);
+}
+
+/* ---- servers started per test ---- */
+
+/* A full queue answers 503 with Retry-After; libcoil retries it. */
+static void test_queue_full(void **state)
+{
+	(void)state;
+	server *s = calloc(1, sizeof *s);
+	static const char *const extra[] = {"--workers", "1", "--queue", "0", NULL};
+	server_start(s, extra);
+	size_t len;
+	char *g = slurp(GRAPHS "/tanh.json", &len);
+	char *env;
+	assert_true(asprintf(&env, "{\"graph\": %s, \"async\": true}", g) > 0);
+	free(g);
+	resp r = req(s, "POST", "/v1/compile", env, -1, NULL);
+	free(env);
+	if (r.status == 501) {
+		resp_free(&r);
+		server_free(s);
+		skip();
+	}
+	assert_int_equal(r.status, 202);
+	resp_free(&r);
+	/* the one worker is busy and no job may wait: another graph is refused */
+	g = slurp(GRAPHS "/sigmoid.json", &len);
+	r = req(s, "POST", "/v1/compile", g, (long)len, NULL);
+	char ra[16] = "";
+	if (r.status == 200) { /* the first compile was already done: too fast to observe */
+		resp_free(&r);
+		free(g);
+		server_free(s);
+		skip();
+	}
+	assert_true(header(&r, "Retry-After", ra, sizeof ra));
+	assert_true(atoi(ra) >= 1);
+	expect_error(r, 503, "queue is full");
+	assert_true(metric(s, "coild_queue_rejections_total") >= 1);
+	/* libcoil waits and retries until the worker is free */
+	coil_client *c;
+	coil_client_opts o = {.retries = 30, .backoff_ms = 50};
+	assert_int_equal(coil_client_create(s->url, NULL, &o, &c), 0);
+	coil_compile_info info;
+	if (coil_compile(c, g, len, NULL, &info) != 0)
+		fail_msg("compile with retries: %s", coil_last_error());
+	coil_client_destroy(c);
+	free(g);
+	server_free(s);
+}
+
+/* The cache outlives the process; SIGTERM lets a compile in flight finish. */
+static void test_restart_and_shutdown(void **state)
+{
+	(void)state;
+	server *s = calloc(1, sizeof *s);
+	server_start(s, NULL);
+	json_t *o = compile_or_skip(s, GRAPHS "/tanh.json", NULL);
+	char key[65];
+	snprintf(key, sizeof key, "%s", json_string_value(json_object_get(o, "key")));
+	json_decref(o);
+
+	/* a compile in flight when SIGTERM arrives still gets its answer */
+	compile_arg a = {.url = s->url, .graph = GRAPHS "/sigmoid.json"};
+	pthread_t th;
+	double misses = metric(s, "coild_cache_misses_total");
+	assert_int_equal(pthread_create(&th, NULL, compile_thread, &a), 0);
+	for (int i = 0; i < 200 && metric(s, "coild_cache_misses_total") < misses + 1; i++)
+		sleep_ms(5);
+	assert_int_equal(server_stop(s), 0);
+	pthread_join(th, NULL);
+	if (a.rc)
+		fail_msg("compile across SIGTERM: %s", a.err);
+
+	/* a new process on the same directory has both */
+	server_start(s, NULL);
+	json_t *again = compile_or_skip(s, GRAPHS "/tanh.json", NULL);
+	assert_string_equal(json_string_value(json_object_get(again, "key")), key);
+	assert_true(json_is_true(json_object_get(again, "hit")));
+	json_decref(again);
+	char path[128];
+	snprintf(path, sizeof path, "/v1/artifacts/%s", a.info.key);
+	resp r = get(s, path);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	server_free(s);
+}
+
+/* Two servers sharing one cache directory compile a key once between them. */
+static void test_two_servers_one_cache(void **state)
+{
+	(void)state;
+	server *s1 = calloc(1, sizeof *s1), *s2 = calloc(1, sizeof *s2);
+	server_start(s1, NULL);
+	/* s2: s1's cache, its own directory (inside s1's) for the port file and log */
+	snprintf(s2->cache, sizeof s2->cache, "%s", s1->cache);
+	if (snprintf(s2->dir, sizeof s2->dir, "%s/two", s1->dir) >= (int)sizeof s2->dir)
+		fail_msg("path too long");
+	mkdir(s2->dir, 0755);
+	server_start(s2, NULL);
+	enum { N = 8 };
+	compile_arg args[N];
+	pthread_t th[N];
+	for (int i = 0; i < N; i++) {
+		args[i] = (compile_arg){.url = i % 2 ? s1->url : s2->url, .graph = GRAPHS "/neg.json"};
+		assert_int_equal(pthread_create(&th[i], NULL, compile_thread, &args[i]), 0);
+	}
+	for (int i = 0; i < N; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < N; i++) {
+		if (args[i].rc) {
+			server_free(s2);
+			server_free(s1);
+			skip_if_no_codegen(args[i].err);
+			fail_msg("request %d: %s", i, args[i].err);
+		}
+		assert_string_equal(args[i].info.key, args[0].info.key);
+	}
+	double total = metric(s1, "coild_compiles_total") + metric(s2, "coild_compiles_total");
+	assert_true(total == 1);
+	server_free(s2);
+	server_free(s1);
+}
+
+int main(int argc, char **argv)
+{
+	(void)argc;
+	const char *env = getenv("COILD");
+	if (env)
+		snprintf(coild_path, sizeof coild_path, "%s", env);
+	else {
+		char self[PATH_MAX];
+		snprintf(self, sizeof self, "%s", argv[0]);
+		snprintf(coild_path, sizeof coild_path, "%s/../coild", dirname(self));
+	}
+	if (access(coild_path, X_OK) != 0) {
+		fprintf(stderr, "test_server: no coild at %s (set COILD)\n", coild_path);
+		return 1;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	const struct CMUnitTest plain[] = {
+		cmocka_unit_test(test_healthz),
+		cmocka_unit_test(test_targets),
+		cmocka_unit_test(test_metrics_format),
+		cmocka_unit_test(test_bad_requests),
+		cmocka_unit_test(test_oversize_body),
+		cmocka_unit_test(test_artifact_routes),
+		cmocka_unit_test(test_tampered_artifact),
+		cmocka_unit_test(test_compile_with_curl),
+		cmocka_unit_test(test_async_job),
+		cmocka_unit_test(test_single_flight),
+		cmocka_unit_test(test_fetch_load_run),
+	};
+	const struct CMUnitTest tokens[] = {
+		cmocka_unit_test(test_tokens),
+	};
+	const struct CMUnitTest own[] = {
+		cmocka_unit_test(test_queue_full),
+		cmocka_unit_test(test_restart_and_shutdown),
+		cmocka_unit_test(test_two_servers_one_cache),
+	};
+	int fails = cmocka_run_group_tests_name("server", plain, plain_setup, group_teardown);
+	fails += cmocka_run_group_tests_name("tokens", tokens, auth_setup, group_teardown);
+	fails += cmocka_run_group_tests_name("lifecycle", own, NULL, NULL);
+	curl_global_cleanup();
+	return fails ? 1 : 0;
+}
