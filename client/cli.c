@@ -9,6 +9,7 @@
 #include "cache/cache.h"
 #include "cache/compile.h"
 #include "client/artifact.h"
+#include "coil/coil.h"
 #include "codegen/codegen.h"
 #include "common/graph.h"
 #include "common/interp.h"
@@ -33,6 +34,7 @@ typedef struct opts {
 	const char *pos[8];
 	int npos;
 	const char *weights, *inputs, *out, *cache_dir, *budget, *target, *threads, *repeat, *opt;
+	const char *server; /* --server URL or $COIL_SERVER: compile on a coild */
 	int ops, canonical, repair;
 } opts;
 
@@ -382,9 +384,40 @@ typedef struct loaded {
 	double plan_ms, compile_ms, load_ms;
 } loaded;
 
+/* Remote mode: compile on the coild, fetch the artifact into the local cache
+ * (its sha256 verified), and load it from there. */
+static int compile_remote(opts *o, const char *path, loaded *l, coil_err *err)
+{
+	coil_client_opts copts = {.cache_dir = o->cache_dir};
+	coil_client *c = NULL;
+	coil_compile_opts co = {.target = o->target, .opt_level = o->opt ? atoi(o->opt) : 0};
+	coil_compile_info info;
+	double t0 = now_ms();
+	if (coil_client_create(o->server, getenv("COIL_TOKEN"), &copts, &c) || coil_compile_file(c, path, &co, &info) ||
+	    coil_fetch(c, info.key, info.sha256, l->res.path, sizeof l->res.path)) {
+		coil_errf(err, "%s", coil_last_error());
+		coil_client_destroy(c);
+		return -1;
+	}
+	coil_client_destroy(c);
+	double t1 = now_ms();
+	memcpy(l->res.key, info.key, sizeof info.key);
+	memcpy(l->res.sha256, info.sha256, sizeof info.sha256);
+	snprintf(l->res.target, sizeof l->res.target, "%s", info.target);
+	l->res.size = info.size;
+	l->res.hit = info.hit;
+	l->res.compile_ms = info.compile_ms;
+	l->compile_ms = t1 - t0;
+	int rc = artifact_open(l->res.path, &l->art, err);
+	l->load_ms = now_ms() - t1;
+	return rc;
+}
+
 static int compile_and_load(opts *o, const char *path, loaded *l, coil_err *err)
 {
 	memset(l, 0, sizeof *l);
+	if (o->server)
+		return compile_remote(o, path, l, err);
 	char *json = NULL;
 	size_t len = 0;
 	if (read_file(path, &json, &len, err))
@@ -416,6 +449,26 @@ static int compile_and_load(opts *o, const char *path, loaded *l, coil_err *err)
 	return rc;
 }
 
+/* coil --server URL fetch KEY: the verified artifact into the local cache. */
+static int cmd_fetch(opts *o)
+{
+	if (o->npos != 1 || !o->server)
+		return usage_err("usage: coil --server URL fetch KEY");
+	coil_client_opts copts = {.cache_dir = o->cache_dir};
+	coil_client *c = NULL;
+	char path[4096];
+	int rc = 0;
+	if (coil_client_create(o->server, getenv("COIL_TOKEN"), &copts, &c) ||
+	    coil_fetch(c, o->pos[0], NULL, path, sizeof path)) {
+		fprintf(stderr, "%s: fetch: %s\n", prog, coil_last_error());
+		rc = 1;
+	} else {
+		printf("%s\n", path);
+	}
+	coil_client_destroy(c);
+	return rc;
+}
+
 static int cmd_compile(opts *o, int argc, char **argv)
 {
 	for (int i = 0; i < argc; i++) /* IR dumps and C go straight through codegen, no cache */
@@ -427,8 +480,9 @@ static int cmd_compile(opts *o, int argc, char **argv)
 	loaded l;
 	if (compile_and_load(o, o->pos[0], &l, &err))
 		return fail(NULL, &err);
-	printf("key %s\ntarget %s\n%s in %.1f ms\nartifact %s (%llu bytes, sha256 %s)\n", l.res.key, l.res.target,
-	       l.res.hit ? "cache hit" : "compiled", l.res.hit ? l.compile_ms : l.res.compile_ms, l.res.path,
+	printf("key %s\ntarget %s\n%s%s in %.1f ms\nartifact %s (%llu bytes, sha256 %s)\n", l.res.key, l.res.target,
+	       o->server ? "server: " : "", l.res.hit ? "cache hit" : "compiled",
+	       l.res.hit ? l.compile_ms : l.res.compile_ms, l.res.path,
 	       (unsigned long long)l.res.size, l.res.sha256);
 	int rc = 0;
 	if (o->out) {
@@ -753,6 +807,7 @@ static const struct command {
 	{"run", cmd_run, "run GRAPH.json -w W -i I [-o O] [--threads N] [--repeat N]\n"
 			 "                                compile (or hit the cache), load and run; prints each phase's time"},
 	{"check", cmd_check, "check GRAPH.json [-w W] [-i I]   compiled versus the interpreter (random data if none given)"},
+	{"fetch", cmd_fetch, "--server URL fetch KEY          download and verify an artifact into the local cache"},
 	{"cache", cmd_cache, "cache stats|ls|gc|verify       inspect the local artifact cache (--cache-dir, --budget, --repair)"},
 	{"help", cmd_help, "help                          this text"},
 };
@@ -768,6 +823,19 @@ static int cmd_help(opts *o)
 
 int main(int argc, char **argv)
 {
+	/* Global option: --server URL (or $COIL_SERVER) before the command. */
+	const char *server = getenv("COIL_SERVER");
+	if (server && !*server)
+		server = NULL;
+	while (argc >= 3 && (!strcmp(argv[1], "--server") || !strncmp(argv[1], "--server=", 9))) {
+		if (argv[1][8] == '=') {
+			server = argv[1] + 9;
+			argv++, argc--;
+		} else {
+			server = argv[2];
+			argv += 2, argc -= 2;
+		}
+	}
 	if (argc < 2)
 		return cmd_help(NULL), 2;
 	for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
@@ -780,6 +848,7 @@ int main(int argc, char **argv)
 				return codegen_cli(argc - 2, argv + 2);
 			if (parse_opts(argc - 2, argv + 2, &o))
 				return 2;
+			o.server = server;
 			if (!strcmp(argv[1], "compile"))
 				return cmd_compile(&o, argc - 2, argv + 2);
 			return commands[i].fn(&o);
