@@ -1,0 +1,1068 @@
+/* dnnl_rt: convolution / matmul runtime over oneDNN 2.x.  See dnnl_rt.h. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* RTLD_NOLOAD, RTLD_DEFAULT */
+#endif
+#include "dnnl_rt.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
+
+#if DNNL_VERSION_MAJOR != 2
+#error "dnnl_rt is written for the oneDNN 2.x C API"
+#endif
+
+/* ------------------------------------------------------------------ */
+/* errors                                                              */
+
+static int seterr(char *err, size_t errlen, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int seterr(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+	if (err && errlen) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+/* Evaluates a dnnl call; on failure records it and jumps to `fail`. */
+#define DN(call)                                                                  \
+	do {                                                                      \
+		dnnl_status_t st_ = (call);                                       \
+		if (st_ != dnnl_success) {                                        \
+			rc = seterr(err, errlen, RT_EDNNL, "oneDNN %s: %s", #call, \
+				    dnnl_status2str(st_));                        \
+			goto fail;                                                \
+		}                                                                 \
+	} while (0)
+
+#define FAIL(code, ...)                                        \
+	do {                                                   \
+		rc = seterr(err, errlen, (code), __VA_ARGS__); \
+		goto fail;                                     \
+	} while (0)
+
+/* ------------------------------------------------------------------ */
+/* context                                                             */
+
+typedef void (*omp_set_fn)(int);
+typedef int (*omp_get_fn)(void);
+
+struct rt_ctx {
+	dnnl_engine_t engine;
+	dnnl_stream_t stream;
+	int nthreads;
+	omp_set_fn omp_set; /* libgomp's, as loaded with libdnnl; NULL if absent */
+	omp_get_fn omp_get;
+	/* Workspace shared by the objects of this context (calls on one context
+	 * never overlap): oneDNN scratchpads and NCHW<->NHWC staging buffers.
+	 * Grown at create time only, so run() never allocates. */
+	void *ws;
+	size_t ws_bytes;
+};
+
+static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+static int ctx_reserve(rt_ctx *c, size_t bytes, char *err, size_t errlen)
+{
+	if (bytes <= c->ws_bytes)
+		return RT_OK;
+	void *p = aligned_alloc(64, round64(bytes));
+	if (!p)
+		return seterr(err, errlen, RT_ENOMEM, "cannot allocate %zu bytes of workspace",
+			      bytes);
+	free(c->ws);
+	c->ws = p;
+	c->ws_bytes = bytes;
+	return RT_OK;
+}
+
+/* Sets the calling thread's OpenMP thread count for one call; returns the
+ * value to restore (0: nothing to restore). */
+static int threads_enter(const rt_ctx *c)
+{
+	if (c->nthreads <= 0 || !c->omp_set || !c->omp_get)
+		return 0;
+	int prev = c->omp_get();
+	if (prev == c->nthreads)
+		return 0;
+	c->omp_set(c->nthreads);
+	return prev;
+}
+
+static void threads_leave(const rt_ctx *c, int prev)
+{
+	if (prev > 0)
+		c->omp_set(prev);
+}
+
+RT_API int rt_ctx_create(int nthreads, rt_ctx **out, char *err, size_t errlen)
+{
+	int rc = RT_OK;
+	if (!out)
+		return seterr(err, errlen, RT_EINVAL, "rt_ctx_create: out is NULL");
+	*out = NULL;
+	rt_ctx *c = calloc(1, sizeof *c);
+	if (!c)
+		return seterr(err, errlen, RT_ENOMEM, "rt_ctx_create: out of memory");
+	c->nthreads = nthreads;
+	if (nthreads > 0) {
+		const dnnl_version_t *v = dnnl_version();
+		if (v->cpu_runtime == DNNL_RUNTIME_OMP) {
+			/* libdnnl pulled libgomp in; find it without linking it. */
+			void *h = dlopen("libgomp.so.1", RTLD_LAZY | RTLD_NOLOAD);
+			void *s = h ? dlsym(h, "omp_set_num_threads")
+				    : dlsym(RTLD_DEFAULT, "omp_set_num_threads");
+			void *g = h ? dlsym(h, "omp_get_max_threads")
+				    : dlsym(RTLD_DEFAULT, "omp_get_max_threads");
+			if (h)
+				dlclose(h); /* NOLOAD handle: drops our reference only */
+			if (!s || !g)
+				FAIL(RT_EUNSUP, "rt_ctx_create: libdnnl uses OpenMP but "
+						"omp_set_num_threads was not found");
+			/* POSIX allows this conversion (dlsym returns functions). */
+			*(void **)&c->omp_set = s;
+			*(void **)&c->omp_get = g;
+		} else if (v->cpu_runtime != DNNL_RUNTIME_SEQ) {
+			FAIL(RT_EUNSUP, "rt_ctx_create: libdnnl CPU runtime %u: cannot "
+					"set a thread count", v->cpu_runtime);
+		}
+	}
+	DN(dnnl_engine_create(&c->engine, dnnl_cpu, 0));
+	DN(dnnl_stream_create(&c->stream, c->engine, dnnl_stream_default_flags));
+	*out = c;
+	return RT_OK;
+fail:
+	rt_ctx_destroy(c);
+	return rc;
+}
+
+RT_API void rt_ctx_destroy(rt_ctx *c)
+{
+	if (!c)
+		return;
+	if (c->stream)
+		dnnl_stream_destroy(c->stream);
+	if (c->engine)
+		dnnl_engine_destroy(c->engine);
+	free(c->ws);
+	free(c);
+}
+
+/* ------------------------------------------------------------------ */
+/* shared primitive plumbing                                           */
+
+/* Dense memory descriptor: dims in logical order, physical order given by
+ * `order` (outermost first; NULL = logical order). */
+static dnnl_status_t md_dense(dnnl_memory_desc_t *md, int nd, const int64_t *dims,
+			      const int *order, dnnl_data_type_t dt)
+{
+	dnnl_dims_t d, s;
+	int64_t st = 1;
+	for (int i = nd - 1; i >= 0; --i) {
+		int ax = order ? order[i] : i;
+		s[ax] = st;
+		st *= dims[ax];
+	}
+	for (int i = 0; i < nd; ++i)
+		d[i] = dims[i];
+	return dnnl_memory_desc_init_by_strides(md, nd, d, dt, s);
+}
+
+enum { ARG_SRC, ARG_WEI, ARG_BIAS, ARG_DST, ARG_SCRATCH, ARG_POST0 };
+#define MAX_ARGS (ARG_POST0 + RT_MAX_POST)
+
+/* What each user post-op became. */
+enum post_role { ROLE_NONE, ROLE_SUM, ROLE_BIN };
+
+/* One primitive with its memories; data handles are set at each run. */
+typedef struct prim {
+	rt_ctx *ctx;
+	dnnl_primitive_desc_t pd;
+	dnnl_primitive_t prim;
+	dnnl_memory_t mem[MAX_ARGS];
+	int arg_id[MAX_ARGS];
+	size_t scratch_bytes; /* at offset 0 of the context's workspace */
+	size_t dst_bytes;
+	int npost;
+	enum post_role role[RT_MAX_POST];
+} prim;
+
+static void prim_free(prim *p)
+{
+	for (int i = 0; i < MAX_ARGS; ++i)
+		if (p->mem[i])
+			dnnl_memory_destroy(p->mem[i]);
+	if (p->prim)
+		dnnl_primitive_destroy(p->prim);
+	if (p->pd)
+		dnnl_primitive_desc_destroy(p->pd);
+}
+
+static const char *prim_impl(const prim *p)
+{
+	const char *s = NULL;
+	if (!p->pd || dnnl_primitive_desc_query(p->pd, dnnl_query_impl_info_str, 0, &s)
+			      != dnnl_success || !s)
+		return "";
+	return s;
+}
+
+/* A binary operand's dims padded (numpy-style, leading 1s) to rank nd. */
+static void bin_dims(const rt_post *q, int nd, int64_t *dims)
+{
+	for (int j = 0; j < nd; ++j) {
+		int sj = j - (nd - q->rank);
+		dims[j] = sj < 0 || sj >= 8 ? 1 : q->dims[sj];
+	}
+}
+
+/* oneDNN 2.6's NHWC conv kernels (brgconv, brdgmm) silently mis-broadcast
+ * binary operands like [n,c,1,1] or [1,1,h,w]: allow scalar, per-channel
+ * (only dim 1 non-unit) and dst-shaped ones only. */
+static int nhwc_bcast_ok(const int64_t *dims, const int64_t *dst_dims, int nd)
+{
+	int scalar = 1, perc = 1, full = 1;
+	for (int j = 0; j < nd; ++j) {
+		if (dims[j] != dst_dims[j])
+			full = 0;
+		if (dims[j] != 1 && dst_dims[j] != 1)
+			scalar = 0, perc &= j == 1;
+	}
+	return scalar || perc || full;
+}
+
+/* Validates the post-op chain against a dst of rank nd / dims (logical) and
+ * builds the oneDNN post-ops.  `order` is dst's physical order (binary
+ * operands use it too).  `lead` is a number of oneDNN post-ops the caller
+ * already appended to *po (indices shift).  Records roles and the binary
+ * operands' descriptors (bin_md[i]) and oneDNN post-op indices (bin_idx[i]).
+ * bcast_strict: NHWC conv primitive, see nhwc_bcast_ok. */
+static int build_post_ops(dnnl_post_ops_t po, int lead, int npost, const rt_post *post,
+			  int nd, const int64_t *dst_dims, const int *order, int bcast_strict, prim *p,
+			  dnnl_memory_desc_t *bin_md, int *bin_idx, char *err, size_t errlen)
+{
+	int rc = RT_OK, idx = lead, nsum = 0;
+	if (npost < 0 || npost > RT_MAX_POST)
+		return seterr(err, errlen, RT_EINVAL, "npost %d out of range 0..%d", npost,
+			      RT_MAX_POST);
+	p->npost = npost;
+	for (int i = 0; i < npost; ++i) {
+		const rt_post *q = &post[i];
+		dnnl_alg_kind_t alg = dnnl_alg_kind_undef;
+		float a = 0, b = 0;
+		p->role[i] = ROLE_NONE;
+		switch (q->kind) {
+		case RT_RELU: alg = dnnl_eltwise_relu; break;
+		case RT_LEAKY_RELU: alg = dnnl_eltwise_relu; a = q->a; break;
+		case RT_GELU_ERF: alg = dnnl_eltwise_gelu_erf; break;
+		case RT_GELU_TANH: alg = dnnl_eltwise_gelu_tanh; break;
+		case RT_SILU: alg = dnnl_eltwise_swish; a = 1; break;
+		case RT_SIGMOID: alg = dnnl_eltwise_logistic; break;
+		case RT_TANH: alg = dnnl_eltwise_tanh; break;
+		case RT_HARDSWISH: alg = dnnl_eltwise_hardswish; break;
+		case RT_HARDSIGMOID:
+			/* oneDNN 2.6 has no hardsigmoid: clip(x/6 + 1/2, 0, 1). */
+			DN(dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_linear,
+							1.f / 6, 0.5f));
+			idx++;
+			alg = dnnl_eltwise_clip, a = 0, b = 1;
+			break;
+		case RT_CLAMP:
+			if (!(q->a <= q->b))
+				FAIL(RT_EINVAL, "post-op %d: clamp bounds %g > %g", i,
+				     (double)q->a, (double)q->b);
+			alg = dnnl_eltwise_clip, a = q->a, b = q->b;
+			/* clamp_min / clamp_max come as +-INFINITY: pass finite bounds */
+			if (isinf(a)) a = a < 0 ? -3.4028235e38f : 3.4028235e38f;
+			if (isinf(b)) b = b < 0 ? -3.4028235e38f : 3.4028235e38f;
+			break;
+		case RT_ELU: alg = dnnl_eltwise_elu; a = q->a; break;
+		case RT_LINEAR: alg = dnnl_eltwise_linear; a = q->a, b = q->b; break;
+		case RT_ADD_SAME:
+			if (++nsum > 1)
+				FAIL(RT_EUNSUP, "post-op %d: at most one RT_ADD_SAME", i);
+			DN(dnnl_post_ops_append_sum(po, 1.f));
+			p->role[i] = ROLE_SUM;
+			idx++;
+			continue;
+		case RT_ADD_BCAST: alg = dnnl_binary_add; break;
+		case RT_MUL_BCAST: alg = dnnl_binary_mul; break;
+		case RT_SUB_BCAST: alg = dnnl_binary_sub; break;
+		case RT_DIV_BCAST: alg = dnnl_binary_div; break;
+		default:
+			FAIL(RT_EINVAL, "post-op %d: unknown kind %d", i, (int)q->kind);
+		}
+		if (alg >= dnnl_binary_add && alg <= dnnl_binary_ne) {
+			if (q->rank < 1 || q->rank > nd)
+				FAIL(RT_EINVAL, "post-op %d: operand rank %d, dst rank %d", i,
+				     q->rank, nd);
+			int64_t dims[DNNL_MAX_NDIMS];
+			bin_dims(q, nd, dims);
+			for (int j = 0; j < nd; ++j)
+				if (dims[j] != 1 && dims[j] != dst_dims[j])
+					FAIL(RT_EINVAL, "post-op %d: operand dim %d is %lld, "
+						       "dst's is %lld", i, j - (nd - q->rank),
+					     (long long)dims[j], (long long)dst_dims[j]);
+			if (bcast_strict && !nhwc_bcast_ok(dims, dst_dims, nd))
+				FAIL(RT_EUNSUP, "post-op %d: a conv on an NHWC primitive takes "
+						"scalar, per-channel or dst-shaped binary operands "
+						"only", i);
+			DN(md_dense(&bin_md[i], nd, dims, order, dnnl_f32));
+			DN(dnnl_post_ops_append_binary(po, alg, &bin_md[i]));
+			p->role[i] = ROLE_BIN;
+			bin_idx[i] = idx++;
+		} else {
+			DN(dnnl_post_ops_append_eltwise(po, 1.f, alg, a, b));
+			idx++;
+		}
+	}
+	return RT_OK;
+fail:
+	return rc;
+}
+
+/* Creates pd + primitive from an op descriptor; sets up the scratchpad, the
+ * memories for src/dst (handles set at run) and for the binary post-op
+ * operands.  Weights and bias memories are the caller's business. */
+static int prim_finish(prim *p, const void *op_desc, dnnl_primitive_attr_t attr,
+		       const dnnl_memory_desc_t *bin_md, const int *bin_idx, char *err,
+		       size_t errlen, const char *what)
+{
+	int rc = RT_OK;
+	dnnl_engine_t eng = p->ctx->engine;
+	dnnl_status_t st = dnnl_primitive_desc_create(&p->pd, op_desc, attr, eng, NULL);
+	if (st != dnnl_success) {
+		p->pd = NULL;
+		return seterr(err, errlen, st == dnnl_unimplemented ? RT_EUNSUP : RT_EDNNL,
+			      "oneDNN: cannot create the %s primitive: %s", what,
+			      dnnl_status2str(st));
+	}
+	const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(p->pd, dnnl_query_src_md, 0);
+	const dnnl_memory_desc_t *dmd = dnnl_primitive_desc_query_md(p->pd, dnnl_query_dst_md, 0);
+	const dnnl_memory_desc_t *scr =
+		dnnl_primitive_desc_query_md(p->pd, dnnl_query_scratchpad_md, 0);
+	if (!smd || !dmd)
+		FAIL(RT_EDNNL, "oneDNN: %s: cannot query src/dst descriptors", what);
+	p->dst_bytes = dnnl_memory_desc_get_size(dmd);
+	DN(dnnl_memory_create(&p->mem[ARG_SRC], smd, eng, DNNL_MEMORY_NONE));
+	p->arg_id[ARG_SRC] = DNNL_ARG_SRC;
+	DN(dnnl_memory_create(&p->mem[ARG_DST], dmd, eng, DNNL_MEMORY_NONE));
+	p->arg_id[ARG_DST] = DNNL_ARG_DST;
+	p->scratch_bytes = scr ? dnnl_memory_desc_get_size(scr) : 0;
+	if (p->scratch_bytes) {
+		if ((rc = ctx_reserve(p->ctx, p->scratch_bytes, err, errlen)))
+			goto fail;
+		DN(dnnl_memory_create(&p->mem[ARG_SCRATCH], scr, eng, DNNL_MEMORY_NONE));
+		p->arg_id[ARG_SCRATCH] = DNNL_ARG_SCRATCHPAD;
+	}
+	for (int i = 0; i < p->npost; ++i) {
+		if (p->role[i] != ROLE_BIN)
+			continue;
+		DN(dnnl_memory_create(&p->mem[ARG_POST0 + i], &bin_md[i], eng,
+				      DNNL_MEMORY_NONE));
+		p->arg_id[ARG_POST0 + i] = DNNL_ARG_ATTR_MULTIPLE_POST_OP(bin_idx[i]) |
+					   DNNL_ARG_SRC_1;
+	}
+	DN(dnnl_primitive_create(&p->prim, p->pd));
+	return RT_OK;
+fail:
+	return rc;
+}
+
+static int reorder_make(rt_ctx *ctx, const dnnl_memory_desc_t *from,
+			const dnnl_memory_desc_t *to, dnnl_primitive_t *out, char *err,
+			size_t errlen)
+{
+	int rc = RT_OK;
+	dnnl_primitive_desc_t rpd = NULL;
+	DN(dnnl_reorder_primitive_desc_create(&rpd, from, ctx->engine, to, ctx->engine, NULL));
+	DN(dnnl_primitive_create(out, rpd));
+fail:
+	if (rpd)
+		dnnl_primitive_desc_destroy(rpd);
+	return rc;
+}
+
+/* Makes a memory of the primitive's preferred descriptor `want` holding the
+ * user data `data` laid out as `have` (reordering when they differ). */
+static int pack(rt_ctx *ctx, const dnnl_memory_desc_t *have, const dnnl_memory_desc_t *want,
+		const void *data, dnnl_memory_t *out, char *err, size_t errlen)
+{
+	int rc = RT_OK;
+	dnnl_memory_t user = NULL;
+	dnnl_primitive_t r = NULL;
+	*out = NULL;
+	DN(dnnl_memory_create(out, want, ctx->engine, DNNL_MEMORY_ALLOCATE));
+	if (dnnl_memory_desc_equal(have, want)) {
+		void *h = NULL;
+		DN(dnnl_memory_get_data_handle(*out, &h));
+		memcpy(h, data, dnnl_memory_desc_get_size(want));
+		return RT_OK;
+	}
+	DN(dnnl_memory_create(&user, have, ctx->engine, (void *)data));
+	if ((rc = reorder_make(ctx, have, want, &r, err, errlen)))
+		goto fail;
+	dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, *out}};
+	DN(dnnl_primitive_execute(r, ctx->stream, 2, args));
+	DN(dnnl_stream_wait(ctx->stream));
+	goto done;
+fail:
+	if (*out)
+		dnnl_memory_destroy(*out);
+	*out = NULL;
+done:
+	if (r)
+		dnnl_primitive_destroy(r);
+	if (user)
+		dnnl_memory_destroy(user);
+	return rc;
+}
+
+/* Binds the per-run pointers and executes.  ptr[i] is the data for mem[i]
+ * (NULL where mem[i] holds its own data: weights, bias).  The scratchpad is
+ * bound to the context's workspace here. */
+static int prim_exec(prim *p, void *const *ptr, int nptr, char *err, size_t errlen)
+{
+	int rc = RT_OK, n = 0;
+	dnnl_exec_arg_t args[MAX_ARGS];
+	if (p->mem[ARG_SCRATCH])
+		DN(dnnl_memory_set_data_handle(p->mem[ARG_SCRATCH], p->ctx->ws));
+	for (int i = 0; i < MAX_ARGS; ++i) {
+		if (!p->mem[i])
+			continue;
+		if (i < nptr && ptr[i])
+			DN(dnnl_memory_set_data_handle(p->mem[i], ptr[i]));
+		args[n].arg = p->arg_id[i];
+		args[n].memory = p->mem[i];
+		n++;
+	}
+	DN(dnnl_primitive_execute(p->prim, p->ctx->stream, n, args));
+	DN(dnnl_stream_wait(p->ctx->stream));
+	return RT_OK;
+fail:
+	return rc;
+}
+
+/* Runs a reorder from `from` (data fp) to `to` (data tp). */
+static int reorder_exec(rt_ctx *ctx, dnnl_primitive_t r, dnnl_memory_t from, const void *fp,
+			dnnl_memory_t to, void *tp, char *err, size_t errlen)
+{
+	int rc = RT_OK;
+	DN(dnnl_memory_set_data_handle(from, (void *)fp));
+	DN(dnnl_memory_set_data_handle(to, tp));
+	dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+	DN(dnnl_primitive_execute(r, ctx->stream, 2, args));
+	return RT_OK;
+fail:
+	return rc;
+}
+
+/* Fills ptr[ARG_POST0 + i] for binary post-ops and pre-fills dst for the
+ * sum post-op (callers checked that post_src has what the chain needs). */
+static void bind_posts(const prim *p, const float *const *post_src, float *dst, void **ptr)
+{
+	for (int i = 0; i < p->npost; ++i) {
+		const float *s = post_src ? post_src[i] : NULL;
+		if (p->role[i] == ROLE_BIN)
+			ptr[ARG_POST0 + i] = (void *)s;
+		else if (p->role[i] == ROLE_SUM && s != dst)
+			memcpy(dst, s, p->dst_bytes);
+	}
+}
+
+static dnnl_primitive_attr_t make_attr(dnnl_post_ops_t po, int *rc, char *err, size_t errlen)
+{
+	dnnl_primitive_attr_t attr = NULL;
+	dnnl_status_t st = dnnl_primitive_attr_create(&attr);
+	if (st == dnnl_success)
+		st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+	if (st == dnnl_success)
+		st = dnnl_primitive_attr_set_post_ops(attr, po);
+	if (st != dnnl_success) {
+		*rc = seterr(err, errlen, RT_EDNNL, "oneDNN: primitive attributes: %s",
+			     dnnl_status2str(st));
+		if (attr)
+			dnnl_primitive_attr_destroy(attr);
+		return NULL;
+	}
+	return attr;
+}
+
+/* ------------------------------------------------------------------ */
+/* convolution                                                         */
+
+struct rt_conv {
+	prim p;
+	size_t weight_bytes;
+	size_t ws_bytes;       /* workspace this conv needs (scratchpad included) */
+	/* via: NCHW caller layout, NHWC primitive; reorders around it.  Binary
+	 * operands that are dst-shaped get reordered too (bin_full), others are
+	 * the same in both layouts. */
+	int via;
+	dnnl_primitive_t r_in, r_out, r_res; /* src nchw->nhwc, dst nhwc->nchw,
+	                                      * dst-shaped nchw->nhwc */
+	dnnl_memory_t u_src, u_dst;          /* caller-layout views (NCHW) */
+	size_t off_src, off_dst, off_bin[RT_MAX_POST];
+	int bin_full[RT_MAX_POST];
+};
+
+static int conv_check(const rt_conv_desc *d, char *err, size_t errlen)
+{
+#define BAD(...) return seterr(err, errlen, RT_EINVAL, "rt_conv: " __VA_ARGS__)
+	if (d->dtype != RT_F32)
+		return seterr(err, errlen, RT_EUNSUP, "rt_conv: dtype %d not supported",
+			      (int)d->dtype);
+	if (d->nsp < 1 || d->nsp > 3)
+		BAD("nsp %d not in 1..3", d->nsp);
+	if (d->path != RT_PATH_AUTO && d->path != RT_PATH_DIRECT && d->path != RT_PATH_NHWC)
+		BAD("path %d unknown", (int)d->path);
+	if (d->npost < 0 || d->npost > RT_MAX_POST)
+		BAD("npost %d out of range 0..%d", d->npost, RT_MAX_POST);
+	int64_t g = d->groups ? d->groups : 1;
+	if (d->n < 1 || d->ic < 1 || d->oc < 1 || g < 1)
+		BAD("n, ic, oc, groups must be positive");
+	if (d->ic % g || d->oc % g)
+		BAD("ic %lld and oc %lld must be multiples of groups %lld", (long long)d->ic,
+		    (long long)d->oc, (long long)g);
+	for (int i = 0; i < d->nsp; ++i) {
+		int64_t s = d->stride[i] ? d->stride[i] : 1, dl = d->dil[i] ? d->dil[i] : 1;
+		if (d->in[i] < 1 || d->k[i] < 1 || s < 1 || dl < 1 || d->pad_l[i] < 0 ||
+		    d->pad_r[i] < 0)
+			BAD("spatial dim %d: bad in/k/stride/dil/pad", i);
+		int64_t kr = dl * (d->k[i] - 1) + 1, want;
+		if (d->transposed) {
+			int64_t op = d->out_pad[i];
+			if (op < 0 || (op >= s && op >= dl))
+				BAD("spatial dim %d: output padding %lld must be < stride or "
+				    "dilation", i, (long long)op);
+			if (op > d->pad_r[i] + s - 1)
+				BAD("spatial dim %d: output padding too large", i);
+			want = (d->in[i] - 1) * s - d->pad_l[i] - d->pad_r[i] + kr + op;
+		} else {
+			int64_t span = d->in[i] + d->pad_l[i] + d->pad_r[i] - kr;
+			if (span < 0)
+				BAD("spatial dim %d: kernel extent %lld exceeds padded input "
+				    "%lld", i, (long long)kr,
+				    (long long)(d->in[i] + d->pad_l[i] + d->pad_r[i]));
+			want = span / s + 1;
+		}
+		if (want < 1 || d->out[i] != want)
+			BAD("spatial dim %d: out is %lld, expected %lld", i, (long long)d->out[i],
+			    (long long)want);
+	}
+	return RT_OK;
+#undef BAD
+}
+
+/* Whether every binary operand of the chain is one an NHWC primitive takes
+ * (see nhwc_bcast_ok) and, for RT_PATH_AUTO, whether running an NCHW conv
+ * through an NHWC primitive pays.  Measured with oneDNN 2.6 on AVX-512, one
+ * thread: NCHW convs run a GEMM kernel (~60-70% of brgconv's speed on 3x3s,
+ * on par on dense 1x1s) whose fused post-ops other than a lone sum are 3-30x
+ * slower still, while an NCHW<->NHWC reorder moves ~25 GB/s. */
+static int conv_via_nhwc(const rt_conv_desc *d)
+{
+	const int nd = d->nsp + 2;
+	int64_t ddims[5] = {d->n, d->oc, d->out[0], d->out[1], d->out[2]}, dims[5];
+	int only_sum = 1;
+	for (int i = 0; i < d->npost; ++i) {
+		const rt_post *q = &d->post[i];
+		if (q->kind != RT_ADD_SAME)
+			only_sum = 0;
+		if (q->kind < RT_ADD_BCAST || q->kind > RT_DIV_BCAST || q->rank < 1 ||
+		    q->rank > nd)
+			continue; /* (bad ranks are refused later) */
+		bin_dims(q, nd, dims);
+		if (!nhwc_bcast_ok(dims, ddims, nd))
+			return 0;
+	}
+	if (d->path == RT_PATH_NHWC)
+		return 1;
+	if (d->path == RT_PATH_DIRECT)
+		return 0;
+	/* AUTO: GEMM wins only on plain (or summed) dense 1x1s. */
+	int one = !d->transposed && (d->groups ? d->groups : 1) == 1;
+	for (int i = 0; i < d->nsp; ++i)
+		one &= d->k[i] == 1;
+	return !(one && (d->npost == 0 || (d->npost == 1 && only_sum)));
+}
+
+RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const float *weight,
+			  const float *bias, rt_conv **out, char *err, size_t errlen)
+{
+	int rc = RT_OK, prev = 0, entered = 0;
+	dnnl_post_ops_t po = NULL;
+	dnnl_primitive_attr_t attr = NULL;
+	rt_conv *c = NULL;
+	if (!out)
+		return seterr(err, errlen, RT_EINVAL, "rt_conv_create: out is NULL");
+	*out = NULL;
+	if (!ctx || !d || !weight || (d->has_bias && !bias))
+		return seterr(err, errlen, RT_EINVAL,
+			      "rt_conv_create: NULL ctx, desc, weight or bias");
+	if ((rc = conv_check(d, err, errlen)))
+		return rc;
+	c = calloc(1, sizeof *c);
+	if (!c)
+		return seterr(err, errlen, RT_ENOMEM, "rt_conv_create: out of memory");
+	c->p.ctx = ctx;
+	prev = threads_enter(ctx), entered = 1;
+
+	const int nsp = d->nsp, nd = nsp + 2;
+	const int64_t g = d->groups ? d->groups : 1;
+	c->via = !d->channels_last && conv_via_nhwc(d);
+	if (!d->channels_last && d->path == RT_PATH_NHWC && !c->via)
+		FAIL(RT_EUNSUP, "rt_conv: RT_PATH_NHWC with a binary operand that is not "
+				"scalar, per-channel or dst-shaped");
+	const int nhwc = d->channels_last || c->via; /* the primitive's layout */
+	int64_t sdims[5], ddims[5], wdims[6];
+	int nchw_order[5], nhwc_order[5], w_order[6];
+	sdims[0] = ddims[0] = d->n;
+	sdims[1] = d->ic, ddims[1] = d->oc;
+	for (int i = 0; i < nd; ++i)
+		nchw_order[i] = i;
+	nhwc_order[0] = 0, nhwc_order[nd - 1] = 1;
+	for (int i = 0; i < nsp; ++i) {
+		sdims[2 + i] = d->in[i], ddims[2 + i] = d->out[i];
+		nhwc_order[1 + i] = 2 + i;
+	}
+	const int *act_order = nhwc ? nhwc_order : nchw_order;
+
+	/* oneDNN weights are logical [g,] o, i, k... for conv and deconv alike.
+	 * PyTorch stores conv weights [g*o, i, k] (same order) and transposed
+	 * ones [g*i, o, k]: physical order g, i, o, k. */
+	const int gw = g > 1, wnd = nd + gw;
+	if (gw)
+		wdims[0] = g;
+	wdims[gw] = d->oc / g, wdims[gw + 1] = d->ic / g;
+	for (int i = 0; i < nsp; ++i)
+		wdims[gw + 2 + i] = d->k[i];
+	for (int i = 0; i < wnd; ++i)
+		w_order[i] = i;
+	if (d->transposed)
+		w_order[gw] = gw + 1, w_order[gw + 1] = gw;
+
+	dnnl_memory_desc_t src_md, dst_md, wuser_md, wany_md, bias_md, bin_md[RT_MAX_POST];
+	int bin_idx[RT_MAX_POST] = {0};
+	dnnl_dims_t strides, dil, pl, pr;
+	for (int i = 0; i < nsp; ++i) {
+		strides[i] = d->stride[i] ? d->stride[i] : 1;
+		dil[i] = (d->dil[i] ? d->dil[i] : 1) - 1;
+		pl[i] = d->pad_l[i];
+		pr[i] = d->pad_r[i] - (d->transposed ? d->out_pad[i] : 0);
+	}
+	DN(md_dense(&src_md, nd, sdims, act_order, dnnl_f32));
+	DN(md_dense(&dst_md, nd, ddims, act_order, dnnl_f32));
+	DN(md_dense(&wuser_md, wnd, wdims, w_order, dnnl_f32));
+	{
+		dnnl_dims_t wd;
+		for (int i = 0; i < wnd; ++i)
+			wd[i] = wdims[i];
+		DN(dnnl_memory_desc_init_by_tag(&wany_md, wnd, wd, dnnl_f32,
+						dnnl_format_tag_any));
+	}
+	if (d->has_bias)
+		DN(md_dense(&bias_md, 1, &d->oc, NULL, dnnl_f32));
+
+	DN(dnnl_post_ops_create(&po));
+	if ((rc = build_post_ops(po, 0, d->npost, d->post, nd, ddims, act_order, nhwc, &c->p,
+				 bin_md, bin_idx, err, errlen)))
+		goto fail;
+	if (!(attr = make_attr(po, &rc, err, errlen)))
+		goto fail;
+
+	const dnnl_memory_desc_t *bmd = d->has_bias ? &bias_md : NULL;
+	if (d->transposed) {
+		dnnl_deconvolution_desc_t od;
+		DN(dnnl_dilated_deconvolution_forward_desc_init(
+			&od, dnnl_forward_inference, dnnl_deconvolution_direct, &src_md,
+			&wany_md, bmd, &dst_md, strides, dil, pl, pr));
+		if ((rc = prim_finish(&c->p, &od, attr, bin_md, bin_idx, err, errlen,
+				      "deconvolution")))
+			goto fail;
+	} else {
+		dnnl_convolution_desc_t od;
+		DN(dnnl_dilated_convolution_forward_desc_init(
+			&od, dnnl_forward_inference, dnnl_convolution_direct, &src_md,
+			&wany_md, bmd, &dst_md, strides, dil, pl, pr));
+		if ((rc = prim_finish(&c->p, &od, attr, bin_md, bin_idx, err, errlen,
+				      "convolution")))
+			goto fail;
+	}
+
+	const dnnl_memory_desc_t *wmd =
+		dnnl_primitive_desc_query_md(c->p.pd, dnnl_query_weights_md, 0);
+	if (!wmd)
+		FAIL(RT_EDNNL, "oneDNN: cannot query the weights descriptor");
+	if ((rc = pack(ctx, &wuser_md, wmd, weight, &c->p.mem[ARG_WEI], err, errlen)))
+		goto fail;
+	c->p.arg_id[ARG_WEI] = DNNL_ARG_WEIGHTS;
+	c->weight_bytes = dnnl_memory_desc_get_size(wmd);
+	if (d->has_bias) {
+		const dnnl_memory_desc_t *bq =
+			dnnl_primitive_desc_query_md(c->p.pd, dnnl_query_weights_md, 1);
+		if (!bq)
+			FAIL(RT_EDNNL, "oneDNN: cannot query the bias descriptor");
+		if ((rc = pack(ctx, &bias_md, bq, bias, &c->p.mem[ARG_BIAS], err, errlen)))
+			goto fail;
+		c->p.arg_id[ARG_BIAS] = DNNL_ARG_BIAS;
+	}
+
+	/* workspace: [scratchpad | src | dst | dst-shaped operands] (via only) */
+	c->ws_bytes = round64(c->p.scratch_bytes);
+	if (c->via) {
+		dnnl_memory_desc_t usrc_md, udst_md;
+		DN(md_dense(&usrc_md, nd, sdims, nchw_order, dnnl_f32));
+		DN(md_dense(&udst_md, nd, ddims, nchw_order, dnnl_f32));
+		DN(dnnl_memory_create(&c->u_src, &usrc_md, ctx->engine, DNNL_MEMORY_NONE));
+		DN(dnnl_memory_create(&c->u_dst, &udst_md, ctx->engine, DNNL_MEMORY_NONE));
+		if ((rc = reorder_make(ctx, &usrc_md, &src_md, &c->r_in, err, errlen)) ||
+		    (rc = reorder_make(ctx, &dst_md, &udst_md, &c->r_out, err, errlen)))
+			goto fail;
+		c->off_src = c->ws_bytes;
+		c->ws_bytes += round64(dnnl_memory_desc_get_size(&src_md));
+		c->off_dst = c->ws_bytes;
+		c->ws_bytes += round64(c->p.dst_bytes);
+		int need_res = 0;
+		for (int i = 0; i < d->npost; ++i) {
+			if (c->p.role[i] == ROLE_SUM)
+				need_res = 1;
+			if (c->p.role[i] != ROLE_BIN)
+				continue;
+			int full = 1;
+			for (int j = 0; j < nd; ++j)
+				full &= bin_md[i].dims[j] == ddims[j];
+			/* dst-shaped with more than one non-unit dim: layouts differ */
+			int nonunit = 0;
+			for (int j = 0; j < nd; ++j)
+				nonunit += ddims[j] != 1;
+			if (full && nonunit > 1) {
+				c->bin_full[i] = need_res = 1;
+				c->off_bin[i] = c->ws_bytes;
+				c->ws_bytes += round64(c->p.dst_bytes);
+			}
+		}
+		if (need_res && (rc = reorder_make(ctx, &udst_md, &dst_md, &c->r_res, err, errlen)))
+			goto fail;
+	}
+	if ((rc = ctx_reserve(ctx, c->ws_bytes, err, errlen)))
+		goto fail;
+
+	dnnl_primitive_attr_destroy(attr);
+	dnnl_post_ops_destroy(po);
+	threads_leave(ctx, prev);
+	*out = c;
+	return RT_OK;
+fail:
+	if (attr)
+		dnnl_primitive_attr_destroy(attr);
+	if (po)
+		dnnl_post_ops_destroy(po);
+	if (entered)
+		threads_leave(ctx, prev);
+	rt_conv_destroy(c);
+	return rc;
+}
+
+static int conv_run_via(rt_conv *c, const float *src, float *dst, const float *const *post_src,
+			char *err, size_t errlen)
+{
+	int rc = RT_OK;
+	prim *p = &c->p;
+	char *ws = p->ctx->ws;
+	void *ptr[MAX_ARGS] = {0};
+	ptr[ARG_SRC] = ws + c->off_src;
+	ptr[ARG_DST] = ws + c->off_dst;
+	if ((rc = reorder_exec(p->ctx, c->r_in, c->u_src, src, p->mem[ARG_SRC], ptr[ARG_SRC], err,
+			       errlen)))
+		return rc;
+	for (int i = 0; i < p->npost; ++i) {
+		if (p->role[i] == ROLE_SUM)
+			rc = reorder_exec(p->ctx, c->r_res, c->u_dst, post_src[i], p->mem[ARG_DST],
+					  ptr[ARG_DST], err, errlen);
+		else if (p->role[i] == ROLE_BIN && c->bin_full[i])
+			rc = reorder_exec(p->ctx, c->r_res, c->u_dst, post_src[i],
+					  p->mem[ARG_POST0 + i], ptr[ARG_POST0 + i] = ws + c->off_bin[i],
+					  err, errlen);
+		else if (p->role[i] == ROLE_BIN)
+			ptr[ARG_POST0 + i] = (void *)post_src[i];
+		if (rc)
+			return rc;
+	}
+	if ((rc = prim_exec(p, ptr, MAX_ARGS, err, errlen)))
+		return rc;
+	if ((rc = reorder_exec(p->ctx, c->r_out, p->mem[ARG_DST], ptr[ARG_DST], c->u_dst, dst, err,
+			       errlen)))
+		return rc;
+	DN(dnnl_stream_wait(p->ctx->stream));
+fail:
+	return rc;
+}
+
+RT_API int rt_conv_run(rt_conv *c, const float *src, float *dst, const float *const *post_src,
+		       char *err, size_t errlen)
+{
+	if (!c || !src || !dst)
+		return seterr(err, errlen, RT_EINVAL, "rt_conv_run: NULL conv, src or dst");
+	for (int i = 0; i < c->p.npost; ++i)
+		if (c->p.role[i] != ROLE_NONE && !(post_src && post_src[i]))
+			return seterr(err, errlen, RT_EINVAL, "post-op %d needs post_src[%d]", i,
+				      i);
+	int rc, prev = threads_enter(c->p.ctx);
+	if (c->via) {
+		rc = conv_run_via(c, src, dst, post_src, err, errlen);
+	} else {
+		void *ptr[MAX_ARGS] = {0};
+		bind_posts(&c->p, post_src, dst, ptr);
+		ptr[ARG_SRC] = (void *)src;
+		ptr[ARG_DST] = dst;
+		rc = prim_exec(&c->p, ptr, MAX_ARGS, err, errlen);
+	}
+	threads_leave(c->p.ctx, prev);
+	return rc;
+}
+
+RT_API void rt_conv_destroy(rt_conv *c)
+{
+	if (!c)
+		return;
+	prim_free(&c->p);
+	if (c->r_in)
+		dnnl_primitive_destroy(c->r_in);
+	if (c->r_out)
+		dnnl_primitive_destroy(c->r_out);
+	if (c->r_res)
+		dnnl_primitive_destroy(c->r_res);
+	if (c->u_src)
+		dnnl_memory_destroy(c->u_src);
+	if (c->u_dst)
+		dnnl_memory_destroy(c->u_dst);
+	free(c);
+}
+
+RT_API size_t rt_conv_scratch_bytes(const rt_conv *c) { return c ? c->ws_bytes : 0; }
+RT_API size_t rt_conv_weight_bytes(const rt_conv *c) { return c ? c->weight_bytes : 0; }
+RT_API const char *rt_conv_impl(const rt_conv *c) { return c ? prim_impl(&c->p) : ""; }
+RT_API int rt_conv_via_nhwc(const rt_conv *c) { return c ? c->via : 0; }
+
+/* ------------------------------------------------------------------ */
+/* matmul                                                              */
+
+struct rt_matmul {
+	prim p;
+	int b_const, bias_rt;  /* bias_rt: bias given at run */
+	float bias_scale;      /* applied to a run-time bias (1: pass through) */
+	float *bias_buf;       /* scaled copy of a run-time bias */
+	size_t bias_elems;
+};
+
+RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const float *b_const_data,
+			    const float *bias_const, rt_matmul **out, char *err, size_t errlen)
+{
+	int rc = RT_OK, prev = 0, entered = 0;
+	dnnl_post_ops_t po = NULL;
+	dnnl_primitive_attr_t attr = NULL;
+	rt_matmul *mm = NULL;
+	float *scaled = NULL;
+	if (!out)
+		return seterr(err, errlen, RT_EINVAL, "rt_matmul_create: out is NULL");
+	*out = NULL;
+	if (!ctx || !d)
+		return seterr(err, errlen, RT_EINVAL, "rt_matmul_create: NULL ctx or desc");
+	if (d->dtype != RT_F32)
+		return seterr(err, errlen, RT_EUNSUP, "rt_matmul: dtype %d not supported",
+			      (int)d->dtype);
+	if (d->nbatch < 0 || d->nbatch > RT_MAX_BATCH)
+		return seterr(err, errlen, RT_EINVAL, "rt_matmul: nbatch %d not in 0..%d",
+			      d->nbatch, RT_MAX_BATCH);
+	if (d->m < 1 || d->k < 1 || d->n < 1)
+		return seterr(err, errlen, RT_EINVAL, "rt_matmul: m, k, n must be positive");
+	for (int i = 0; i < d->nbatch; ++i)
+		if (d->batch_a[i] < 1 || d->batch_b[i] < 1 ||
+		    (d->batch_a[i] != d->batch_b[i] && d->batch_a[i] != 1 && d->batch_b[i] != 1))
+			return seterr(err, errlen, RT_EINVAL,
+				      "rt_matmul: batch dim %d: %lld vs %lld", i,
+				      (long long)d->batch_a[i], (long long)d->batch_b[i]);
+	if (d->b_const && !b_const_data)
+		return seterr(err, errlen, RT_EINVAL, "rt_matmul: b_const without data");
+	if (d->has_bias && d->bias_const && !bias_const)
+		return seterr(err, errlen, RT_EINVAL, "rt_matmul: bias_const without data");
+	const float alpha = d->alpha == 0 && d->beta == 0 ? 1 : d->alpha;
+	const float beta = d->alpha == 0 && d->beta == 0 ? 1 : d->beta;
+	if (d->has_bias && alpha == 0)
+		return seterr(err, errlen, RT_EUNSUP, "rt_matmul: alpha = 0 with a bias");
+
+	mm = calloc(1, sizeof *mm);
+	if (!mm)
+		return seterr(err, errlen, RT_ENOMEM, "rt_matmul_create: out of memory");
+	mm->p.ctx = ctx;
+	prev = threads_enter(ctx), entered = 1;
+
+	const int nb = d->nbatch, nd = nb + 2;
+	int64_t adims[6], bdims[6], cdims[6], biasdims[6];
+	int a_order[6], b_order[6];
+	for (int i = 0; i < nb; ++i) {
+		adims[i] = d->batch_a[i], bdims[i] = d->batch_b[i];
+		cdims[i] = adims[i] > bdims[i] ? adims[i] : bdims[i];
+		biasdims[i] = 1;
+	}
+	adims[nb] = cdims[nb] = d->m, adims[nb + 1] = bdims[nb] = d->k;
+	bdims[nb + 1] = cdims[nb + 1] = d->n;
+	biasdims[nb] = d->bias_full ? d->m : 1, biasdims[nb + 1] = d->n;
+	for (int i = 0; i < nd; ++i)
+		a_order[i] = b_order[i] = i;
+	if (d->a_trans)
+		a_order[nb] = nb + 1, a_order[nb + 1] = nb;
+	if (d->b_trans)
+		b_order[nb] = nb + 1, b_order[nb + 1] = nb;
+
+	dnnl_memory_desc_t a_md, b_md, bany_md, c_md, bias_md, bin_md[RT_MAX_POST];
+	int bin_idx[RT_MAX_POST] = {0};
+	DN(md_dense(&a_md, nd, adims, a_order, dnnl_f32));
+	DN(md_dense(&b_md, nd, bdims, b_order, dnnl_f32));
+	DN(md_dense(&c_md, nd, cdims, NULL, dnnl_f32));
+	if (d->b_const) {
+		dnnl_dims_t bd;
+		for (int i = 0; i < nd; ++i)
+			bd[i] = bdims[i];
+		DN(dnnl_memory_desc_init_by_tag(&bany_md, nd, bd, dnnl_f32, dnnl_format_tag_any));
+	} else {
+		bany_md = b_md;
+	}
+	if (d->has_bias)
+		DN(md_dense(&bias_md, nd, biasdims, NULL, dnnl_f32));
+
+	/* c = alpha*(a@b) + beta*bias = linear_alpha(a@b + (beta/alpha)*bias) */
+	DN(dnnl_post_ops_create(&po));
+	int lead = 0;
+	if (alpha != 1) {
+		DN(dnnl_post_ops_append_eltwise(po, 1.f, dnnl_eltwise_linear, alpha, 0.f));
+		lead = 1;
+	}
+	const float bscale = d->has_bias ? beta / alpha : 1;
+	if ((rc = build_post_ops(po, lead, d->npost, d->post, nd, cdims, NULL, 0, &mm->p, bin_md,
+				 bin_idx, err, errlen)))
+		goto fail;
+	if (!(attr = make_attr(po, &rc, err, errlen)))
+		goto fail;
+	dnnl_matmul_desc_t od;
+	DN(dnnl_matmul_desc_init(&od, &a_md, &bany_md, d->has_bias ? &bias_md : NULL, &c_md));
+	if ((rc = prim_finish(&mm->p, &od, attr, bin_md, bin_idx, err, errlen, "matmul")))
+		goto fail;
+
+	mm->p.arg_id[ARG_WEI] = DNNL_ARG_WEIGHTS;
+	mm->b_const = d->b_const;
+	if (d->b_const) {
+		const dnnl_memory_desc_t *wmd =
+			dnnl_primitive_desc_query_md(mm->p.pd, dnnl_query_weights_md, 0);
+		if (!wmd)
+			FAIL(RT_EDNNL, "oneDNN: cannot query the weights descriptor");
+		if ((rc = pack(ctx, &b_md, wmd, b_const_data, &mm->p.mem[ARG_WEI], err, errlen)))
+			goto fail;
+	} else {
+		DN(dnnl_memory_create(&mm->p.mem[ARG_WEI], &b_md, ctx->engine, DNNL_MEMORY_NONE));
+	}
+	if (d->has_bias) {
+		mm->p.arg_id[ARG_BIAS] = DNNL_ARG_BIAS;
+		mm->bias_elems = (size_t)biasdims[nb] * (size_t)biasdims[nb + 1];
+		if (d->bias_const) {
+			const float *src = bias_const;
+			if (bscale != 1) {
+				scaled = malloc(mm->bias_elems * sizeof *scaled);
+				if (!scaled)
+					FAIL(RT_ENOMEM, "rt_matmul: out of memory");
+				for (size_t i = 0; i < mm->bias_elems; ++i)
+					scaled[i] = bias_const[i] * bscale;
+				src = scaled;
+			}
+			if ((rc = pack(ctx, &bias_md, &bias_md, src, &mm->p.mem[ARG_BIAS], err,
+				       errlen)))
+				goto fail;
+		} else {
+			mm->bias_rt = 1;
+			mm->bias_scale = bscale;
+			if (bscale != 1) {
+				mm->bias_buf = malloc(mm->bias_elems * sizeof *mm->bias_buf);
+				if (!mm->bias_buf)
+					FAIL(RT_ENOMEM, "rt_matmul: out of memory");
+			}
+			DN(dnnl_memory_create(&mm->p.mem[ARG_BIAS], &bias_md, ctx->engine,
+					      DNNL_MEMORY_NONE));
+		}
+	}
+	free(scaled);
+	dnnl_primitive_attr_destroy(attr);
+	dnnl_post_ops_destroy(po);
+	threads_leave(ctx, prev);
+	*out = mm;
+	return RT_OK;
+fail:
+	free(scaled);
+	if (attr)
+		dnnl_primitive_attr_destroy(attr);
+	if (po)
+		dnnl_post_ops_destroy(po);
+	if (entered)
+		threads_leave(ctx, prev);
+	rt_matmul_destroy(mm);
+	return rc;
+}
+
+RT_API int rt_matmul_run(rt_matmul *mm, const float *a, const float *b, const float *bias,
+			 float *c, const float *const *post_src, char *err, size_t errlen)
+{
+	if (!mm || !a || !c)
+		return seterr(err, errlen, RT_EINVAL, "rt_matmul_run: NULL matmul, a or c");
+	if (!mm->b_const && !b)
+		return seterr(err, errlen, RT_EINVAL, "rt_matmul_run: b is NULL");
+	if (mm->bias_rt && !bias)
+		return seterr(err, errlen, RT_EINVAL, "rt_matmul_run: bias is NULL");
+	for (int i = 0; i < mm->p.npost; ++i)
+		if (mm->p.role[i] != ROLE_NONE && !(post_src && post_src[i]))
+			return seterr(err, errlen, RT_EINVAL, "post-op %d needs post_src[%d]", i,
+				      i);
+	void *ptr[MAX_ARGS] = {0};
+	bind_posts(&mm->p, post_src, c, ptr);
+	ptr[ARG_SRC] = (void *)a;
+	ptr[ARG_DST] = c;
+	if (!mm->b_const)
+		ptr[ARG_WEI] = (void *)b;
+	if (mm->bias_rt) {
+		if (mm->bias_buf) {
+			for (size_t i = 0; i < mm->bias_elems; ++i)
+				mm->bias_buf[i] = bias[i] * mm->bias_scale;
+			ptr[ARG_BIAS] = mm->bias_buf;
+		} else {
+			ptr[ARG_BIAS] = (void *)bias;
+		}
+	}
+	int prev = threads_enter(mm->p.ctx);
+	int rc = prim_exec(&mm->p, ptr, MAX_ARGS, err, errlen);
+	threads_leave(mm->p.ctx, prev);
+	return rc;
+}
+
+RT_API void rt_matmul_destroy(rt_matmul *mm)
+{
+	if (!mm)
+		return;
+	prim_free(&mm->p);
+	free(mm->bias_buf);
+	free(mm);
+}
+
+RT_API size_t rt_matmul_scratch_bytes(const rt_matmul *mm)
+{
+	return mm ? mm->p.scratch_bytes : 0;
+}
+RT_API const char *rt_matmul_impl(const rt_matmul *mm) { return mm ? prim_impl(&mm->p) : ""; }

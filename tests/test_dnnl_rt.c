@@ -1,0 +1,1069 @@
+/* Tests for the oneDNN runtime (codegen/rt/dnnl_rt.h): every convolution and
+ * matmul is compared with naive reference loops (double accumulation). */
+#include <dlfcn.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "codegen/rt/dnnl_rt.h"
+
+#define TOL 1e-4
+
+/* ------------------------------------------------------------------ */
+/* helpers                                                             */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static float frand(void) /* uniform in [-1, 1) */
+{
+	rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+	return (float)((double)(rng_state >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+}
+
+static float *rnd(size_t n)
+{
+	float *p = malloc((n ? n : 1) * sizeof *p);
+	assert_non_null(p);
+	for (size_t i = 0; i < n; ++i)
+		p[i] = frand();
+	return p;
+}
+
+static rt_ctx *new_ctx(int nthreads)
+{
+	char err[256] = "";
+	rt_ctx *c = NULL;
+	int rc = rt_ctx_create(nthreads, &c, err, sizeof err);
+	if (rc)
+		fail_msg("rt_ctx_create: %s", err);
+	return c;
+}
+
+static int setup(void **state)
+{
+	*state = new_ctx(1);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	rt_ctx_destroy(*state);
+	return 0;
+}
+
+/* |got - want| <= TOL * (|want| + rms(want)) everywhere. */
+static void check_close(const char *what, const float *got, const double *want, size_t n)
+{
+	double ss = 0;
+	for (size_t i = 0; i < n; ++i)
+		ss += want[i] * want[i];
+	double rms = n ? sqrt(ss / (double)n) : 0;
+	if (rms < 1e-3)
+		rms = 1e-3;
+	for (size_t i = 0; i < n; ++i) {
+		double d = fabs((double)got[i] - want[i]);
+		if (!(d <= TOL * (fabs(want[i]) + rms)))
+			fail_msg("%s: element %zu of %zu: got %.8g, want %.8g (rms %.3g)", what, i,
+				 n, (double)got[i], want[i], rms);
+	}
+}
+
+static double eltwise(const rt_post *p, double x)
+{
+	switch (p->kind) {
+	case RT_RELU: return x > 0 ? x : 0;
+	case RT_LEAKY_RELU: return x > 0 ? x : p->a * x;
+	case RT_GELU_ERF: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+	case RT_GELU_TANH:
+		return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+	case RT_SILU: return x / (1 + exp(-x));
+	case RT_SIGMOID: return 1 / (1 + exp(-x));
+	case RT_TANH: return tanh(x);
+	case RT_HARDSWISH: return x * fmin(fmax(x + 3, 0), 6) / 6;
+	case RT_HARDSIGMOID: return fmin(fmax(x + 3, 0), 6) / 6;
+	case RT_CLAMP: return fmin(fmax(x, p->a), p->b);
+	case RT_ELU: return x > 0 ? x : p->a * (exp(x) - 1);
+	case RT_LINEAR: return p->a * x + p->b;
+	default: fail_msg("eltwise: kind %d", p->kind);
+	}
+	return 0;
+}
+
+static int is_tensor_post(enum rt_post_kind k)
+{
+	return k == RT_ADD_SAME || k == RT_ADD_BCAST || k == RT_MUL_BCAST || k == RT_SUB_BCAST ||
+	       k == RT_DIV_BCAST;
+}
+
+/* Post-op operands: logical (row-major over the dst's logical dims, with
+ * broadcast dims of size 1); owned arrays. */
+typedef struct {
+	int npost;
+	float *logical[RT_MAX_POST];
+	size_t count[RT_MAX_POST];
+	int64_t bdims[RT_MAX_POST][8]; /* operand dims padded to dst rank */
+} post_data;
+
+static void make_posts(post_data *pd, int npost, const rt_post *post, int nd,
+		       const int64_t *ddims)
+{
+	memset(pd, 0, sizeof *pd);
+	pd->npost = npost;
+	for (int i = 0; i < npost; ++i) {
+		if (!is_tensor_post(post[i].kind))
+			continue;
+		size_t cnt = 1;
+		for (int j = 0; j < nd; ++j) {
+			int64_t v = ddims[j];
+			if (post[i].kind != RT_ADD_SAME) {
+				int sj = j - (nd - post[i].rank);
+				v = sj < 0 ? 1 : post[i].dims[sj];
+			}
+			pd->bdims[i][j] = v;
+			cnt *= (size_t)v;
+		}
+		pd->count[i] = cnt;
+		pd->logical[i] = rnd(cnt);
+		if (post[i].kind == RT_DIV_BCAST) /* keep away from 0 */
+			for (size_t e = 0; e < cnt; ++e)
+				pd->logical[i][e] = pd->logical[i][e] >= 0 ? 0.5f + pd->logical[i][e]
+									    : -0.5f + pd->logical[i][e];
+	}
+}
+
+static void free_posts(post_data *pd)
+{
+	for (int i = 0; i < pd->npost; ++i)
+		free(pd->logical[i]);
+}
+
+/* Applies the chain to a logical dst tensor (row-major, dims ddims). */
+static void apply_posts(double *y, int nd, const int64_t *ddims, int npost, const rt_post *post,
+			const post_data *pd)
+{
+	size_t total = 1;
+	for (int j = 0; j < nd; ++j)
+		total *= (size_t)ddims[j];
+	for (size_t e = 0; e < total; ++e) {
+		double x = y[e];
+		for (int i = 0; i < npost; ++i) {
+			const rt_post *p = &post[i];
+			if (!is_tensor_post(p->kind)) {
+				x = eltwise(p, x);
+				continue;
+			}
+			/* index into the (broadcast) operand */
+			size_t rem = e, off = 0, mul = 1;
+			for (int j = nd - 1; j >= 0; --j) {
+				size_t c = rem % (size_t)ddims[j];
+				rem /= (size_t)ddims[j];
+				if (pd->bdims[i][j] != 1)
+					off += c * mul;
+				mul *= (size_t)pd->bdims[i][j];
+			}
+			double s = pd->logical[i][off];
+			switch (p->kind) {
+			case RT_ADD_SAME:
+			case RT_ADD_BCAST: x += s; break;
+			case RT_MUL_BCAST: x *= s; break;
+			case RT_SUB_BCAST: x -= s; break;
+			case RT_DIV_BCAST: x /= s; break;
+			default: break;
+			}
+		}
+		y[e] = x;
+	}
+}
+
+/* Logical [n, c, s...] (row-major) -> channels-last [n, s..., c]; nd = 2 + nsp. */
+static void to_cl(const float *in, float *out, int nd, const int64_t *dims)
+{
+	size_t n = (size_t)dims[0], c = (size_t)dims[1], sp = 1;
+	for (int j = 2; j < nd; ++j)
+		sp *= (size_t)dims[j];
+	for (size_t a = 0; a < n; ++a)
+		for (size_t ch = 0; ch < c; ++ch)
+			for (size_t s = 0; s < sp; ++s)
+				out[(a * sp + s) * c + ch] = in[(a * c + ch) * sp + s];
+}
+
+static void from_cl(const float *in, float *out, int nd, const int64_t *dims)
+{
+	size_t n = (size_t)dims[0], c = (size_t)dims[1], sp = 1;
+	for (int j = 2; j < nd; ++j)
+		sp *= (size_t)dims[j];
+	for (size_t a = 0; a < n; ++a)
+		for (size_t ch = 0; ch < c; ++ch)
+			for (size_t s = 0; s < sp; ++s)
+				out[(a * c + ch) * sp + s] = in[(a * sp + s) * c + ch];
+}
+
+/* ------------------------------------------------------------------ */
+/* convolution                                                         */
+
+/* Fills out[] from the other fields. */
+static void conv_out(rt_conv_desc *d)
+{
+	for (int i = 0; i < d->nsp; ++i) {
+		int64_t s = d->stride[i] ? d->stride[i] : 1, dl = d->dil[i] ? d->dil[i] : 1;
+		int64_t kr = dl * (d->k[i] - 1) + 1;
+		d->out[i] = d->transposed
+				    ? (d->in[i] - 1) * s - d->pad_l[i] - d->pad_r[i] + kr + d->out_pad[i]
+				    : (d->in[i] + d->pad_l[i] + d->pad_r[i] - kr) / s + 1;
+	}
+}
+
+/* A desc with n, ic, oc, groups, nsp and per-dim in/k/stride/pad/dil given
+ * as the same value for every spatial dim. */
+static rt_conv_desc cdesc(int nsp, int64_t n, int64_t ic, int64_t oc, int64_t g, int64_t in,
+			  int64_t k, int64_t s, int64_t p, int64_t dil)
+{
+	rt_conv_desc d;
+	memset(&d, 0, sizeof d);
+	d.dtype = RT_F32;
+	d.nsp = nsp, d.n = n, d.ic = ic, d.oc = oc, d.groups = g;
+	for (int i = 0; i < nsp; ++i) {
+		d.in[i] = in, d.k[i] = k, d.stride[i] = s, d.pad_l[i] = d.pad_r[i] = p;
+		d.dil[i] = dil;
+	}
+	conv_out(&d);
+	return d;
+}
+
+/* Reference, logical NCHW-style layouts; result in double. */
+static void ref_conv(const rt_conv_desc *d, const float *x, const float *w, const float *b,
+		     double *y)
+{
+	int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1},
+		pl[3] = {0, 0, 0}, dl[3] = {1, 1, 1};
+	int off = 3 - d->nsp;
+	for (int i = 0; i < d->nsp; ++i) {
+		in[off + i] = d->in[i], out[off + i] = d->out[i], k[off + i] = d->k[i];
+		s[off + i] = d->stride[i] ? d->stride[i] : 1, pl[off + i] = d->pad_l[i];
+		dl[off + i] = d->dil[i] ? d->dil[i] : 1;
+	}
+	const int64_t g = d->groups ? d->groups : 1, icg = d->ic / g, ocg = d->oc / g;
+	const int64_t isz = in[0] * in[1] * in[2], osz = out[0] * out[1] * out[2],
+		      ksz = k[0] * k[1] * k[2];
+	for (int64_t e = 0; e < d->n * d->oc * osz; ++e)
+		y[e] = d->has_bias ? b[(e / osz) % d->oc] : 0;
+	for (int64_t n = 0; n < d->n; ++n)
+		for (int64_t gi = 0; gi < g; ++gi)
+			for (int64_t ci = 0; ci < icg; ++ci)
+				for (int64_t co = 0; co < ocg; ++co)
+					for (int64_t kd = 0; kd < k[0]; ++kd)
+						for (int64_t kh = 0; kh < k[1]; ++kh)
+							for (int64_t kw = 0; kw < k[2]; ++kw) {
+		const int64_t icx = gi * icg + ci, ocx = gi * ocg + co,
+			      kk = (kd * k[1] + kh) * k[2] + kw;
+		/* conv: w[oc][ic/g][k]; transposed: w[ic][oc/g][k] */
+		const double wv = d->transposed ? w[(icx * ocg + co) * ksz + kk]
+						: w[(ocx * icg + ci) * ksz + kk];
+		const float *xp = x + (n * d->ic + icx) * isz;
+		double *yp = y + (n * d->oc + ocx) * osz;
+		if (!d->transposed) {
+			for (int64_t od = 0; od < out[0]; ++od) {
+				int64_t id = od * s[0] - pl[0] + kd * dl[0];
+				if (id < 0 || id >= in[0]) continue;
+				for (int64_t oh = 0; oh < out[1]; ++oh) {
+					int64_t ih = oh * s[1] - pl[1] + kh * dl[1];
+					if (ih < 0 || ih >= in[1]) continue;
+					for (int64_t ow = 0; ow < out[2]; ++ow) {
+						int64_t iw = ow * s[2] - pl[2] + kw * dl[2];
+						if (iw < 0 || iw >= in[2]) continue;
+						yp[(od * out[1] + oh) * out[2] + ow] +=
+							wv * xp[(id * in[1] + ih) * in[2] + iw];
+					}
+				}
+			}
+		} else {
+			for (int64_t id = 0; id < in[0]; ++id) {
+				int64_t od = id * s[0] - pl[0] + kd * dl[0];
+				if (od < 0 || od >= out[0]) continue;
+				for (int64_t ih = 0; ih < in[1]; ++ih) {
+					int64_t oh = ih * s[1] - pl[1] + kh * dl[1];
+					if (oh < 0 || oh >= out[1]) continue;
+					for (int64_t iw = 0; iw < in[2]; ++iw) {
+						int64_t ow = iw * s[2] - pl[2] + kw * dl[2];
+						if (ow < 0 || ow >= out[2]) continue;
+						yp[(od * out[1] + oh) * out[2] + ow] +=
+							wv * xp[(id * in[1] + ih) * in[2] + iw];
+					}
+				}
+			}
+		}
+							}
+}
+
+typedef struct {
+	size_t ysize;
+	float *y;  /* logical result of the last run_conv */
+} conv_result;
+
+/* Runs desc d through rt (on ctx) and through the reference; compares.  If
+ * res is given, keeps the (logical) output there.  inplace_sum: pass dst as
+ * the RT_ADD_SAME operand, pre-filled. */
+static void run_conv_ex(rt_ctx *ctx, const rt_conv_desc *d, const char *name, int inplace_sum,
+			conv_result *res)
+{
+	const int nd = d->nsp + 2;
+	int64_t sdims[5], ddims[5];
+	size_t ssz = (size_t)d->n * (size_t)d->ic, dsz = (size_t)d->n * (size_t)d->oc, ksz = 1;
+	sdims[0] = ddims[0] = d->n, sdims[1] = d->ic, ddims[1] = d->oc;
+	for (int i = 0; i < d->nsp; ++i) {
+		sdims[2 + i] = d->in[i], ddims[2 + i] = d->out[i];
+		ssz *= (size_t)d->in[i], dsz *= (size_t)d->out[i], ksz *= (size_t)d->k[i];
+	}
+	const int64_t g = d->groups ? d->groups : 1;
+	size_t wsz = (size_t)(d->transposed ? d->ic * (d->oc / g) : d->oc * (d->ic / g)) * ksz;
+	float *x = rnd(ssz), *w = rnd(wsz), *b = rnd((size_t)d->oc);
+	post_data pd;
+	make_posts(&pd, d->npost, d->post, nd, ddims);
+
+	double *want = malloc(dsz * sizeof *want);
+	assert_non_null(want);
+	ref_conv(d, x, w, d->has_bias ? b : NULL, want);
+	apply_posts(want, nd, ddims, d->npost, d->post, &pd);
+
+	char err[512] = "";
+	rt_conv *c = NULL;
+	if (rt_conv_create(ctx, d, w, d->has_bias ? b : NULL, &c, err, sizeof err))
+		fail_msg("%s: rt_conv_create: %s", name, err);
+	/* the runtime must not keep pointers to weight/bias */
+	for (size_t i = 0; i < wsz; ++i)
+		w[i] = NAN;
+	b[0] = NAN;
+
+	float *xin = x, *dst = malloc(dsz * sizeof *dst), *got = malloc(dsz * sizeof *got);
+	float *phys[RT_MAX_POST] = {0};
+	const float *post_src[RT_MAX_POST] = {0};
+	assert_non_null(dst);
+	assert_non_null(got);
+	if (d->channels_last) {
+		xin = malloc(ssz * sizeof *xin);
+		assert_non_null(xin);
+		to_cl(x, xin, nd, sdims);
+	}
+	for (int i = 0; i < d->npost; ++i) {
+		if (!pd.logical[i])
+			continue;
+		phys[i] = malloc(pd.count[i] * sizeof(float));
+		assert_non_null(phys[i]);
+		if (d->channels_last)
+			to_cl(pd.logical[i], phys[i], nd, pd.bdims[i]);
+		else
+			memcpy(phys[i], pd.logical[i], pd.count[i] * sizeof(float));
+		post_src[i] = phys[i];
+		if (d->post[i].kind == RT_ADD_SAME && inplace_sum) {
+			memcpy(dst, phys[i], dsz * sizeof *dst);
+			post_src[i] = dst;
+		}
+	}
+	for (size_t i = 0; !inplace_sum && i < dsz; ++i)
+		dst[i] = NAN; /* must be overwritten */
+	if (rt_conv_run(c, xin, dst, post_src, err, sizeof err))
+		fail_msg("%s: rt_conv_run: %s", name, err);
+	if (d->channels_last)
+		from_cl(dst, got, nd, ddims);
+	else
+		memcpy(got, dst, dsz * sizeof *got);
+	check_close(name, got, want, dsz);
+
+	rt_conv_destroy(c);
+	if (res) {
+		res->ysize = dsz;
+		res->y = got;
+	} else {
+		free(got);
+	}
+	for (int i = 0; i < d->npost; ++i)
+		free(phys[i]);
+	if (xin != x)
+		free(xin);
+	free(dst);
+	free(want);
+	free(x);
+	free(w);
+	free(b);
+	free_posts(&pd);
+}
+
+/* Runs d in the three ways a conv can run: NCHW direct (GEMM), NCHW via an
+ * NHWC primitive, NHWC. */
+static void run_conv(rt_ctx *ctx, rt_conv_desc d, const char *name)
+{
+	static const struct {
+		int cl;
+		enum rt_conv_path path;
+		const char *name;
+	} ways[] = {{0, RT_PATH_DIRECT, "nchw"}, {0, RT_PATH_NHWC, "nchw-via-nhwc"}, {1, 0, "nhwc"}};
+	char nm[128];
+	for (size_t i = 0; i < sizeof ways / sizeof *ways; ++i) {
+		d.channels_last = ways[i].cl;
+		d.path = ways[i].path;
+		snprintf(nm, sizeof nm, "%s/%s", name, ways[i].name);
+		uint64_t seed = rng_state;
+		run_conv_ex(ctx, &d, nm, 0, NULL);
+		rng_state = seed; /* same data every way */
+	}
+	frand();
+}
+
+static void test_conv2d_basic(void **state)
+{
+	rt_conv_desc d = cdesc(2, 2, 3, 5, 1, 7, 3, 1, 1, 1);
+	d.has_bias = 1;
+	run_conv(*state, d, "3x3 s1 p1 bias");
+	d = cdesc(2, 1, 4, 7, 1, 13, 3, 1, 0, 1);
+	run_conv(*state, d, "3x3 p0 no bias");
+	d = cdesc(2, 1, 16, 32, 1, 9, 5, 1, 2, 1);
+	d.has_bias = 1;
+	run_conv(*state, d, "5x5 16->32");
+}
+
+static void test_conv2d_stride_pad_dil_groups(void **state)
+{
+	rt_conv_desc d = cdesc(2, 2, 4, 6, 2, 13, 3, 2, 1, 1);
+	d.in[1] = 7;
+	d.pad_l[0] = 1, d.pad_r[0] = 2, d.pad_l[1] = 0, d.pad_r[1] = 1; /* asymmetric */
+	d.dil[0] = 2;
+	d.stride[1] = 1;
+	d.has_bias = 1;
+	conv_out(&d);
+	run_conv(*state, d, "s2 asym-pad dil2 g2");
+
+	d = cdesc(2, 1, 6, 9, 3, 13, 3, 2, 0, 1); /* floor: last row unused */
+	d.in[1] = 8;
+	conv_out(&d);
+	run_conv(*state, d, "g3 s2 p0 floor");
+
+	d = cdesc(2, 1, 8, 8, 1, 13, 3, 1, 2, 2);
+	d.k[1] = 1, d.pad_l[1] = d.pad_r[1] = 0;
+	conv_out(&d);
+	run_conv(*state, d, "3x1 dil2");
+}
+
+static void test_conv2d_depthwise_1x1(void **state)
+{
+	rt_conv_desc d = cdesc(2, 2, 16, 16, 16, 13, 3, 2, 1, 1);
+	d.has_bias = 1;
+	d.npost = 1;
+	d.post[0] = (rt_post){.kind = RT_CLAMP, .a = 0, .b = 6};
+	run_conv(*state, d, "depthwise relu6");
+
+	d = cdesc(2, 1, 7, 7, 7, 7, 5, 1, 2, 1);
+	run_conv(*state, d, "depthwise 7ch 5x5");
+
+	d = cdesc(2, 3, 32, 16, 1, 7, 1, 1, 0, 1);
+	d.has_bias = 1;
+	run_conv(*state, d, "1x1");
+
+	d = cdesc(2, 1, 13, 7, 1, 13, 1, 2, 0, 1);
+	run_conv(*state, d, "1x1 s2 odd");
+
+	d = cdesc(2, 1, 1, 1, 1, 1, 1, 1, 0, 1);
+	d.has_bias = 1;
+	run_conv(*state, d, "1x1x1x1");
+}
+
+static void test_conv1d_3d(void **state)
+{
+	rt_conv_desc d = cdesc(1, 2, 5, 7, 1, 13, 3, 2, 1, 1);
+	d.has_bias = 1;
+	run_conv(*state, d, "1d s2");
+	d = cdesc(1, 1, 6, 4, 2, 13, 3, 1, 2, 2);
+	run_conv(*state, d, "1d g2 dil2");
+	d = cdesc(3, 2, 3, 4, 1, 5, 3, 1, 1, 1);
+	d.in[1] = 6, d.in[2] = 7, d.stride[1] = 2;
+	d.has_bias = 1;
+	conv_out(&d);
+	run_conv(*state, d, "3d");
+	d = cdesc(3, 1, 4, 8, 2, 5, 1, 1, 0, 1);
+	run_conv(*state, d, "3d 1x1x1 g2");
+}
+
+static void test_conv_transposed(void **state)
+{
+	rt_conv_desc d = cdesc(2, 2, 6, 4, 2, 5, 3, 2, 1, 1);
+	d.transposed = 1;
+	d.out_pad[0] = d.out_pad[1] = 1;
+	d.has_bias = 1;
+	conv_out(&d);
+	run_conv(*state, d, "deconv 3x3 s2 p1 op1 g2");
+
+	d = cdesc(2, 1, 8, 5, 1, 7, 4, 2, 1, 1);
+	d.transposed = 1;
+	conv_out(&d);
+	run_conv(*state, d, "deconv 4x4 s2 p1");
+
+	d = cdesc(2, 2, 3, 4, 1, 5, 3, 2, 0, 1); /* out_pad > pad */
+	d.transposed = 1;
+	d.out_pad[0] = 1;
+	d.has_bias = 1;
+	conv_out(&d);
+	run_conv(*state, d, "deconv p0 op1");
+
+	d = cdesc(2, 1, 4, 6, 2, 6, 3, 1, 2, 2);
+	d.transposed = 1;
+	d.pad_r[1] = 1; /* asymmetric */
+	conv_out(&d);
+	run_conv(*state, d, "deconv dil2 asym");
+
+	d = cdesc(1, 2, 5, 3, 1, 13, 3, 3, 1, 1);
+	d.transposed = 1;
+	d.out_pad[0] = 2;
+	d.has_bias = 1;
+	conv_out(&d);
+	run_conv(*state, d, "deconv 1d s3 op2");
+
+	d = cdesc(3, 1, 4, 4, 4, 4, 2, 2, 0, 1);
+	d.transposed = 1;
+	conv_out(&d);
+	run_conv(*state, d, "deconv 3d depthwise");
+}
+
+static void test_conv_post_each(void **state)
+{
+	static const rt_post posts[] = {
+		{.kind = RT_RELU},
+		{.kind = RT_LEAKY_RELU, .a = 0.1f},
+		{.kind = RT_GELU_ERF},
+		{.kind = RT_GELU_TANH},
+		{.kind = RT_SILU},
+		{.kind = RT_SIGMOID},
+		{.kind = RT_TANH},
+		{.kind = RT_HARDSWISH},
+		{.kind = RT_HARDSIGMOID},
+		{.kind = RT_CLAMP, .a = -0.5f, .b = 0.75f},
+		{.kind = RT_CLAMP, .a = -INFINITY, .b = 0.25f},
+		{.kind = RT_ELU, .a = 0.7f},
+		{.kind = RT_LINEAR, .a = -1.5f, .b = 0.25f},
+		{.kind = RT_ADD_SAME},
+		{.kind = RT_ADD_BCAST, .rank = 3, .dims = {8, 1, 1}},
+		{.kind = RT_MUL_BCAST, .rank = 4, .dims = {1, 8, 1, 1}},
+		{.kind = RT_SUB_BCAST, .rank = 3, .dims = {8, 1, 1}},
+		{.kind = RT_DIV_BCAST, .rank = 3, .dims = {8, 1, 1}},
+		{.kind = RT_ADD_BCAST, .rank = 4, .dims = {2, 8, 5, 5}}, /* no broadcast */
+		{.kind = RT_ADD_BCAST, .rank = 1, .dims = {1}},          /* scalar */
+	};
+	for (size_t i = 0; i < sizeof posts / sizeof *posts; ++i) {
+		rt_conv_desc d = cdesc(2, 2, 6, 8, 1, 5, 3, 1, 1, 1);
+		d.has_bias = 1;
+		d.npost = 1;
+		d.post[0] = posts[i];
+		char nm[64];
+		snprintf(nm, sizeof nm, "post %zu (kind %d)", i, (int)posts[i].kind);
+		run_conv(*state, d, nm);
+	}
+}
+
+static void test_conv_post_chains(void **state)
+{
+	/* resnet block tail: bias + residual + relu */
+	rt_conv_desc d = cdesc(2, 2, 16, 16, 1, 7, 3, 1, 1, 1);
+	d.has_bias = 1;
+	d.npost = 2;
+	d.post[0] = (rt_post){.kind = RT_ADD_SAME};
+	d.post[1] = (rt_post){.kind = RT_RELU};
+	run_conv(*state, d, "bias+residual+relu");
+	d.channels_last = 1;
+	run_conv_ex(*state, &d, "bias+residual(in place)+relu", 1, NULL);
+	d.channels_last = 0, d.path = RT_PATH_NHWC;
+	run_conv_ex(*state, &d, "bias+residual(in place)+relu/nchw-via-nhwc", 1, NULL);
+	d.path = RT_PATH_DIRECT;
+	run_conv_ex(*state, &d, "bias+residual(in place)+relu/nchw", 1, NULL);
+	d.path = RT_PATH_AUTO;
+
+	/* per-channel scale/shift (folded batchnorm) then gelu, then residual */
+	d = cdesc(2, 1, 8, 13, 1, 7, 3, 2, 1, 1);
+	d.npost = 4;
+	d.post[0] = (rt_post){.kind = RT_MUL_BCAST, .rank = 3, .dims = {13, 1, 1}};
+	d.post[1] = (rt_post){.kind = RT_ADD_BCAST, .rank = 3, .dims = {13, 1, 1}};
+	d.post[2] = (rt_post){.kind = RT_GELU_TANH};
+	d.post[3] = (rt_post){.kind = RT_ADD_SAME};
+	run_conv(*state, d, "bn+gelu_tanh+residual");
+
+	/* hardswish then hardsigmoid-gated multiply-ish chain */
+	d = cdesc(2, 1, 16, 16, 16, 7, 3, 1, 1, 1);
+	d.has_bias = 1;
+	d.npost = 3;
+	d.post[0] = (rt_post){.kind = RT_HARDSWISH};
+	d.post[1] = (rt_post){.kind = RT_HARDSIGMOID};
+	d.post[2] = (rt_post){.kind = RT_CLAMP, .a = 0, .b = 6};
+	run_conv(*state, d, "dw hardswish+hardsigmoid+relu6");
+
+	/* n = 1: a rank-3 {c, h, w} operand is dst-shaped */
+	d = cdesc(2, 1, 8, 8, 1, 6, 3, 1, 1, 1);
+	d.npost = 2;
+	d.post[0] = (rt_post){.kind = RT_ADD_BCAST, .rank = 3, .dims = {8, 6, 6}};
+	d.post[1] = (rt_post){.kind = RT_SIGMOID};
+	run_conv(*state, d, "n1 rank-3 full operand+sigmoid");
+
+	d = cdesc(1, 2, 4, 6, 1, 13, 3, 1, 1, 1);
+	d.has_bias = 1;
+	d.npost = 3;
+	d.post[0] = (rt_post){.kind = RT_GELU_ERF};
+	d.post[1] = (rt_post){.kind = RT_ADD_BCAST, .rank = 2, .dims = {1, 13}}; /* spatial */
+	d.post[2] = (rt_post){.kind = RT_SILU};
+	run_conv_ex(*state, &d, "1d gelu_erf+add(spatial)+silu", 0, NULL); /* NCHW (auto) only */
+
+	d = cdesc(2, 1, 6, 4, 2, 5, 3, 2, 1, 1);
+	d.transposed = 1;
+	d.out_pad[0] = d.out_pad[1] = 1;
+	d.has_bias = 1;
+	conv_out(&d);
+	d.npost = 3;
+	d.post[0] = (rt_post){.kind = RT_ADD_SAME};
+	d.post[1] = (rt_post){.kind = RT_LEAKY_RELU, .a = 0.2f};
+	d.post[2] = (rt_post){.kind = RT_TANH};
+	run_conv(*state, d, "deconv residual+leaky+tanh");
+}
+
+/* Binary operands of every broadcast pattern: NCHW takes them all;
+ * channels-last takes scalar, per-channel and full, and refuses the rest
+ * with RT_EUNSUP (oneDNN 2.6 computes them wrongly). */
+static void test_conv_bcast_patterns(void **state)
+{
+	for (int nsp = 1; nsp <= 2; ++nsp) {
+		rt_conv_desc d = cdesc(nsp, 2, 6, 8, 1, 5, 3, 1, 1, 1);
+		d.in[nsp - 1] = 6;
+		conv_out(&d);
+		const int nd = nsp + 2;
+		const int64_t dd[4] = {d.n, d.oc, d.out[0], d.out[1]};
+		for (int mask = 0; mask < 1 << nd; ++mask) {
+			int ok_cl = mask == 0 || mask == 2 || mask == (1 << nd) - 1;
+			d.npost = 2;
+			d.post[0] = (rt_post){.kind = RT_MUL_BCAST, .rank = nd};
+			d.post[1] = (rt_post){.kind = RT_RELU};
+			for (int j = 0; j < nd; ++j)
+				d.post[0].dims[j] = (mask >> j & 1) ? dd[j] : 1;
+			char nm[64];
+			snprintf(nm, sizeof nm, "%dd bcast mask %x", nsp, mask);
+			/* NCHW: direct and auto take every pattern (auto goes via
+			 * NHWC where it can); NHWC and forced via-NHWC refuse some */
+			for (int way = 0; way < 4; ++way) {
+				d.channels_last = way == 3;
+				d.path = way == 0 ? RT_PATH_DIRECT : way == 1 ? RT_PATH_AUTO
+							       : RT_PATH_NHWC;
+				if (way < 2 || ok_cl) {
+					run_conv_ex(*state, &d, nm, 0, NULL);
+					continue;
+				}
+				float w[8 * 6 * 9] = {0};
+				char err[256] = "";
+				rt_conv *c = NULL;
+				assert_int_equal(rt_conv_create(*state, &d, w, NULL, &c, err, sizeof err),
+						 RT_EUNSUP);
+				assert_null(c);
+			}
+		}
+	}
+}
+
+/* RT_PATH_AUTO: GEMM for plain dense 1x1s, NHWC otherwise; the context's
+ * workspace is shared and run() works after later creates grow it. */
+static void test_conv_auto_path(void **state)
+{
+	rt_ctx *ctx = *state;
+	float w[64 * 64 * 9] = {0};
+	char err[256] = "";
+	rt_conv *c1, *c3, *c1post;
+	rt_conv_desc d = cdesc(2, 1, 16, 16, 1, 8, 1, 1, 0, 1);
+	assert_int_equal(rt_conv_create(ctx, &d, w, NULL, &c1, err, sizeof err), 0);
+	assert_int_equal(rt_conv_via_nhwc(c1), 0);
+	d.npost = 1, d.post[0].kind = RT_RELU;
+	assert_int_equal(rt_conv_create(ctx, &d, w, NULL, &c1post, err, sizeof err), 0);
+	assert_int_equal(rt_conv_via_nhwc(c1post), 1);
+	d = cdesc(2, 1, 16, 16, 1, 8, 3, 1, 1, 1);
+	assert_int_equal(rt_conv_create(ctx, &d, w, NULL, &c3, err, sizeof err), 0);
+	assert_int_equal(rt_conv_via_nhwc(c3), 1);
+	assert_true(rt_conv_scratch_bytes(c3) >= 2 * 16 * 64 * sizeof(float));
+	rt_conv_destroy(c1);
+	rt_conv_destroy(c1post);
+	rt_conv_destroy(c3);
+	/* a via-NHWC conv made before a bigger one grew the workspace still
+	 * runs right (and, under ASan, touches no freed memory) */
+	d = cdesc(2, 1, 4, 4, 1, 5, 3, 1, 1, 1);
+	d.path = RT_PATH_NHWC;
+	float *x = rnd(4 * 25), *wt = rnd(4 * 4 * 9), y1[4 * 25], y2[4 * 25];
+	assert_int_equal(rt_conv_create(ctx, &d, wt, NULL, &c1, err, sizeof err), 0);
+	assert_int_equal(rt_conv_run(c1, x, y1, NULL, err, sizeof err), 0);
+	rt_conv_desc big = cdesc(2, 2, 64, 64, 1, 64, 3, 1, 1, 1);
+	big.path = RT_PATH_NHWC;
+	size_t before = rt_conv_scratch_bytes(c1);
+	assert_int_equal(rt_conv_create(ctx, &big, w, NULL, &c3, err, sizeof err), 0);
+	assert_true(rt_conv_scratch_bytes(c3) > before);
+	assert_int_equal(rt_conv_run(c1, x, y2, NULL, err, sizeof err), 0);
+	assert_memory_equal(y1, y2, sizeof y1);
+	rt_conv_destroy(c1);
+	rt_conv_destroy(c3);
+	free(x);
+	free(wt);
+}
+
+/* ------------------------------------------------------------------ */
+/* matmul                                                              */
+
+static void ref_matmul(const rt_matmul_desc *d, const float *a, const float *b,
+		       const float *bias, double *c)
+{
+	const int nb = d->nbatch;
+	int64_t cb[RT_MAX_BATCH], nbt = 1;
+	for (int i = 0; i < nb; ++i) {
+		cb[i] = d->batch_a[i] > d->batch_b[i] ? d->batch_a[i] : d->batch_b[i];
+		nbt *= cb[i];
+	}
+	const float alpha = d->alpha == 0 && d->beta == 0 ? 1 : d->alpha;
+	const float beta = d->alpha == 0 && d->beta == 0 ? 1 : d->beta;
+	for (int64_t t = 0; t < nbt; ++t) {
+		int64_t rem = t, ia = 0, ib = 0, ma = 1, mb = 1;
+		for (int i = nb - 1; i >= 0; --i) {
+			int64_t ci = rem % cb[i];
+			rem /= cb[i];
+			if (d->batch_a[i] != 1) ia += ci * ma;
+			if (d->batch_b[i] != 1) ib += ci * mb;
+			ma *= d->batch_a[i], mb *= d->batch_b[i];
+		}
+		const float *A = a + ia * d->m * d->k, *B = b + ib * d->k * d->n;
+		double *C = c + t * d->m * d->n;
+		for (int64_t i = 0; i < d->m; ++i)
+			for (int64_t j = 0; j < d->n; ++j) {
+				double s = 0;
+				for (int64_t p = 0; p < d->k; ++p) {
+					double av = d->a_trans ? A[p * d->m + i] : A[i * d->k + p];
+					double bv = d->b_trans ? B[j * d->k + p] : B[p * d->n + j];
+					s += av * bv;
+				}
+				s *= alpha;
+				if (d->has_bias)
+					s += beta * (double)bias[d->bias_full ? i * d->n + j : j];
+				C[i * d->n + j] = s;
+			}
+	}
+}
+
+static void run_mm(rt_ctx *ctx, const rt_matmul_desc *d, const char *name, float **keep)
+{
+	const int nb = d->nbatch, nd = nb + 2;
+	size_t na = 1, nbb = 1, nc = 1;
+	int64_t cdims[RT_MAX_BATCH + 2];
+	for (int i = 0; i < nb; ++i) {
+		na *= (size_t)d->batch_a[i], nbb *= (size_t)d->batch_b[i];
+		cdims[i] = d->batch_a[i] > d->batch_b[i] ? d->batch_a[i] : d->batch_b[i];
+		nc *= (size_t)cdims[i];
+	}
+	cdims[nb] = d->m, cdims[nb + 1] = d->n;
+	na *= (size_t)(d->m * d->k), nbb *= (size_t)(d->k * d->n), nc *= (size_t)(d->m * d->n);
+	size_t nbias = (size_t)(d->bias_full ? d->m * d->n : d->n);
+	float *a = rnd(na), *b = rnd(nbb), *bias = rnd(nbias);
+	post_data pd;
+	make_posts(&pd, d->npost, d->post, nd, cdims);
+	double *want = malloc(nc * sizeof *want);
+	float *c = malloc(nc * sizeof *c);
+	assert_non_null(want);
+	assert_non_null(c);
+	ref_matmul(d, a, b, bias, want);
+	apply_posts(want, nd, cdims, d->npost, d->post, &pd);
+
+	char err[512] = "";
+	rt_matmul *mm = NULL;
+	if (rt_matmul_create(ctx, d, d->b_const ? b : NULL,
+			     d->has_bias && d->bias_const ? bias : NULL, &mm, err, sizeof err))
+		fail_msg("%s: rt_matmul_create: %s", name, err);
+	float *b_copy = NULL;
+	if (d->b_const) { /* the runtime must have copied it */
+		b_copy = b;
+		b = rnd(nbb);
+		for (size_t i = 0; i < nbb; ++i)
+			b[i] = NAN;
+	}
+	const float *post_src[RT_MAX_POST] = {0};
+	for (int i = 0; i < d->npost; ++i)
+		post_src[i] = pd.logical[i];
+	for (size_t i = 0; i < nc; ++i)
+		c[i] = NAN;
+	if (rt_matmul_run(mm, a, d->b_const ? NULL : b,
+			  d->has_bias && !d->bias_const ? bias : NULL, c, post_src, err,
+			  sizeof err))
+		fail_msg("%s: rt_matmul_run: %s", name, err);
+	check_close(name, c, want, nc);
+	/* a second run gives the same */
+	if (rt_matmul_run(mm, a, d->b_const ? NULL : b,
+			  d->has_bias && !d->bias_const ? bias : NULL, c, post_src, err,
+			  sizeof err))
+		fail_msg("%s: rt_matmul_run (2): %s", name, err);
+	check_close(name, c, want, nc);
+	rt_matmul_destroy(mm);
+	if (keep)
+		*keep = c;
+	else
+		free(c);
+	free(want);
+	free(a);
+	free(b);
+	free(b_copy);
+	free(bias);
+	free_posts(&pd);
+}
+
+static rt_matmul_desc mdesc(int64_t m, int64_t k, int64_t n)
+{
+	rt_matmul_desc d;
+	memset(&d, 0, sizeof d);
+	d.m = m, d.k = k, d.n = n;
+	d.alpha = d.beta = 1;
+	return d;
+}
+
+static void test_mm(void **state)
+{
+	static const int64_t sz[][3] = {{7, 13, 1}, {1, 1, 1}, {13, 7, 13}, {1, 64, 33},
+					{64, 48, 80}, {37, 129, 17}};
+	for (size_t i = 0; i < sizeof sz / sizeof *sz; ++i)
+		for (int t = 0; t < 4; ++t) {
+			rt_matmul_desc d = mdesc(sz[i][0], sz[i][1], sz[i][2]);
+			d.a_trans = t & 1, d.b_trans = t >> 1 & 1;
+			char nm[96];
+			snprintf(nm, sizeof nm, "mm %lldx%lldx%lld ta%d tb%d", (long long)d.m,
+				 (long long)d.k, (long long)d.n, d.a_trans, d.b_trans);
+			run_mm(*state, &d, nm, NULL);
+			d.b_const = 1;
+			run_mm(*state, &d, nm, NULL);
+		}
+	rt_matmul_desc d = mdesc(5, 6, 7);
+	d.alpha = d.beta = 0; /* zeroed: plain mm */
+	run_mm(*state, &d, "mm zero alpha/beta", NULL);
+}
+
+static void test_addmm(void **state)
+{
+	/* nn.Linear: addmm(bias, x, W.t()), W [n, k] prepacked */
+	rt_matmul_desc d = mdesc(13, 96, 40);
+	d.b_trans = 1, d.b_const = 1, d.has_bias = 1, d.bias_const = 1;
+	run_mm(*state, &d, "linear", NULL);
+	d.alpha = 0.5f, d.beta = 2;
+	run_mm(*state, &d, "linear alpha/beta", NULL);
+	d.bias_const = 0;
+	run_mm(*state, &d, "linear alpha/beta runtime bias", NULL);
+	d.alpha = 1, d.beta = 0.25f;
+	run_mm(*state, &d, "linear beta runtime bias", NULL);
+	d.b_const = 0, d.alpha = -1.5f, d.beta = 1;
+	run_mm(*state, &d, "addmm runtime b", NULL);
+	d = mdesc(7, 13, 9);
+	d.has_bias = 1, d.bias_full = 1, d.alpha = 3, d.beta = 0.5f, d.bias_const = 1;
+	run_mm(*state, &d, "addmm full bias", NULL);
+	d.bias_const = 0, d.a_trans = 1;
+	run_mm(*state, &d, "addmm full runtime bias a_trans", NULL);
+}
+
+static void test_bmm(void **state)
+{
+	rt_matmul_desc d = mdesc(7, 13, 5);
+	d.nbatch = 1, d.batch_a[0] = d.batch_b[0] = 3;
+	run_mm(*state, &d, "bmm", NULL);
+	d.batch_b[0] = 1;
+	run_mm(*state, &d, "bmm b broadcast", NULL);
+	d.b_const = 1;
+	run_mm(*state, &d, "bmm b broadcast const", NULL);
+	d.b_const = 0, d.batch_a[0] = 1, d.batch_b[0] = 4;
+	run_mm(*state, &d, "bmm a broadcast", NULL);
+	d.a_trans = 1, d.b_trans = 1, d.batch_a[0] = 4;
+	run_mm(*state, &d, "bmm both transposed", NULL);
+	/* attention-shaped: [2, 3, m, k] @ [2, 3, k, n] and [2,1]x[1,3] */
+	d = mdesc(9, 16, 9);
+	d.nbatch = 2, d.batch_a[0] = d.batch_b[0] = 2, d.batch_a[1] = d.batch_b[1] = 3;
+	d.b_trans = 1;
+	d.alpha = 0.25f;
+	run_mm(*state, &d, "4-d scaled", NULL);
+	d.batch_a[1] = 1, d.batch_b[0] = 1;
+	run_mm(*state, &d, "4-d cross broadcast", NULL);
+	d.batch_a[1] = 3, d.batch_b[0] = 2, d.has_bias = 1, d.bias_full = 1, d.beta = 1;
+	run_mm(*state, &d, "4-d with [m,n] bias (mask)", NULL);
+}
+
+static void test_matmul_post(void **state)
+{
+	rt_matmul_desc d = mdesc(13, 32, 24);
+	d.b_trans = 1, d.b_const = 1, d.has_bias = 1, d.bias_const = 1;
+	d.npost = 1;
+	d.post[0] = (rt_post){.kind = RT_GELU_ERF};
+	run_mm(*state, &d, "linear+gelu", NULL);
+	d.post[0] = (rt_post){.kind = RT_RELU};
+	run_mm(*state, &d, "linear+relu", NULL);
+	d.npost = 3;
+	d.post[0] = (rt_post){.kind = RT_GELU_TANH};
+	d.post[1] = (rt_post){.kind = RT_ADD_SAME};
+	d.post[2] = (rt_post){.kind = RT_MUL_BCAST, .rank = 1, .dims = {24}};
+	run_mm(*state, &d, "linear+gelu+residual+scale", NULL);
+	d.alpha = 2;
+	d.post[2] = (rt_post){.kind = RT_ADD_BCAST, .rank = 2, .dims = {13, 1}};
+	run_mm(*state, &d, "alpha+gelu+residual+rowbias", NULL);
+	d = mdesc(7, 13, 7);
+	d.nbatch = 1, d.batch_a[0] = 3, d.batch_b[0] = 1;
+	d.npost = 3;
+	d.post[0] = (rt_post){.kind = RT_DIV_BCAST, .rank = 1, .dims = {1}};
+	d.post[1] = (rt_post){.kind = RT_ADD_BCAST, .rank = 3, .dims = {3, 1, 7}};
+	d.post[2] = (rt_post){.kind = RT_SIGMOID};
+	run_mm(*state, &d, "bmm div+add+sigmoid", NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/* threads, errors                                                     */
+
+static void test_threads_same_result(void **state)
+{
+	(void)state;
+	rt_ctx *c1 = new_ctx(1), *c2 = new_ctx(2);
+	int (*get)(void) = NULL;
+	*(void **)&get = dlsym(RTLD_DEFAULT, "omp_get_max_threads");
+	int before = get ? get() : -1;
+
+	rt_conv_desc d = cdesc(2, 2, 32, 64, 1, 14, 3, 1, 1, 1);
+	d.has_bias = 1, d.channels_last = 1;
+	d.npost = 1;
+	d.post[0] = (rt_post){.kind = RT_RELU};
+	conv_result r1, r2;
+	uint64_t seed = rng_state;
+	run_conv_ex(c1, &d, "1 thread", 0, &r1);
+	rng_state = seed;
+	run_conv_ex(c2, &d, "2 threads", 0, &r2);
+	assert_int_equal(r1.ysize, r2.ysize);
+	for (size_t i = 0; i < r1.ysize; ++i)
+		if (fabsf(r1.y[i] - r2.y[i]) > 1e-6f * (1 + fabsf(r1.y[i])))
+			fail_msg("conv: 1 vs 2 threads differ at %zu: %g vs %g", i, (double)r1.y[i],
+				 (double)r2.y[i]);
+	free(r1.y);
+	free(r2.y);
+
+	rt_matmul_desc m = mdesc(64, 256, 96);
+	m.b_trans = m.b_const = m.has_bias = m.bias_const = 1;
+	float *y1, *y2;
+	seed = rng_state;
+	run_mm(c1, &m, "mm 1 thread", &y1);
+	rng_state = seed;
+	run_mm(c2, &m, "mm 2 threads", &y2);
+	for (size_t i = 0; i < 64 * 96; ++i)
+		if (fabsf(y1[i] - y2[i]) > 1e-6f * (1 + fabsf(y1[i])))
+			fail_msg("matmul: 1 vs 2 threads differ at %zu", i);
+	free(y1);
+	free(y2);
+	if (get)
+		assert_int_equal(get(), before); /* calling thread's setting restored */
+	rt_ctx_destroy(c1);
+	rt_ctx_destroy(c2);
+}
+
+static void expect_conv_error(rt_ctx *ctx, const rt_conv_desc *d, const char *why)
+{
+	float w[4096] = {0}, b[64] = {0};
+	char err[256] = "";
+	rt_conv *c = (rt_conv *)(uintptr_t)1;
+	int rc = rt_conv_create(ctx, d, w, b, &c, err, sizeof err);
+	if (rc == 0)
+		fail_msg("conv create accepted an invalid desc (%s)", why);
+	assert_null(c);
+	assert_true(err[0] != 0);
+}
+
+static void test_invalid(void **state)
+{
+	rt_ctx *ctx = *state;
+	rt_conv_desc good = cdesc(2, 1, 4, 4, 1, 8, 3, 1, 1, 1), d;
+	char err[256] = "";
+
+	d = good, d.nsp = 4;
+	expect_conv_error(ctx, &d, "nsp 4");
+	d = good, d.nsp = 0;
+	expect_conv_error(ctx, &d, "nsp 0");
+	d = good, d.groups = 3;
+	expect_conv_error(ctx, &d, "groups");
+	d = good, d.out[0] = 9;
+	expect_conv_error(ctx, &d, "out");
+	d = good, d.pad_l[0] = -1;
+	expect_conv_error(ctx, &d, "pad");
+	d = good, d.k[0] = 20;
+	expect_conv_error(ctx, &d, "kernel too big");
+	d = good, d.ic = 0;
+	expect_conv_error(ctx, &d, "ic 0");
+	d = good, d.dtype = RT_BF16;
+	expect_conv_error(ctx, &d, "bf16");
+	d = good, d.npost = 9;
+	expect_conv_error(ctx, &d, "npost");
+	d = good, d.npost = 1, d.post[0].kind = (enum rt_post_kind)99;
+	expect_conv_error(ctx, &d, "post kind");
+	d = good, d.npost = 1, d.post[0] = (rt_post){.kind = RT_ADD_BCAST, .rank = 3, .dims = {3, 1, 1}};
+	expect_conv_error(ctx, &d, "bcast dims");
+	d = good, d.npost = 2, d.post[0].kind = d.post[1].kind = RT_ADD_SAME;
+	expect_conv_error(ctx, &d, "two sums");
+	d = good, d.transposed = 1, d.out_pad[0] = 1;
+	expect_conv_error(ctx, &d, "output padding >= stride");
+
+	/* NULL arguments */
+	rt_conv *c = NULL;
+	assert_true(rt_conv_create(ctx, &good, NULL, NULL, &c, err, sizeof err) != 0);
+	assert_true(rt_conv_create(NULL, &good, NULL, NULL, &c, NULL, 0) != 0);
+	float w[4 * 4 * 9] = {0};
+	assert_int_equal(rt_conv_create(ctx, &good, w, NULL, &c, err, sizeof err), 0);
+	assert_true(rt_conv_run(c, NULL, NULL, NULL, err, sizeof err) != 0);
+	rt_conv_destroy(c);
+	d = good, d.npost = 1, d.post[0] = (rt_post){.kind = RT_ADD_BCAST, .rank = 1, .dims = {1}};
+	assert_int_equal(rt_conv_create(ctx, &d, w, NULL, &c, err, sizeof err), 0);
+	float x[4 * 64], y[4 * 64];
+	assert_true(rt_conv_run(c, x, y, NULL, err, sizeof err) != 0); /* missing operand */
+	assert_non_null(strstr(err, "post_src"));
+	rt_conv_destroy(c);
+	rt_conv_destroy(NULL);
+
+	/* matmul */
+	rt_matmul *mm = (rt_matmul *)(uintptr_t)1;
+	rt_matmul_desc m = mdesc(4, 4, 4);
+	m.nbatch = 1, m.batch_a[0] = 2, m.batch_b[0] = 3;
+	assert_true(rt_matmul_create(ctx, &m, NULL, NULL, &mm, err, sizeof err) != 0);
+	assert_null(mm);
+	m = mdesc(0, 4, 4);
+	assert_true(rt_matmul_create(ctx, &m, NULL, NULL, &mm, err, sizeof err) != 0);
+	m = mdesc(4, 4, 4), m.b_const = 1;
+	assert_true(rt_matmul_create(ctx, &m, NULL, NULL, &mm, err, sizeof err) != 0);
+	m = mdesc(4, 4, 4), m.nbatch = 5;
+	assert_true(rt_matmul_create(ctx, &m, NULL, NULL, &mm, err, sizeof err) != 0);
+	m = mdesc(4, 4, 4), m.has_bias = 1, m.alpha = 0, m.beta = 1;
+	assert_true(rt_matmul_create(ctx, &m, NULL, NULL, &mm, err, sizeof err) != 0);
+	m = mdesc(4, 4, 4), m.npost = 1;
+	m.post[0] = (rt_post){.kind = RT_MUL_BCAST, .rank = 3, .dims = {2, 4, 4}}; /* rank 3 > 2 */
+	assert_true(rt_matmul_create(ctx, &m, NULL, NULL, &mm, err, sizeof err) != 0);
+	m = mdesc(4, 4, 4);
+	assert_int_equal(rt_matmul_create(ctx, &m, NULL, NULL, &mm, err, sizeof err), 0);
+	float a[16] = {0}, cc[16];
+	assert_true(rt_matmul_run(mm, a, NULL, NULL, cc, NULL, err, sizeof err) != 0);
+	rt_matmul_destroy(mm);
+	rt_matmul_destroy(NULL);
+	assert_true(rt_ctx_create(1, NULL, err, sizeof err) != 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_conv2d_basic),
+		cmocka_unit_test(test_conv2d_stride_pad_dil_groups),
+		cmocka_unit_test(test_conv2d_depthwise_1x1),
+		cmocka_unit_test(test_conv1d_3d),
+		cmocka_unit_test(test_conv_transposed),
+		cmocka_unit_test(test_conv_post_each),
+		cmocka_unit_test(test_conv_post_chains),
+		cmocka_unit_test(test_conv_bcast_patterns),
+		cmocka_unit_test(test_conv_auto_path),
+		cmocka_unit_test(test_mm),
+		cmocka_unit_test(test_addmm),
+		cmocka_unit_test(test_bmm),
+		cmocka_unit_test(test_matmul_post),
+		cmocka_unit_test(test_threads_same_result),
+		cmocka_unit_test(test_invalid),
+	};
+	return cmocka_run_group_tests_name("dnnl_rt", tests, setup, teardown);
+}
