@@ -47,6 +47,12 @@ int artifact_open(const char *path, coil_artifact **out, coil_err *err)
 	if (!a)
 		return coil_errf(err, "out of memory");
 	json_t *desc = NULL;
+	/* Artifacts use OpenMP: keep libgomp loaded for good, or closing the last
+	 * artifact would unmap it under its idle worker threads. */
+	if (!dlopen("libgomp.so.1", RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE)) {
+		coil_errf(err, "cannot load the OpenMP runtime (libgomp.so.1): %s", dlerror());
+		goto fail;
+	}
 	a->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!a->dl) {
 		coil_errf(err, "%s: cannot load: %s", path, dlerror());
