@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/emit.h"
 #include "codegen/ir.h"
 #include "common/infer.h"
 #include "coil/artifact.h"
@@ -25,6 +26,8 @@ typedef struct ectx {
 	memo *m;
 	int nm, capm;
 	char *used;       /* buffers the kernel touches */
+	emit_errs errs;   /* runtime error messages */
+	char *may_fail;   /* per kernel: raises runtime errors */
 	coil_err *err;
 	int bad;
 } ectx;
@@ -68,7 +71,7 @@ static const char *const rf64[PR_COUNT] = {
 };
 static const char *const rint_[PR_COUNT] = {
 	[PR_NEG] = "(-%s)", [PR_ABS] = "coil_abs(%s)", [PR_NOT] = "(!%s)", [PR_POW] = "coil_ipow(%s, %s)",
-	[PR_FLOORDIV] = "coil_floordiv_i(%s, %s)", [PR_RECIP] = "(1 / %s)",
+	[PR_RECIP] = "(1 / %s)", /* PR_DIV, PR_FLOORDIV: see rv() */
 };
 static const char *const rcommon[PR_COUNT] = {
 	[PR_ADD] = "(%s + %s)", [PR_SUB] = "(%s - %s)", [PR_MUL] = "(%s * %s)", [PR_DIV] = "(%s / %s)",
@@ -186,7 +189,15 @@ static char *rv(ectx *c, int v, char **idx)
 	default: {
 		/* the operands' dtype picks the table (comparisons yield bool) */
 		coil_dtype t = c->ir->nodes[n->src[0]].dtype;
-		e = arena_printf(c->a, render_op(n->sub, t), a[0], a[1]);
+		if (!dtype_is_float(t) && (n->sub == PR_DIV || n->sub == PR_FLOORDIV)) {
+			/* integer division by zero fails the run, as in the interpreter */
+			int code = emit_err_code(&c->errs, c->ir, n->gnode, "integer division by zero");
+			c->may_fail[c->k] = 1;
+			e = arena_printf(c->a, "coil_%s_i(%s, %s, x->st, %d)", n->sub == PR_DIV ? "div" : "floordiv", a[0],
+					 a[1], code);
+		} else {
+			e = arena_printf(c->a, render_op(n->sub, t), a[0], a[1]);
+		}
 	}
 	}
 	name = arena_printf(c->a, "t%d", c->ntmp++);
@@ -335,8 +346,6 @@ static void emit_reduce(ectx *c, ir_kernel *K)
 	close_loops(c, no);
 }
 
-void emit_extern(coil_ir *ir, FILE *f, int k, int *used, coil_err *err, int *bad);
-
 /* One kernel function; its body is rendered first so that only the buffers
  * it touches are declared. */
 static int emit_kernel(ectx *c, FILE *f, int k)
@@ -357,8 +366,10 @@ static int emit_kernel(ectx *c, FILE *f, int k)
 	else if (K->kind == K_REDUCE)
 		emit_reduce(c, K);
 	else {
-		int *u = arena_alloc(c->a, (size_t)c->ir->n * sizeof(int));
-		emit_extern(c->ir, c->f, k, u, c->err, &c->bad);
+		int *u = arena_alloc(c->a, (size_t)c->ir->n * sizeof(int)), nerr = c->errs.uses;
+		emit_extern(c->ir, c->f, k, u, &c->errs, c->err, &c->bad);
+		if (c->errs.uses != nerr)
+			c->may_fail[k] = 1;
 		for (int v = 0; v < c->ir->n; v++)
 			c->used[v] = (char)u[v];
 	}
@@ -398,15 +409,56 @@ static const char prelude[] =
 	"#define COIL_EXPORT __attribute__((visibility(\"default\")))\n"
 	"#define COIL_MAX(a, b) (((a) > (b) || (a) != (a)) ? (a) : (b))\n"
 	"#define COIL_MIN(a, b) (((a) < (b) || (a) != (a)) ? (a) : (b))\n"
+	"/* A runtime error raised by a kernel (first one wins); coil_model_run\n"
+	" * checks it after the kernel and fails with coil_errmsg[code]. */\n"
+	"typedef struct coil_status {\n\tint code;\n\tlong long a, b;\n} coil_status;\n"
+	"static inline void coil_raise(coil_status *st, int code, long long a, long long b)\n{\n"
+	"\tint z = 0;\n"
+	"\tif (__atomic_compare_exchange_n(&st->code, &z, code, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {\n"
+	"\t\tst->a = a;\n\t\tst->b = b;\n\t}\n}\n"
 	"static inline double coil_floordiv(double a, double b)\n{\n"
 	"\tif (b == 0)\n\t\treturn a / b;\n\tdouble m = fmod(a, b), q = (a - m) / b;\n"
 	"\tif (m != 0 && ((b < 0) != (m < 0)))\n\t\tq -= 1;\n\treturn q;\n}\n"
-	"static inline int64_t coil_floordiv_i(int64_t a, int64_t b)\n{\n"
-	"\treturn b ? (int64_t)floor((double)a / (double)b) : 0;\n}\n"
+	"static inline int64_t coil_floordiv_i(int64_t a, int64_t b, coil_status *st, int code)\n{\n"
+	"\tif (__builtin_expect(b == 0, 0)) {\n\t\tcoil_raise(st, code, 0, 0);\n\t\treturn 0;\n\t}\n"
+	"\treturn (int64_t)floor((double)a / (double)b);\n}\n"
+	"static inline int64_t coil_div_i(int64_t a, int64_t b, coil_status *st, int code)\n{\n"
+	"\tif (__builtin_expect(b == 0, 0)) {\n\t\tcoil_raise(st, code, 0, 0);\n\t\treturn 0;\n\t}\n"
+	"\treturn b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;\n}\n"
 	"static inline int64_t coil_abs(int64_t a) { return a < 0 ? -a : a; }\n"
+	"/* floor(a / b) for b > 0 */\n"
+	"static inline int64_t coil_fdiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }\n"
 	"static inline int64_t coil_ipow(int64_t a, int64_t b) { return (int64_t)pow((double)a, (double)b); }\n\n"
+	"/* OpenMP's worker threads outlive parallel regions: keep libgomp loaded\n"
+	" * when this artifact is dlclose'd (else they run unmapped code). */\n"
+	"__attribute__((constructor)) static void coil_pin_openmp(void)\n{\n"
+	"\t(void)dlopen(\"libgomp.so.1\", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);\n}\n\n"
 	"typedef struct coil_ctx {\n\tconst int64_t *sym;\n\tint nt;\n\tconst void *const *in;\n"
-	"\tvoid *const *par;\n\tvoid *const *out;\n\tchar *arena;\n\tconst int64_t *off;\n} coil_ctx;\n\n";
+	"\tvoid *const *par;\n\tvoid *const *out;\n\tchar *arena;\n\tconst int64_t *off;\n\tcoil_status *st;\n} coil_ctx;\n\n";
+
+int emit_err_code(emit_errs *e, coil_ir *ir, int gnode, const char *fmt)
+{
+	const char *op = gnode >= 0 ? op_name(ir->g->nodes[gnode].op) : "coil";
+	char *m = arena_printf(e->arena, "%s: %s", op, fmt);
+	e->uses++;
+	for (int i = 1; i < e->n; i++)
+		if (!strcmp(e->msg[i], m))
+			return i;
+	if (e->n + 1 >= e->cap) {
+		int cap = e->cap ? 2 * e->cap : 8;
+		char **nm = arena_alloc(e->arena, (size_t)cap * sizeof *nm);
+		if (!nm)
+			return 0;
+		if (e->n)
+			memcpy(nm, e->msg, (size_t)e->n * sizeof *nm);
+		else
+			nm[e->n++] = "";
+		e->msg = nm;
+		e->cap = cap;
+	}
+	e->msg[e->n] = m;
+	return e->n++;
+}
 
 static void emit_consts(ectx *c, FILE *f)
 {
@@ -460,13 +512,19 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 		tensors_json(c, g->nparams, g->params), tensors_json(c, g->noutputs, g->outputs),
 		ir_dim_c(c->a, &ir->arena_bytes), ir->nk);
 	fprintf(f, "static _Thread_local char coil_errbuf[256];\n");
+	if (c->errs.n > 1) {
+		fprintf(f, "static const char *const coil_errmsg[] = {\"\"");
+		for (int i = 1; i < c->errs.n; i++)
+			fprintf(f, ", \"%s\"", c->errs.msg[i]);
+		fprintf(f, "};\n");
+	}
 	fprintf(f, "static int fail(const char *msg, long long a, long long b)\n{\n"
 		   "\tsnprintf(coil_errbuf, sizeof coil_errbuf, msg, a, b);\n\treturn -1;\n}\n\n");
 	fprintf(f, "struct coil_model {\n\tint nthreads;\n\tvoid *par[%d];\n\tchar *arena;\n\tint64_t arena_cap;\n};\n\n",
 		g->nparams + 1);
 	fprintf(f, "COIL_EXPORT int coil_abi_version(void) { return %d; }\n", COIL_ABI_VERSION);
 	fprintf(f, "COIL_EXPORT const char *coil_artifact_describe(void) { return describe_json; }\n");
-	fprintf(f, "COIL_EXPORT const char *coil_last_error(void) { return coil_errbuf; }\n\n");
+	fprintf(f, "COIL_EXPORT const char *coil_model_last_error(void) { return coil_errbuf; }\n\n");
 	/* params: static sizes, copied */
 	fprintf(f, "COIL_EXPORT int coil_model_create(const void *const *params, int nparams, int nthreads, coil_model **out)\n{\n");
 	fprintf(f, "\t*out = NULL;\n\tif (nparams != %d)\n\t\treturn fail(\"expected %%lld params, got %%lld\", %d, nparams);\n",
@@ -531,9 +589,13 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	fprintf(f, "\tif (total > m->arena_cap) {\n\t\tchar *a = aligned_alloc(64, (size_t)total);\n"
 		   "\t\tif (!a)\n\t\t\treturn fail(\"out of memory for %%lld arena bytes\", total, 0);\n"
 		   "\t\tfree(m->arena);\n\t\tm->arena = a;\n\t\tm->arena_cap = total;\n\t}\n");
-	fprintf(f, "\tcoil_ctx x = {sym, m->nthreads, inputs, m->par, outputs, m->arena, off};\n");
-	for (int k = 0; k < ir->nk; k++)
+	fprintf(f, "\tcoil_status st = {0, 0, 0};\n");
+	fprintf(f, "\tcoil_ctx x = {sym, m->nthreads, inputs, m->par, outputs, m->arena, off, &st};\n");
+	for (int k = 0; k < ir->nk; k++) {
 		fprintf(f, "\tkernel%d(&x);\n", k);
+		if (c->may_fail[k])
+			fprintf(f, "\tif (st.code)\n\t\treturn fail(coil_errmsg[st.code], st.a, st.b);\n");
+	}
 	fprintf(f, "\treturn 0;\n}\n");
 }
 
@@ -544,7 +606,9 @@ char *ir_emit_c(coil_ir *ir, const char *target, const char *hash, coil_err *err
 	size_t len = 0;
 	FILE *f = open_memstream(&src, &len);
 	c.used = arena_alloc(ir->arena, (size_t)ir->n + 1);
-	if (!f || !c.used) {
+	c.may_fail = arena_alloc(ir->arena, (size_t)ir->nk + 1);
+	c.errs.arena = ir->arena;
+	if (!f || !c.used || !c.may_fail) {
 		if (f)
 			fclose(f);
 		free(src);
@@ -553,7 +617,7 @@ char *ir_emit_c(coil_ir *ir, const char *target, const char *hash, coil_err *err
 	}
 	fprintf(f, "/* Generated by coil codegen (ABI %d) for target %s, graph %s.\n * %d kernels. */\n",
 		COIL_ABI_VERSION, target, hash, ir->nk);
-	fprintf(f, "#include <stdio.h>\n%s", prelude);
+	fprintf(f, "#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <stdio.h>\n%s", prelude);
 	fprintf(f, "typedef struct coil_model coil_model;\nvoid coil_model_destroy(coil_model *m);\n\n");
 	emit_consts(&c, f);
 	int rc = 0;

@@ -1,9 +1,20 @@
-/* Extern kernels: ops that are not fused loops (matrix products, data
- * movement) render as plain typed loops over whole buffers.  This is the seam
- * where a library call (oneDNN) will replace the loop: one function per op
- * family, each given its node and the names of its buffers. */
+/* Extern kernels: ops that are not fused loops (convolution, matrix products,
+ * pooling, data movement) render as plain typed loops over whole, dense
+ * buffers, parallelised with OpenMP over their outer dims when the work is
+ * large enough.  This is the seam where library calls (oneDNN) replace the
+ * loops: one function per op family, each given its node, its results and
+ * the names of its buffers; emit_extern dispatches on the op.
+ *
+ * The loops follow common/interp.c: same window rules, same NaN rules, and
+ * where the interpreter accumulates in double (pooling averages, convolution)
+ * so do they, in the same order, so that results match it bit for bit.
+ *
+ * Names: the generated body may use any local name except the kernel's own
+ * (x: the context, nt, s0..s7, in<N>, p<N>, c<N>, o<N>, b<N>, work). */
+#include <stdarg.h>
 #include <string.h>
 
+#include "codegen/emit.h"
 #include "codegen/ir.h"
 #include "common/infer.h"
 
@@ -11,7 +22,11 @@ typedef struct xctx {
 	coil_ir *ir;
 	FILE *f;
 	int *used;
+	emit_errs *errs;
 	const coil_node *n;
+	ir_kernel *K;
+	coil_err *err;
+	int *bad;
 } xctx;
 
 static const char *ct(coil_dtype t)
@@ -24,6 +39,15 @@ static const char *ct(coil_dtype t)
 	case COIL_I8: return "int8_t";
 	default: return "uint8_t";
 	}
+}
+
+static void out(xctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out(xctx *c, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vfprintf(c->f, fmt, ap);
+	va_end(ap);
 }
 
 static char *buf(xctx *c, int v)
@@ -40,11 +64,132 @@ static char *buf(xctx *c, int v)
 
 static char *arg(xctx *c, int i) { return buf(c, c->ir->val_node[c->n->args[i].v[0]]); }
 static ir_node *argn(xctx *c, int i) { return &c->ir->nodes[c->ir->val_node[c->n->args[i].v[0]]]; }
+static int has(xctx *c, int i) { return c->n->args[i].kind == ARG_TENSOR && c->n->args[i].v[0] >= 0; }
 static char *dimc(xctx *c, const coil_dim *d) { return arena_printf(c->ir->arena, "(%s)", ir_dim_c(c->ir->arena, d)); }
 
-/* C = alpha*A@B (+ beta*bias broadcast to [M,N]), batched for bmm. */
-static void matmul(xctx *c, int outv)
+/* The IR node of result k when something reads it (else -1: not written). */
+static int result(xctx *c, int k)
 {
+	for (int i = 0; i < c->K->nouts; i++)
+		if (c->ir->nodes[c->K->outs[i]].index == k)
+			return c->K->outs[i];
+	return -1;
+}
+
+/* Product of dims [from, to) of n, as a C expression. */
+static char *prod(xctx *c, const ir_node *n, int from, int to)
+{
+	char *p = "1";
+	for (int i = from; i < to; i++)
+		p = arena_printf(c->ir->arena, "%s * %s", p, dimc(c, &n->shape[i]));
+	return p;
+}
+
+/* A static dim (inference guarantees it for the dims used here). */
+static long long sdim(const ir_node *n, int i)
+{
+	int64_t v = 0;
+	dim_is_const(&n->shape[i], &v);
+	return (long long)v;
+}
+
+#define PAR(collapse) "\t#pragma omp parallel for collapse(" #collapse ") num_threads(nt) if (nt > 1 && work > 32768)\n"
+
+/* --- convolution and matrix products (library seams) ------------------------ */
+
+/* Direct convolution, 1d/2d/3d (missing spatial dims are 1), groups, stride,
+ * padding, dilation, transposed.  The fallback where no library call applies:
+ * each output row accumulates in double over (input channel, kd, kh, kw) in
+ * the interpreter's order, then adds the bias. */
+static void conv(xctx *c)
+{
+	const coil_node *n = c->n;
+	int ov = result(c, 0);
+	if (ov < 0)
+		return;
+	ir_node *xn = argn(c, 0), *wn = argn(c, 1), *o = &c->ir->nodes[ov];
+	const char *t = ct(o->dtype);
+	int sd = xn->rank - 2, tr = (int)n->args[6].i;
+	long long G = n->args[8].i, CI = sdim(xn, 1), CO = sdim(o, 1);
+	long long in[3] = {1, 1, 1}, on[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, p[3] = {0}, dl[3] = {1, 1, 1};
+	for (int i = 0; i < sd; i++) {
+		int j = 3 - sd + i;
+#define LV(ai) (long long)(n->args[ai].n == 1 ? n->args[ai].ints[0] : n->args[ai].ints[i])
+		in[j] = sdim(xn, 2 + i), on[j] = sdim(o, 2 + i), k[j] = sdim(wn, 2 + i);
+		s[j] = LV(3), p[j] = LV(4), dl[j] = LV(5);
+#undef LV
+	}
+	long long cig = CI / G, cog = CO / G, ksz = k[0] * k[1] * k[2], isz = in[0] * in[1] * in[2];
+	out(c, "\tconst int64_t nb = %s, work = nb * %lld;\n", dimc(c, &xn->shape[0]),
+	    CO * on[0] * on[1] * on[2] * cig * ksz);
+	out(c, "\tconst %s *restrict src = %s, *restrict wt = %s;\n", t, arg(c, 0), arg(c, 1));
+	if (has(c, 2))
+		out(c, "\tconst %s *restrict bias = %s;\n", t, arg(c, 2));
+	out(c, "\t%s *restrict dst = %s;\n", t, buf(c, ov));
+	out(c, PAR(4));
+	out(c, "\tfor (int64_t bn = 0; bn < nb; bn++)\n\tfor (int64_t oc = 0; oc < %lld; oc++)\n", CO);
+	out(c, "\tfor (int64_t od = 0; od < %lld; od++)\n\tfor (int64_t oh = 0; oh < %lld; oh++) {\n", on[0], on[1]);
+	out(c, "\t\tconst int64_t grp = oc / %lld, ocl = oc %% %lld;\n\t\t(void)ocl;\n", cog, cog);
+	out(c, "\t\tfor (int64_t ow0 = 0; ow0 < %lld; ow0 += 256) {\n", on[2]);
+	out(c, "\t\t\tconst int64_t nw = %lld - ow0 < 256 ? %lld - ow0 : 256;\n", on[2], on[2]);
+	out(c, "\t\t\tdouble acc[256];\n\t\t\tfor (int64_t j = 0; j < nw; j++)\n\t\t\t\tacc[j] = 0;\n");
+	out(c, "\t\t\tfor (int64_t ic = 0; ic < %lld; ic++) {\n", cig);
+	out(c, "\t\t\t\tconst %s *restrict px = src + ((bn * %lld + grp * %lld + ic) * %lld);\n", t, CI, cig, isz);
+	if (!tr)
+		out(c, "\t\t\t\tconst %s *restrict pw = wt + (oc * %lld + ic) * %lld;\n", t, cig, ksz);
+	else
+		out(c, "\t\t\t\tconst %s *restrict pw = wt + ((grp * %lld + ic) * %lld + ocl) * %lld;\n", t, cig, cog, ksz);
+	out(c, "\t\t\t\tfor (int64_t kd = 0; kd < %lld; kd++) {\n", k[0]);
+	if (!tr) {
+		/* input position = output * stride - pad + k * dilation */
+		out(c, "\t\t\t\t\tconst int64_t id = od * %lld - %lld + kd * %lld;\n", s[0], p[0], dl[0]);
+		out(c, "\t\t\t\t\tif (id < 0 || id >= %lld)\n\t\t\t\t\t\tcontinue;\n", in[0]);
+		out(c, "\t\t\t\t\tfor (int64_t kh = 0; kh < %lld; kh++) {\n", k[1]);
+		out(c, "\t\t\t\t\t\tconst int64_t ih = oh * %lld - %lld + kh * %lld;\n", s[1], p[1], dl[1]);
+		out(c, "\t\t\t\t\t\tif (ih < 0 || ih >= %lld)\n\t\t\t\t\t\t\tcontinue;\n", in[1]);
+		out(c, "\t\t\t\t\t\tconst %s *restrict row = px + (id * %lld + ih) * %lld;\n", t, in[1], in[2]);
+		out(c, "\t\t\t\t\t\tfor (int64_t kw = 0; kw < %lld; kw++) {\n", k[2]);
+		out(c, "\t\t\t\t\t\t\tconst double wv = pw[(kd * %lld + kh) * %lld + kw];\n", k[1], k[2]);
+		out(c, "\t\t\t\t\t\t\tconst int64_t off = kw * %lld - %lld;\n", dl[2], p[2]);
+		/* ow with 0 <= ow * s + off < in */
+		out(c, "\t\t\t\t\t\t\tint64_t lo = -coil_fdiv(off, %lld), hi = coil_fdiv(%lld - 1 - off, %lld);\n", s[2],
+		    in[2], s[2]);
+		out(c, "\t\t\t\t\t\t\tlo = lo > ow0 ? lo : ow0;\n\t\t\t\t\t\t\thi = hi < ow0 + nw - 1 ? hi : ow0 + nw - 1;\n");
+		out(c, "\t\t\t\t\t\t\tfor (int64_t ow = lo; ow <= hi; ow++)\n");
+		out(c, "\t\t\t\t\t\t\t\tacc[ow - ow0] += wv * row[ow * %lld + off];\n", s[2]);
+	} else {
+		/* output position = input * stride - pad + k * dilation */
+		out(c, "\t\t\t\t\tconst int64_t td = od + %lld - kd * %lld, id = td / %lld;\n", p[0], dl[0], s[0]);
+		out(c, "\t\t\t\t\tif (td < 0 || td %% %lld || id >= %lld)\n\t\t\t\t\t\tcontinue;\n", s[0], in[0]);
+		out(c, "\t\t\t\t\tfor (int64_t kh = 0; kh < %lld; kh++) {\n", k[1]);
+		out(c, "\t\t\t\t\t\tconst int64_t th = oh + %lld - kh * %lld, ih = th / %lld;\n", p[1], dl[1], s[1]);
+		out(c, "\t\t\t\t\t\tif (th < 0 || th %% %lld || ih >= %lld)\n\t\t\t\t\t\t\tcontinue;\n", s[1], in[1]);
+		out(c, "\t\t\t\t\t\tconst %s *restrict row = px + (id * %lld + ih) * %lld;\n", t, in[1], in[2]);
+		out(c, "\t\t\t\t\t\tfor (int64_t kw = 0; kw < %lld; kw++) {\n", k[2]);
+		out(c, "\t\t\t\t\t\t\tconst double wv = pw[(kd * %lld + kh) * %lld + kw];\n", k[1], k[2]);
+		out(c, "\t\t\t\t\t\t\tconst int64_t off = kw * %lld - %lld;\n", dl[2], p[2]);
+		/* ow = iw * s + off, within [ow0, ow0 + nw) and 0 <= iw < in */
+		out(c, "\t\t\t\t\t\t\tint64_t lo = -coil_fdiv(off - ow0, %lld), hi = coil_fdiv(ow0 + nw - 1 - off, %lld);\n",
+		    s[2], s[2]);
+		out(c, "\t\t\t\t\t\t\tlo = lo > 0 ? lo : 0;\n\t\t\t\t\t\t\thi = hi < %lld ? hi : %lld;\n", in[2] - 1,
+		    in[2] - 1);
+		out(c, "\t\t\t\t\t\t\tfor (int64_t iw = lo; iw <= hi; iw++)\n");
+		out(c, "\t\t\t\t\t\t\t\tacc[iw * %lld + off - ow0] += wv * row[iw];\n", s[2]);
+	}
+	out(c, "\t\t\t\t\t\t}\n\t\t\t\t\t}\n\t\t\t\t}\n\t\t\t}\n");
+	out(c, "\t\t\t%s *restrict po = dst + ((bn * %lld + oc) * %lld + od) * %lld + oh * %lld + ow0;\n", t, CO, on[0],
+	    on[1] * on[2], on[2]);
+	out(c, "\t\t\tfor (int64_t j = 0; j < nw; j++)\n\t\t\t\tpo[j] = (%s)(acc[j]%s);\n", t,
+	    has(c, 2) ? " + (double)bias[oc]" : "");
+	out(c, "\t\t}\n\t}\n");
+}
+
+/* C = alpha*A@B (+ beta*bias broadcast to [M,N]), batched for bmm. */
+static void matmul(xctx *c)
+{
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
 	int base = c->n->op == OP_ADDMM ? 1 : 0;
 	ir_node *a = argn(c, base), *o = &c->ir->nodes[outv];
 	const char *t = ct(o->dtype);
@@ -52,109 +197,278 @@ static void matmul(xctx *c, int outv)
 	char *B = c->n->op == OP_BMM ? dimc(c, &a->shape[0]) : "1";
 	char *M = dimc(c, &a->shape[r - 2]), *K = dimc(c, &a->shape[r - 1]), *N = dimc(c, &o->shape[o->rank - 1]);
 	double alpha = base ? c->n->args[4].f : 1, beta = base ? c->n->args[3].f : 0;
-	fprintf(c->f, "\tconst int64_t B = %s, M = %s, K = %s, N = %s, work = B * M * N * K;\n", B, M, K, N);
-	fprintf(c->f, "\t#pragma omp parallel for collapse(2) num_threads(nt) if (nt > 1 && work > 32768)\n");
-	fprintf(c->f, "\tfor (int64_t b = 0; b < B; b++)\n\tfor (int64_t i = 0; i < M; i++) {\n");
-	fprintf(c->f, "\t\t%s *restrict crow = %s + (b * M + i) * N;\n", t, buf(c, outv));
-	fprintf(c->f, "\t\tfor (int64_t j = 0; j < N; j++)\n\t\t\tcrow[j] = 0;\n");
-	fprintf(c->f, "\t\tfor (int64_t k = 0; k < K; k++) {\n\t\t\tconst %s av = %s[(b * M + i) * K + k];\n", t,
-		arg(c, base));
-	fprintf(c->f, "\t\t\tconst %s *restrict brow = %s + (b * K + k) * N;\n", t, arg(c, base + 1));
-	fprintf(c->f, "\t\t\tfor (int64_t j = 0; j < N; j++)\n\t\t\t\tcrow[j] += av * brow[j];\n\t\t}\n");
+	out(c, "\tconst int64_t B = %s, M = %s, K = %s, N = %s, work = B * M * N * K;\n", B, M, K, N);
+	out(c, PAR(2));
+	out(c, "\tfor (int64_t bi = 0; bi < B; bi++)\n\tfor (int64_t i = 0; i < M; i++) {\n");
+	out(c, "\t\t%s *restrict crow = %s + (bi * M + i) * N;\n", t, buf(c, outv));
+	out(c, "\t\tfor (int64_t j = 0; j < N; j++)\n\t\t\tcrow[j] = 0;\n");
+	out(c, "\t\tfor (int64_t k = 0; k < K; k++) {\n\t\t\tconst %s av = %s[(bi * M + i) * K + k];\n", t,
+	    arg(c, base));
+	out(c, "\t\t\tconst %s *restrict brow = %s + (bi * K + k) * N;\n", t, arg(c, base + 1));
+	out(c, "\t\t\tfor (int64_t j = 0; j < N; j++)\n\t\t\t\tcrow[j] += av * brow[j];\n\t\t}\n");
 	if (base) {
 		ir_node *bias = argn(c, 0);
-		char *bi = bias->rank == 2 && !dim_eq_const(&bias->shape[0], 1) ? "i * %s" : "0";
+		int rows = bias->rank == 2 && !dim_eq_const(&bias->shape[0], 1);
 		char *bj = bias->rank >= 1 && !dim_eq_const(&bias->shape[bias->rank - 1], 1) ? "j" : "0";
-		char *row = strcmp(bi, "0") ? arena_printf(c->ir->arena, "i * %s", N) : "0";
-		fprintf(c->f, "\t\tfor (int64_t j = 0; j < N; j++)\n\t\t\tcrow[j] = (%s)%.17g * crow[j]%s;\n", t, alpha,
-			beta != 0 ? arena_printf(c->ir->arena, " + (%s)%.17g * %s[%s + %s]", t, beta, arg(c, 0), row, bj)
-				  : "");
-	} else {
-		(void)alpha;
+		char *row = rows ? arena_printf(c->ir->arena, "i * %s", N) : "0";
+		out(c, "\t\tfor (int64_t j = 0; j < N; j++)\n\t\t\tcrow[j] = (%s)%.17g * crow[j]%s;\n", t, alpha,
+		    beta != 0 ? arena_printf(c->ir->arena, " + (%s)%.17g * %s[%s + %s]", t, beta, arg(c, 0), row, bj) : "");
 	}
-	fprintf(c->f, "\t}\n");
+	out(c, "\t}\n");
 }
+
+/* --- pooling ----------------------------------------------------------------- */
+
+/* The max-pooling update of (m, mi) with value v at plane offset pos, as in
+ * ATen and the interpreter: the first maximum wins, but every NaN wins (so
+ * the index is the last NaN's; reductions keep the first NaN instead). */
+static void max_update(xctx *c, coil_dtype t, const char *ind)
+{
+	if (dtype_is_float(t))
+		out(c, "%sif (mi < 0 || v > m || isnan(v)) {\n", ind);
+	else
+		out(c, "%sif (mi < 0 || v > m) {\n", ind);
+	out(c, "%s\tm = v;\n%s\tmi = pos;\n%s}\n", ind, ind, ind);
+}
+
+/* max_pool2d (with indices), avg_pool2d over [..., H, W]: planes are the
+ * leading dims. */
+static void pool2d(xctx *c)
+{
+	const coil_node *n = c->n;
+	ir_node *xn = argn(c, 0);
+	int ov = result(c, 0), iv = n->nout == 2 ? result(c, 1) : -1;
+	ir_node *o = &c->ir->nodes[ov >= 0 ? ov : iv];
+	pool_params pp;
+	pool_get_params(n, &pp);
+	int r = xn->rank, avg = n->op == OP_AVG_POOL2D;
+	const char *t = ct(xn->dtype);
+	long long H = sdim(xn, r - 2), W = sdim(xn, r - 1), OH = sdim(o, r - 2), OW = sdim(o, r - 1);
+	out(c, "\tconst int64_t planes = %s, work = planes * %lld;\n", prod(c, xn, 0, r - 2),
+	    OH * OW * (long long)(pp.k[0] * pp.k[1]));
+	out(c, "\tconst %s *restrict src = %s;\n", t, arg(c, 0));
+	if (ov >= 0)
+		out(c, "\t%s *restrict dst = %s;\n", t, buf(c, ov));
+	if (iv >= 0)
+		out(c, "\tint64_t *restrict ind = %s;\n", buf(c, iv));
+	out(c, PAR(2));
+	out(c, "\tfor (int64_t pl = 0; pl < planes; pl++)\n\tfor (int64_t oh = 0; oh < %lld; oh++) {\n", OH);
+	out(c, "\t\tconst %s *restrict px = src + pl * %lld;\n", t, H * W);
+	out(c, "\t\tconst int64_t h0 = oh * %lld - %lld;\n", (long long)pp.s[0], (long long)pp.p[0]);
+	out(c, "\t\tfor (int64_t ow = 0; ow < %lld; ow++) {\n", OW);
+	out(c, "\t\t\tconst int64_t w0 = ow * %lld - %lld, at = (pl * %lld + oh) * %lld + ow;\n", (long long)pp.s[1],
+	    (long long)pp.p[1], OH, OW);
+	if (avg) {
+		/* the window clipped to the padded input gives count_include_pad's
+		 * divisor, clipped to the input the other one */
+		out(c, "\t\t\tint64_t hs = h0, ws = w0, he = h0 + %lld, we = w0 + %lld;\n", (long long)pp.k[0],
+		    (long long)pp.k[1]);
+		out(c, "\t\t\the = he < %lld ? he : %lld;\n\t\t\twe = we < %lld ? we : %lld;\n", H + pp.p[0], H + pp.p[0],
+		    W + pp.p[1], W + pp.p[1]);
+		out(c, "\t\t\tconst int64_t size = (he - hs) * (we - ws);\n\t\t\t(void)size;\n");
+		out(c, "\t\t\ths = hs < 0 ? 0 : hs;\n\t\t\tws = ws < 0 ? 0 : ws;\n");
+		out(c, "\t\t\the = he > %lld ? %lld : he;\n\t\t\twe = we > %lld ? %lld : we;\n", H, H, W, W);
+		out(c, "\t\t\tdouble sum = 0;\n\t\t\tfor (int64_t h = hs; h < he; h++)\n\t\t\t\tfor (int64_t w = ws; w < we; w++)\n");
+		out(c, "\t\t\t\t\tsum += px[h * %lld + w];\n", W);
+		char *div = pp.divisor ? arena_printf(c->ir->arena, "%lld", (long long)pp.divisor)
+			    : pp.count_pad ? "size" : "(he - hs) * (we - ws)";
+		if (ov >= 0)
+			out(c, "\t\t\tdst[at] = (%s)(sum / (double)(%s));\n", t, div);
+	} else {
+		out(c, "\t\t\t%s m = %s;\n\t\t\tint64_t mi = -1;\n", t, dtype_is_float(xn->dtype) ? "-INFINITY" : "0");
+		out(c, "\t\t\tfor (int64_t kh = 0; kh < %lld; kh++) {\n", (long long)pp.k[0]);
+		out(c, "\t\t\t\tconst int64_t h = h0 + kh * %lld;\n", (long long)pp.d[0]);
+		out(c, "\t\t\t\tif (h < 0 || h >= %lld)\n\t\t\t\t\tcontinue;\n", H);
+		out(c, "\t\t\t\tfor (int64_t kw = 0; kw < %lld; kw++) {\n", (long long)pp.k[1]);
+		out(c, "\t\t\t\t\tconst int64_t w = w0 + kw * %lld, pos = h * %lld + w;\n", (long long)pp.d[1], W);
+		out(c, "\t\t\t\t\tif (w < 0 || w >= %lld)\n\t\t\t\t\t\tcontinue;\n", W);
+		out(c, "\t\t\t\t\tconst %s v = px[pos];\n", t);
+		max_update(c, xn->dtype, "\t\t\t\t\t");
+		out(c, "\t\t\t\t}\n\t\t\t}\n");
+		if (ov >= 0)
+			out(c, "\t\t\tdst[at] = m;\n");
+		if (iv >= 0)
+			out(c, "\t\t\tind[at] = mi;\n");
+	}
+	out(c, "\t\t}\n\t}\n");
+}
+
+/* adaptive avg/max pooling: output cell (oh, ow) covers rows
+ * [oh*H/OH, ceil((oh+1)*H/OH)) and likewise for columns. */
+static void adaptive_pool2d(xctx *c)
+{
+	const coil_node *n = c->n;
+	ir_node *xn = argn(c, 0);
+	int ov = result(c, 0), iv = n->nout == 2 ? result(c, 1) : -1;
+	ir_node *o = &c->ir->nodes[ov >= 0 ? ov : iv];
+	int r = xn->rank, mx = n->op == OP_ADAPTIVE_MAX_POOL2D;
+	const char *t = ct(xn->dtype);
+	long long H = sdim(xn, r - 2), W = sdim(xn, r - 1), OH = sdim(o, r - 2), OW = sdim(o, r - 1);
+	long long kh = (H + OH - 1) / OH + 1, kw = (W + OW - 1) / OW + 1;
+	out(c, "\tconst int64_t planes = %s, work = planes * %lld;\n", prod(c, xn, 0, r - 2), OH * OW * kh * kw);
+	out(c, "\tconst %s *restrict src = %s;\n", t, arg(c, 0));
+	if (ov >= 0)
+		out(c, "\t%s *restrict dst = %s;\n", t, buf(c, ov));
+	if (iv >= 0)
+		out(c, "\tint64_t *restrict ind = %s;\n", buf(c, iv));
+	out(c, PAR(2));
+	out(c, "\tfor (int64_t pl = 0; pl < planes; pl++)\n\tfor (int64_t oh = 0; oh < %lld; oh++) {\n", OH);
+	out(c, "\t\tconst %s *restrict px = src + pl * %lld;\n", t, H * W);
+	out(c, "\t\tconst int64_t hs = oh * %lld / %lld, he = ((oh + 1) * %lld + %lld) / %lld;\n", H, OH, H, OH - 1, OH);
+	out(c, "\t\tfor (int64_t ow = 0; ow < %lld; ow++) {\n", OW);
+	out(c, "\t\t\tconst int64_t ws = ow * %lld / %lld, we = ((ow + 1) * %lld + %lld) / %lld;\n", W, OW, W, OW - 1,
+	    OW);
+	out(c, "\t\t\tconst int64_t at = (pl * %lld + oh) * %lld + ow;\n", OH, OW);
+	if (mx) {
+		out(c, "\t\t\t%s m = -INFINITY;\n\t\t\tint64_t mi = -1;\n", t);
+		out(c, "\t\t\tfor (int64_t h = hs; h < he; h++)\n\t\t\t\tfor (int64_t w = ws; w < we; w++) {\n");
+		out(c, "\t\t\t\t\tconst int64_t pos = h * %lld + w;\n\t\t\t\t\tconst %s v = px[pos];\n", W, t);
+		max_update(c, xn->dtype, "\t\t\t\t\t");
+		out(c, "\t\t\t\t}\n");
+		if (ov >= 0)
+			out(c, "\t\t\tdst[at] = m;\n");
+		if (iv >= 0)
+			out(c, "\t\t\tind[at] = mi;\n");
+	} else {
+		out(c, "\t\t\tdouble sum = 0;\n\t\t\tfor (int64_t h = hs; h < he; h++)\n\t\t\t\tfor (int64_t w = ws; w < we; w++)\n");
+		out(c, "\t\t\t\t\tsum += px[h * %lld + w];\n", W);
+		if (ov >= 0)
+			out(c, "\t\t\tdst[at] = (%s)(sum / (double)((he - hs) * (we - ws)));\n", t);
+	}
+	out(c, "\t\t}\n\t}\n");
+}
+
+/* --- data movement ------------------------------------------------------------ */
 
 /* Copies blocks along dim d: [outer][size_d * inner]. */
-static void cat(xctx *c, int outv)
+static void cat(xctx *c)
 {
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
 	ir_node *o = &c->ir->nodes[outv];
 	int d = (int)(c->n->args[1].i < 0 ? c->n->args[1].i + o->rank : c->n->args[1].i);
-	char *outer = "1", *inner = "1";
-	for (int i = 0; i < d; i++)
-		outer = arena_printf(c->ir->arena, "%s*%s", outer, dimc(c, &o->shape[i]));
-	for (int i = d + 1; i < o->rank; i++)
-		inner = arena_printf(c->ir->arena, "%s*%s", inner, dimc(c, &o->shape[i]));
-	fprintf(c->f, "\tconst int64_t outer = %s, inner = %s, od = %s;\n\tint64_t at = 0;\n\t(void)inner;\n", outer,
-		inner, dimc(c, &o->shape[d]));
+	out(c, "\tconst int64_t outer = %s, inner = %s, od = %s;\n\tint64_t at = 0;\n\t(void)inner;\n",
+	    prod(c, o, 0, d), prod(c, o, d + 1, o->rank), dimc(c, &o->shape[d]));
 	for (int k = 0; k < c->n->args[0].n; k++) {
 		int v = c->ir->val_node[c->n->args[0].v[k]];
-		ir_node *x = &c->ir->nodes[v];
-		if (x->rank != o->rank)
+		ir_node *xk = &c->ir->nodes[v];
+		if (xk->rank != o->rank)
 			continue;
-		fprintf(c->f, "\t{\n\t\tconst int64_t xd = %s;\n", dimc(c, &x->shape[d]));
-		fprintf(c->f, "\t\tfor (int64_t a = 0; a < outer; a++)\n\t\t\tmemcpy(%s + (a * od + at) * inner, %s + a * xd * inner, "
-			   "(size_t)(xd * inner) * sizeof(%s));\n\t\tat += xd;\n\t}\n", buf(c, outv), buf(c, v), ct(o->dtype));
+		out(c, "\t{\n\t\tconst int64_t xd = %s;\n", dimc(c, &xk->shape[d]));
+		out(c, "\t\tfor (int64_t a = 0; a < outer; a++)\n\t\t\tmemcpy(%s + (a * od + at) * inner, %s + a * xd * inner, "
+		       "(size_t)(xd * inner) * sizeof(%s));\n\t\tat += xd;\n\t}\n", buf(c, outv), buf(c, v), ct(o->dtype));
 	}
 }
 
-static void embedding(xctx *c, int outv)
+/* Rows of the weight gathered by index; an index out of range fails the run
+ * (checked before anything is written, so the first bad index is named). */
+static void embedding(xctx *c)
 {
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
 	ir_node *w = argn(c, 0), *ix = argn(c, 1), *o = &c->ir->nodes[outv];
-	char *n = "1";
-	for (int i = 0; i < ix->rank; i++)
-		n = arena_printf(c->ir->arena, "%s*%s", n, dimc(c, &ix->shape[i]));
-	fprintf(c->f, "\tconst int64_t n = %s, D = %s, V = %s;\n", n, dimc(c, &w->shape[1]), dimc(c, &w->shape[0]));
-	fprintf(c->f, "\tfor (int64_t e = 0; e < n; e++) {\n\t\tint64_t i = (int64_t)%s[e];\n", arg(c, 1));
-	fprintf(c->f, "\t\tif (i < 0 || i >= V)\n\t\t\ti = 0; /* out of range: row 0 */\n");
-	fprintf(c->f, "\t\tmemcpy(%s + e * D, %s + i * D, (size_t)D * sizeof(%s));\n\t}\n", buf(c, outv), arg(c, 0),
-		ct(o->dtype));
+	int code = emit_err_code(c->errs, c->ir, c->ir->nodes[outv].gnode, "index %lld out of range for %lld embeddings");
+	out(c, "\tconst int64_t n = %s, D = %s, V = %s, work = n * D;\n", prod(c, ix, 0, ix->rank), dimc(c, &w->shape[1]),
+	    dimc(c, &w->shape[0]));
+	out(c, "\tconst %s *restrict idx = %s;\n", ct(ix->dtype), arg(c, 1));
+	out(c, "\tfor (int64_t e = 0; e < n; e++)\n\t\tif ((int64_t)idx[e] < 0 || (int64_t)idx[e] >= V) {\n");
+	out(c, "\t\t\tcoil_raise(x->st, %d, (long long)idx[e], (long long)V);\n\t\t\treturn;\n\t\t}\n", code);
+	out(c, PAR(1));
+	out(c, "\tfor (int64_t e = 0; e < n; e++)\n");
+	out(c, "\t\tmemcpy(%s + e * D, %s + (int64_t)idx[e] * D, (size_t)D * sizeof(%s));\n", buf(c, outv), arg(c, 0),
+	    ct(o->dtype));
 }
 
-static void pad(xctx *c, int outv)
+static void pad(xctx *c)
 {
-	ir_node *x = argn(c, 0), *o = &c->ir->nodes[outv];
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
+	ir_node *xn = argn(c, 0), *o = &c->ir->nodes[outv];
 	const coil_arg *p = &c->n->args[1];
 	int64_t lo[COIL_MAX_RANK] = {0};
 	for (int k = 0; k < p->n / 2; k++)
-		lo[x->rank - 1 - k] = p->ints[2 * k];
+		lo[xn->rank - 1 - k] = p->ints[2 * k];
 	double v = c->n->args[2].f;
 	const char *t = ct(o->dtype);
-	char *on = "1", *xn = "1";
-	for (int i = 0; i < o->rank; i++) {
-		on = arena_printf(c->ir->arena, "%s*%s", on, dimc(c, &o->shape[i]));
-		xn = arena_printf(c->ir->arena, "%s*%s", xn, dimc(c, &x->shape[i]));
+	out(c, "\tfor (int64_t e = 0; e < %s; e++)\n\t\t%s[e] = (%s)%.17g;\n", prod(c, o, 0, o->rank), buf(c, outv), t,
+	    o->dtype == COIL_BOOL ? (double)(v != 0) : v);
+	out(c, "\tfor (int64_t e = 0; e < %s; e++) {\n\t\tint64_t r = e, off = 0, ok = 1, st = 1;\n",
+	    prod(c, xn, 0, xn->rank));
+	for (int i = xn->rank - 1; i >= 0; i--) {
+		out(c, "\t\t{\n\t\t\tint64_t j = r %% %s + %lld;\n\t\t\tr /= %s;\n", dimc(c, &xn->shape[i]), (long long)lo[i],
+		    dimc(c, &xn->shape[i]));
+		out(c, "\t\t\tok &= j >= 0 && j < %s;\n\t\t\toff += j * st;\n\t\t\tst *= %s;\n\t\t}\n", dimc(c, &o->shape[i]),
+		    dimc(c, &o->shape[i]));
 	}
-	fprintf(c->f, "\tfor (int64_t e = 0; e < %s; e++)\n\t\t%s[e] = (%s)%.17g;\n", on, buf(c, outv), t,
-		o->dtype == COIL_BOOL ? (double)(v != 0) : v);
-	fprintf(c->f, "\tfor (int64_t e = 0; e < %s; e++) {\n\t\tint64_t r = e, off = 0, ok = 1, st = 1;\n", xn);
-	for (int i = x->rank - 1; i >= 0; i--) {
-		fprintf(c->f, "\t\t{\n\t\t\tint64_t j = r %% %s + %lld;\n\t\t\tr /= %s;\n", dimc(c, &x->shape[i]),
-			(long long)lo[i], dimc(c, &x->shape[i]));
-		fprintf(c->f, "\t\t\tok &= j >= 0 && j < %s;\n\t\t\toff += j * st;\n\t\t\tst *= %s;\n\t\t}\n",
-			dimc(c, &o->shape[i]), dimc(c, &o->shape[i]));
-	}
-	fprintf(c->f, "\t\tif (ok)\n\t\t\t%s[off] = %s[e];\n\t}\n", buf(c, outv), arg(c, 0));
+	out(c, "\t\tif (ok)\n\t\t\t%s[off] = %s[e];\n\t}\n", buf(c, outv), arg(c, 0));
 }
 
-void emit_extern(coil_ir *ir, FILE *f, int k, int *used, coil_err *err, int *bad)
+/* roll: element i of each rolled dim moves to (i + shift) mod size.  Without
+ * dims the flattened tensor rolls.  Rows (all dims but the last) move as a
+ * whole; the last dim rotates with two copies. */
+static void roll(xctx *c)
+{
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
+	ir_node *xn = argn(c, 0);
+	const coil_arg *sh = &c->n->args[1], *dm = &c->n->args[2];
+	const char *t = ct(xn->dtype), *src = arg(c, 0), *dst = buf(c, outv);
+	int r = xn->rank;
+	if (dm->n == 0 || r == 0) {
+		out(c, "\tconst int64_t n = %s;\n", prod(c, xn, 0, r));
+		out(c, "\tconst int64_t sh = n ? ((%lldLL %% n) + n) %% n : 0;\n", (long long)(sh->n ? sh->ints[0] : 0));
+		out(c, "\tmemcpy(%s + sh, %s, (size_t)(n - sh) * sizeof(%s));\n", dst, src, t);
+		out(c, "\tmemcpy(%s, %s + (n - sh), (size_t)sh * sizeof(%s));\n", dst, src, t);
+		return;
+	}
+	long long shift[COIL_MAX_RANK] = {0};
+	for (int k = 0; k < dm->n && k < sh->n; k++) {
+		int d = (int)(dm->ints[k] < 0 ? dm->ints[k] + r : dm->ints[k]);
+		shift[d] += sh->ints[k];
+	}
+	out(c, "\tconst int64_t rows = %s, L = %s, work = rows * L;\n", prod(c, xn, 0, r - 1), dimc(c, &xn->shape[r - 1]));
+	out(c, "\tif (rows * L == 0)\n\t\treturn;\n");
+	out(c, "\tconst int64_t sl = ((%lldLL %% L) + L) %% L;\n", shift[r - 1]);
+	out(c, PAR(1));
+	out(c, "\tfor (int64_t row = 0; row < rows; row++) {\n\t\tint64_t rem = row, orow = 0, st = 1;\n\t\t(void)rem;\n");
+	for (int i = r - 2; i >= 0; i--) {
+		char *D = dimc(c, &xn->shape[i]);
+		out(c, "\t\t{\n\t\t\tconst int64_t j = rem %% %s;\n\t\t\trem /= %s;\n", D, D);
+		if (shift[i])
+			out(c, "\t\t\torow += ((j + %lldLL %% %s) %% %s + %s) %% %s * st;\n", shift[i], D, D, D, D);
+		else
+			out(c, "\t\t\torow += j * st;\n");
+		out(c, "\t\t\tst *= %s;\n\t\t}\n", D);
+	}
+	out(c, "\t\tconst %s *restrict xr = %s + row * L;\n\t\t%s *restrict yr = %s + orow * L;\n", t, src, t, dst);
+	out(c, "\t\tmemcpy(yr + sl, xr, (size_t)(L - sl) * sizeof(%s));\n", t);
+	out(c, "\t\tmemcpy(yr, xr + (L - sl), (size_t)sl * sizeof(%s));\n\t}\n", t);
+}
+
+void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_err *err, int *bad)
 {
 	ir_kernel *K = &ir->ks[k];
 	ir_node *e = &ir->nodes[K->ext];
-	xctx c = {.ir = ir, .f = f, .used = used, .n = &ir->g->nodes[e->gnode]};
-	ir_node *in0 = NULL;
-	for (int i = 0; i < e->nx && !in0; i++)
-		in0 = &ir->nodes[e->xsrc[i]];
-	if (!dtype_is_float(e->dtype) && (c.n->op == OP_MM || c.n->op == OP_BMM || c.n->op == OP_ADDMM)) {
-		*bad = 1;
-		node_errf(err, c.n, "codegen: integer matrix products are not supported yet");
-		return;
-	}
+	xctx c = {.ir = ir, .f = f, .used = used, .errs = errs, .n = &ir->g->nodes[e->gnode], .K = K, .err = err,
+		  .bad = bad};
 	switch (c.n->op) {
-	case OP_MM: case OP_BMM: case OP_ADDMM: matmul(&c, K->ext); return;
-	case OP_CAT: cat(&c, K->ext); return;
-	case OP_EMBEDDING: embedding(&c, K->ext); return;
-	case OP_CONSTANT_PAD_ND: pad(&c, K->ext); return;
+	/* library seams: oneDNN calls replace these loops */
+	case OP_CONVOLUTION: conv(&c); return;
+	case OP_MM: case OP_BMM: case OP_ADDMM: matmul(&c); return;
+	/* pooling */
+	case OP_MAX_POOL2D_WI: case OP_MAX_POOL2D: case OP_AVG_POOL2D: pool2d(&c); return;
+	case OP_ADAPTIVE_AVG_POOL2D_: case OP_ADAPTIVE_AVG_POOL2D: case OP_ADAPTIVE_MAX_POOL2D:
+		adaptive_pool2d(&c);
+		return;
+	/* data movement */
+	case OP_CAT: cat(&c); return;
+	case OP_EMBEDDING: embedding(&c); return;
+	case OP_CONSTANT_PAD_ND: pad(&c); return;
+	case OP_ROLL: roll(&c); return;
 	default:
 		*bad = 1;
 		node_errf(err, c.n, "codegen: no extern kernel for this op yet");

@@ -690,11 +690,10 @@ static int eval_pool2d(ictx *c, coil_node *n)
 							if (w < 0 || w >= W)
 								continue;
 							real v = px[h * W + w];
+							/* ATen's rule: every NaN wins (the index is the last NaN's) */
 							if (mi < 0 || v > m || isnan(v)) {
-								if (!(mi >= 0 && isnan(m))) {
-									m = v;
-									mi = h * W + w;
-								}
+								m = v;
+								mi = h * W + w;
 							}
 						}
 					}
@@ -724,9 +723,8 @@ static int eval_adaptive_pool2d(ictx *c, coil_node *n)
 					for (int64_t w = w0; w < w1; w++) {
 						real v = px[h * W + w];
 						s += v;
-						if (mi < 0 || v > m || isnan(v))
-							if (!(mi >= 0 && isnan(m)))
-								m = v, mi = h * W + w;
+						if (mi < 0 || v > m || isnan(v)) /* as max pooling */
+							m = v, mi = h * W + w;
 					}
 				int64_t oidx = (pl * OH + oh) * OW + ow;
 				o->d[oidx] = rnd(o->dtype, mx ? m : s / (real)((h1 - h0) * (w1 - w0)));

@@ -40,6 +40,16 @@ static uint64_t rnd(void)
 }
 static double urand(void) { return (double)(rnd() >> 11) / 9007199254740992.0; }
 
+/* When set, float inputs and params take these values (cycled) instead of
+ * random ones, and integer ones take forced_ints. */
+static const double *forced;
+static int nforced;
+static const int64_t *forced_ints;
+static int nforced_ints;
+static int64_t fpos; /* position in the cycle, across tensors */
+/* When set, outputs must equal the interpreter's bit for bit (NaN for NaN). */
+static int exact;
+
 /* Random tensor for value v at the given symbol values. */
 static void fill_tensor(const coil_graph *g, const coil_value *v, const int64_t *syms, coil_tensor *t)
 {
@@ -51,6 +61,14 @@ static void fill_tensor(const coil_graph *g, const coil_value *v, const int64_t 
 	int64_t n = tensor_numel(t);
 	t->data = malloc((size_t)(n ? n : 1) * dtype_size(v->dtype));
 	for (int64_t e = 0; e < n; e++) {
+		if (nforced && dtype_is_float(v->dtype)) {
+			dtype_store(v->dtype, t->data, (size_t)e, forced[fpos++ % nforced]);
+			continue;
+		}
+		if (nforced_ints && dtype_is_int(v->dtype)) {
+			dtype_store(v->dtype, t->data, (size_t)e, (double)forced_ints[fpos++ % nforced_ints]);
+			continue;
+		}
 		double x = v->dtype == COIL_BOOL ? (double)(rnd() & 1)
 			   : dtype_is_int(v->dtype) ? (double)(rnd() % 5)
 						     : urand() * 4 - 2;
@@ -69,7 +87,9 @@ static int compile_json(const char *json, art *a, coil_graph **gout)
 	}
 	char so[128];
 	snprintf(so, sizeof so, "%s/m%d.so", tmpdir, sos++);
-	codegen_opts o = {.opt = "-O1", .werror = 1, .target = "generic"};
+	/* COIL_TEST_OPT / COIL_TEST_TARGET: rerun the suite at another level or target */
+	const char *opt = getenv("COIL_TEST_OPT"), *tgt = getenv("COIL_TEST_TARGET");
+	codegen_opts o = {.opt = opt ? opt : "-O1", .werror = 1, .target = tgt ? tgt : "generic"};
 	codegen_result res;
 	if (codegen_compile(g, &o, so, &res, &err)) {
 		print_error("compile: %s\n%s\n", err.msg, json);
@@ -88,7 +108,13 @@ static int compile_json(const char *json, art *a, coil_graph **gout)
 	*(void **)&a->oshape = dlsym(a->h, "coil_model_output_shape");
 	*(void **)&a->destroy = dlsym(a->h, "coil_model_destroy");
 	*(void **)&a->describe = dlsym(a->h, "coil_artifact_describe");
-	*(void **)&a->lasterr = dlsym(a->h, "coil_last_error");
+	*(void **)&a->lasterr = dlsym(a->h, "coil_model_last_error");
+	if (!a->create || !a->run || !a->oshape || !a->destroy || !a->describe || !a->lasterr) {
+		print_error("artifact lacks an ABI function\n");
+		dlclose(a->h);
+		graph_free(g);
+		return -1;
+	}
 	*gout = g;
 	return 0;
 }
@@ -149,10 +175,13 @@ static int check_run(coil_graph *g, art *a, const int64_t *syms, const char *jso
 		for (int64_t e = 0; e < n && !bad; e++) {
 			double r = dtype_load(ref[j].dtype, ref[j].data, (size_t)e);
 			double x = dtype_load(got[j].dtype, got[j].data, (size_t)e);
-			if (isnan(r) && isnan(x))
+			if ((isnan(r) && isnan(x)) || (r == x && signbit(r) == signbit(x)))
 				continue;
-			if (!(fabs(r - x) <= 1e-5 * (mag > 1 ? mag : 1) + 1e-5 * fabs(r))) {
-				print_error("output %d elem %lld: got %.9g, want %.9g\n%s\n", j, (long long)e, x, r, json);
+			/* exact: f32 and integers bit for bit; f64 to a few ulps (the
+			 * interpreter computes in long double) */
+			if ((exact && ref[j].dtype != COIL_F64) ||
+			    !(fabs(r - x) <= (exact ? 1e-13 : 1e-5) * ((mag > 1 ? mag : 1) + fabs(r)))) {
+				print_error("output %d elem %lld: got %.17g, want %.17g\n%s\n", j, (long long)e, x, r, json);
 				bad = 1;
 			}
 		}
@@ -300,6 +329,260 @@ static void test_softmax_one_kernel(void **state)
 				    ND("b", "aten.exp", "[\"r\"]", "e") "," ND("c", "aten.neg", "[\"e\"]", "y"), "\"y\"")), 1);
 }
 
+/* --- extern kernels: pooling, roll, convolution ------------------------------ */
+
+/* A node with two results (either may be null). */
+#define ND2(id, op, args, o1, o2) \
+	"{\"id\":\"" id "\",\"op\":\"" op "\",\"args\":" args ",\"outputs\":[" o1 "," o2 "]}"
+
+/* Checks each graph, bit for bit against the interpreter. */
+static int check_all(const char *const *graphs, size_t n, const char *what)
+{
+	int fails = 0;
+	exact = 1;
+	for (size_t i = 0; i < n; i++)
+		if (check_graph(graphs[i], 0, NULL))
+			fails++, print_error("%s graph %zu failed\n", what, i);
+	exact = 0;
+	return fails;
+}
+
+static const char *const pools[] = {
+	/* f32: max with and without indices, ceil_mode, padding, dilation; avg with
+	 * count_include_pad on/off, ceil_mode, divisor_override; adaptive with
+	 * non-divisible sizes; a max pool whose indices nobody reads */
+	G(T("x", "f32", "[2,3,9,11]"), "",
+	  ND2("a", "aten.max_pool2d_with_indices", "[\"x\", [3,3], [2,2], [1,1]]", "\"m1\"", "\"i1\"") ","
+	  ND("b", "aten.max_pool2d", "[\"x\", [3,2], [2,3], [1,0], [2,1], true]", "m2") ","
+	  ND2("c", "aten.max_pool2d_with_indices", "[\"x\", [2,2], [], [0,0], [1,1], true]", "\"m3\"", "\"i3\"") ","
+	  ND("d", "aten.avg_pool2d", "[\"x\", [3,3], [2,2], [1,1]]", "p1") ","
+	  ND("e", "aten.avg_pool2d", "[\"x\", [3,3], [2,2], [1,1], true, false]", "p2") ","
+	  ND("f", "aten.avg_pool2d", "[\"x\", [3,2], [2,2], [1,1], true, true]", "p3") ","
+	  ND("g", "aten.avg_pool2d", "[\"x\", [2,3], [1,2], [0,1], false, true, 5]", "p4") ","
+	  ND("h", "aten._adaptive_avg_pool2d", "[\"x\", [4,5]]", "a1") ","
+	  ND("i", "aten.adaptive_avg_pool2d", "[\"x\", [1,1]]", "a2") ","
+	  ND2("j", "aten.adaptive_max_pool2d", "[\"x\", [4,3]]", "\"am\"", "\"ai\"") ","
+	  ND2("k", "aten.max_pool2d_with_indices", "[\"x\", [2,3], [1,2], [1,1]]", "\"m4\"", "null") ","
+	  ND2("l", "aten.adaptive_max_pool2d", "[\"x\", [2,7]]", "null", "\"ai2\""),
+	  "\"m1\",\"i1\",\"m2\",\"m3\",\"i3\",\"p1\",\"p2\",\"p3\",\"p4\",\"a1\",\"a2\",\"am\",\"ai\",\"m4\",\"ai2\""),
+	/* i64 max pooling (ties: the first maximum wins); rank-3 inputs; adaptive
+	 * pools larger than or equal to the input */
+	G(T("x", "i64", "[1,2,6,7]") "," T("y", "f32", "[3,8,8]"), "",
+	  ND2("a", "aten.max_pool2d_with_indices", "[\"x\", [3,3], [1,1], [1,1]]", "\"m1\"", "\"i1\"") ","
+	  ND2("b", "aten.max_pool2d_with_indices", "[\"x\", [2,2], [2,2], [0,0], [1,1], true]", "\"m2\"", "\"i2\"") ","
+	  ND("c", "aten.max_pool2d", "[\"y\", [2,2]]", "m3") ","
+	  ND("d", "aten.avg_pool2d", "[\"y\", [3,3], [1,1], [1,1], false, false]", "p1") ","
+	  ND2("e", "aten.adaptive_max_pool2d", "[\"y\", [3,5]]", "\"am\"", "\"ai\"") ","
+	  ND("f", "aten._adaptive_avg_pool2d", "[\"y\", [8,8]]", "a1") ","
+	  ND("g", "aten._adaptive_avg_pool2d", "[\"y\", [10,3]]", "a2"),
+	  "\"m1\",\"i1\",\"m2\",\"i2\",\"m3\",\"p1\",\"am\",\"ai\",\"a1\",\"a2\""),
+};
+
+static void test_pooling(void **state)
+{
+	(void)state;
+	assert_int_equal(check_all(pools, sizeof pools / sizeof *pools, "pooling"), 0);
+	/* large enough to run in parallel, symbolic batch */
+	static const int64_t b[2][8] = {{1}, {3}};
+	assert_int_equal(check_graph(G(T("x", "f32", "[\"batch\",16,20,20]"), "",
+				       ND2("a", "aten.max_pool2d_with_indices", "[\"x\", [3,3], [2,2], [1,1]]", "\"m\"", "\"i\"") ","
+				       ND("b", "aten.avg_pool2d", "[\"x\", [2,2]]", "p") ","
+				       ND("c", "aten._adaptive_avg_pool2d", "[\"x\", [3,3]]", "a"),
+				       "\"m\",\"i\",\"p\",\"a\""), 2, b), 0);
+}
+
+/* NaN and infinities through max pooling, reductions and activations: the
+ * compiled code and the interpreter agree element for element (NaN where
+ * NaN). */
+static void test_nan_semantics(void **state)
+{
+	(void)state;
+	static const double v[] = {0.5, NAN, -1, 3, INFINITY, -INFINITY, 2, -0.0, 7, -3.5, NAN, 1, -2.5};
+	forced = v;
+	nforced = (int)(sizeof v / sizeof *v);
+	fpos = 0;
+	int rc = check_graph(G(T("x", "f32", "[1,2,5,5]"), "",
+			       ND2("a", "aten.max_pool2d_with_indices", "[\"x\", [2,2], [1,1]]", "\"m\"", "\"mi\"") ","
+			       ND2("b", "aten.adaptive_max_pool2d", "[\"x\", [2,3]]", "\"am\"", "\"ai\"") ","
+			       ND("c", "aten.avg_pool2d", "[\"x\", [2,2]]", "p") ","
+			       ND("d", "aten.hardsigmoid", "[\"x\"]", "hs") "," ND("e", "aten.hardswish", "[\"x\"]", "hw") ","
+			       ND("f", "aten.hardtanh", "[\"x\", 0, 6]", "ht") "," ND("g", "aten.relu", "[\"x\"]", "r") ","
+			       ND("h", "aten.clamp", "[\"x\", -1, 1]", "cl") "," ND("i", "aten.leaky_relu", "[\"x\"]", "lr") ","
+			       ND("j", "aten.amax", "[\"x\", [3]]", "mx") "," ND("k", "aten.argmax", "[\"x\", 3]", "amx") ","
+			       ND2("l", "aten.max_pool2d_with_indices", "[\"x\", [3,3], [1,1]]", "null", "\"mi3\"") ","
+			       ND("n", "aten.elu", "[\"x\"]", "el"),
+			       "\"m\",\"mi\",\"am\",\"ai\",\"p\",\"hs\",\"hw\",\"ht\",\"r\",\"cl\",\"lr\",\"mx\",\"amx\",\"mi3\",\"el\""),
+			     0, NULL);
+	forced = NULL;
+	nforced = 0;
+	assert_int_equal(rc, 0);
+}
+
+static const char *const rolls[] = {
+	G(T("x", "f32", "[3,4,5]") "," T("y", "i64", "[7]"), "",
+	  ND("a", "aten.roll", "[\"x\", [1], [1]]", "r1") "," ND("b", "aten.roll", "[\"x\", [-2, 7], [0, 2]]", "r2") ","
+	  ND("c", "aten.roll", "[\"x\", [3, -1], [-1, -1]]", "r3") "," ND("d", "aten.roll", "[\"x\", [5]]", "r4") ","
+	  ND("e", "aten.roll", "[\"x\", [-13]]", "r5") "," ND("f", "aten.roll", "[\"y\", [2], [0]]", "r6") ","
+	  ND("g", "aten.roll", "[\"x\", [0], [0]]", "r7") "," ND("h", "aten.roll", "[\"x\", [4, 1], [1, 0]]", "r8"),
+	  "\"r1\",\"r2\",\"r3\",\"r4\",\"r5\",\"r6\",\"r7\",\"r8\""),
+};
+
+static void test_roll(void **state)
+{
+	(void)state;
+	assert_int_equal(check_all(rolls, sizeof rolls / sizeof *rolls, "roll"), 0);
+}
+
+/* conv args: input, weight, bias, stride, padding, dilation, transposed, output_padding, groups */
+static const char *const convs[] = {
+	/* 2d: stride/padding/dilation with bias, depthwise, 1x1, grouped,
+	 * transposed (output_padding), grouped transposed with dilation */
+	G(T("x", "f32", "[2,4,9,8]"),
+	  T("w1", "f32", "[6,4,3,3]") "," T("b1", "f32", "[6]") "," T("w2", "f32", "[4,1,3,3]") "," T("w3", "f32", "[8,4,1,1]") ","
+	  T("b3", "f32", "[8]") "," T("w4", "f32", "[6,2,3,2]") "," T("w5", "f32", "[4,3,3,3]") "," T("b5", "f32", "[3]") ","
+	  T("w6", "f32", "[4,2,2,3]"),
+	  ND("a", "aten.convolution", "[\"x\", \"w1\", \"b1\", [2,1], [1,2], [1,2], false, [0,0], 1]", "y1") ","
+	  ND("b", "aten.convolution", "[\"x\", \"w2\", null, [1,1], [1,1], [1,1], false, [0,0], 4]", "y2") ","
+	  ND("c", "aten.convolution", "[\"x\", \"w3\", \"b3\", [1], [0], [1], false, [0], 1]", "y3") ","
+	  ND("d", "aten.convolution", "[\"x\", \"w4\", null, [2,2], [0,0], [2,1], false, [0,0], 2]", "y4") ","
+	  ND("e", "aten.convolution", "[\"x\", \"w5\", \"b5\", [2,2], [1,1], [1,1], true, [1,1], 1]", "y5") ","
+	  ND("f", "aten.convolution", "[\"x\", \"w6\", null, [2,3], [0,1], [1,2], true, [1,0], 2]", "y6"),
+	  "\"y1\",\"y2\",\"y3\",\"y4\",\"y5\",\"y6\""),
+	/* 1d in f64: strided dilated conv, transposed conv */
+	G(T("x", "f64", "[2,3,11]"), T("w1", "f64", "[5,3,3]") "," T("b1", "f64", "[5]") "," T("w2", "f64", "[3,2,4]"),
+	  ND("a", "aten.convolution", "[\"x\", \"w1\", \"b1\", [2], [1], [2], false, [0], 1]", "y1") ","
+	  ND("b", "aten.convolution", "[\"x\", \"w2\", null, [3], [1], [1], true, [2], 1]", "y2"),
+	  "\"y1\",\"y2\""),
+	/* 3d, and a transposed 3d */
+	G(T("x", "f32", "[1,2,5,6,4]"), T("w1", "f32", "[3,2,3,2,3]") "," T("b1", "f32", "[3]") "," T("w2", "f32", "[2,2,2,2,2]"),
+	  ND("a", "aten.convolution", "[\"x\", \"w1\", \"b1\", [1,2,1], [1,0,1], [1,1,1], false, [0,0,0], 1]", "y1") ","
+	  ND("b", "aten.convolution", "[\"x\", \"w2\", null, [2], [0], [1], true, [0], 1]", "y2"),
+	  "\"y1\",\"y2\""),
+	/* wide rows (more than one 256-wide accumulator block), parallel */
+	G(T("x", "f32", "[2,8,6,300]"), T("w", "f32", "[8,8,3,3]") "," T("w2", "f32", "[8,4,1,3]"),
+	  ND("a", "aten.convolution", "[\"x\", \"w\", null, [1,1], [1,1], [1,1], false, [0,0], 1]", "y1") ","
+	  ND("b", "aten.convolution", "[\"x\", \"w2\", null, [1,1], [0,0], [1,1], true, [0,0], 2]", "y2"),
+	  "\"y1\",\"y2\""),
+};
+
+static void test_convolution(void **state)
+{
+	(void)state;
+	assert_int_equal(check_all(convs, sizeof convs / sizeof *convs, "convolution"), 0);
+	/* a small ResNet-style stem with a symbolic batch: conv, batch norm, relu,
+	 * max pool, adaptive average pool, flatten, linear */
+	static const int64_t b[2][8] = {{1}, {2}};
+	assert_int_equal(check_graph(G(T("x", "f32", "[\"batch\",3,15,15]"),
+				       T("w", "f32", "[8,3,3,3]") "," T("g", "f32", "[8]") "," T("bb", "f32", "[8]") ","
+				       T("rm", "f32", "[8]") "," T("rv", "f32", "[8]") "," T("fw", "f32", "[5,8]") "," T("fb", "f32", "[5]"),
+				       ND("a", "aten.convolution", "[\"x\", \"w\", null, [2,2], [1,1], [1,1], false, [0,0], 1]", "c") ","
+				       ND("b", "aten.batch_norm", "[\"c\", \"g\", \"bb\", \"rm\", \"rv\", false, 0.1, 1e-5, false]", "n") ","
+				       ND("c2", "aten.relu", "[\"n\"]", "r") ","
+				       ND2("d", "aten.max_pool2d_with_indices", "[\"r\", [3,3], [2,2], [1,1]]", "\"m\"", "null") ","
+				       ND("e", "aten.adaptive_avg_pool2d", "[\"m\", [1,1]]", "p") ","
+				       ND("f", "aten.view", "[\"p\", [\"batch\", 8]]", "f") ","
+				       ND("h", "aten.t", "[\"fw\"]", "ft") "," ND("i", "aten.addmm", "[\"fb\", \"f\", \"ft\"]", "y"),
+				       "\"y\",\"m\""), 2, b), 0);
+}
+
+/* --- runtime errors ------------------------------------------------------ */
+
+/* Runs json with the forced integer inputs: the interpreter and the compiled
+ * code must both fail, the latter with a message containing want. */
+static void expect_run_error(const char *json, const int64_t *ints, int nints, const char *want)
+{
+	art a;
+	coil_graph *g;
+	assert_int_equal(compile_json(json, &a, &g), 0);
+	forced_ints = ints;
+	nforced_ints = nints;
+	fpos = 0;
+	coil_tensor in[8] = {0}, par[8] = {0}, ref[8] = {0}, got[8] = {0};
+	const void *inp[8], *pp[8];
+	const int64_t *shp[8];
+	void *outp[8];
+	static const int64_t one[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+	for (int i = 0; i < g->ninputs; i++) {
+		fill_tensor(g, &g->vals[g->inputs[i]], one, &in[i]);
+		inp[i] = in[i].data;
+		shp[i] = in[i].shape;
+	}
+	for (int i = 0; i < g->nparams; i++) {
+		fill_tensor(g, &g->vals[g->params[i]], one, &par[i]);
+		pp[i] = par[i].data;
+	}
+	forced_ints = NULL;
+	nforced_ints = 0;
+	coil_err err = {{0}};
+	assert_int_not_equal(interp_run(g, in, par, ref, &err), 0);
+	coil_model *m = NULL;
+	assert_int_equal(a.create(pp, g->nparams, 2, &m), 0);
+	for (int j = 0; j < g->noutputs; j++) {
+		int r = a.oshape(m, shp, j, got[j].shape);
+		got[j].rank = r;
+		got[j].dtype = g->vals[g->outputs[j]].dtype;
+		got[j].data = calloc((size_t)tensor_numel(&got[j]) + 1, dtype_size(got[j].dtype));
+		outp[j] = got[j].data;
+	}
+	int rc = a.run(m, inp, shp, outp);
+	const char *msg = a.lasterr();
+	if (rc == 0 || !strstr(msg, want))
+		print_error("run returned %d, error '%s' (interpreter: '%s'), want '%s'\n", rc, msg, err.msg, want);
+	assert_int_not_equal(rc, 0);
+	assert_non_null(strstr(msg, want));
+	const char *tail = strstr(want, ": "); /* the interpreter names the node its own way */
+	assert_non_null(strstr(err.msg, tail ? tail + 2 : want));
+	a.destroy(m);
+	for (int i = 0; i < 8; i++) {
+		tensor_free(&in[i]);
+		tensor_free(&par[i]);
+		tensor_free(&ref[i]);
+		tensor_free(&got[i]);
+	}
+	dlclose(a.h);
+	graph_free(g);
+}
+
+static void test_runtime_errors(void **state)
+{
+	(void)state;
+	const char *emb = G(T("i", "i64", "[2,3]"), T("e", "f32", "[4,3]"),
+			    ND("a", "aten.embedding", "[\"e\", \"i\"]", "q") "," ND("b", "aten.relu", "[\"q\"]", "y"), "\"y\"");
+	static const int64_t bad_hi[] = {0, 1, 3, 7, 2, 9}, bad_lo[] = {0, -1, 2};
+	expect_run_error(emb, bad_hi, 6, "aten.embedding.default: index 7 out of range for 4 embeddings");
+	expect_run_error(emb, bad_lo, 3, "index -1 out of range for 4 embeddings");
+	/* in range (rnd() % 5 would not be): a clean run after a failing one */
+	static const int64_t good[] = {3, 0, 2, 1};
+	forced_ints = good;
+	nforced_ints = 4;
+	fpos = 0;
+	int rc = check_graph(emb, 0, NULL);
+	forced_ints = NULL;
+	nforced_ints = 0;
+	assert_int_equal(rc, 0);
+	/* integer floor and trunc division by zero, fused into pointwise kernels */
+	static const int64_t zero[] = {7, -3, 0, 2, 5};
+	expect_run_error(G(T("x", "i64", "[5]") "," T("y", "i64", "[5]"), "",
+			   ND("a", "aten.div.Tensor_mode", "[\"x\", \"y\"], \"kwargs\":{\"rounding_mode\":\"floor\"}", "q") ","
+			   ND("b", "aten.add.Tensor", "[\"q\", \"x\"]", "z"), "\"z\""),
+			 zero, 5, "integer division by zero");
+	expect_run_error(G(T("x", "i32", "[5]") "," T("y", "i32", "[5]"), "",
+			   ND("a", "aten.div.Tensor_mode", "[\"x\", \"y\"], \"kwargs\":{\"rounding_mode\":\"trunc\"}", "q"), "\"q\""),
+			 zero, 5, "integer division by zero");
+	/* nonzero divisors: floor and trunc agree with the interpreter */
+	static const int64_t nz[] = {7, -3, 4, -2, 5, 1, -9};
+	forced_ints = nz;
+	nforced_ints = 7;
+	fpos = 0;
+	rc = check_graph(G(T("x", "i64", "[6]") "," T("y", "i64", "[6]"), "",
+			   ND("a", "aten.div.Tensor_mode", "[\"x\", \"y\"], \"kwargs\":{\"rounding_mode\":\"floor\"}", "q") ","
+			   ND("b", "aten.div.Tensor_mode", "[\"y\", \"x\"], \"kwargs\":{\"rounding_mode\":\"trunc\"}", "r"),
+			   "\"q\",\"r\""), 0, NULL);
+	forced_ints = NULL;
+	nforced_ints = 0;
+	assert_int_equal(rc, 0);
+}
+
 /* --- random graphs ------------------------------------------------------- */
 
 /* Builds a random DAG of pointwise, broadcast, view and reduction ops over
@@ -399,6 +682,11 @@ int main(void)
 		cmocka_unit_test(test_softmax_one_kernel),
 		cmocka_unit_test(test_fixed),
 		cmocka_unit_test(test_symbolic_batch),
+		cmocka_unit_test(test_pooling),
+		cmocka_unit_test(test_nan_semantics),
+		cmocka_unit_test(test_roll),
+		cmocka_unit_test(test_convolution),
+		cmocka_unit_test(test_runtime_errors),
 		cmocka_unit_test(test_random_graphs),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,0 +1,30 @@
+/* Shared by emit_c.c and extern.c: runtime errors of generated code and the
+ * extern-kernel entry point.
+ *
+ * A kernel that finds bad data (an embedding index out of range, an integer
+ * division by zero) calls coil_raise(x->st, CODE, a, b) and carries on
+ * harmlessly; coil_model_run checks the status after that kernel and fails
+ * with the message registered under CODE (a printf format taking up to two
+ * long long arguments, a and b).  Messages name the op, never user names. */
+#ifndef COIL_CODEGEN_EMIT_H
+#define COIL_CODEGEN_EMIT_H
+
+#include <stdio.h>
+
+#include "codegen/ir.h"
+
+typedef struct emit_errs {
+	coil_arena *arena;
+	int n, cap;
+	char **msg;   /* msg[0] unused: code 0 means no error */
+	int uses;     /* calls to emit_err_code, for "did this kernel register one" */
+} emit_errs;
+
+/* The code (> 0) of the message "<op of gnode>: <fmt>", registered once. */
+int emit_err_code(emit_errs *e, coil_ir *ir, int gnode, const char *fmt);
+
+/* Renders the body of extern kernel k into f; marks the IR nodes whose
+ * buffers it touches in used[].  On failure sets *bad and err. */
+void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_err *err, int *bad);
+
+#endif
