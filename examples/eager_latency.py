@@ -16,7 +16,7 @@ with torch.no_grad():
     for _ in range(3):
         module(*inputs)
     ts = []
-    for _ in range(10):
+    for _ in range(20):
         t0 = time.perf_counter()
         module(*inputs)
         ts.append(time.perf_counter() - t0)
