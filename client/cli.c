@@ -763,9 +763,9 @@ static int cmd_check(opts *o)
 		double scale = 0, maxerr = 0;
 		for (int64_t e = 0; same_shape && e < n; e++) {
 			double r = dtype_load(ref[i].dtype, ref[i].data, (size_t)e), c = dtype_load(outs[i].dtype, outs[i].data, (size_t)e);
-			if (isnan(r) != isnan(c))
+			if (isnan(r) != isnan(c) || (isinf(r) && r != c) || (isinf(c) && r != c))
 				maxerr = INFINITY;
-			else if (!isnan(r)) {
+			else if (isfinite(r)) {
 				scale = fmax(scale, fabs(r));
 				maxerr = fmax(maxerr, fabs(r - c));
 			}

@@ -46,8 +46,16 @@ typedef struct codegen_result {
  * useful with dump_after).  0 on success, -1 with err. */
 int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, codegen_result *res, coil_err *err);
 
-/* Runs the C compiler on src producing out_so, in a private temp dir, killed
- * after timeout_s. */
+/* Runs the C compiler cc (NULL: "cc", searched in PATH) on src producing
+ * out_so, sandboxed (see build.c): a private temp dir beside out_so, a clean
+ * environment, the limits below, and killed with its whole process group
+ * after timeout_s (0: BUILD_DEFAULT_TIMEOUT_S).  A compiler that fails, dies
+ * or runs away is an error in err; *secs is the time it ran. */
+#define BUILD_DEFAULT_TIMEOUT_S 120
+#define BUILD_CPU_SLACK_S 5                     /* RLIMIT_CPU = timeout + this */
+#define BUILD_AS_BYTES ((unsigned long long)8 << 30) /* RLIMIT_AS */
+#define BUILD_FSIZE_BYTES ((unsigned long long)512 << 20) /* RLIMIT_FSIZE */
+#define BUILD_NPROC 1024                        /* RLIMIT_NPROC (per user) */
 int build_so(const char *src, const char *cc, const char *opt, const char *tflags, int werror, int timeout_s,
 	     const char *out_so, double *secs, coil_err *err);
 

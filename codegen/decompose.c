@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "codegen/dnnl.h"
 #include "codegen/ir.h"
 #include "common/infer.h"
 
@@ -240,7 +241,13 @@ static int pointwise(dctx *c, coil_dtype ot)
 		if (!strcmp(ARG(2).s, "trunc"))
 			return dtype_is_float(t) ? un(c, PR_TRUNC, bin(c, PR_DIV, x, y)) : bin(c, PR_DIV, x, y);
 		return bin(c, PR_FLOORDIV, x, y);
-	case OP_POW_TS: case OP_POW_TT: return bin(c, PR_POW, x, y);
+	case OP_POW_TS: /* as ATen: x^0.5 and x^-0.5 are sqrt and rsqrt (pow(-inf, 0.5) is nan) */
+		if (dtype_is_float(t) && (ARG(1).f == 0.5 || ARG(1).f == -0.5)) {
+			int r = un(c, PR_SQRT, x);
+			return ARG(1).f > 0 ? r : un(c, PR_RECIP, r);
+		}
+		return bin(c, PR_POW, x, y);
+	case OP_POW_TT: return bin(c, PR_POW, x, y);
 	case OP_MAXIMUM: return bin(c, PR_MAX, x, y);
 	case OP_MINIMUM: return bin(c, PR_MIN, x, y);
 	case OP_EQ: case OP_EQ_S: return cmp(c, PR_EQ, x, y);
@@ -278,8 +285,7 @@ static void reduction(dctx *c, int *res)
 		break;
 	case OP_VAR_CORR: case OP_VAR_DIM: {
 		x = cast(c, x, o->dtype);
-		int d = bin(c, PR_SUB, x, mean(c, x, mask));
-		int s = reduce(c, RD_SUM, bin(c, PR_MUL, d, d), mask, o->dtype);
+		int s = reduce(c, RD_WM2, x, mask, o->dtype);
 		double corr = n->op == OP_VAR_CORR ? (ARG(2).kind == ARG_INT ? (double)ARG(2).i : 1) : (ARG(2).i ? 1 : 0);
 		int den = bin(c, PR_MAX, bin(c, PR_SUB, fill_dim(c, red_count(c, x, mask), o->dtype), num(c, corr, s)),
 			      num(c, 0, s));
@@ -380,8 +386,8 @@ static void composite(dctx *c, int *res)
 		unsigned mask = 0;
 		for (int i = r - ARG(1).n; i < r; i++)
 			mask |= 1u << i;
-		int mu = mean(c, x, mask), d = bin(c, PR_SUB, x, mu);
-		int var = mean(c, bin(c, PR_MUL, d, d), mask);
+		int mu = reduce(c, RD_WMEAN, x, mask, o->dtype), d = bin(c, PR_SUB, x, mu);
+		int var = bin(c, PR_DIV, reduce(c, RD_WM2, x, mask, o->dtype), fill_dim(c, red_count(c, x, mask), o->dtype));
 		int rstd = un(c, PR_RECIP, un(c, PR_SQRT, bin(c, PR_ADD, var, num(c, ARG(4).f, var))));
 		int y = bin(c, PR_MUL, d, rstd);
 		if (HAS(2))
@@ -454,6 +460,7 @@ coil_ir *ir_decompose(coil_graph *g, coil_err *err)
 	ir->val_node = arena_alloc(a, (size_t)(g->nvals + 1) * sizeof(int));
 	ir->outs = arena_alloc(a, (size_t)(g->noutputs + 1) * sizeof(int));
 	dctx c = {.ir = ir, .g = g, .err = err, .gnode = -1};
+	ir->dn = dn_plan_graph(g, a, err); /* convolutions and matrix products on oneDNN */
 	for (int v = 0; v < g->nvals; v++) {
 		coil_value *val = &g->vals[v];
 		if (val->kind == VAL_NODE)
@@ -473,7 +480,13 @@ coil_ir *ir_decompose(coil_graph *g, coil_err *err)
 			node_errf(err, n, "dtype %s is not supported by codegen yet", dtype_name(o->dtype));
 			goto fail;
 		}
-		switch (op_get(n->op)->kind) {
+		int dz = dn_decompose_node(ir, i, res, err); /* a oneDNN fusion ends or goes on here */
+		if (dz < 0)
+			goto fail;
+		if (dz == 2)
+			continue;
+		switch (dz ? -1 : (int)op_get(n->op)->kind) {
+		case -1: break;
 		case PW: res[0] = pointwise(&c, o->dtype); break;
 		case RED: reduction(&c, res); break;
 		case VIEW:

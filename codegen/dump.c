@@ -11,7 +11,7 @@ static const coil_symtab gen = {COIL_MAX_SYMS, {"s0", "s1", "s2", "s3", "s4", "s
 #define gen_syms gen
 static const char *const opname[] = {"input", "param", "const", "fill", "unary", "binary", "where", "cast",
 				     "reduce", "view", "extern"};
-static const char *const redname[] = {"sum", "max", "min", "argmax"};
+static const char *const redname[] = {"sum", "max", "min", "argmax", "wmean", "wm2"};
 static const char *const viewname[] = {"permute", "expand", "slice", "reshape"};
 
 void ir_dump(coil_ir *ir, FILE *f)

@@ -27,4 +27,17 @@ int emit_err_code(emit_errs *e, coil_ir *ir, int gnode, const char *fmt);
  * buffers it touches in used[].  On failure sets *bad and err. */
 void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_err *err, int *bad);
 
+/* Explicit SIMD (vec.c): the instruction-set table of a target (NULL for
+ * generic: emit_c's scalar table), the artifact prelude it needs (vmath.h
+ * and helpers; printed for every target), and the vector rendering of a
+ * pointwise or reduction kernel: 1 if rendered into f (buffers it touches
+ * marked in used[]), 0 if the kernel is not all f32/bool (nothing written:
+ * render it scalar), -1 with err. */
+typedef struct vec_isa vec_isa;
+const vec_isa *vec_isa_for(const char *target);
+int vec_width(const vec_isa *isa);
+void vec_prelude(FILE *f);
+const char *vec_vmath_source(void);
+int vec_emit_kernel(coil_ir *ir, const vec_isa *isa, FILE *f, int k, char *used, coil_err *err);
+
 #endif

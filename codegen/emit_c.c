@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/dnnl.h"
 #include "codegen/emit.h"
 #include "codegen/ir.h"
 #include "common/infer.h"
@@ -30,6 +31,7 @@ typedef struct ectx {
 	char *may_fail;   /* per kernel: raises runtime errors */
 	coil_err *err;
 	int bad;
+	const vec_isa *isa; /* NULL: scalar */
 } ectx;
 
 static const char *ctype(coil_dtype t)
@@ -56,10 +58,10 @@ static void out(ectx *c, const char *fmt, ...)
 
 /* How each primitive renders: float, double and integer tables. */
 static const char *const rf32[PR_COUNT] = {
-	[PR_NEG] = "(-%s)", [PR_EXP] = "expf(%s)", [PR_LOG] = "logf(%s)", [PR_LOG1P] = "log1pf(%s)",
+	[PR_NEG] = "(-%s)", [PR_EXP] = "coil_expf(%s)", [PR_LOG] = "coil_logf(%s)", [PR_LOG1P] = "log1pf(%s)",
 	[PR_SQRT] = "sqrtf(%s)", [PR_RECIP] = "(1.0f / %s)", [PR_ABS] = "fabsf(%s)", [PR_FLOOR] = "floorf(%s)",
 	[PR_CEIL] = "ceilf(%s)", [PR_TRUNC] = "truncf(%s)", [PR_SIN] = "sinf(%s)", [PR_COS] = "cosf(%s)",
-	[PR_ERF] = "erff(%s)", [PR_TANH] = "tanhf(%s)", [PR_NOT] = "(!%s)", [PR_POW] = "powf(%s, %s)",
+	[PR_ERF] = "coil_erff(%s)", [PR_TANH] = "coil_tanhf(%s)", [PR_NOT] = "(!%s)", [PR_POW] = "powf(%s, %s)",
 	[PR_FLOORDIV] = "(float)coil_floordiv(%s, %s)",
 };
 static const char *const rf64[PR_COUNT] = {
@@ -273,7 +275,7 @@ static const char *red_init(coil_dtype t, int kind)
 					 [COIL_I32] = "INT32_MIN", [COIL_I8] = "INT8_MIN", [COIL_U8] = "0", [COIL_BOOL] = "0"};
 	static const char *const mn[] = {[COIL_F32] = "INFINITY", [COIL_F64] = "INFINITY", [COIL_I64] = "INT64_MAX",
 					 [COIL_I32] = "INT32_MAX", [COIL_I8] = "INT8_MAX", [COIL_U8] = "255", [COIL_BOOL] = "1"};
-	return kind == RD_SUM ? "0" : kind == RD_MIN ? mn[t] : mx[t];
+	return kind == RD_SUM || kind == RD_WMEAN || kind == RD_WM2 ? "0" : kind == RD_MIN ? mn[t] : mx[t];
 }
 
 static void emit_reduce(ectx *c, ir_kernel *K)
@@ -294,7 +296,10 @@ static void emit_reduce(ectx *c, ir_kernel *K)
 			out(c, "int64_t acc%d = 0, pos%d = 0;\n", v, v);
 			out(c, "%s m%d = 0;\n", ctype(st), v);
 		} else {
-			out(c, "%s acc%d = %s;\n", ctype(r->dtype), v, red_init(r->dtype, r->sub));
+			if (r->sub == RD_WMEAN || r->sub == RD_WM2) /* Welford: count and running mean, in double */
+				out(c, "double acc%d = 0, wn%d = 0, wm%d = 0;\n", v, v, v);
+			else
+				out(c, "%s acc%d = %s;\n", ctype(r->dtype), v, red_init(r->dtype, r->sub));
 		}
 		int nl = open_loops(c, s0->shape, s0->rank, M, 0);
 		char *x = rv(c, r->src[0], full);
@@ -302,6 +307,17 @@ static void emit_reduce(ectx *c, ir_kernel *K)
 		case RD_SUM: out(c, "acc%d += %s;\n", v, x); break;
 		case RD_MAX: out(c, "acc%d = COIL_MAX(%s, acc%d);\n", v, x, v); break;
 		case RD_MIN: out(c, "acc%d = COIL_MIN(%s, acc%d);\n", v, x, v); break;
+		case RD_WMEAN: case RD_WM2:
+			out(c, "{\n");
+			out(c, "        const double d_ = (double)%s - wm%d;\n", x, v);
+			out(c, "        wn%d += 1;\n", v);
+			out(c, "        wm%d += d_ / wn%d;\n", v, v);
+			if (r->sub == RD_WMEAN)
+				out(c, "        acc%d = wm%d;\n", v, v);
+			else
+				out(c, "        acc%d += d_ * (%s - wm%d);\n", v, x, v);
+			out(c, "}\n");
+			break;
 		default:
 			out(c, "if (pos%d == 0 || (m%d == m%d && (%s != %s || %s > m%d))) {\n", v, v, v, x, x, x, v);
 			out(c, "        m%d = %s;\n", v, x);
@@ -361,7 +377,12 @@ static int emit_kernel(ectx *c, FILE *f, int k)
 	c->nm = 0;
 	c->ind = 1;
 	memset(c->used, 0, (size_t)c->ir->n);
-	if (K->kind == K_POINTWISE)
+	int vr = K->kind == K_EXTERN ? 0 : vec_emit_kernel(c->ir, c->isa, c->f, k, c->used, c->err);
+	if (vr < 0)
+		c->bad = 1;
+	else if (vr > 0)
+		; /* rendered with the target's SIMD table */
+	else if (K->kind == K_POINTWISE)
 		emit_pointwise(c, K);
 	else if (K->kind == K_REDUCE)
 		emit_reduce(c, K);
@@ -434,7 +455,7 @@ static const char prelude[] =
 	"__attribute__((constructor)) static void coil_pin_openmp(void)\n{\n"
 	"\t(void)dlopen(\"libgomp.so.1\", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);\n}\n\n"
 	"typedef struct coil_ctx {\n\tconst int64_t *sym;\n\tint nt;\n\tconst void *const *in;\n"
-	"\tvoid *const *par;\n\tvoid *const *out;\n\tchar *arena;\n\tconst int64_t *off;\n\tcoil_status *st;\n} coil_ctx;\n\n";
+	"\tvoid *const *par;\n\tvoid *const *out;\n\tchar *arena;\n\tconst int64_t *off;\n\tcoil_status *st;\n\tstruct coil_dn *dn; /* oneDNN objects, when any */\n} coil_ctx;\n\n";
 
 int emit_err_code(emit_errs *e, coil_ir *ir, int gnode, const char *fmt)
 {
@@ -520,8 +541,9 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	}
 	fprintf(f, "static int fail(const char *msg, long long a, long long b)\n{\n"
 		   "\tsnprintf(coil_errbuf, sizeof coil_errbuf, msg, a, b);\n\treturn -1;\n}\n\n");
-	fprintf(f, "struct coil_model {\n\tint nthreads;\n\tvoid *par[%d];\n\tchar *arena;\n\tint64_t arena_cap;\n};\n\n",
-		g->nparams + 1);
+	fprintf(f, "struct coil_model {\n\tint nthreads;\n\tvoid *par[%d];\n\tchar *arena;\n\tint64_t arena_cap;\n%s};\n\n",
+		g->nparams + 1, dn_used(ir) ? "\tstruct coil_dn *dn;\n" : "");
+	dn_emit_model(ir, f);
 	fprintf(f, "COIL_EXPORT int coil_abi_version(void) { return %d; }\n", COIL_ABI_VERSION);
 	fprintf(f, "COIL_EXPORT const char *coil_artifact_describe(void) { return describe_json; }\n");
 	fprintf(f, "COIL_EXPORT const char *coil_model_last_error(void) { return coil_errbuf; }\n\n");
@@ -540,9 +562,13 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 			i, (long long)(n ? n : 1));
 		fprintf(f, "\tmemcpy(m->par[%d], params[%d], %lld);\n", i, i, (long long)n);
 	}
+	if (dn_used(ir) && !g->syms.n) /* oneDNN objects now; with symbols at the first run */
+		fprintf(f, "\tconst int64_t sym0[8] = {1, 1, 1, 1, 1, 1, 1, 1};\n\tif (coil_dn_prepare(m, sym0)) {\n"
+			   "\t\tcoil_model_destroy(m);\n\t\treturn -1;\n\t}\n");
 	fprintf(f, "\t*out = m;\n\treturn 0;\n}\n\n");
 	fprintf(f, "COIL_EXPORT void coil_model_destroy(coil_model *m)\n{\n\tif (!m)\n\t\treturn;\n");
-	fprintf(f, "\tfor (int i = 0; i < %d; i++)\n\t\tfree(m->par[i]);\n\tfree(m->arena);\n\tfree(m);\n}\n\n", g->nparams);
+	fprintf(f, "\tfor (int i = 0; i < %d; i++)\n\t\tfree(m->par[i]);\n\tfree(m->arena);\n%s\tfree(m);\n}\n\n", g->nparams,
+		dn_used(ir) ? "\tcoil_dn_free(m->dn);\n" : "");
 	/* symbol binding */
 	fprintf(f, "static int bind(const int64_t *const *shapes, int64_t *sym)\n{\n\tint bound[8] = {0};\n");
 	fprintf(f, "\tfor (int i = 0; i < 8; i++)\n\t\tsym[i] = 1;\n\t(void)bound;\n\t(void)shapes;\n");
@@ -590,7 +616,9 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 		   "\t\tif (!a)\n\t\t\treturn fail(\"out of memory for %%lld arena bytes\", total, 0);\n"
 		   "\t\tfree(m->arena);\n\t\tm->arena = a;\n\t\tm->arena_cap = total;\n\t}\n");
 	fprintf(f, "\tcoil_status st = {0, 0, 0};\n");
-	fprintf(f, "\tcoil_ctx x = {sym, m->nthreads, inputs, m->par, outputs, m->arena, off, &st};\n");
+	fprintf(f, "\tcoil_ctx x = {sym, m->nthreads, inputs, m->par, outputs, m->arena, off, &st, NULL};\n");
+	if (dn_used(ir))
+		fprintf(f, "\tif (coil_dn_prepare(m, sym))\n\t\treturn -1;\n\tx.dn = m->dn;\n");
 	for (int k = 0; k < ir->nk; k++) {
 		fprintf(f, "\tkernel%d(&x);\n", k);
 		if (c->may_fail[k])
@@ -601,7 +629,7 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 
 char *ir_emit_c(coil_ir *ir, const char *target, const char *hash, coil_err *err)
 {
-	ectx c = {.ir = ir, .a = ir->arena, .err = err};
+	ectx c = {.ir = ir, .a = ir->arena, .err = err, .isa = vec_isa_for(target)};
 	char *src = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&src, &len);
@@ -618,8 +646,10 @@ char *ir_emit_c(coil_ir *ir, const char *target, const char *hash, coil_err *err
 	fprintf(f, "/* Generated by coil codegen (ABI %d) for target %s, graph %s.\n * %d kernels. */\n",
 		COIL_ABI_VERSION, target, hash, ir->nk);
 	fprintf(f, "#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <stdio.h>\n%s", prelude);
+	vec_prelude(f);
 	fprintf(f, "typedef struct coil_model coil_model;\nvoid coil_model_destroy(coil_model *m);\n\n");
 	emit_consts(&c, f);
+	dn_emit_support(ir, f);
 	int rc = 0;
 	for (int k = 0; k < ir->nk && !rc; k++)
 		rc = emit_kernel(&c, f, k);

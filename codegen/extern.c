@@ -11,9 +11,11 @@
  *
  * Names: the generated body may use any local name except the kernel's own
  * (x: the context, nt, s0..s7, in<N>, p<N>, c<N>, o<N>, b<N>, work). */
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
+#include "codegen/dnnl.h"
 #include "codegen/emit.h"
 #include "codegen/ir.h"
 #include "common/infer.h"
@@ -210,7 +212,8 @@ static void matmul(xctx *c)
 		ir_node *bias = argn(c, 0);
 		int rows = bias->rank == 2 && !dim_eq_const(&bias->shape[0], 1);
 		char *bj = bias->rank >= 1 && !dim_eq_const(&bias->shape[bias->rank - 1], 1) ? "j" : "0";
-		char *row = rows ? arena_printf(c->ir->arena, "i * %s", N) : "0";
+		/* the bias's own row stride: [M,N] or [M,1] */
+		char *row = rows ? arena_printf(c->ir->arena, "i * %s", dimc(c, &bias->shape[1])) : "0";
 		out(c, "\t\tfor (int64_t j = 0; j < N; j++)\n\t\t\tcrow[j] = (%s)%.17g * crow[j]%s;\n", t, alpha,
 		    beta != 0 ? arena_printf(c->ir->arena, " + (%s)%.17g * %s[%s + %s]", t, beta, arg(c, 0), row, bj) : "");
 	}
@@ -356,8 +359,15 @@ static void cat(xctx *c)
 		if (xk->rank != o->rank)
 			continue;
 		out(c, "\t{\n\t\tconst int64_t xd = %s;\n", dimc(c, &xk->shape[d]));
-		out(c, "\t\tfor (int64_t a = 0; a < outer; a++)\n\t\t\tmemcpy(%s + (a * od + at) * inner, %s + a * xd * inner, "
-		       "(size_t)(xd * inner) * sizeof(%s));\n\t\tat += xd;\n\t}\n", buf(c, outv), buf(c, v), ct(o->dtype));
+		if (xk->dtype == o->dtype)
+			out(c, "\t\tfor (int64_t a = 0; a < outer; a++)\n\t\t\tmemcpy(%s + (a * od + at) * inner, "
+			       "%s + a * xd * inner, (size_t)(xd * inner) * sizeof(%s));\n",
+			    buf(c, outv), buf(c, v), ct(o->dtype));
+		else /* promoted: convert element by element (bool stays 0/1) */
+			out(c, "\t\tfor (int64_t a = 0; a < outer; a++)\n\t\t\tfor (int64_t e = 0; e < xd * inner; e++)\n"
+			       "\t\t\t\t%s[(a * od + at) * inner + e] = (%s)%s[a * xd * inner + e];\n",
+			    buf(c, outv), ct(o->dtype), buf(c, v));
+		out(c, "\t\tat += xd;\n\t}\n");
 	}
 }
 
@@ -393,8 +403,11 @@ static void pad(xctx *c)
 		lo[xn->rank - 1 - k] = p->ints[2 * k];
 	double v = c->n->args[2].f;
 	const char *t = ct(o->dtype);
-	out(c, "\tfor (int64_t e = 0; e < %s; e++)\n\t\t%s[e] = (%s)%.17g;\n", prod(c, o, 0, o->rank), buf(c, outv), t,
-	    o->dtype == COIL_BOOL ? (double)(v != 0) : v);
+	if (o->dtype == COIL_BOOL)
+		v = v != 0;
+	out(c, "\tfor (int64_t e = 0; e < %s; e++)\n\t\t%s[e] = (%s)%s;\n", prod(c, o, 0, o->rank), buf(c, outv), t,
+	    isnan(v) ? "NAN" : isinf(v) ? (v > 0 ? "INFINITY" : "-INFINITY")
+				       : arena_printf(c->ir->arena, "%.17g", v));
 	out(c, "\tfor (int64_t e = 0; e < %s; e++) {\n\t\tint64_t r = e, off = 0, ok = 1, st = 1;\n",
 	    prod(c, xn, 0, xn->rank));
 	for (int i = xn->rank - 1; i >= 0; i--) {
@@ -455,6 +468,8 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 	ir_node *e = &ir->nodes[K->ext];
 	xctx c = {.ir = ir, .f = f, .used = used, .errs = errs, .n = &ir->g->nodes[e->gnode], .K = K, .err = err,
 		  .bad = bad};
+	if (dn_emit_extern(ir, f, k, used, errs)) /* a oneDNN fusion */
+		return;
 	switch (c.n->op) {
 	/* library seams: oneDNN calls replace these loops */
 	case OP_CONVOLUTION: conv(&c); return;

@@ -39,7 +39,10 @@ enum prim {
 	PR_COUNT
 };
 
-enum red_kind { RD_SUM, RD_MAX, RD_MIN, RD_ARGMAX };
+/* RD_WMEAN and RD_WM2: Welford's mean and sum of squared deviations of the
+ * source (variance = M2 / n); a kernel holding both over the same source
+ * computes them in one pass. */
+enum red_kind { RD_SUM, RD_MAX, RD_MIN, RD_ARGMAX, RD_WMEAN, RD_WM2 };
 enum view_kind { V_PERMUTE, V_EXPAND, V_SLICE, V_RESHAPE };
 
 typedef struct ir_node {
@@ -93,6 +96,7 @@ typedef struct coil_ir {
 	int nslots;
 	ir_slot *slots;
 	coil_dim arena_bytes;
+	struct dn_plan *dn; /* oneDNN fusions (lower_dnnl.c), NULL when none */
 } coil_ir;
 
 /* The passes, in pipeline order. */

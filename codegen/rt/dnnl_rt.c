@@ -509,6 +509,7 @@ struct rt_conv {
 	 * operands that are dst-shaped get reordered too (bin_full), others are
 	 * the same in both layouts. */
 	int via;
+	int src_nhwc, dst_nhwc;              /* via: that side is NHWC already */
 	dnnl_primitive_t r_in, r_out, r_res; /* src nchw->nhwc, dst nhwc->nchw,
 	                                      * dst-shaped nchw->nhwc */
 	dnnl_memory_t u_src, u_dst;          /* caller-layout views (NCHW) */
@@ -586,7 +587,7 @@ static int conv_via_nhwc(const rt_conv_desc *d)
 		if (!nhwc_bcast_ok(dims, ddims, nd))
 			return 0;
 	}
-	if (d->path == RT_PATH_NHWC)
+	if (d->path == RT_PATH_NHWC || d->src_nhwc || d->dst_nhwc)
 		return 1;
 	if (d->path == RT_PATH_DIRECT)
 		return 0;
@@ -621,7 +622,9 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const float *weigh
 	const int nsp = d->nsp, nd = nsp + 2;
 	const int64_t g = d->groups ? d->groups : 1;
 	c->via = !d->channels_last && conv_via_nhwc(d);
-	if (!d->channels_last && d->path == RT_PATH_NHWC && !c->via)
+	c->src_nhwc = c->via && d->src_nhwc;
+	c->dst_nhwc = c->via && d->dst_nhwc;
+	if (!d->channels_last && (d->path == RT_PATH_NHWC || d->src_nhwc || d->dst_nhwc) && !c->via)
 		FAIL(RT_EUNSUP, "rt_conv: RT_PATH_NHWC with a binary operand that is not "
 				"scalar, per-channel or dst-shaped");
 	const int nhwc = d->channels_last || c->via; /* the primitive's layout */
@@ -781,13 +784,18 @@ static int conv_run_via(rt_conv *c, const float *src, float *dst, const float *c
 	prim *p = &c->p;
 	char *ws = p->ctx->ws;
 	void *ptr[MAX_ARGS] = {0};
-	ptr[ARG_SRC] = ws + c->off_src;
-	ptr[ARG_DST] = ws + c->off_dst;
-	if ((rc = reorder_exec(p->ctx, c->r_in, c->u_src, src, p->mem[ARG_SRC], ptr[ARG_SRC], err,
-			       errlen)))
+	ptr[ARG_SRC] = c->src_nhwc ? (void *)src : ws + c->off_src;
+	ptr[ARG_DST] = c->dst_nhwc ? (void *)dst : ws + c->off_dst;
+	if (!c->src_nhwc && (rc = reorder_exec(p->ctx, c->r_in, c->u_src, src, p->mem[ARG_SRC],
+					       ptr[ARG_SRC], err, errlen)))
 		return rc;
 	for (int i = 0; i < p->npost; ++i) {
-		if (p->role[i] == ROLE_SUM)
+		if (c->dst_nhwc && p->role[i] == ROLE_SUM) {
+			if (post_src[i] != dst)
+				memcpy(dst, post_src[i], p->dst_bytes);
+		} else if (c->dst_nhwc && p->role[i] == ROLE_BIN)
+			ptr[ARG_POST0 + i] = (void *)post_src[i];
+		else if (p->role[i] == ROLE_SUM)
 			rc = reorder_exec(p->ctx, c->r_res, c->u_dst, post_src[i], p->mem[ARG_DST],
 					  ptr[ARG_DST], err, errlen);
 		else if (p->role[i] == ROLE_BIN && c->bin_full[i])
@@ -801,6 +809,8 @@ static int conv_run_via(rt_conv *c, const float *src, float *dst, const float *c
 	}
 	if ((rc = prim_exec(p, ptr, MAX_ARGS, err, errlen)))
 		return rc;
+	if (c->dst_nhwc)
+		return RT_OK;
 	if ((rc = reorder_exec(p->ctx, c->r_out, p->mem[ARG_DST], ptr[ARG_DST], c->u_dst, dst, err,
 			       errlen)))
 		return rc;

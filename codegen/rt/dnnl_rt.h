@@ -160,6 +160,12 @@ typedef struct rt_conv_desc {
 	int has_bias;
 	int channels_last;   /* src and dst NHWC-style instead of NCHW */
 	enum rt_conv_path path; /* NCHW only: how to run it (see the enum) */
+	/* With channels_last = 0: src (src_nhwc), resp. dst and its dst-shaped
+	 * operands (dst_nhwc), are NHWC already while the other side is NCHW.
+	 * The primitive runs NHWC and only the NCHW side is reordered: for the
+	 * boundaries of a chain of convs kept in NHWC.  Either set forces the
+	 * NHWC primitive (RT_EUNSUP if a binary operand forbids it). */
+	int src_nhwc, dst_nhwc;
 	int npost;
 	rt_post post[RT_MAX_POST];
 } rt_conv_desc;

@@ -28,6 +28,7 @@ MODELS = [
     ("torchvision:resnet18", ["--size", "64"]),
     ("torchvision:mobilenet_v3_small", ["--size", "64"]),
     ("transformer:2", []),
+    ("torchvision:mobilenet_v2", ["--size", "64"]),
     # symbolic batch through convolution, pooling and linear layers (run at batch 2)
     ("torchvision:resnet18", ["--size", "32", "--batch", "2", "--dynamic-batch"]),
 ]
@@ -116,19 +117,22 @@ def main():
             r = run([COIL, "check", d + "/graph.json"] + files, env)
             t.ok(r.returncode == 0, "check %s (compiled vs interpreter)" % name,
                  (r.stdout + r.stderr)[-2000:])
-            out = d + "/compiled.safetensors"
-            r = run([COIL, "run", d + "/graph.json"] + files + ["-o", out], env)
-            if not t.ok(r.returncode == 0, "run %s" % name, (r.stdout + r.stderr)[-2000:]):
-                continue
-            want, got = st.load(d + "/outputs.safetensors"), st.load(out)
-            t.ok(sorted(want) == sorted(got), "%s: same outputs" % name, "%s vs %s" % (sorted(want), sorted(got)))
-            for k in sorted(want):
-                if k not in got:
+            # default threads, then 2 (oneDNN and the generated kernels share the model's count)
+            for threads in ([], ["--threads", "2"]):
+                tname = name + (" threads=2" if threads else "")
+                out = d + "/compiled%s.safetensors" % ("-2" if threads else "")
+                r = run([COIL, "run", d + "/graph.json"] + files + ["-o", out] + threads, env)
+                if not t.ok(r.returncode == 0, "run %s" % tname, (r.stdout + r.stderr)[-2000:]):
                     continue
-                same_shape = tuple(want[k].shape) == tuple(got[k].shape)
-                err = rel_err(want[k], got[k]) if same_shape else float("inf")
-                t.ok(err <= 1e-4, "%s %s compiled matches eager (rel err %.2e)" % (name, k, err),
-                     "shapes %s vs %s" % (tuple(want[k].shape), tuple(got[k].shape)))
+                want, got = st.load(d + "/outputs.safetensors"), st.load(out)
+                t.ok(sorted(want) == sorted(got), "%s: same outputs" % tname, "%s vs %s" % (sorted(want), sorted(got)))
+                for k in sorted(want):
+                    if k not in got:
+                        continue
+                    same_shape = tuple(want[k].shape) == tuple(got[k].shape)
+                    err = rel_err(want[k], got[k]) if same_shape else float("inf")
+                    t.ok(err <= 1e-4, "%s %s compiled matches eager (rel err %.2e)" % (tname, k, err),
+                         "shapes %s vs %s" % (tuple(want[k].shape), tuple(got[k].shape)))
     t.done()
 
 

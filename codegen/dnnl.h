@@ -1,0 +1,99 @@
+/* oneDNN lowering: which convolutions and matrix products run on
+ * codegen/rt/dnnl_rt (lower_dnnl.c) and how they render (emit_dnnl.c).
+ *
+ * lower_dnnl.c plans on the graph, before decompose: every f32 convolution
+ * with constant weights and every f32 mm/addmm/bmm becomes a "fusion": its
+ * head node plus the chain of single-user nodes after it that oneDNN can
+ * apply on the way out (views, batch norm and constant per-channel
+ * multiply/add folded into the weights, activations, a residual add, other
+ * broadcast binaries), up to `last`.  decompose then emits one IR_EXTERN node
+ * (gnode = head, shape of last's result) at `last` instead of the chain.
+ *
+ * emit_dnnl.c renders a fusion's kernel as one rt_conv_run/rt_matmul_run
+ * call, and the model's create/destroy: the rt objects (primitives, folded
+ * and prepacked weights) are built once per model handle and shape binding,
+ * in coil_model_create when the graph has no symbols, else at the first run
+ * with each new binding.  The artifact includes the rt's source, which
+ * build.c writes beside model.c from the copy embedded in libcoil.
+ *
+ * Layout (lower_dnnl.c, layout()): activations between consecutive 2-d
+ * convs stay NHWC; only chain boundaries reorder (inside the rt call).
+ *
+ * NaNs: fused eltwise post-ops follow oneDNN (relu(NaN) = 0), not ATen.
+ *
+ * Measurement switches in the compiler's environment (not in the cache key:
+ * use a private COIL_CACHE_DIR): COIL_DNNL=0 turns the lowering off (every
+ * convolution and matrix product as generated loops); COIL_DNNL_NHWC=0 keeps
+ * every activation NCHW (the rt reorders around each conv). */
+#ifndef COIL_CODEGEN_DNNL_H
+#define COIL_CODEGEN_DNNL_H
+
+#include <stdio.h>
+
+#include "codegen/emit.h"
+#include "codegen/ir.h"
+
+#define DN_MAX_POST 8   /* = RT_MAX_POST */
+#define DN_MAX_FOLD 8
+
+/* rt_post_kind, in the rt's order (codegen/rt/dnnl_rt.h). */
+enum dn_post_kind {
+	DN_RELU, DN_LEAKY_RELU, DN_GELU_ERF, DN_GELU_TANH, DN_SILU, DN_SIGMOID, DN_TANH,
+	DN_HARDSWISH, DN_HARDSIGMOID, DN_CLAMP, DN_ELU, DN_LINEAR, DN_ADD_SAME, DN_ADD_BCAST,
+	DN_MUL_BCAST, DN_SUB_BCAST, DN_DIV_BCAST,
+};
+
+typedef struct dn_post {
+	enum dn_post_kind kind;
+	double a, b;
+	int val;         /* graph value of the tensor operand, -1 */
+	int last_only;   /* operand broadcasts along the last dim only (after a view) */
+} dn_post;
+
+/* Folds into weights and bias, at create time, in order. */
+enum dn_fold_kind { FOLD_BN, FOLD_MUL, FOLD_ADD, FOLD_DIV, FOLD_SUB };
+typedef struct dn_fold {
+	enum dn_fold_kind kind;
+	int gnode;       /* FOLD_BN: the batch norm node */
+	int val;         /* per-channel graph value, -1 for the scalar s */
+	double s;
+} dn_fold;
+
+typedef struct dn_fuse {
+	int head, last;  /* graph nodes */
+	int is_conv;
+	int b_param;     /* matmul: graph value of the constant B (or of W in B = t(W)), -1 */
+	int b_trans;
+	int nfold;
+	dn_fold fold[DN_MAX_FOLD];
+	int npost;
+	dn_post post[DN_MAX_POST];
+	int src_nhwc, dst_nhwc; /* 2-d convs: activations kept channels-last (layout pass) */
+	int emitted;     /* set by emit: its kernel is live */
+} dn_fuse;
+
+typedef struct dn_plan {
+	int nf;
+	dn_fuse *f;
+	int *at;         /* per graph node: -1, -2 absorbed into a fusion, or the fusion ending there */
+} dn_plan;
+
+/* Plans g (NULL when nothing runs on oneDNN).  Lives in arena a. */
+dn_plan *dn_plan_graph(coil_graph *g, coil_arena *a, coil_err *err);
+
+/* decompose's hook for graph node i: 0 not ours, 1 res[0] is the fusion's
+ * extern node, 2 absorbed (no results), -1 error. */
+int dn_decompose_node(coil_ir *ir, int i, int *res, coil_err *err);
+
+/* emit_c's hooks.  dn_emit_extern renders kernel k when it is a fusion's
+ * (returns 1), else returns 0.  dn_emit_support goes before the kernels,
+ * dn_emit_model right after struct coil_model. */
+int dn_used(const coil_ir *ir);
+int dn_emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs);
+void dn_emit_support(coil_ir *ir, FILE *f);
+void dn_emit_model(coil_ir *ir, FILE *f);
+
+/* build's hook: writes dnnl_rt.h and dnnl_rt.c into dir.  0 or -1. */
+int dn_write_rt_source(const char *dir);
+
+#endif

@@ -1,0 +1,336 @@
+/* emit_dnnl: renders the fusions planned by lower_dnnl.c (see dnnl.h).
+ *
+ * Generated pieces:
+ *   - before the kernels: the rt's source (#include "dnnl_rt.c", written
+ *     beside model.c by build.c) and struct coil_dn: the model's rt context
+ *     (its thread count is the model's), one rt object per fusion and the
+ *     symbol binding they were built for;
+ *   - per fusion, coil_dn_make<J>: the descriptor from the shapes (symbols
+ *     bound), the weights with folds applied (batch norm, constant
+ *     multiply/add), then rt_conv_create / rt_matmul_create, which prepack
+ *     them into the layout the chosen primitive wants;
+ *   - coil_dn_prepare (re)builds every object when the binding changes: at
+ *     create when the graph has no symbols, else at the first run of each
+ *     new binding; coil_dn_free;
+ *   - the kernel of a fusion: one rt_conv_run / rt_matmul_run. */
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "codegen/dnnl.h"
+#include "common/infer.h"
+
+typedef struct nctx {
+	coil_ir *ir;
+	FILE *f;
+} nctx;
+
+static void out(nctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out(nctx *c, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vfprintf(c->f, fmt, ap);
+	va_end(ap);
+}
+
+static char *dimc(nctx *c, const coil_dim *d) { return arena_printf(c->ir->arena, "(%s)", ir_dim_c(c->ir->arena, d)); }
+
+int dn_used(const coil_ir *ir) { return ir->dn != NULL; }
+
+static dn_fuse *fusion_of(coil_ir *ir, int gnode, int *j)
+{
+	dn_plan *p = ir->dn;
+	for (int i = 0; p && i < p->nf; i++)
+		if (p->f[i].head == gnode) {
+			*j = i;
+			return &p->f[i];
+		}
+	return NULL;
+}
+
+/* A graph value that is a parameter or constant, as a C expression in create. */
+static char *const_ptr(nctx *c, int v)
+{
+	coil_value *val = &c->ir->g->vals[v];
+	if (val->kind == VAL_PARAM)
+		return arena_printf(c->ir->arena, "((const float *)m->par[%d])", val->index);
+	return arena_printf(c->ir->arena, "c%d", val->index);
+}
+
+/* A float literal (clamp bounds may be infinite). */
+static char *flit(nctx *c, double v)
+{
+	if (isinf(v))
+		return v < 0 ? "-INFINITY" : "INFINITY";
+	return arena_printf(c->ir->arena, "(float)%.17g", v);
+}
+
+static int tensor_arg(const coil_node *n, int i) { return n->args[i].kind == ARG_TENSOR ? n->args[i].v[0] : -1; }
+
+static int is_const_val(const coil_graph *g, int v)
+{
+	return v >= 0 && (g->vals[v].kind == VAL_PARAM || g->vals[v].kind == VAL_CONST);
+}
+
+/* --- kernels ---------------------------------------------------------------- */
+
+static char *bufname(coil_ir *ir, int *used, int v)
+{
+	ir_node *n = &ir->nodes[v];
+	used[v] = 1;
+	switch (n->op) {
+	case IR_INPUT: return arena_printf(ir->arena, "in%d", n->index);
+	case IR_PARAM: return arena_printf(ir->arena, "p%d", n->index);
+	case IR_CONST: return arena_printf(ir->arena, "c%d", n->index);
+	default: return n->out >= 0 ? arena_printf(ir->arena, "o%d", n->out) : arena_printf(ir->arena, "b%d", v);
+	}
+}
+
+int dn_emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs)
+{
+	ir_kernel *K = &ir->ks[k];
+	ir_node *e = &ir->nodes[K->ext];
+	int j;
+	dn_fuse *fz = fusion_of(ir, e->gnode, &j);
+	if (!fz)
+		return 0;
+	nctx c = {ir, f};
+	coil_graph *g = ir->g;
+	const coil_node *h = &g->nodes[fz->head];
+	fz->emitted = 1;
+	/* xsrc: the head's tensor inputs, then the post-ops' operands */
+	int nin = 0;
+	for (int a = 0; a < op_get(h->op)->nargs; a++)
+		nin += tensor_arg(h, a) >= 0;
+	char *ps = "NULL";
+	int any = 0;
+	for (int i = 0; i < fz->npost; i++)
+		any |= fz->post[i].val >= 0;
+	if (any) {
+		out(&c, "\tconst float *const ps[%d] = {", fz->npost);
+		for (int i = 0, at = nin; i < fz->npost; i++)
+			out(&c, "%s%s", i ? ", " : "", fz->post[i].val >= 0 ? bufname(ir, used, e->xsrc[at++]) : "NULL");
+		out(&c, "};\n");
+		ps = "ps";
+	}
+	int code = emit_err_code(errs, ir, fz->head, "oneDNN failed to run it");
+	char *dst = bufname(ir, used, K->ext);
+	out(&c, "\tstruct coil_dn *dn = x->dn;\n");
+	if (fz->is_conv) {
+		out(&c, "\tif (rt_conv_run((rt_conv *)dn->obj[%d], %s, %s, %s, dn->err, sizeof dn->err))\n", j,
+		    bufname(ir, used, e->xsrc[0]), dst, ps);
+	} else {
+		int base = h->op == OP_ADDMM;
+		const char *b = fz->b_param >= 0 ? "NULL" : bufname(ir, used, e->xsrc[base + 1]);
+		const char *bias = base && !is_const_val(g, tensor_arg(h, 0)) ? bufname(ir, used, e->xsrc[0]) : "NULL";
+		out(&c, "\tif (rt_matmul_run((rt_matmul *)dn->obj[%d], %s, %s, %s, %s, %s, dn->err, sizeof dn->err))\n", j,
+		    bufname(ir, used, e->xsrc[base]), b, bias, dst, ps);
+	}
+	out(&c, "\t\tcoil_raise(x->st, %d, 0, 0);\n", code);
+	return 1;
+}
+
+/* --- model ------------------------------------------------------------------ */
+
+void dn_emit_support(coil_ir *ir, FILE *f)
+{
+	if (!dn_used(ir))
+		return;
+	fprintf(f, "/* oneDNN runtime (codegen/rt), compiled into this artifact; its symbols stay hidden. */\n");
+	fprintf(f, "#include \"dnnl_rt.c\"\n\n");
+	fprintf(f, "struct coil_dn {\n\trt_ctx *ctx;\n\tint ready;\n\tint64_t sym[8];\n\tvoid *obj[%d];\n"
+		   "\tchar err[256];\n};\n\n", ir->dn->nf);
+}
+
+static void post_desc(nctx *c, const char *d, const dn_fuse *fz)
+{
+	coil_graph *g = c->ir->g;
+	out(c, "\t%s.npost = %d;\n", d, fz->npost);
+	for (int i = 0; i < fz->npost; i++) {
+		const dn_post *q = &fz->post[i];
+		out(c, "\t%s.post[%d].kind = (enum rt_post_kind)%d;\n", d, i, (int)q->kind);
+		out(c, "\t%s.post[%d].a = %s;\n\t%s.post[%d].b = %s;\n", d, i, flit(c, q->a), d, i, flit(c, q->b));
+		if (q->kind < DN_ADD_BCAST)
+			continue;
+		const coil_value *v = &g->vals[q->val];
+		if (q->last_only) {
+			out(c, "\t%s.post[%d].rank = 1;\n\t%s.post[%d].dims[0] = %s;\n", d, i, d, i,
+			    dimc(c, &v->shape[v->rank - 1]));
+			continue;
+		}
+		out(c, "\t%s.post[%d].rank = %d;\n", d, i, v->rank ? v->rank : 1);
+		if (!v->rank)
+			out(c, "\t%s.post[%d].dims[0] = 1;\n", d, i);
+		for (int r = 0; r < v->rank; r++)
+			out(c, "\t%s.post[%d].dims[%d] = %s;\n", d, i, r, dimc(c, &v->shape[r]));
+	}
+}
+
+/* Folds into wf [oc][per] and bf [oc] (convolutions). */
+static void folds(nctx *c, const dn_fuse *fz)
+{
+	coil_graph *g = c->ir->g;
+	for (int i = 0; i < fz->nfold; i++) {
+		const dn_fold *q = &fz->fold[i];
+		if (q->kind == FOLD_BN) {
+			const coil_node *bn = &g->nodes[q->gnode];
+			int gw = tensor_arg(bn, 1), gb = tensor_arg(bn, 2), mu = tensor_arg(bn, 3), var = tensor_arg(bn, 4);
+			out(c, "\t{\n\t\t/* batch norm: y = (x - mean) * w / sqrt(var + eps) + b */\n");
+			out(c, "\t\tconst float *mu = %s, *var = %s;\n", const_ptr(c, mu), const_ptr(c, var));
+			out(c, "\t\tconst float *gw = %s, *gb = %s;\n", gw >= 0 ? const_ptr(c, gw) : "NULL",
+			    gb >= 0 ? const_ptr(c, gb) : "NULL");
+			out(c, "\t\tfor (int64_t o = 0; o < oc; o++) {\n");
+			out(c, "\t\t\tconst float s = (float)(1.0 / sqrt((double)var[o] + %.17g)) * (gw ? gw[o] : 1.0f);\n",
+			    bn->args[7].f);
+			out(c, "\t\t\tfor (int64_t j = 0; j < per; j++)\n\t\t\t\twf[o * per + j] *= s;\n");
+			out(c, "\t\t\tbf[o] = (bf[o] - mu[o]) * s + (gb ? gb[o] : 0.0f);\n\t\t}\n\t}\n");
+			continue;
+		}
+		char *s = q->val >= 0 ? arena_printf(c->ir->arena, "%s[o]", const_ptr(c, q->val))
+			  : arena_printf(c->ir->arena, "(float)%.17g", q->s);
+		out(c, "\tfor (int64_t o = 0; o < oc; o++) {\n\t\tconst float s = %s;\n", s);
+		switch (q->kind) {
+		case FOLD_MUL:
+			out(c, "\t\tfor (int64_t j = 0; j < per; j++)\n\t\t\twf[o * per + j] *= s;\n\t\tbf[o] *= s;\n");
+			break;
+		case FOLD_DIV:
+			out(c, "\t\tfor (int64_t j = 0; j < per; j++)\n\t\t\twf[o * per + j] /= s;\n\t\tbf[o] /= s;\n");
+			break;
+		case FOLD_ADD: out(c, "\t\tbf[o] += s;\n"); break;
+		default: out(c, "\t\tbf[o] -= s;\n"); break;
+		}
+		out(c, "\t}\n");
+	}
+}
+
+static void make_conv(nctx *c, int j, const dn_fuse *fz)
+{
+	coil_graph *g = c->ir->g;
+	const coil_node *n = &g->nodes[fz->head];
+	const coil_value *x = node_in(g, n, 0), *w = node_in(g, n, 1), *o = node_out(g, n, 0);
+	int nsp = x->rank - 2, tr = (int)n->args[6].i, bias = tensor_arg(n, 2);
+	long long G = n->args[8].i;
+	out(c, "\trt_conv_desc dd;\n\tmemset(&dd, 0, sizeof dd);\n");
+	out(c, "\tdd.nsp = %d;\n\tdd.n = %s;\n\tdd.ic = %s;\n\tdd.oc = %s;\n\tdd.groups = %lld;\n", nsp,
+	    dimc(c, &x->shape[0]), dimc(c, &x->shape[1]), dimc(c, &o->shape[1]), G);
+	for (int i = 0; i < nsp; i++) {
+#define LV(ai) (long long)(n->args[ai].n == 1 ? n->args[ai].ints[0] : n->args[ai].ints[i])
+		out(c, "\tdd.in[%d] = %s;\n\tdd.out[%d] = %s;\n\tdd.k[%d] = %s;\n", i, dimc(c, &x->shape[2 + i]), i,
+		    dimc(c, &o->shape[2 + i]), i, dimc(c, &w->shape[2 + i]));
+		out(c, "\tdd.stride[%d] = %lld;\n\tdd.pad_l[%d] = dd.pad_r[%d] = %lld;\n\tdd.dil[%d] = %lld;\n", i, LV(3), i,
+		    i, LV(4), i, LV(5));
+		if (tr)
+			out(c, "\tdd.out_pad[%d] = %lld;\n", i, LV(7));
+#undef LV
+	}
+	out(c, "\tdd.transposed = %d;\n\tdd.path = RT_PATH_AUTO;\n", tr);
+	if (fz->src_nhwc && fz->dst_nhwc)
+		out(c, "\tdd.channels_last = 1; /* activations kept NHWC between convs */\n");
+	else if (fz->src_nhwc || fz->dst_nhwc)
+		out(c, "\tdd.src_nhwc = %d;\n\tdd.dst_nhwc = %d; /* an NHWC chain's boundary */\n", fz->src_nhwc,
+		    fz->dst_nhwc);
+	post_desc(c, "dd", fz);
+	out(c, "\tconst float *w = %s, *b = %s;\n", const_ptr(c, n->args[1].v[0]), bias >= 0 ? const_ptr(c, bias) : "NULL");
+	if (!fz->nfold) {
+		out(c, "\tdd.has_bias = b != NULL;\n");
+		out(c, "\treturn rt_conv_create(d->ctx, &dd, w, b, (rt_conv **)&d->obj[%d], d->err, sizeof d->err) ? -1 : 0;\n",
+		    j);
+		return;
+	}
+	int64_t numel = 1, d;
+	for (int i = 0; i < w->rank; i++)
+		numel *= dim_is_const(&w->shape[i], &d) ? d : 0;
+	out(c, "\tconst int64_t oc = dd.oc, per = %lld / oc;\n", (long long)numel);
+	out(c, "\tfloat *wf = malloc((size_t)%lld * sizeof(float)), *bf = malloc((size_t)oc * sizeof(float));\n",
+	    (long long)numel);
+	out(c, "\tif (!wf || !bf) {\n\t\tfree(wf);\n\t\tfree(bf);\n\t\tsnprintf(d->err, sizeof d->err, \"out of memory\");\n"
+	       "\t\treturn -1;\n\t}\n");
+	out(c, "\tmemcpy(wf, w, (size_t)%lld * sizeof(float));\n", (long long)numel);
+	out(c, "\tfor (int64_t o = 0; o < oc; o++)\n\t\tbf[o] = b ? b[o] : 0.0f;\n");
+	folds(c, fz);
+	out(c, "\tdd.has_bias = 1;\n");
+	out(c, "\tconst int rc = rt_conv_create(d->ctx, &dd, wf, bf, (rt_conv **)&d->obj[%d], d->err, sizeof d->err);\n", j);
+	out(c, "\tfree(wf);\n\tfree(bf);\n\treturn rc ? -1 : 0;\n");
+}
+
+static void make_matmul(nctx *c, int j, const dn_fuse *fz)
+{
+	coil_graph *g = c->ir->g;
+	const coil_node *n = &g->nodes[fz->head];
+	int base = n->op == OP_ADDMM, bmm = n->op == OP_BMM;
+	const coil_value *a = node_in(g, n, base), *o = node_out(g, n, 0);
+	int r = a->rank;
+	out(c, "\trt_matmul_desc dd;\n\tmemset(&dd, 0, sizeof dd);\n");
+	if (bmm)
+		out(c, "\tdd.nbatch = 1;\n\tdd.batch_a[0] = dd.batch_b[0] = %s;\n", dimc(c, &a->shape[0]));
+	out(c, "\tdd.m = %s;\n\tdd.k = %s;\n\tdd.n = %s;\n", dimc(c, &a->shape[r - 2]), dimc(c, &a->shape[r - 1]),
+	    dimc(c, &o->shape[o->rank - 1]));
+	out(c, "\tdd.b_trans = %d;\n\tdd.b_const = %d;\n", fz->b_trans, fz->b_param >= 0);
+	char *bias_ptr = "NULL";
+	if (base) {
+		const coil_value *bv = node_in(g, n, 0);
+		double beta = n->args[3].kind == ARG_SCALAR ? n->args[3].f : 1;
+		double alpha = n->args[4].kind == ARG_SCALAR ? n->args[4].f : 1;
+		int bc = is_const_val(g, tensor_arg(n, 0));
+		out(c, "\tdd.alpha = (float)%.17g;\n", alpha);
+		if (beta != 0) {
+			out(c, "\tdd.beta = (float)%.17g;\n\tdd.has_bias = 1;\n\tdd.bias_full = %d;\n\tdd.bias_const = %d;\n", beta,
+			    bv->rank == 2 && !dim_eq_const(&bv->shape[0], 1), bc);
+			if (bc)
+				bias_ptr = const_ptr(c, tensor_arg(n, 0));
+		} else {
+			out(c, "\tdd.beta = 1;\n");
+		}
+	} else {
+		out(c, "\tdd.alpha = 1;\n\tdd.beta = 1;\n");
+	}
+	post_desc(c, "dd", fz);
+	out(c, "\treturn rt_matmul_create(d->ctx, &dd, %s, %s, (rt_matmul **)&d->obj[%d], d->err, sizeof d->err) ? -1 : 0;\n",
+	    fz->b_param >= 0 ? const_ptr(c, fz->b_param) : "NULL", bias_ptr, j);
+}
+
+void dn_emit_model(coil_ir *ir, FILE *f)
+{
+	if (!dn_used(ir))
+		return;
+	nctx c = {ir, f};
+	dn_plan *p = ir->dn;
+	int ns = ir->g->syms.n;
+	for (int j = 0; j < p->nf; j++) {
+		dn_fuse *fz = &p->f[j];
+		if (!fz->emitted)
+			continue;
+		out(&c, "/* graph nodes %d..%d */\n", fz->head, fz->last);
+		out(&c, "static int coil_dn_make%d(coil_model *m, struct coil_dn *d, const int64_t *sym)\n{\n", j);
+		out(&c, "\t(void)m;\n\t(void)sym;\n");
+		for (int s = 0; s < ns; s++)
+			out(&c, "\tconst int64_t s%d = sym[%d];\n\t(void)s%d;\n", s, s, s);
+		if (fz->is_conv)
+			make_conv(&c, j, fz);
+		else
+			make_matmul(&c, j, fz);
+		out(&c, "}\n\n");
+	}
+	out(&c, "static void coil_dn_release(struct coil_dn *d)\n{\n");
+	for (int j = 0; j < p->nf; j++)
+		if (p->f[j].emitted)
+			out(&c, "\trt_%s_destroy((rt_%s *)d->obj[%d]);\n\td->obj[%d] = NULL;\n", p->f[j].is_conv ? "conv" : "matmul",
+			    p->f[j].is_conv ? "conv" : "matmul", j, j);
+	out(&c, "\td->ready = 0;\n}\n\n");
+	out(&c, "static void coil_dn_free(struct coil_dn *d)\n{\n\tif (!d)\n\t\treturn;\n\tcoil_dn_release(d);\n"
+		"\trt_ctx_destroy(d->ctx);\n\tfree(d);\n}\n\n");
+	out(&c, "/* (Re)builds the rt objects for the binding sym: folded, prepacked weights. */\n");
+	out(&c, "static int coil_dn_prepare(coil_model *m, const int64_t *sym)\n{\n");
+	out(&c, "\tstruct coil_dn *d = m->dn;\n\tif (d && d->ready && !memcmp(d->sym, sym, sizeof d->sym))\n\t\treturn 0;\n");
+	out(&c, "\tif (!d && !(d = m->dn = calloc(1, sizeof *d))) {\n"
+		"\t\tsnprintf(coil_errbuf, sizeof coil_errbuf, \"out of memory\");\n\t\treturn -1;\n\t}\n");
+	out(&c, "\tcoil_dn_release(d);\n");
+	out(&c, "\tif ((!d->ctx && rt_ctx_create(m->nthreads, &d->ctx, d->err, sizeof d->err))");
+	for (int j = 0; j < p->nf; j++)
+		if (p->f[j].emitted)
+			out(&c, " ||\n\t    coil_dn_make%d(m, d, sym)", j);
+	out(&c, ") {\n\t\tsnprintf(coil_errbuf, sizeof coil_errbuf, \"oneDNN: %%.200s\", d->err);\n"
+		"\t\tcoil_dn_release(d);\n\t\treturn -1;\n\t}\n");
+	out(&c, "\tmemcpy(d->sym, sym, sizeof d->sym);\n\td->ready = 1;\n\treturn 0;\n}\n\n");
+}

@@ -1,0 +1,551 @@
+/* lower_dnnl: plans which convolutions and matrix products run on oneDNN and
+ * which nodes after each fuse into it (see dnnl.h), and builds the fused
+ * extern node for decompose.
+ *
+ * A chain grows from the head's result while the current value has exactly
+ * one reader (a graph output counts as one) and that reader is
+ *   - a view that only reshapes (view, reshape, flatten, squeeze, unsqueeze,
+ *     alias, clone, contiguous): same dense bytes;
+ *   - an inference batch norm right after a convolution: folded;
+ *   - add/sub/mul/div by a constant per-channel tensor or a scalar, before
+ *     any activation: folded into weights and bias (convolutions); after one,
+ *     or on a matrix product, a linear or binary post-op;
+ *   - add of a tensor shaped like the result (a residual): oneDNN's sum;
+ *     other broadcast add/sub/mul/div: binary post-ops;
+ *   - relu, gelu (erf, tanh), silu, sigmoid, tanh, hardswish, hardsigmoid,
+ *     hardtanh, clamp(_min/_max) with scalars, leaky_relu, elu (scale 1):
+ *     eltwise post-ops.
+ * A chain ends at its last non-view node; views after it stay views. */
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "codegen/dnnl.h"
+#include "common/infer.h"
+
+extern const char coil_rt_dnnl_h[], coil_rt_dnnl_c[];
+
+typedef struct pctx {
+	coil_graph *g;
+	int *nuse;       /* per value: readers (node args, graph outputs) */
+	int *user;       /* per value: the (last) node reading it */
+	char *is_out;
+} pctx;
+
+static int is_const_val(const coil_graph *g, int v)
+{
+	return v >= 0 && (g->vals[v].kind == VAL_PARAM || g->vals[v].kind == VAL_CONST) &&
+	       g->vals[v].dtype == COIL_F32;
+}
+
+static int tensor_arg(const coil_node *n, int i)
+{
+	return n->args[i].kind == ARG_TENSOR ? n->args[i].v[0] : -1;
+}
+
+static int same_shape(const coil_value *a, const coil_value *b)
+{
+	return a->rank == b->rank && dims_equal(a->shape, b->shape, a->rank);
+}
+
+/* v broadcasts to shape (rank r) without growing it: right-aligned, each dim 1 or equal. */
+static int bcasts_to(const coil_value *v, const coil_value *to)
+{
+	if (v->rank > to->rank)
+		return 0;
+	for (int i = 0; i < v->rank; i++) {
+		const coil_dim *d = &v->shape[i], *t = &to->shape[to->rank - v->rank + i];
+		if (!dim_eq_const(d, 1) && !dim_eq(d, t))
+			return 0;
+	}
+	return 1;
+}
+
+/* Per-channel against the head's result: channel dim ch of out (conv: 1,
+ * matmul: last); every other dim of v is 1. */
+static int per_channel(const coil_value *v, const coil_value *out, int ch)
+{
+	if (!bcasts_to(v, out))
+		return 0;
+	for (int i = 0; i < v->rank; i++) {
+		int od = out->rank - v->rank + i;
+		if (od != ch && !dim_eq_const(&v->shape[i], 1))
+			return 0;
+	}
+	return 1;
+}
+
+static double sarg(const coil_node *n, int i, double d) { return n->args[i].kind == ARG_SCALAR ? n->args[i].f : d; }
+
+static int all_static(const coil_value *v, int from)
+{
+	int64_t x;
+	for (int i = from; i < v->rank; i++)
+		if (!dim_is_const(&v->shape[i], &x))
+			return 0;
+	return 1;
+}
+
+/* Whether head node h can run on oneDNN at all; fills the matmul B fields. */
+static int eligible(pctx *c, int h, dn_fuse *f)
+{
+	coil_graph *g = c->g;
+	const coil_node *n = &g->nodes[h];
+	const coil_value *o = node_out(g, n, 0);
+	if (o->dtype != COIL_F32)
+		return 0;
+	f->b_param = -1;
+	if (n->op == OP_CONVOLUTION) {
+		const coil_value *x = node_in(g, n, 0), *w = node_in(g, n, 1);
+		int b = tensor_arg(n, 2);
+		if (x->dtype != COIL_F32 || x->rank < 3 || x->rank > 5 || !is_const_val(g, n->args[1].v[0]) ||
+		    (b >= 0 && !is_const_val(g, b)) || !all_static(x, 1) || !all_static(w, 0) || !all_static(o, 1))
+			return 0;
+		for (int i = 0; i < o->rank; i++) /* empty convolutions stay on the generated loops */
+			if (dim_eq_const(&o->shape[i], 0) || (i < x->rank && dim_eq_const(&x->shape[i], 0)))
+				return 0;
+		f->is_conv = 1;
+		return 1;
+	}
+	if (n->op != OP_MM && n->op != OP_ADDMM && n->op != OP_BMM)
+		return 0;
+	int base = n->op == OP_ADDMM;
+	const coil_value *a = node_in(g, n, base), *bv = node_in(g, n, base + 1);
+	if (a->dtype != COIL_F32 || bv->dtype != COIL_F32)
+		return 0;
+	/* oneDNN needs non-empty operands; empty products stay on the generated loops */
+	for (int i = 0; i < a->rank; i++)
+		if (dim_eq_const(&a->shape[i], 0))
+			return 0;
+	for (int i = 0; i < bv->rank; i++)
+		if (dim_eq_const(&bv->shape[i], 0))
+			return 0;
+	if (base) {
+		const coil_value *bias = node_in(g, n, 0);
+		double alpha = sarg(n, 4, 1);
+		if (bias->dtype != COIL_F32 || alpha == 0 || bias->rank > 2)
+			return 0;
+		/* bias [n], [1, n] or [m, n] */
+		if (bias->rank == 0 || dim_eq_const(&bias->shape[bias->rank - 1], 1) != dim_eq_const(&o->shape[1], 1))
+			return 0;
+		if (!dim_eq(&bias->shape[bias->rank - 1], &o->shape[1]))
+			return 0;
+		if (bias->rank == 2 && !dim_eq_const(&bias->shape[0], 1) && !dim_eq(&bias->shape[0], &o->shape[0]))
+			return 0;
+	}
+	/* a constant B, or B = t(W) / transpose(W, 0, 1) of a constant W */
+	int bv_i = n->args[base + 1].v[0];
+	if (n->op != OP_BMM && is_const_val(g, bv_i)) {
+		f->b_param = bv_i;
+	} else if (n->op != OP_BMM && g->vals[bv_i].kind == VAL_NODE) {
+		const coil_node *t = &g->nodes[g->vals[bv_i].index];
+		if ((t->op == OP_T || t->op == OP_TRANSPOSE || t->op == OP_PERMUTE) && node_in(g, t, 0)->rank == 2 &&
+		    is_const_val(g, t->args[0].v[0]))
+			f->b_param = t->args[0].v[0], f->b_trans = 1;
+	}
+	return 1;
+}
+
+static int is_reshape_op(const coil_node *n)
+{
+	switch (n->op) {
+	case OP_VIEW: case OP_UNSAFE_VIEW: case OP_RESHAPE: case OP_FLATTEN: case OP_SQUEEZE: case OP_SQUEEZE_DIM:
+	case OP_UNSQUEEZE: case OP_ALIAS: case OP_DETACH: case OP_CLONE: case OP_CONTIGUOUS: case OP_LIFT_FRESH_COPY:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static int add_post(dn_fuse *f, enum dn_post_kind k, double a, double b, int val)
+{
+	if (f->npost >= DN_MAX_POST)
+		return -1;
+	f->post[f->npost++] = (dn_post){.kind = k, .a = a, .b = b, .val = val};
+	return 0;
+}
+
+/* x (op) s for a scalar s: folded, or the post-op a*x + b. */
+static int scalar_step(dn_fuse *f, coil_op op, double s, int can_fold)
+{
+	int add = op == OP_ADD || op == OP_ADD_S, sub = op == OP_SUB || op == OP_SUB_S;
+	int mul = op == OP_MUL || op == OP_MUL_S;
+	if (!add && !sub && !mul && s == 0)
+		return -1;
+	if (can_fold) {
+		f->fold[f->nfold++] = (dn_fold){.kind = add ? FOLD_ADD : sub ? FOLD_SUB : mul ? FOLD_MUL : FOLD_DIV,
+						.val = -1, .s = s};
+		return 0;
+	}
+	return add ? add_post(f, DN_LINEAR, 1, s, -1) : sub ? add_post(f, DN_LINEAR, 1, -s, -1)
+	       : mul ? add_post(f, DN_LINEAR, s, 0, -1) : add_post(f, DN_LINEAR, 1 / s, 0, -1);
+}
+
+/* One step of the chain: node u reads cur (the chain's value).  0 and the
+ * fusion updated when u fuses, -1 when the chain stops before u. */
+static int step(pctx *c, dn_fuse *f, const coil_node *u, int cur, int view_free)
+{
+	coil_graph *g = c->g;
+	const coil_value *hv = node_out(g, &g->nodes[f->head], 0), *cv = &g->vals[cur];
+	const coil_value *uo = node_out(g, u, 0);
+	int conv = f->is_conv, tr = conv && g->nodes[f->head].args[6].i;
+	int ch = conv ? 1 : hv->rank - 1;
+	/* folds apply to convolutions only, before any post-op, at the head's shape */
+	int can_fold = conv && !tr && f->npost == 0 && view_free && f->nfold < DN_MAX_FOLD;
+	if (uo->dtype != COIL_F32)
+		return -1;
+	for (int k = 1; k < u->nout; k++)
+		if (u->outs[k] >= 0 && (c->nuse[u->outs[k]] || c->is_out[u->outs[k]]))
+			return -1;
+	switch (u->op) {
+	case OP_NATIVE_BATCH_NORM: case OP_BATCH_NORM: {
+		if (!can_fold || u->args[0].v[0] != cur || u->args[5].i)
+			return -1;
+		for (int a = 1; a <= 4; a++) {
+			int v = tensor_arg(u, a);
+			if ((a >= 3 && v < 0) || (v >= 0 && (!is_const_val(g, v) || g->vals[v].rank != 1 ||
+							    !dim_eq(&g->vals[v].shape[0], &hv->shape[1]))))
+				return -1;
+		}
+		f->fold[f->nfold++] = (dn_fold){.kind = FOLD_BN, .gnode = (int)(u - g->nodes), .val = -1};
+		return 0;
+	}
+	case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: {
+		int x = tensor_arg(u, 0), y = tensor_arg(u, 1);
+		int other = x == cur ? y : x;
+		if ((x == cur) == (y == cur) && y >= 0)
+			return -1; /* x op x, or not reading cur */
+		if ((u->op == OP_SUB || u->op == OP_DIV) && x != cur)
+			return -1;
+		if ((u->op == OP_ADD || u->op == OP_SUB) && sarg(u, 2, 1) != 1)
+			return -1;
+		if (!same_shape(uo, cv))
+			return -1;
+		if (other < 0) /* a scalar operand */
+			return u->args[1].kind == ARG_SCALAR ? scalar_step(f, u->op, u->args[1].f, can_fold) : -1;
+		const coil_value *ov = &g->vals[other];
+		if (ov->dtype != COIL_F32)
+			return -1;
+		if (can_fold && is_const_val(g, other) && per_channel(ov, hv, ch)) {
+			enum dn_fold_kind k = u->op == OP_ADD ? FOLD_ADD : u->op == OP_SUB ? FOLD_SUB
+					      : u->op == OP_MUL ? FOLD_MUL : FOLD_DIV;
+			f->fold[f->nfold++] = (dn_fold){.kind = k, .val = other};
+			return 0;
+		}
+		if (u->op == OP_ADD && same_shape(ov, cv)) {
+			int has_sum = 0;
+			for (int i = 0; i < f->npost; i++)
+				has_sum |= f->post[i].kind == DN_ADD_SAME;
+			if (!has_sum)
+				return add_post(f, DN_ADD_SAME, 0, 0, other);
+		}
+		if (!bcasts_to(ov, cv))
+			return -1;
+		int last_only = !view_free;
+		if (last_only) {
+			/* after a view: only operands along the (unchanged) last dim */
+			if (!dim_eq(&cv->shape[cv->rank - 1], &hv->shape[hv->rank - 1]))
+				return -1;
+			for (int i = 0; i + 1 < ov->rank; i++)
+				if (!dim_eq_const(&ov->shape[i], 1))
+					return -1;
+		}
+		enum dn_post_kind k = u->op == OP_ADD ? DN_ADD_BCAST : u->op == OP_SUB ? DN_SUB_BCAST
+				      : u->op == OP_MUL ? DN_MUL_BCAST : DN_DIV_BCAST;
+		if (add_post(f, k, 0, 0, other))
+			return -1;
+		f->post[f->npost - 1].last_only = last_only;
+		return 0;
+	}
+	case OP_ADD_S: case OP_SUB_S: case OP_MUL_S: case OP_DIV_S:
+		if (u->args[1].kind != ARG_SCALAR || ((u->op == OP_ADD_S || u->op == OP_SUB_S) && sarg(u, 2, 1) != 1))
+			return -1;
+		return scalar_step(f, u->op, u->args[1].f, can_fold);
+	case OP_RELU: return add_post(f, DN_RELU, 0, 0, -1);
+	case OP_GELU:
+		return add_post(f, u->args[1].kind == ARG_STR && !strcmp(u->args[1].s, "tanh") ? DN_GELU_TANH : DN_GELU_ERF,
+				0, 0, -1);
+	case OP_SILU: return add_post(f, DN_SILU, 0, 0, -1);
+	case OP_SIGMOID: return add_post(f, DN_SIGMOID, 0, 0, -1);
+	case OP_TANH: return add_post(f, DN_TANH, 0, 0, -1);
+	case OP_HARDSWISH: return add_post(f, DN_HARDSWISH, 0, 0, -1);
+	case OP_HARDSIGMOID: return add_post(f, DN_HARDSIGMOID, 0, 0, -1);
+	case OP_HARDTANH: {
+		double lo = sarg(u, 1, -1), hi = sarg(u, 2, 1);
+		return lo > hi ? -1 : add_post(f, DN_CLAMP, lo, hi, -1);
+	}
+	case OP_CLAMP: case OP_CLAMP_MIN: case OP_CLAMP_MAX: {
+		double lo = -INFINITY, hi = INFINITY;
+		if (u->op == OP_CLAMP_MAX)
+			hi = sarg(u, 1, INFINITY);
+		else
+			lo = sarg(u, 1, -INFINITY);
+		if (u->op == OP_CLAMP)
+			hi = sarg(u, 2, INFINITY);
+		for (int a = 1; a < (u->op == OP_CLAMP ? 3 : 2); a++)
+			if (u->args[a].kind != ARG_SCALAR && u->args[a].kind != ARG_NONE)
+				return -1;
+		return lo > hi ? -1 : add_post(f, DN_CLAMP, lo, hi, -1);
+	}
+	case OP_LEAKY_RELU: return add_post(f, DN_LEAKY_RELU, sarg(u, 1, 0.01), 0, -1);
+	case OP_ELU:
+		if (sarg(u, 2, 1) != 1 || sarg(u, 3, 1) != 1)
+			return -1;
+		return add_post(f, DN_ELU, sarg(u, 1, 1), 0, -1);
+	default:
+		return -1;
+	}
+}
+
+/* Grows the chain of fusion f; marks absorbed nodes in at[]. */
+static void chain(pctx *c, dn_fuse *f, int *at)
+{
+	coil_graph *g = c->g;
+	int cur = g->nodes[f->head].outs[0], pend[64], np = 0, view_free = 1;
+	for (;;) {
+		if (c->nuse[cur] != 1 || c->is_out[cur])
+			return;
+		int ui = c->user[cur];
+		const coil_node *u = &g->nodes[ui];
+		if (at[ui] != -1) /* already in another fusion (the other side of an add) */
+			return;
+		if (is_reshape_op(u)) {
+			if (u->args[0].v[0] != cur || np == 64 || node_out(g, u, 0)->dtype != COIL_F32)
+				return;
+			pend[np++] = ui;
+			cur = u->outs[0];
+			view_free = 0;
+			continue;
+		}
+		/* a view that changes nothing keeps folds possible */
+		if (np && same_shape(&g->vals[cur], node_out(g, &g->nodes[f->head], 0)))
+			view_free = 1;
+		if (step(c, f, u, cur, view_free))
+			return;
+		for (int i = 0; i < np; i++)
+			at[pend[i]] = -2;
+		np = 0;
+		if (f->last != f->head)
+			at[f->last] = -2;
+		f->last = ui;
+		cur = u->outs[0];
+	}
+}
+
+/* Layout: between consecutive 2-d convolutions activations stay NHWC
+ * (oneDNN's fast kernels want it; NCHW costs a reorder on each side of each
+ * conv).  A fusion's result is NHWC when the fusion is a 2-d conv without
+ * broadcast operands, the result is no graph output, and every reader is
+ * such a conv reading it as its input or as its residual; a residual and
+ * the dst it is added to must agree (fixed point, only ever turning NHWC
+ * off).  Everything else, generated kernels included, sees NCHW. */
+static void layout(pctx *c, dn_plan *p, int *owner)
+{
+	coil_graph *g = c->g;
+	char *ok = calloc((size_t)p->nf + 1, 1), *nhwc = calloc((size_t)g->nvals + 1, 1);
+	int *outv = calloc((size_t)p->nf + 1, sizeof(int));
+	if (!ok || !nhwc || !outv)
+		goto out;
+	for (int j = 0; j < p->nf; j++) {
+		dn_fuse *f = &p->f[j];
+		outv[j] = g->nodes[f->last].outs[0];
+		ok[j] = f->is_conv && node_in(g, &g->nodes[f->head], 0)->rank == 4;
+		for (int k = 0; k < f->npost; k++)
+			ok[j] &= f->post[k].kind < DN_ADD_BCAST;
+	}
+	for (int j = 0; j < p->nf; j++) {
+		int v = outv[j], good = ok[j] && !c->is_out[v] && c->nuse[v] > 0;
+		for (int i = 0; i < g->nnodes && good; i++) {
+			const coil_node *n = &g->nodes[i];
+			const op_info *oi = op_get(n->op);
+			for (int a = 0; a < oi->nargs && good; a++) {
+				if (n->args[a].kind != ARG_TENSOR && n->args[a].kind != ARG_TENSORS)
+					continue;
+				for (int k = 0; k < n->args[a].n && good; k++) {
+					if (n->args[a].v[k] != v)
+						continue;
+					int o = owner[i];
+					if (o < 0 || !ok[o])
+						good = 0;
+					else if (i == p->f[o].head)
+						good = a == 0;
+					else { /* an absorbed node: v must be o's residual */
+						int res = 0;
+						for (int q = 0; q < p->f[o].npost; q++)
+							res |= p->f[o].post[q].kind == DN_ADD_SAME && p->f[o].post[q].val == v;
+						good = res;
+					}
+				}
+			}
+		}
+		nhwc[v] = (char)good;
+	}
+	for (int changed = 1; changed;) {
+		changed = 0;
+		for (int j = 0; j < p->nf; j++)
+			for (int q = 0; q < p->f[j].npost; q++) {
+				int r = p->f[j].post[q].val;
+				if (p->f[j].post[q].kind == DN_ADD_SAME && nhwc[r] != nhwc[outv[j]]) {
+					changed |= nhwc[r] || nhwc[outv[j]];
+					nhwc[r] = nhwc[outv[j]] = 0;
+				}
+			}
+	}
+	for (int j = 0; j < p->nf; j++) {
+		p->f[j].dst_nhwc = nhwc[outv[j]];
+		p->f[j].src_nhwc = p->f[j].is_conv && nhwc[g->nodes[p->f[j].head].args[0].v[0]];
+	}
+out:
+	free(ok);
+	free(nhwc);
+	free(outv);
+}
+
+dn_plan *dn_plan_graph(coil_graph *g, coil_arena *a, coil_err *err)
+{
+	const char *sw = getenv("COIL_DNNL");
+	if (sw && !strcmp(sw, "0"))
+		return NULL;
+	pctx c = {.g = g};
+	c.nuse = arena_alloc(a, (size_t)(g->nvals + 1) * sizeof(int));
+	c.user = arena_alloc(a, (size_t)(g->nvals + 1) * sizeof(int));
+	c.is_out = arena_alloc(a, (size_t)g->nvals + 1);
+	dn_plan *p = arena_alloc(a, sizeof *p);
+	if (!c.nuse || !c.user || !c.is_out || !p ||
+	    !(p->at = arena_alloc(a, (size_t)(g->nnodes + 1) * sizeof(int))) ||
+	    !(p->f = arena_alloc(a, (size_t)(g->nnodes + 1) * sizeof(dn_fuse)))) {
+		coil_errf(err, "out of memory");
+		return NULL;
+	}
+	memset(c.nuse, 0, (size_t)(g->nvals + 1) * sizeof(int));
+	memset(c.is_out, 0, (size_t)g->nvals + 1);
+	for (int i = 0; i < g->noutputs; i++)
+		c.is_out[g->outputs[i]] = 1;
+	for (int i = 0; i < g->nnodes; i++) {
+		const coil_node *n = &g->nodes[i];
+		const op_info *oi = op_get(n->op);
+		p->at[i] = -1;
+		for (int k = 0; k < oi->nargs; k++)
+			if (n->args[k].kind == ARG_TENSOR || n->args[k].kind == ARG_TENSORS)
+				for (int j = 0; j < n->args[k].n; j++)
+					if (n->args[k].v[j] >= 0) {
+						c.nuse[n->args[k].v[j]]++;
+						c.user[n->args[k].v[j]] = i;
+					}
+	}
+	p->nf = 0;
+	int *owner = arena_alloc(a, (size_t)(g->nnodes + 1) * sizeof(int));
+	if (!owner) {
+		coil_errf(err, "out of memory");
+		return NULL;
+	}
+	for (int i = 0; i < g->nnodes; i++) {
+		if (p->at[i] != -1)
+			continue;
+		dn_fuse *f = &p->f[p->nf];
+		memset(f, 0, sizeof *f);
+		f->head = f->last = i;
+		if (!eligible(&c, i, f))
+			continue;
+		chain(&c, f, p->at);
+		p->at[f->last] = p->nf;
+		if (f->last != f->head)
+			p->at[f->head] = -2;
+		p->nf++;
+	}
+	/* which fusion each node belongs to */
+	for (int i = 0; i < g->nnodes; i++)
+		owner[i] = -1;
+	for (int j = 0; j < p->nf; j++) {
+		owner[p->f[j].head] = owner[p->f[j].last] = j;
+		/* the absorbed nodes between: walk the chain again */
+		int cur = g->nodes[p->f[j].head].outs[0];
+		while (c.nuse[cur] == 1 && !c.is_out[cur]) {
+			int u = c.user[cur];
+			if (u > p->f[j].last || (p->at[u] != -2 && u != p->f[j].last))
+				break;
+			owner[u] = j;
+			if (u == p->f[j].last)
+				break;
+			cur = g->nodes[u].outs[0];
+		}
+	}
+	const char *lay = getenv("COIL_DNNL_NHWC");
+	if (!lay || strcmp(lay, "0"))
+		layout(&c, p, owner);
+	return p->nf ? p : NULL;
+}
+
+/* The IR node of graph value v, seen through reshapes: a materialized node
+ * holds the same dense bytes as any reshape of it. */
+static int dense_src(coil_ir *ir, int v)
+{
+	int n = ir->val_node[v];
+	while (ir->nodes[n].op == IR_VIEW && ir->nodes[n].sub == V_RESHAPE)
+		n = ir->nodes[n].src[0];
+	return n;
+}
+
+int dn_decompose_node(coil_ir *ir, int i, int *res, coil_err *err)
+{
+	dn_plan *p = ir->dn;
+	if (!p || p->at[i] == -1)
+		return 0;
+	if (p->at[i] == -2)
+		return 2;
+	dn_fuse *f = &p->f[p->at[i]];
+	coil_graph *g = ir->g;
+	const coil_node *h = &g->nodes[f->head];
+	const coil_value *o = node_out(g, &g->nodes[f->last], 0);
+	int *xs = arena_alloc(ir->arena, (3 + DN_MAX_POST + 5 * DN_MAX_FOLD) * sizeof(int)), nx = 0;
+	if (!xs)
+		return coil_errf(err, "out of memory");
+	/* the head's tensor inputs (a constant B as its parameter) */
+	const op_info *oi = op_get(h->op);
+	for (int a = 0; a < oi->nargs; a++) {
+		int v = tensor_arg(h, a);
+		if (v < 0)
+			continue;
+		if (!f->is_conv && a == (h->op == OP_ADDMM ? 2 : 1) && f->b_param >= 0)
+			v = f->b_param;
+		xs[nx++] = dense_src(ir, v);
+	}
+	for (int k = 0; k < f->npost; k++)
+		if (f->post[k].val >= 0)
+			xs[nx++] = dense_src(ir, f->post[k].val);
+	ir_node e = {.op = IR_EXTERN, .dtype = o->dtype, .rank = o->rank, .index = 0, .nx = nx, .xsrc = xs,
+		     .gnode = f->head};
+	memcpy(e.shape, o->shape, sizeof e.shape);
+	int r = ir_add(ir, &e, err);
+	if (r < 0)
+		return -1;
+	res[0] = r;
+	return 1;
+}
+
+static int write_all(const char *dir, const char *name, const char *text)
+{
+	char path[4096];
+	if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
+		return -1;
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0)
+		return -1;
+	size_t len = strlen(text), off = 0;
+	while (off < len) {
+		ssize_t w = write(fd, text + off, len - off);
+		if (w <= 0) {
+			close(fd);
+			return -1;
+		}
+		off += (size_t)w;
+	}
+	return close(fd);
+}
+
+int dn_write_rt_source(const char *dir)
+{
+	return write_all(dir, "dnnl_rt.h", coil_rt_dnnl_h) || write_all(dir, "dnnl_rt.c", coil_rt_dnnl_c) ? -1 : 0;
+}

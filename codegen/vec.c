@@ -1,0 +1,1034 @@
+/* vec: explicit SIMD for f32 pointwise and reduction kernels.
+ *
+ * One renderer, one table per instruction set (tinygrad style): the walk
+ * below is the same for AVX2 (8 lanes) and AVX-512 (16 lanes); the tables
+ * say how each primitive, load, store, mask and horizontal reduction is
+ * spelled.  The scalar table is emit_c.c's (the fallback for kernels that
+ * are not all f32/bool, and for the generic target).  Math functions come
+ * from codegen/vmath.h, embedded verbatim into every artifact.
+ *
+ * Loops.  The innermost non-1 dim of the iteration space is vectorized:
+ * full vectors, then one masked tail (never a scalar remainder loop).  A
+ * buffer read is classified from its index expressions: contiguous in the
+ * vector dim (vector load), invariant (broadcast) or anything else (a gather
+ * lane by lane).  A gather whose buffer is contiguous along another loop dim
+ * (a transpose or permute) gets 2D tiling of those two dims.
+ *
+ * Parallelism.  Outer loops (and blocks of the vector dim) are collapsed into
+ * one OpenMP loop whose team is coil_team(nt, work): no team below
+ * COIL_GRAIN elements, at most one thread per COIL_GRAIN above, so small
+ * kernels run on the caller's thread and large ones split evenly.
+ *
+ * Reductions.  Over the innermost dim: vector accumulators and a horizontal
+ * reduction per row, parallel over rows; when there is a single row (a
+ * reduction over every dim) each reduction is split across the team and the
+ * partial results combined in a fixed order.  Over outer dims: the kept
+ * innermost dim is vectorized and each lane accumulates its own column.
+ * RD_WMEAN/RD_WM2 (layer norm, var) are Welford, one pass for both. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/emit.h"
+#include "codegen/ir.h"
+
+/* vmath.h, embedded (the Makefile makes vec.o depend on it). */
+__asm__(".section .rodata\n"
+	".global coil_vmath_src\n"
+	".type coil_vmath_src, @object\n"
+	"coil_vmath_src:\n"
+	".incbin \"codegen/vmath.h\"\n"
+	".byte 0\n"
+	".previous\n");
+extern const char coil_vmath_src[];
+
+const char *vec_vmath_source(void) { return coil_vmath_src; }
+
+struct vec_isa {
+	const char *name;
+	int w;               /* f32 lanes */
+	const char *vt, *mt; /* vector and mask types */
+	const char *sfx;     /* vmath suffix: "8", "16" */
+	const char *op[PR_COUNT];   /* f32 -> f32 */
+	const char *cmp[PR_COUNT];  /* f32 x f32 -> mask, and mask ops */
+	const char *load, *loadm;   /* (buf, idx) / (mask, buf, idx) */
+	const char *store, *storem; /* (buf, idx, v) / (buf, idx, mask, v) */
+	const char *set1, *blend;   /* (x) / (mask, a, b): mask ? a : b */
+	const char *mtrue, *mfalse, *m2f, *f2m, *lane0, *tail;
+	const char *hred[3];        /* RD_SUM, RD_MAX, RD_MIN */
+};
+
+#define CMPS(fn, sfx)                                                                                     \
+	[PR_LT] = fn "(%s, %s, _CMP_LT_OQ)", [PR_LE] = fn "(%s, %s, _CMP_LE_OQ)",                             \
+	[PR_GT] = fn "(%s, %s, _CMP_GT_OQ)", [PR_GE] = fn "(%s, %s, _CMP_GE_OQ)",                             \
+	[PR_EQ] = fn "(%s, %s, _CMP_EQ_OQ)", [PR_NE] = fn "(%s, %s, _CMP_NEQ_UQ)"
+#define MATH(sfx)                                                                                         \
+	[PR_NEG] = "(-%s)", [PR_EXP] = "coil_exp" sfx "(%s)", [PR_LOG] = "coil_log" sfx "(%s)",                \
+	[PR_TANH] = "coil_tanh" sfx "(%s)", [PR_ERF] = "coil_erf" sfx "(%s)",                                  \
+	[PR_LOG1P] = "coil_lanes1_" sfx "(%s, log1pf)", [PR_SIN] = "coil_lanes1_" sfx "(%s, sinf)",            \
+	[PR_COS] = "coil_lanes1_" sfx "(%s, cosf)", [PR_POW] = "coil_lanes2_" sfx "(%s, %s, powf)",            \
+	[PR_FLOORDIV] = "coil_lanes2_" sfx "(%s, %s, coil_floordivf)", [PR_MAX] = "coil_max" sfx "(%s, %s)",  \
+	[PR_MIN] = "coil_min" sfx "(%s, %s)"
+
+static const vec_isa avx512 = {
+	.name = "avx512", .w = 16, .vt = "__m512", .mt = "__mmask16", .sfx = "16",
+	.op = {MATH("16"), [PR_ADD] = "_mm512_add_ps(%s, %s)", [PR_SUB] = "_mm512_sub_ps(%s, %s)",
+	       [PR_MUL] = "_mm512_mul_ps(%s, %s)", [PR_DIV] = "_mm512_div_ps(%s, %s)",
+	       [PR_SQRT] = "_mm512_sqrt_ps(%s)", [PR_RECIP] = "_mm512_div_ps(_mm512_set1_ps(1.0f), %s)",
+	       [PR_ABS] = "_mm512_abs_ps(%s)",
+	       [PR_FLOOR] = "_mm512_roundscale_ps(%s, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)",
+	       [PR_CEIL] = "_mm512_roundscale_ps(%s, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC)",
+	       [PR_TRUNC] = "_mm512_roundscale_ps(%s, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC)"},
+	.cmp = {CMPS("_mm512_cmp_ps_mask", "16"), [PR_AND] = "(__mmask16)(%s & %s)",
+		[PR_OR] = "(__mmask16)(%s | %s)", [PR_NOT] = "(__mmask16)~%s"},
+	.load = "_mm512_loadu_ps(&%s[%s])", .loadm = "_mm512_maskz_loadu_ps(%s, &%s[%s])",
+	.store = "_mm512_storeu_ps(&%s[%s], %s)", .storem = "_mm512_mask_storeu_ps(&%s[%s], %s, %s)",
+	.set1 = "_mm512_set1_ps(%s)", .blend = "_mm512_mask_blend_ps(%s, %s, %s)", /* note: (m, b, a) */
+	.mtrue = "((__mmask16)0xffff)", .mfalse = "((__mmask16)0)",
+	.m2f = "_mm512_maskz_mov_ps(%s, _mm512_set1_ps(1.0f))",
+	.f2m = "_mm512_cmp_ps_mask(%s, _mm512_setzero_ps(), _CMP_NEQ_UQ)", .lane0 = "_mm512_cvtss_f32(%s)",
+	.tail = "coil_tail16(%s)", .hred = {"coil_hsum16(%s)", "coil_hmax16(%s)", "coil_hmin16(%s)"},
+};
+
+static const vec_isa avx2 = {
+	.name = "avx2", .w = 8, .vt = "__m256", .mt = "__m256", .sfx = "8",
+	.op = {MATH("8"), [PR_ADD] = "_mm256_add_ps(%s, %s)", [PR_SUB] = "_mm256_sub_ps(%s, %s)",
+	       [PR_MUL] = "_mm256_mul_ps(%s, %s)", [PR_DIV] = "_mm256_div_ps(%s, %s)",
+	       [PR_SQRT] = "_mm256_sqrt_ps(%s)", [PR_RECIP] = "_mm256_div_ps(_mm256_set1_ps(1.0f), %s)",
+	       [PR_ABS] = "_mm256_andnot_ps(_mm256_set1_ps(-0.0f), %s)",
+	       [PR_FLOOR] = "_mm256_round_ps(%s, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)",
+	       [PR_CEIL] = "_mm256_round_ps(%s, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC)",
+	       [PR_TRUNC] = "_mm256_round_ps(%s, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC)"},
+	.cmp = {CMPS("_mm256_cmp_ps", "8"), [PR_AND] = "_mm256_and_ps(%s, %s)", [PR_OR] = "_mm256_or_ps(%s, %s)",
+		[PR_NOT] = "_mm256_xor_ps(%s, _mm256_castsi256_ps(_mm256_set1_epi32(-1)))"},
+	.load = "_mm256_loadu_ps(&%s[%s])", .loadm = "_mm256_maskload_ps(&%2$s[%3$s], _mm256_castps_si256(%1$s))",
+	.store = "_mm256_storeu_ps(&%s[%s], %s)",
+	.storem = "_mm256_maskstore_ps(&%s[%s], _mm256_castps_si256(%s), %s)",
+	.set1 = "_mm256_set1_ps(%s)", .blend = "_mm256_blendv_ps(%2$s, %3$s, %1$s)", /* (m, b, a) */
+	.mtrue = "_mm256_castsi256_ps(_mm256_set1_epi32(-1))", .mfalse = "_mm256_setzero_ps()",
+	.m2f = "_mm256_and_ps(%s, _mm256_set1_ps(1.0f))",
+	.f2m = "_mm256_cmp_ps(%s, _mm256_setzero_ps(), _CMP_NEQ_UQ)", .lane0 = "_mm256_cvtss_f32(%s)",
+	.tail = "coil_tail8(%s)", .hred = {"coil_hsum8(%s)", "coil_hmax8(%s)", "coil_hmin8(%s)"},
+};
+
+const vec_isa *vec_isa_for(const char *target)
+{
+	if (!target || !strcmp(target, "generic"))
+		return NULL;
+	if (!strcmp(target, "x86-64-v3"))
+		return &avx2;
+	return &avx512; /* x86-64-v4, avx512_vnni, avx512_bf16 */
+}
+
+int vec_width(const vec_isa *isa) { return isa ? isa->w : 1; }
+
+/* Shared by every artifact after emit_c's prelude: vmath, the team size
+ * heuristic and the float floordiv used lane by lane. */
+void vec_prelude(FILE *f)
+{
+	fputs(coil_vmath_src, f);
+	fputs("\n/* Elements per thread below which a kernel runs on the caller's thread. */\n"
+	      "#define COIL_GRAIN 32768\n"
+	      "static inline int coil_team(int nt, int64_t work)\n{\n"
+	      "\tint64_t t = work / COIL_GRAIN;\n\treturn t < 1 ? 1 : t < nt ? (int)t : nt;\n}\n"
+	      "static inline float coil_floordivf(float a, float b) { return (float)coil_floordiv(a, b); }\n"
+	      "/* Chan's merge of Welford partials (count, mean, M2), lane by lane. */\n"
+	      "static inline void coil_welford_merge(const float *n, const float *m, const float *q, int w, float *cnt,\n"
+	      "\t\t\t\t      float *mean, float *m2)\n{\n"
+	      "\tfor (int l = 0; l < w; l++) {\n"
+	      "\t\tif (n[l] == 0)\n\t\t\tcontinue;\n"
+	      "\t\tfloat nn = *cnt + n[l], d = m[l] - *mean;\n"
+	      "\t\t*mean += d * (n[l] / nn);\n"
+	      "\t\t*m2 += q[l] + d * d * (*cnt * n[l] / nn);\n"
+	      "\t\t*cnt = nn;\n\t}\n}\n\n",
+	      f);
+}
+
+/* --- the walk ------------------------------------------------------------ */
+
+typedef struct memo {
+	int v, depth;
+	char *key, *name;
+} memo;
+
+typedef struct vctx {
+	coil_ir *ir;
+	coil_arena *a;
+	const vec_isa *I;
+	FILE *f;
+	int k, ntmp, ind, depth;
+	memo *m;
+	int nm, capm;
+	char *used;
+	int vd;          /* the vectorized dim of the iteration space */
+	char vv[16];     /* its loop variable */
+	int tail;        /* rendering the masked tail (mask "tm") */
+	int red_vec;     /* in-kernel reductions are vectors (kept dim vectorized) */
+	int bad;         /* not vectorizable: fall back to scalar */
+	/* Row cache: the source of a row's last reduction, stored per element
+	 * into a thread-local row while reducing and read back by the epilogue
+	 * (softmax's exp(x - max) is computed once). */
+	int cache_v;     /* node cached, -1 none */
+	char *cache_key; /* at this (full) index */
+	int cache_mode;  /* 1: store while reducing, 2: load in the epilogue */
+} vctx;
+
+static void out(vctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out(vctx *c, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(c->f, "%*s", c->ind * 8, "");
+	va_start(ap, fmt);
+	vfprintf(c->f, fmt, ap);
+	va_end(ap);
+}
+
+#define P(...) arena_printf(c->a, __VA_ARGS__)
+
+static void scope_push(vctx *c) { c->depth++; }
+static void scope_pop(vctx *c)
+{
+	while (c->nm && c->m[c->nm - 1].depth >= c->depth)
+		c->nm--;
+	c->depth--;
+}
+
+static char *memo_get(vctx *c, int v, const char *key)
+{
+	for (int i = c->nm - 1; i >= 0; i--)
+		if (c->m[i].v == v && !strcmp(c->m[i].key, key))
+			return c->m[i].name;
+	return NULL;
+}
+
+static char *memo_put(vctx *c, int v, char *key, char *name)
+{
+	if (c->nm == c->capm) {
+		c->capm = c->capm ? 2 * c->capm : 256;
+		memo *m = arena_alloc(c->a, (size_t)c->capm * sizeof *m);
+		if (c->nm)
+			memcpy(m, c->m, (size_t)c->nm * sizeof *m);
+		c->m = m;
+	}
+	c->m[c->nm++] = (memo){v, c->depth, key, name};
+	return name;
+}
+
+static char *bufname(vctx *c, int v)
+{
+	ir_node *n = &c->ir->nodes[v];
+	c->used[v] = 1;
+	switch (n->op) {
+	case IR_INPUT: return P("in%d", n->index);
+	case IR_PARAM: return P("p%d", n->index);
+	case IR_CONST: return P("c%d", n->index);
+	default: return n->out >= 0 ? P("o%d", n->out) : P("b%d", v);
+	}
+}
+
+static int is_buf(vctx *c, const ir_node *n)
+{
+	return n->op == IR_INPUT || n->op == IR_PARAM || n->op == IR_CONST || n->op == IR_EXTERN ||
+	       (n->mat && n->kernel != c->k) || (n->op == IR_REDUCE && n->kernel != c->k);
+}
+
+/* Does expression s mention loop variable var (a whole token)? */
+static int mentions(const char *s, const char *var)
+{
+	size_t n = strlen(var);
+	for (const char *p = strstr(s, var); p; p = strstr(p + 1, var)) {
+		char b = p == s ? ' ' : p[-1], e = p[n];
+		if (!(b == '_' || (b >= '0' && b <= '9') || (b >= 'a' && b <= 'z')) && !(e >= '0' && e <= '9') && e != '_')
+			return 1;
+	}
+	return 0;
+}
+
+enum { ACC_INV, ACC_CONTIG, ACC_GATHER };
+
+/* How buffer node n read at idx varies along the vector variable. */
+static int access_kind(vctx *c, const ir_node *n, char **idx)
+{
+	int last = -1, any = 0;
+	for (int d = 0; d < n->rank; d++)
+		if (!dim_eq_const(&n->shape[d], 1))
+			last = d;
+	for (int d = 0; d < n->rank; d++)
+		if (mentions(idx[d], c->vv))
+			any |= 1 << d;
+	if (!any)
+		return ACC_INV;
+	if (any != 1 << last)
+		return ACC_GATHER;
+	const char *s = idx[last];
+	size_t l = strlen(c->vv);
+	if (!strcmp(s, c->vv))
+		return ACC_CONTIG;
+	/* "(vv + start)" from a unit-step slice */
+	if (s[0] == '(' && !strncmp(s + 1, c->vv, l) && !strncmp(s + 1 + l, " + ", 3) && !mentions(s + 1 + l, c->vv))
+		return ACC_CONTIG;
+	return ACC_GATHER;
+}
+
+static char *key_of(vctx *c, const ir_node *n, char **idx)
+{
+	char *k = c->tail ? "T" : "";
+	for (int i = 0; i < n->rank; i++)
+		k = P("%s,%s", k, idx[i]);
+	return k;
+}
+
+static char *vlit(vctx *c, double v)
+{
+	char *s;
+	if (v != v)
+		s = "NAN";
+	else if (v == 1.0 / 0.0 || v == -1.0 / 0.0)
+		s = v < 0 ? "-INFINITY" : "INFINITY";
+	else {
+		s = P("%.9g", v);
+		s = P("%s%sf", s, strpbrk(s, ".en") ? "" : ".0");
+	}
+	return P(c->I->set1, s);
+}
+
+static char *tmp(vctx *c, int v, char *key, int mask, char *e)
+{
+	char *name = P("v%d", c->ntmp++);
+	out(c, "const %s %s = %s;\n", mask ? c->I->mt : c->I->vt, name, e);
+	return memo_put(c, v, key, name);
+}
+
+/* The value of node v at index idx as a vector (f32) or mask (bool). */
+static char *vrv(vctx *c, int v, char **idx)
+{
+	ir_node *n = &c->ir->nodes[v];
+	const vec_isa *I = c->I;
+	if (c->bad)
+		return "0";
+	if (n->dtype != COIL_F32 && n->dtype != COIL_BOOL) {
+		c->bad = 1;
+		return "0";
+	}
+	int mask = n->dtype == COIL_BOOL;
+	if (n->op == IR_FILL) {
+		if (mask)
+			return n->fill != 0 ? (char *)I->mtrue : (char *)I->mfalse;
+		if (n->sub)
+			return P(I->set1, P("(float)(%s)", ir_dim_c(c->a, &n->start)));
+		return vlit(c, n->fill);
+	}
+	if (n->op == IR_REDUCE && n->kernel == c->k)
+		return c->red_vec ? P("vacc%d", v) : P(I->set1, P("acc%d", v));
+	char *key = key_of(c, n, idx), *name = memo_get(c, v, key);
+	if (name)
+		return name;
+	if (c->cache_mode == 2 && v == c->cache_v && !strcmp(key + c->tail, c->cache_key))
+		return tmp(c, v, key, 0, c->tail ? P(I->loadm, "tm", "row_", c->vv) : P(I->load, "row_", c->vv));
+	if (is_buf(c, n)) {
+		char *b = bufname(c, v), *lin = ix_linear(c->ir, n, idx);
+		int kind = access_kind(c, n, idx);
+		if (kind == ACC_INV) {
+			char *s = P("%s[%s]", b, lin);
+			return tmp(c, v, key, mask, mask ? P("(%s ? %s : %s)", s, I->mtrue, I->mfalse) : P(I->set1, s));
+		}
+		if (kind == ACC_CONTIG && !mask)
+			return tmp(c, v, key, 0, c->tail ? P(I->loadm, "tm", b, lin) : P(I->load, b, lin));
+		/* gather lane by lane (converted to float) */
+		char *g = P("g%d", c->ntmp++);
+		out(c, "float %s[%d] = {0};\n", g, I->w);
+		out(c, "for (int64_t l_ = 0; l_ < %s; l_++) {\n", c->tail ? "tn" : P("%d", I->w));
+		out(c, "        const int64_t %s = %s0 + l_;\n", c->vv, c->vv);
+		out(c, "        %s[l_] = (float)%s[%s];\n", g, b, lin);
+		out(c, "}\n");
+		char *e = P(I->load, g, "0");
+		return tmp(c, v, key, mask, mask ? P(I->f2m, e) : e);
+	}
+	char *a[3] = {0};
+	for (int i = 0; i < n->nsrc; i++) {
+		char *sidx[COIL_MAX_RANK];
+		ix_operand(c->ir, n, i, idx, sidx);
+		a[i] = vrv(c, n->src[i], sidx);
+	}
+	if (c->bad)
+		return "0";
+	if (n->op == IR_VIEW)
+		return a[0];
+	char *e = NULL;
+	switch (n->op) {
+	case IR_CAST: {
+		int from_mask = c->ir->nodes[n->src[0]].dtype == COIL_BOOL;
+		e = from_mask == mask ? a[0] : mask ? P(I->f2m, a[0]) : P(I->m2f, a[0]);
+		break;
+	}
+	case IR_WHERE:
+		if (mask) {
+			c->bad = 1;
+			return "0";
+		}
+		e = P(I->blend, a[0], a[2], a[1]);
+		break;
+	case IR_UNARY: case IR_BINARY: {
+		int from_mask = c->ir->nodes[n->src[0]].dtype == COIL_BOOL;
+		const char *fmt = mask ? I->cmp[n->sub] : I->op[n->sub];
+		if (!fmt || (from_mask && n->sub != PR_AND && n->sub != PR_OR && n->sub != PR_NOT) ||
+		    (!from_mask && (n->sub == PR_AND || n->sub == PR_OR || n->sub == PR_NOT))) {
+			c->bad = 1;
+			return "0";
+		}
+		ir_node *dv = &c->ir->nodes[n->src[1]];
+		if (n->sub == PR_DIV && !mask && dv->op == IR_REDUCE && dv->kernel == c->k && !c->red_vec)
+			e = P(I->op[PR_MUL], a[0], P(I->set1, P("(1.0f / acc%d)", n->src[1])));
+		else
+			e = P(fmt, a[0], a[1]);
+		break;
+	}
+	default:
+		c->bad = 1;
+		return "0";
+	}
+	return tmp(c, v, key, mask, e);
+}
+
+/* Stores node v (f32) at idx: the vector dim must be its contiguous dim. */
+static void vstore(vctx *c, int v, char **idx)
+{
+	ir_node *n = &c->ir->nodes[v];
+	if (n->dtype != COIL_F32) {
+		c->bad = 1;
+		return;
+	}
+	char *x = vrv(c, v, idx), *b = bufname(c, v), *lin = ix_linear(c->ir, n, idx);
+	if (c->bad)
+		return;
+	int kind = access_kind(c, n, idx);
+	if (kind == ACC_INV)
+		out(c, "%s[%s] = %s;\n", b, lin, P(c->I->lane0, x));
+	else if (kind == ACC_CONTIG)
+		out(c, "%s;\n", c->tail ? P(c->I->storem, b, lin, "tm", x) : P(c->I->store, b, lin, x));
+	else
+		c->bad = 1;
+}
+
+/* --- loop nests ---------------------------------------------------------- */
+
+typedef void (*body_fn)(vctx *c, void *arg);
+
+/* for vv in [lo, hi): full vectors then a masked tail, each with body. */
+static void vloop(vctx *c, const char *lo, const char *hi, body_fn body, void *arg)
+{
+	int w = c->I->w;
+	out(c, "{\n");
+	c->ind++;
+	out(c, "int64_t %s = %s;\n", c->vv, lo);
+	out(c, "for (; %s + %d <= %s; %s += %d) {\n", c->vv, w, hi, c->vv, w);
+	c->ind++;
+	out(c, "const int64_t %s0 = %s;\n", c->vv, c->vv);
+	out(c, "(void)%s0;\n", c->vv);
+	scope_push(c);
+	body(c, arg);
+	scope_pop(c);
+	c->ind--;
+	out(c, "}\n");
+	out(c, "if (%s < %s) {\n", c->vv, hi);
+	c->ind++;
+	out(c, "const int64_t %s0 = %s, tn = %s - %s;\n", c->vv, c->vv, hi, c->vv);
+	out(c, "const %s tm = %s;\n", c->I->mt, P(c->I->tail, "tn"));
+	out(c, "(void)%s0;\n", c->vv);
+	out(c, "(void)tm;\n");
+	c->tail = 1;
+	scope_push(c);
+	body(c, arg);
+	scope_pop(c);
+	c->tail = 0;
+	c->ind--;
+	out(c, "}\n");
+	c->ind--;
+	out(c, "}\n");
+}
+
+static char *dimc(vctx *c, const coil_dim *d) { return P("(%s)", ir_dim_c(c->a, d)); }
+
+static void loopvars(vctx *c, const ir_node *n, char **idx, unsigned zero)
+{
+	for (int d = 0; d < n->rank; d++)
+		idx[d] = zero >> d & 1 || dim_eq_const(&n->shape[d], 1) ? "0" : P("i%d", d);
+}
+
+/* A nest over the dims of shape in `which` (size-1 dims skipped): plain
+ * loops over all but the vector dim c->vd, then blocks of `block` elements of
+ * the vector dim (block 0: one block), each a vloop.  With par, every loop
+ * but the vloop is collapsed into one parallel loop of team "nte".  tile >= 0:
+ * that dim is tiled by 32 and its inner loop sits inside the block loop. */
+static int nest(vctx *c, const coil_dim *shape, int rank, unsigned which, int par, int block, int tile, body_fn body,
+		void *arg)
+{
+	int nl = 0;
+	char *vsz = dimc(c, &shape[c->vd]);
+	for (int d = 0; d < rank; d++)
+		nl += which >> d & 1 && d != c->vd && !dim_eq_const(&shape[d], 1);
+	if (par)
+		out(c, "#pragma omp parallel for collapse(%d) num_threads(nte) if (nte > 1) schedule(static)\n",
+		    nl + (block > 0));
+	int opened = 0;
+	for (int d = 0; d < rank; d++) {
+		if (!(which >> d & 1) || d == c->vd || dim_eq_const(&shape[d], 1))
+			continue;
+		if (d == tile)
+			out(c, "for (int64_t t%d = 0; t%d < %s; t%d += 32) {\n", d, d, dimc(c, &shape[d]), d);
+		else
+			out(c, "for (int64_t i%d = 0; i%d < %s; i%d++) {\n", d, d, dimc(c, &shape[d]), d);
+		c->ind++;
+		opened++;
+	}
+	char *lo = "0", *hi = vsz;
+	if (block > 0) {
+		out(c, "for (int64_t j%d = 0; j%d < %s; j%d += %d) {\n", c->vd, c->vd, vsz, c->vd, block);
+		c->ind++;
+		opened++;
+		lo = P("j%d", c->vd);
+		hi = P("COIL_MIN(j%d + %d, %s)", c->vd, block, vsz);
+	}
+	if (tile >= 0) {
+		out(c, "for (int64_t i%d = t%d; i%d < COIL_MIN(t%d + 32, %s); i%d++) {\n", tile, tile, tile, tile,
+		    dimc(c, &shape[tile]), tile);
+		c->ind++;
+		opened++;
+	}
+	scope_push(c);
+	vloop(c, lo, hi, body, arg);
+	scope_pop(c);
+	while (opened--) {
+		c->ind--;
+		out(c, "}\n");
+	}
+	return 0;
+}
+
+/* --- pointwise ----------------------------------------------------------- */
+
+typedef struct pw_arg {
+	ir_kernel *K;
+	char **idx;
+} pw_arg;
+
+static void pw_body(vctx *c, void *arg)
+{
+	pw_arg *p = arg;
+	for (int i = 0; i < p->K->nouts && !c->bad; i++)
+		vstore(c, p->K->outs[i], p->idx);
+}
+
+/* Innermost non-1 dim of a shape, -1 if none. */
+static int inner_dim(const coil_dim *shape, int rank)
+{
+	for (int d = rank - 1; d >= 0; d--)
+		if (!dim_eq_const(&shape[d], 1))
+			return d;
+	return -1;
+}
+
+static char *work_expr(vctx *c, const ir_node *n)
+{
+	char *w = "(int64_t)1";
+	for (int d = 0; d < n->rank; d++)
+		w = P("%s*%s", w, dimc(c, &n->shape[d]));
+	return w;
+}
+
+/* A loop dim along which a gathered read of v is contiguous (a transpose):
+ * found with a probe walk that records gathers. */
+static int find_tile(vctx *c, int v, char **idx, int depth)
+{
+	ir_node *n = &c->ir->nodes[v];
+	if (depth > 64 || n->op == IR_FILL || (n->op == IR_REDUCE && n->kernel == c->k))
+		return -1;
+	if (is_buf(c, n)) {
+		if (access_kind(c, n, idx) != ACC_GATHER)
+			return -1;
+		int last = inner_dim(n->shape, n->rank);
+		for (int d = 0; last >= 0 && d < COIL_MAX_RANK; d++)
+			if (d != c->vd && !strcmp(idx[last], P("i%d", d)))
+				return d;
+		return -1;
+	}
+	for (int i = 0; i < n->nsrc; i++) {
+		char *sidx[COIL_MAX_RANK];
+		ix_operand(c->ir, n, i, idx, sidx);
+		int t = find_tile(c, n->src[i], sidx, depth + 1);
+		if (t >= 0)
+			return t;
+	}
+	return -1;
+}
+
+static void emit_pw(vctx *c, ir_kernel *K)
+{
+	ir_node *n = &c->ir->nodes[K->outs[0]];
+	char *idx[COIL_MAX_RANK];
+	for (int i = 1; i < K->nouts; i++) {
+		ir_node *o = &c->ir->nodes[K->outs[i]];
+		if (o->rank != n->rank || !dims_equal(o->shape, n->shape, n->rank))
+			c->bad = 1;
+	}
+	if ((c->vd = inner_dim(n->shape, n->rank)) < 0) {
+		c->bad = 1;
+		return;
+	}
+	snprintf(c->vv, sizeof c->vv, "i%d", c->vd);
+	loopvars(c, n, idx, 0);
+	int tile = -1;
+	for (int i = 0; i < K->nouts && tile < 0; i++)
+		tile = find_tile(c, K->outs[i], idx, 0);
+	out(c, "const int64_t work = %s;\n", work_expr(c, n));
+	out(c, "const int nte = coil_team(nt, work);\n");
+	out(c, "(void)nte;\n");
+	pw_arg p = {K, idx};
+	nest(c, n->shape, n->rank, ~0u, 1, tile >= 0 ? 64 : 64 * c->I->w, tile, pw_body, &p);
+}
+
+/* --- reductions ---------------------------------------------------------- */
+
+typedef struct red_arg {
+	int v, v2;        /* reduction node; v2: its RD_WM2 twin for a Welford pair (or -1) */
+	char **full;
+} red_arg;
+
+static const char *comb(vctx *c, int kind, const char *acc, const char *x)
+{
+	const vec_isa *I = c->I;
+	return kind == RD_SUM ? P(I->op[PR_ADD], acc, x) : P(I->op[kind == RD_MAX ? PR_MAX : PR_MIN], x, acc);
+}
+
+static void red_body(vctx *c, void *arg)
+{
+	red_arg *r = arg;
+	ir_node *n = &c->ir->nodes[r->v];
+	const vec_isa *I = c->I;
+	char *x = vrv(c, n->src[0], r->full);
+	if (c->bad)
+		return;
+	if (n->sub == RD_WMEAN || n->sub == RD_WM2) {
+		int v = r->v;
+		char *one = P(I->set1, "1.0f");
+		out(c, "{\n");
+		c->ind++;
+		out(c, "const %s n_ = %s;\n", I->vt, P(I->op[PR_ADD], P("wn%d", v), one));
+		out(c, "const %s d_ = %s;\n", I->vt, P(I->op[PR_SUB], x, P("wm%d", v)));
+		out(c, "const %s m_ = %s;\n", I->vt, P(I->op[PR_ADD], P("wm%d", v), P(I->op[PR_DIV], "d_", "n_")));
+		out(c, "const %s q_ = %s;\n", I->vt,
+		    P(I->op[PR_ADD], P("wq%d", v), P(I->op[PR_MUL], "d_", P(I->op[PR_SUB], x, "m_"))));
+		if (c->tail) {
+			out(c, "wn%d = %s;\n", v, P(I->blend, "tm", P("wn%d", v), "n_"));
+			out(c, "wm%d = %s;\n", v, P(I->blend, "tm", P("wm%d", v), "m_"));
+			out(c, "wq%d = %s;\n", v, P(I->blend, "tm", P("wq%d", v), "q_"));
+		} else {
+			out(c, "wn%d = n_;\nwm%d = m_;\nwq%d = q_;\n", v, v, v);
+		}
+		c->ind--;
+		out(c, "}\n");
+		return;
+	}
+	if (c->cache_mode == 1 && n->src[0] == c->cache_v)
+		out(c, "%s;\n", c->tail ? P(I->storem, "row_", c->vv, "tm", x) : P(I->store, "row_", c->vv, x));
+	const char *e = comb(c, n->sub, P("vacc%d", r->v), x);
+	if (c->tail && !c->red_vec)
+		e = P(I->blend, "tm", P("vacc%d", r->v), e);
+	out(c, "vacc%d = %s;\n", r->v, e);
+}
+
+static const char *red_init(int kind)
+{
+	return kind == RD_SUM ? "0.0f" : kind == RD_MAX ? "-INFINITY" : "INFINITY";
+}
+
+/* The Welford twin (RD_WM2 over the same source) of reduction i, or -1. */
+static int welford_twin(coil_ir *ir, ir_kernel *K, int i)
+{
+	ir_node *r = &ir->nodes[K->reds[i]];
+	if (r->sub != RD_WMEAN)
+		return -1;
+	for (int j = i + 1; j < K->nreds; j++) {
+		ir_node *q = &ir->nodes[K->reds[j]];
+		if (q->sub == RD_WM2 && q->src[0] == r->src[0])
+			return j;
+	}
+	return -1;
+}
+
+/* Declares the vector accumulator(s) of reduction v. */
+static void acc_decl(vctx *c, int v)
+{
+	ir_node *r = &c->ir->nodes[v];
+	const vec_isa *I = c->I;
+	char *z = P(I->set1, "0.0f");
+	if (r->sub == RD_WMEAN || r->sub == RD_WM2)
+		out(c, "%s wn%d = %s, wm%d = %s, wq%d = %s;\n", I->vt, v, z, v, z, v, z);
+	else
+		out(c, "%s vacc%d = %s;\n", I->vt, v, P(I->set1, red_init(r->sub)));
+}
+
+/* Horizontal: the vector accumulator(s) of v into scalars (acc%d, and
+ * acc%d of the Welford twin v2).  With part, into slot "tid_" of partials. */
+static void acc_fold(vctx *c, int v, int v2, int part)
+{
+	ir_node *r = &c->ir->nodes[v];
+	const vec_isa *I = c->I;
+	int w = I->w;
+	if (r->sub == RD_WMEAN || r->sub == RD_WM2) {
+		out(c, "{\n");
+		c->ind++;
+		out(c, "float n_[%d], m_[%d], q_[%d], cn_ = 0, cm_ = 0, cq_ = 0;\n", w, w, w);
+		out(c, "%s;\n%s;\n%s;\n", P(I->store, "n_", "0", P("wn%d", v)), P(I->store, "m_", "0", P("wm%d", v)),
+		    P(I->store, "q_", "0", P("wq%d", v)));
+		out(c, "coil_welford_merge(n_, m_, q_, %d, &cn_, &cm_, &cq_);\n", w);
+		if (part)
+			out(c, "pn%d[tid_] = cn_;\npm%d[tid_] = cm_;\npq%d[tid_] = cq_;\n", v, v, v);
+		else {
+			out(c, "acc%d = %s;\n", v, r->sub == RD_WMEAN ? "cm_" : "cq_");
+			if (v2 >= 0)
+				out(c, "acc%d = cq_;\n", v2);
+		}
+		c->ind--;
+		out(c, "}\n");
+		return;
+	}
+	char *h = P(I->hred[r->sub], P("vacc%d", v));
+	if (part)
+		out(c, "pacc%d[tid_] = %s;\n", v, h);
+	else
+		out(c, "acc%d = %s;\n", v, h);
+}
+
+typedef struct ep_arg {
+	ir_kernel *K;
+	ir_node *s0;
+	char **full;
+} ep_arg;
+
+static void ep_full_body(vctx *c, void *arg)
+{
+	ep_arg *e = arg;
+	for (int i = 0; i < e->K->nouts && !c->bad; i++) {
+		ir_node *p = &c->ir->nodes[e->K->outs[i]];
+		if (p->rank == e->s0->rank && dims_equal(p->shape, e->s0->shape, p->rank))
+			vstore(c, e->K->outs[i], e->full);
+	}
+}
+
+/* Outer-shaped epilogue outputs, at the kept index. */
+static void ep_outer(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0, char **outer)
+{
+	for (int i = 0; i < K->nouts && !c->bad; i++) {
+		ir_node *p = &c->ir->nodes[K->outs[i]];
+		if (p->rank == s0->rank && dims_equal(p->shape, s0->shape, p->rank) && r0->mask)
+			continue;
+		char *pidx[COIL_MAX_RANK];
+		int j = 0;
+		for (int d = 0; d < p->rank; d++) {
+			if (dim_eq_const(&p->shape[d], 1)) {
+				pidx[d] = "0";
+				continue;
+			}
+			while (j < r0->rank && dim_eq_const(&r0->shape[j], 1))
+				j++;
+			pidx[d] = outer[j++];
+		}
+		vstore(c, K->outs[i], pidx);
+	}
+}
+
+static int has_full(vctx *c, ir_kernel *K, ir_node *s0)
+{
+	for (int i = 0; i < K->nouts; i++) {
+		ir_node *p = &c->ir->nodes[K->outs[i]];
+		if (p->rank == s0->rank && dims_equal(p->shape, s0->shape, p->rank))
+			return 1;
+	}
+	return 0;
+}
+
+/* Reduction over dims including the innermost one: rows. */
+static void emit_rows(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
+{
+	unsigned M = r0->mask;
+	char *full[COIL_MAX_RANK], *outer[COIL_MAX_RANK];
+	loopvars(c, s0, full, 0);
+	loopvars(c, s0, outer, M);
+	int nkept = 0;
+	for (int d = 0; d < s0->rank; d++)
+		nkept += !(M >> d & 1) && !dim_eq_const(&s0->shape[d], 1);
+	int split = nkept == 0; /* one row: split each reduction across the team */
+	out(c, "const int64_t work = %s;\n", work_expr(c, s0));
+	out(c, "const int nte = coil_team(nt, work) < 64 ? coil_team(nt, work) : 64;\n");
+	out(c, "(void)nte;\n");
+	int opened = 0;
+	if (!split) {
+		out(c, "#pragma omp parallel for collapse(%d) num_threads(nte) if (nte > 1) schedule(static)\n", nkept);
+		for (int d = 0; d < s0->rank; d++) {
+			if (M >> d & 1 || dim_eq_const(&s0->shape[d], 1))
+				continue;
+			out(c, "for (int64_t i%d = 0; i%d < %s; i%d++) {\n", d, d, dimc(c, &s0->shape[d]), d);
+			c->ind++;
+			opened++;
+		}
+	} else {
+		out(c, "{\n");
+		c->ind++;
+		opened++;
+	}
+	scope_push(c);
+	/* row cache: one reduced dim (the vector dim) of static length */
+	int nred = 0, last = K->reds[K->nreds - 1];
+	int64_t rowlen = 0;
+	for (int d = 0; d < s0->rank; d++)
+		nred += M >> d & 1 && !dim_eq_const(&s0->shape[d], 1);
+	ir_node *rl = &c->ir->nodes[last];
+	if (!split && nred == 1 && dim_is_const(&s0->shape[c->vd], &rowlen) && rowlen <= 16384 && has_full(c, K, s0) &&
+	    rl->sub <= RD_MIN && !is_buf(c, &c->ir->nodes[rl->src[0]]) && c->ir->nodes[rl->src[0]].op != IR_FILL) {
+		c->cache_v = rl->src[0];
+		c->cache_key = key_of(c, &c->ir->nodes[rl->src[0]], full);
+		out(c, "float row_[%lld] __attribute__((aligned(64)));\n", (long long)rowlen);
+	}
+	char *done = arena_alloc(c->a, (size_t)K->nreds + 1);
+	for (int i = 0; i < K->nreds && !c->bad; i++) {
+		if (done[i])
+			continue;
+		c->cache_mode = c->cache_v >= 0 && K->reds[i] == last;
+		int v = K->reds[i], t = welford_twin(c->ir, K, i), v2 = t >= 0 ? K->reds[t] : -1;
+		ir_node *r = &c->ir->nodes[v];
+		if (r->sub == RD_ARGMAX || r->dtype != COIL_F32) {
+			c->bad = 1;
+			break;
+		}
+		if (t >= 0)
+			done[t] = 1;
+		out(c, "float acc%d;\n", v);
+		if (v2 >= 0)
+			out(c, "float acc%d;\n", v2);
+		red_arg ra = {v, v2, full};
+		if (!split) {
+			out(c, "{\n");
+			c->ind++;
+			acc_decl(c, v);
+			nest(c, s0->shape, s0->rank, M, 0, 0, -1, red_body, &ra);
+			acc_fold(c, v, v2, 0);
+			c->ind--;
+			out(c, "}\n");
+		} else {
+			/* partials per thread, combined in thread order */
+			int wf = r->sub == RD_WMEAN || r->sub == RD_WM2;
+			if (wf)
+				out(c, "float pn%d[64] = {0}, pm%d[64] = {0}, pq%d[64] = {0};\n", v, v, v);
+			else
+				out(c, "float pacc%d[64];\n", v);
+			out(c, "int pt%d = 1;\n", v);
+			out(c, "#pragma omp parallel num_threads(nte) if (nte > 1)\n");
+			out(c, "{\n");
+			c->ind++;
+			out(c, "const int tid_ = omp_get_thread_num(), T_ = omp_get_num_threads();\n");
+			out(c, "if (tid_ == 0)\n        pt%d = T_;\n", v);
+			acc_decl(c, v);
+			/* the first reduced dim is split; if it is the vector dim, in whole vectors */
+			int sd = -1;
+			for (int d = 0; d < s0->rank && sd < 0; d++)
+				if (M >> d & 1 && !dim_eq_const(&s0->shape[d], 1))
+					sd = d;
+			char *sz = dimc(c, &s0->shape[sd]);
+			if (sd == c->vd) {
+				int w = c->I->w;
+				out(c, "const int64_t nb_ = (%s + %d) / %d;\n", sz, w - 1, w);
+				out(c, "const int64_t lo_ = nb_ * tid_ / T_ * %d, hi_ = COIL_MIN(nb_ * (tid_ + 1) / T_ * %d, %s);\n",
+				    w, w, sz);
+			} else {
+				out(c, "const int64_t lo_ = %s * tid_ / T_, hi_ = %s * (tid_ + 1) / T_;\n", sz, sz);
+			}
+			int opened2 = 0;
+			for (int d = 0; d < s0->rank; d++) {
+				if (!(M >> d & 1) || d == c->vd || dim_eq_const(&s0->shape[d], 1))
+					continue;
+				if (d == sd)
+					out(c, "for (int64_t i%d = lo_; i%d < hi_; i%d++) {\n", d, d, d);
+				else
+					out(c, "for (int64_t i%d = 0; i%d < %s; i%d++) {\n", d, d, dimc(c, &s0->shape[d]), d);
+				c->ind++;
+				opened2++;
+			}
+			scope_push(c);
+			vloop(c, sd == c->vd ? "lo_" : "0", sd == c->vd ? "hi_" : dimc(c, &s0->shape[c->vd]), red_body, &ra);
+			scope_pop(c);
+			while (opened2--) {
+				c->ind--;
+				out(c, "}\n");
+			}
+			acc_fold(c, v, v2, 1);
+			c->ind--;
+			out(c, "}\n");
+			if (wf) {
+				out(c, "{\n");
+				out(c, "        float cn_ = 0, cm_ = 0, cq_ = 0;\n");
+				out(c, "        coil_welford_merge(pn%d, pm%d, pq%d, pt%d, &cn_, &cm_, &cq_);\n", v, v, v, v);
+				out(c, "        acc%d = %s;\n", v, r->sub == RD_WMEAN ? "cm_" : "cq_");
+				if (v2 >= 0)
+					out(c, "        acc%d = cq_;\n", v2);
+				out(c, "}\n");
+			} else {
+				out(c, "acc%d = pacc%d[0];\n", v, v);
+				out(c, "for (int t_ = 1; t_ < pt%d; t_++)\n", v);
+				out(c, "        acc%d = %s;\n", v,
+				    r->sub == RD_SUM ? P("acc%d + pacc%d[t_]", v, v)
+						     : P("COIL_%s(pacc%d[t_], acc%d)", r->sub == RD_MAX ? "MAX" : "MIN", v, v));
+			}
+		}
+	}
+	if (!c->bad) {
+		for (int i = 0; i < K->nreds; i++) {
+			ir_node *r = &c->ir->nodes[K->reds[i]];
+			if (r->mat)
+				out(c, "%s[%s] = acc%d;\n", bufname(c, K->reds[i]), ix_linear(c->ir, r, outer), K->reds[i]);
+		}
+		ep_outer(c, K, s0, r0, outer);
+		if (has_full(c, K, s0) && M) {
+			ep_arg e = {K, s0, full};
+			c->cache_mode = c->cache_v >= 0 ? 2 : 0;
+			nest(c, s0->shape, s0->rank, M, split, split ? 64 * c->I->w : 0, -1, ep_full_body, &e);
+			c->cache_mode = 0;
+		}
+	}
+	scope_pop(c);
+	while (opened--) {
+		c->ind--;
+		out(c, "}\n");
+	}
+}
+
+typedef struct col_arg {
+	ir_kernel *K;
+	ir_node *s0, *r0;
+	char **full, **outer;
+} col_arg;
+
+/* Column reductions: inside one vector of the kept innermost dim. */
+static void col_body(vctx *c, void *arg)
+{
+	col_arg *a = arg;
+	ir_kernel *K = a->K;
+	unsigned M = a->r0->mask;
+	char *done = arena_alloc(c->a, (size_t)K->nreds + 1);
+	for (int i = 0; i < K->nreds && !c->bad; i++) {
+		if (done[i])
+			continue;
+		int v = K->reds[i], t = welford_twin(c->ir, K, i), v2 = t >= 0 ? K->reds[t] : -1;
+		ir_node *r = &c->ir->nodes[v];
+		if (r->sub == RD_ARGMAX || r->dtype != COIL_F32) {
+			c->bad = 1;
+			return;
+		}
+		if (t >= 0)
+			done[t] = 1;
+		acc_decl(c, v);
+		red_arg ra = {v, v2, a->full};
+		int opened = 0;
+		for (int d = 0; d < a->s0->rank; d++) {
+			if (!(M >> d & 1) || dim_eq_const(&a->s0->shape[d], 1))
+				continue;
+			out(c, "for (int64_t i%d = 0; i%d < %s; i%d++) {\n", d, d, dimc(c, &a->s0->shape[d]), d);
+			c->ind++;
+			opened++;
+		}
+		scope_push(c);
+		red_body(c, &ra);
+		scope_pop(c);
+		while (opened--) {
+			c->ind--;
+			out(c, "}\n");
+		}
+		if (r->sub == RD_WMEAN || r->sub == RD_WM2) {
+			/* every lane saw the same count: no merge needed */
+			out(c, "const %s vacc%d = %s;\n", c->I->vt, v, r->sub == RD_WMEAN ? P("wm%d", v) : P("wq%d", v));
+			if (v2 >= 0)
+				out(c, "const %s vacc%d = wq%d;\n", c->I->vt, v2, v);
+		}
+	}
+	if (c->bad)
+		return;
+	for (int i = 0; i < K->nreds && !c->bad; i++) {
+		ir_node *r = &c->ir->nodes[K->reds[i]];
+		if (r->mat)
+			vstore(c, K->reds[i], a->outer);
+	}
+	ep_outer(c, K, a->s0, a->r0, a->outer);
+	if (has_full(c, K, a->s0)) {
+		int opened = 0;
+		for (int d = 0; d < a->s0->rank; d++) {
+			if (!(M >> d & 1) || dim_eq_const(&a->s0->shape[d], 1))
+				continue;
+			out(c, "for (int64_t i%d = 0; i%d < %s; i%d++) {\n", d, d, dimc(c, &a->s0->shape[d]), d);
+			c->ind++;
+			opened++;
+		}
+		scope_push(c);
+		ep_arg e = {K, a->s0, a->full};
+		ep_full_body(c, &e);
+		scope_pop(c);
+		while (opened--) {
+			c->ind--;
+			out(c, "}\n");
+		}
+	}
+}
+
+/* vstore of an in-kernel reduction result: vrv gives "vacc%d". */
+static void emit_cols(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
+{
+	unsigned M = r0->mask;
+	char *full[COIL_MAX_RANK], *outer[COIL_MAX_RANK];
+	loopvars(c, s0, full, 0);
+	loopvars(c, s0, outer, M);
+	c->red_vec = 1;
+	out(c, "const int64_t work = %s;\n", work_expr(c, s0));
+	out(c, "const int nte = coil_team(nt, work);\n");
+	out(c, "(void)nte;\n");
+	col_arg a = {K, s0, r0, full, outer};
+	nest(c, s0->shape, s0->rank, ~M, 1, c->I->w, -1, col_body, &a);
+}
+
+static void emit_red(vctx *c, ir_kernel *K)
+{
+	ir_node *r0 = &c->ir->nodes[K->reds[0]], *s0 = &c->ir->nodes[r0->src[0]];
+	if ((c->vd = inner_dim(s0->shape, s0->rank)) < 0) {
+		c->bad = 1;
+		return;
+	}
+	snprintf(c->vv, sizeof c->vv, "i%d", c->vd);
+	if (r0->mask >> c->vd & 1)
+		emit_rows(c, K, s0, r0);
+	else
+		emit_cols(c, K, s0, r0);
+}
+
+int vec_emit_kernel(coil_ir *ir, const vec_isa *isa, FILE *f, int k, char *used, coil_err *err)
+{
+	ir_kernel *K = &ir->ks[k];
+	if (!isa || K->kind == K_EXTERN)
+		return 0;
+	char *body = NULL;
+	size_t len = 0;
+	vctx c = {.ir = ir, .a = ir->arena, .I = isa, .k = k, .ind = 1, .cache_v = -1};
+	c.used = arena_alloc(ir->arena, (size_t)ir->n + 1);
+	if (!c.used || !(c.f = open_memstream(&body, &len)))
+		return coil_errf(err, "out of memory");
+	if (K->kind == K_POINTWISE)
+		emit_pw(&c, K);
+	else
+		emit_red(&c, K);
+	fclose(c.f);
+	if (!c.bad) {
+		fwrite(body, 1, len, f);
+		for (int v = 0; v < ir->n; v++)
+			used[v] |= c.used[v];
+	}
+	free(body);
+	return c.bad ? 0 : 1;
+}

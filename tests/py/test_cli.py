@@ -1,0 +1,162 @@
+"""The coil CLI end to end: compile through the local cache (a second compile is a
+hit and runs no compiler; another target or option is a miss), cache verify catches a
+corrupted artifact, a compile killed midway leaves no partial entry, errors are one
+line on stderr with a non-zero exit, and --server mode against a real coild."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import Tap  # noqa: E402
+
+COIL = os.environ.get("COIL", "build/coil")
+COILD = os.path.join(os.path.dirname(COIL), "coild")
+GRAPH = {
+    "format": "coil-graph", "version": 1,
+    "inputs": [{"name": "x", "dtype": "f32", "shape": ["batch", 8]}],
+    "params": [{"name": "w", "dtype": "f32", "shape": [4, 8]}],
+    "nodes": [
+        {"id": "t", "op": "aten.t", "args": ["w"], "outputs": ["wt"]},
+        {"id": "mm", "op": "aten.mm", "args": ["x", "wt"], "outputs": ["y"]},
+        {"id": "act", "op": "aten.gelu", "args": ["y"], "outputs": ["z"]},
+        {"id": "sm", "op": "aten._softmax", "args": ["z", 1, False], "outputs": ["p"]}],
+    "outputs": ["p"]}
+
+
+def coil(args, env, **kw):
+    return subprocess.run([COIL] + args, capture_output=True, text=True, env=env, **kw)
+
+
+def entries(env):
+    r = coil(["cache", "stats"], env)
+    return dict(line.split(" ", 1) for line in r.stdout.splitlines() if " " in line)
+
+
+def main():
+    t = Tap()
+    tmp = tempfile.mkdtemp(prefix="coil-cli-")
+    env = dict(os.environ, COIL_CACHE_DIR=os.path.join(tmp, "cache"))
+    env.pop("COIL_SERVER", None)
+    g = os.path.join(tmp, "g.json")
+    with open(g, "w") as f:
+        json.dump(GRAPH, f)
+
+    r1 = coil(["compile", g], env)
+    t.ok(r1.returncode == 0 and "compiled in" in r1.stdout, "first compile builds", r1.stdout + r1.stderr)
+    r2 = coil(["compile", g], env)
+    t.ok(r2.returncode == 0 and "cache hit" in r2.stdout, "second compile is a cache hit", r2.stdout)
+    st = entries(env)
+    t.ok(st.get("entries") == "1", "one entry after two compiles", st)
+    key1 = r1.stdout.split()[1]
+    t.ok(r2.stdout.split()[1] == key1, "same key twice")
+    r3 = coil(["compile", g, "--target", "x86-64-v3"], env)
+    t.ok(r3.returncode == 0 and "compiled in" in r3.stdout and r3.stdout.split()[1] != key1,
+         "another target is a miss with another key", r3.stdout + r3.stderr)
+    r4 = coil(["compile", g, "--opt", "1"], env)
+    t.ok(r4.returncode == 0 and "compiled in" in r4.stdout, "another option is a miss", r4.stdout + r4.stderr)
+    r = coil(["check", g], env)
+    t.ok(r.returncode == 0 and "ok" in r.stdout, "check: compiled matches the interpreter", r.stdout + r.stderr)
+    out = os.path.join(tmp, "m.so")
+    r = coil(["compile", g, "-o", out], env)
+    t.ok(r.returncode == 0 and os.path.getsize(out) > 0, "compile -o copies the artifact", r.stderr)
+    r = coil(["compile", g, "--dump-after=fuse"], env)
+    t.ok(r.returncode == 0 and "kernel" in r.stdout.lower(), "--dump-after=fuse prints the IR", r.stdout[:500])
+
+    # verify: corrupt one artifact
+    r = coil(["cache", "verify"], env)
+    t.ok(r.returncode == 0, "cache verify is clean", r.stdout + r.stderr)
+    so = [ln for ln in r1.stdout.splitlines() if ln.startswith("artifact ")][0].split()[1]
+    with open(so, "r+b") as f:
+        f.seek(100)
+        b = f.read(1)
+        f.seek(100)
+        f.write(bytes([b[0] ^ 0xFF]))
+    r = coil(["cache", "verify"], env)
+    t.ok(r.returncode != 0 and key1 in r.stdout, "cache verify detects the corrupted artifact", r.stdout + r.stderr)
+    r = coil(["cache", "verify", "--repair"], env)
+    r = coil(["cache", "verify"], env)
+    t.ok(r.returncode == 0, "verify --repair removes it", r.stdout + r.stderr)
+    r = coil(["compile", g], env)
+    t.ok(r.returncode == 0 and "compiled in" in r.stdout, "it recompiles after repair", r.stdout)
+    r = coil(["cache", "gc", "--budget", "1"], env)
+    t.ok(r.returncode == 0 and entries(env).get("entries") == "0", "gc to a tiny budget evicts everything",
+         entries(env))
+
+    # a compile killed midway leaves no partial entry
+    big = dict(GRAPH)
+    big["nodes"] = list(GRAPH["nodes"])
+    prev = "p"
+    for i in range(300):
+        big["nodes"].append({"id": "e%d" % i, "op": "aten.exp" if i % 2 else "aten.sigmoid", "args": [prev],
+                             "outputs": ["v%d" % i]})
+        big["nodes"].append({"id": "s%d" % i, "op": "aten.sum.dim_IntList", "args": ["v%d" % i, [1], True],
+                             "outputs": ["q%d" % i]})
+        big["nodes"].append({"id": "d%d" % i, "op": "aten.div.Tensor", "args": ["v%d" % i, "q%d" % i],
+                             "outputs": ["r%d" % i]})
+        prev = "r%d" % i
+    big["outputs"] = [prev]
+    gb = os.path.join(tmp, "big.json")
+    with open(gb, "w") as f:
+        json.dump(big, f)
+    env2 = dict(env, COIL_CACHE_DIR=os.path.join(tmp, "cache2"))
+    p = subprocess.Popen([COIL, "compile", gb, "--opt", "3"], env=env2, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, start_new_session=True)
+    time.sleep(0.6)
+    killed = p.poll() is None
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    st = entries(env2)
+    r = coil(["cache", "verify"], env2)
+    tmpdir = os.path.join(tmp, "cache2", "tmp")
+    t.ok(killed and st.get("entries") == "0" and r.returncode == 0,
+         "a compile killed midway leaves no entry", "killed=%s %s %s" % (killed, st, r.stdout + r.stderr))
+    coil(["cache", "stats"], env2)  # open reconciles: stale build dirs of dead processes go
+    left = [f for f in os.listdir(tmpdir)] if os.path.isdir(tmpdir) else []
+    t.diag("tmp/ after the kill: %s (removed by reconcile once stale)" % left)
+
+    # errors: one line on stderr, non-zero exit
+    bad = os.path.join(tmp, "bad.json")
+    with open(bad, "w") as f:
+        json.dump(dict(GRAPH, nodes=GRAPH["nodes"][:1] + [dict(GRAPH["nodes"][1], args=["x", "nosuch"])]), f)
+    for args in (["validate", bad], ["compile", bad], ["run", bad, "-i", bad], ["check", bad]):
+        r = coil(args, env)
+        lines = r.stderr.strip().splitlines()
+        t.ok(r.returncode != 0 and len(lines) == 1 and "node 'mm'" in lines[0] and "nosuch" in lines[0],
+             "coil %s: one line naming the node" % args[0], r.stderr)
+    r = coil(["frobnicate"], env)
+    t.ok(r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, "unknown command: one line", r.stderr)
+
+    # --server mode against a real coild on loopback
+    port_file = os.path.join(tmp, "port")
+    d = subprocess.Popen([COILD, "--listen", "127.0.0.1:0", "--port-file", port_file, "--cache-dir",
+                          os.path.join(tmp, "srv"), "--workers", "2"], stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            if os.path.exists(port_file) and open(port_file).read().strip():
+                break
+            time.sleep(0.05)
+        url = "http://127.0.0.1:%s" % open(port_file).read().strip()
+        env3 = dict(env, COIL_CACHE_DIR=os.path.join(tmp, "client"))
+        r = coil(["--server", url, "compile", g], env3)
+        t.ok(r.returncode == 0 and "server: compiled" in r.stdout, "--server compile", r.stdout + r.stderr)
+        r = coil(["check", g], dict(env3, COIL_SERVER=url))
+        t.ok(r.returncode == 0 and "ok" in r.stdout, "COIL_SERVER check: fetched artifact matches the interpreter",
+             r.stdout + r.stderr)
+        key = [ln for ln in subprocess.run([COIL, "--server", url, "compile", g], capture_output=True, text=True,
+                                           env=env3).stdout.splitlines() if ln.startswith("key ")][0].split()[1]
+        r = coil(["--server", url, "fetch", key], env3)
+        t.ok(r.returncode == 0 and r.stdout.strip().endswith(key + ".so"), "--server fetch KEY", r.stdout + r.stderr)
+        r = coil(["--server", url, "fetch", "../../etc/passwd"], env3)
+        t.ok(r.returncode != 0, "fetch refuses a malformed key", r.stderr)
+    finally:
+        d.send_signal(signal.SIGTERM)
+        d.wait(timeout=30)
+    subprocess.run(["rm", "-rf", tmp])
+    t.done()
+
+
+main()
