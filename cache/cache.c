@@ -156,6 +156,7 @@ void cache_close(coil_cache *c)
 		return;
 	if (c->db)
 		sqlite3_close_v2(c->db);
+	free(c->trash.keys);
 	free(c->dir);
 	free(c);
 }
@@ -280,9 +281,9 @@ static int remove_orphans(coil_cache *c, coil_err *err)
 	return ret;
 }
 
-/* Delete regular files in DIR/tmp not modified for CACHE_STALE_TMP_SECONDS:
- * younger ones may belong to a store in progress in another process. */
-static int remove_stale_tmp(coil_cache *c, coil_err *err)
+/* Files a dead process trashed (cache_db_drop) go back where its rolled
+ * back transaction left their row; the rest the sweep deletes. */
+static int restore_trash(coil_cache *c, coil_err *err)
 {
 	char tmp[PATH_MAX];
 	if (cache_path(c, "tmp", tmp, sizeof tmp, err) != 0)
@@ -290,21 +291,47 @@ static int remove_stale_tmp(coil_cache *c, coil_err *err)
 	DIR *d = opendir(tmp);
 	if (!d)
 		return coil_errf(err, "cannot open %s: %s", tmp, strerror(errno));
-	int64_t cutoff = cache_now() - CACHE_STALE_TMP_SECONDS;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		char path[PATH_MAX];
-		int n = snprintf(path, sizeof path, "%s/%s", tmp, e->d_name);
-		struct stat st;
-		if (n < 0 || (size_t)n >= sizeof path || lstat(path, &st) != 0)
-			continue;
-		if (S_ISREG(st.st_mode) && (int64_t)st.st_mtime < cutoff)
-			cache_fs_unlink(path);
+	sqlite3_stmt *has;
+	if (cache_db_prepare(c, &has, "SELECT 1 FROM entries WHERE key = ?1", err) != 0) {
+		closedir(d);
+		return -1;
 	}
+	int ret = 0;
+	struct dirent *e;
+	while (ret == 0 && (e = readdir(d))) {
+		char key[CACHE_KEY_HEX + 1], ext[8], t[PATH_MAX], o[PATH_MAX];
+		size_t n = strlen(e->d_name);
+		if (n <= CACHE_KEY_HEX + 6 || strcmp(e->d_name + n - 6, ".trash") != 0)
+			continue;
+		snprintf(ext, sizeof ext, "%.*s", (int)(n - 6 - CACHE_KEY_HEX), e->d_name + CACHE_KEY_HEX);
+		memcpy(key, e->d_name, CACHE_KEY_HEX);
+		key[CACHE_KEY_HEX] = '\0';
+		if (!cache_key_valid(key) || (strcmp(ext, ".so") && strcmp(ext, ".graph")))
+			continue;
+		sqlite3_reset(has);
+		sqlite3_bind_text(has, 1, key, -1, SQLITE_STATIC);
+		int rc = sqlite3_step(has);
+		if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+			ret = cache_db_fail(c, "looking up a trashed file's row", err);
+			break;
+		}
+		if (cache_trash_path(c, key, ext, t, sizeof t, err) != 0 ||
+		    cache_obj_path(c, key, ext, o, sizeof o, err) != 0) {
+			ret = -1;
+			break;
+		}
+		if (rc == SQLITE_ROW && access(o, F_OK) != 0) {
+			if (rename(t, o) != 0) {
+				ret = coil_errf(err, "cannot restore %s: %s", o, strerror(errno));
+				break;
+			}
+		} else {
+			cache_fs_unlink(t);
+		}
+	}
+	sqlite3_finalize(has);
 	closedir(d);
-	return 0;
+	return ret;
 }
 
 int cache_reconcile(coil_cache *c, coil_err *err)
@@ -312,18 +339,23 @@ int cache_reconcile(coil_cache *c, coil_err *err)
 	cache_keys bad = {0};
 	if (cache_db_begin(c, err) != 0)
 		return -1;
-	int ret = find_broken_rows(c, &bad, err);
+	/* All of it under the write lock: no other process is between a drop
+	 * and its commit meanwhile, so whatever is trashed or unheld in tmp/ is
+	 * a dead process's. */
+	int ret = restore_trash(c, err);
+	if (ret == 0)
+		ret = find_broken_rows(c, &bad, err);
 	for (size_t i = 0; ret == 0 && i < bad.n; i++)
 		ret = cache_db_drop(c, bad.keys[i], err);
 	if (ret == 0)
 		ret = remove_orphans(c, err);
 	if (ret == 0)
+		ret = cache_fs_sweep_tmp(c, err);
+	if (ret == 0)
 		ret = cache_db_commit(c, err);
 	if (ret != 0)
 		cache_db_rollback(c);
 	free(bad.keys);
-	if (ret == 0)
-		ret = remove_stale_tmp(c, err);
 	if (ret == 0)
 		ret = cache_locks_cleanup(c, err);
 	return ret;

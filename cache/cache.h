@@ -6,7 +6,7 @@
  *   DIR/index.sqlite                 the index (WAL mode, busy timeout)
  *   DIR/objects/ab/<key>.so          the artifact; "ab" = first two hex digits
  *   DIR/objects/ab/<key>.graph       the canonical graph text it was built from
- *   DIR/tmp/                         temp files of stores in progress
+ *   DIR/tmp/                         temp files of stores and builds in progress
  *   DIR/locks/<key>.lock             per-key compile locks (flock)
  *
  * Keys are 64 lowercase hex digits (a SHA-256 digest).  Only keys that pass
@@ -16,7 +16,8 @@
  * files are complete, fsynced and renamed into place; a lookup hit always has
  * the same canonical graph as the caller's; cache_open() drops rows whose files
  * are missing or have the wrong size, and deletes object files with no row,
- * temp files older than an hour and lock files nobody holds.
+ * temp files and build directories whose process is gone (their flock is
+ * free) and lock files nobody holds.
  *
  * Threads: a coil_cache handle is used by one thread at a time.  Any number of
  * handles, in one process or in several, may share a directory (on a local
@@ -42,9 +43,6 @@ typedef struct coil_cache coil_cache;
 /* A path_out buffer of this size always fits an artifact path. */
 #define CACHE_PATH_MAX 4096
 
-/* Temp files in DIR/tmp older than this are considered abandoned. */
-#define CACHE_STALE_TMP_SECONDS 3600
-
 /* 1 if key is exactly 64 characters of [0-9a-f], else 0 (NULL gives 0). */
 int cache_key_valid(const char *key);
 
@@ -66,8 +64,9 @@ const char *cache_dir(const coil_cache *c);
  * the entry is compared byte for byte with canon[0..canon_len); if it differs
  * the lookup is a miss and also counts as a collision, so a hit never hands
  * back code built from another graph.  A hit updates the entry's last-use
- * time; hits, misses and collisions are counted in the index.  The artifact's
- * bytes are not rehashed here (see cache_verify()). */
+ * time; hits, misses and collisions are counted in the index (best effort:
+ * when the index cannot be written, on a full disk say, the lookup still
+ * answers).  The artifact's bytes are not rehashed here (see cache_verify()). */
 int cache_lookup(coil_cache *c, const char *key, const char *canon, size_t canon_len,
 		 char *path_out, size_t cap, coil_err *err);
 
@@ -77,8 +76,10 @@ int cache_lookup(coil_cache *c, const char *key, const char *canon, size_t canon
  * (the directory fsynced too), and only then is the index row written.  An
  * existing entry for key is replaced.  Then least-recently-used entries other
  * than this one are evicted until the total fits the budget; an entry that
- * alone exceeds the budget is not stored and the call fails.  On failure no
- * file and no row is left behind. */
+ * alone exceeds the budget is not stored and the call fails.  On a full disk
+ * (ENOSPC, SQLITE_FULL) it tries again after truncating the index's log,
+ * then after evicting least-recently-used entries of twice its size.  On
+ * failure no file and no row is left behind. */
 int cache_store(coil_cache *c, const char *key, const char *src_path, const char *canon,
 		size_t canon_len, const char *meta_json, coil_err *err);
 
@@ -130,6 +131,15 @@ int cache_list(coil_cache *c, cache_list_cb cb, void *ud, coil_err *err);
  * the cache).  Does not change the handle's own budget. */
 int cache_gc(coil_cache *c, uint64_t budget, coil_err *err);
 
+/* On a full disk: truncate the index's write-ahead log, then evict
+ * least-recently-used entries of at least bytes in total (stores do this by
+ * themselves when a write fails with ENOSPC).  Returns how many entries were
+ * evicted, or -1. */
+int cache_make_room(coil_cache *c, uint64_t bytes, coil_err *err);
+
+/* Bytes free for us on the cache's file system, -1 if unknown. */
+int64_t cache_free_bytes(const coil_cache *c);
+
 /* Check every indexed entry: both files present, sizes as recorded, and the
  * artifact's SHA-256 recomputed and compared.  cb (may be NULL) is called
  * once per bad entry with a one-line description; a nonzero return stops the
@@ -142,6 +152,13 @@ int cache_repair(coil_cache *c, cache_problem_cb cb, void *ud, int *bad_count, c
 /* Bring index and files back in line, as cache_open() does; also deletes
  * lock files that nobody holds. */
 int cache_reconcile(coil_cache *c, coil_err *err);
+
+/* A private directory DIR/tmp/build-XXXXXX for building an artifact (path
+ * into buf), flocked through *fd_out: a reconcile removes it only once its
+ * holder is gone, so a crash mid-build leaves nothing behind for long.
+ * cache_tmpdir_remove() deletes it with its contents and closes fd. */
+int cache_tmpdir_create(coil_cache *c, char *buf, size_t cap, int *fd_out, coil_err *err);
+void cache_tmpdir_remove(const char *path, int fd);
 
 /* Per-key exclusive lock (flock on DIR/locks/<key>.lock), held until
  * cache_unlock_key(*fd_out).  It excludes every other locker of key, in this

@@ -3,6 +3,7 @@
  * prepared; every value is bound. */
 #include "cache/cache_internal.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,15 +74,49 @@ int cache_db_begin(coil_cache *c, coil_err *err)
 	return cache_db_run(c, "BEGIN IMMEDIATE", err);
 }
 
+int cache_trash_path(const coil_cache *c, const char *key, const char *ext, char *buf, size_t cap,
+		     coil_err *err)
+{
+	int n = snprintf(buf, cap, "%s/tmp/%s%s.trash", c->dir, key, ext);
+	if (n < 0 || (size_t)n >= cap)
+		return coil_errf(err, "cache path too long under %s", c->dir);
+	return 0;
+}
+
+/* After the transaction: delete the trashed files (committed) or put them
+ * back (rolled back). */
+static void settle_trash(coil_cache *c, int committed)
+{
+	static const char *const exts[] = {".so", ".graph"};
+	for (size_t i = 0; i < c->trash.n; i++)
+		for (int e = 0; e < 2; e++) {
+			char t[PATH_MAX], o[PATH_MAX];
+			if (cache_trash_path(c, c->trash.keys[i], exts[e], t, sizeof t, NULL) != 0 ||
+			    cache_obj_path(c, c->trash.keys[i], exts[e], o, sizeof o, NULL) != 0)
+				continue;
+			/* A file that will not move back stays in tmp/ for the next
+			 * reconcile to restore (its row is there). */
+			if (committed)
+				cache_fs_unlink(t);
+			else
+				rename(t, o);
+		}
+	c->trash.n = 0;
+}
+
 int cache_db_commit(coil_cache *c, coil_err *err)
 {
-	return cache_db_run(c, "COMMIT", err);
+	if (cache_db_run(c, "COMMIT", err) != 0)
+		return -1;
+	settle_trash(c, 1);
+	return 0;
 }
 
 void cache_db_rollback(coil_cache *c)
 {
 	if (!sqlite3_get_autocommit(c->db))
 		cache_db_run(c, "ROLLBACK", NULL);
+	settle_trash(c, 0);
 }
 
 /* Switch to WAL.  A database being created by another process at the same
@@ -153,7 +188,10 @@ int cache_db_open(coil_cache *c, coil_err *err)
 	if (set_wal(c, err) != 0 ||
 	    /* In WAL mode NORMAL loses at most the last commits on power loss; the
 	     * files those rows name are then orphans that reconcile deletes. */
-	    cache_db_run(c, "PRAGMA synchronous = NORMAL", err) != 0 || create_schema(c, err) != 0)
+	    cache_db_run(c, "PRAGMA synchronous = NORMAL", err) != 0 ||
+	    /* After a checkpoint the log shrinks back to this: on a small disk
+	     * it must not keep its high-water mark. */
+	    cache_db_run(c, "PRAGMA journal_size_limit = 1048576", err) != 0 || create_schema(c, err) != 0)
 		return coil_err_prefix(err, "index %s", path);
 	return 0;
 }
@@ -200,12 +238,30 @@ int cache_db_total(coil_cache *c, uint64_t *bytes, coil_err *err)
 	return ret;
 }
 
+int cache_db_trash_files(coil_cache *c, const char *key, coil_err *err)
+{
+	static const char *const exts[] = {".so", ".graph"};
+	for (size_t i = 0; i < c->trash.n; i++)
+		if (!strcmp(c->trash.keys[i], key))
+			return 0; /* already trashed in this transaction */
+	/* Listed before anything moves, so a rollback always finds it. */
+	if (cache_keys_add(&c->trash, key, err) != 0)
+		return -1;
+	for (int e = 0; e < 2; e++) {
+		char o[PATH_MAX], t[PATH_MAX];
+		if (cache_obj_path(c, key, exts[e], o, sizeof o, err) != 0 ||
+		    cache_trash_path(c, key, exts[e], t, sizeof t, err) != 0)
+			return -1;
+		/* A file that will not move fails the transaction: deleting it
+		 * now could not be undone by a rollback. */
+		if (rename(o, t) != 0 && errno != ENOENT)
+			return coil_errf(err, "cannot move %s aside: %s", o, strerror(errno));
+	}
+	return 0;
+}
+
 int cache_db_drop(coil_cache *c, const char *key, coil_err *err)
 {
-	char so[PATH_MAX], graph[PATH_MAX];
-	if (cache_obj_path(c, key, ".so", so, sizeof so, err) != 0 ||
-	    cache_obj_path(c, key, ".graph", graph, sizeof graph, err) != 0)
-		return -1;
 	sqlite3_stmt *st;
 	if (cache_db_prepare(c, &st, "DELETE FROM entries WHERE key = ?1", err) != 0)
 		return -1;
@@ -214,11 +270,7 @@ int cache_db_drop(coil_cache *c, const char *key, coil_err *err)
 	sqlite3_finalize(st);
 	if (ret != 0)
 		return -1;
-	/* A file that will not go away is an orphan that the next reconcile
-	 * retries; the index is what lookups trust, so that is no error here. */
-	cache_fs_unlink(so);
-	cache_fs_unlink(graph);
-	return 0;
+	return cache_db_trash_files(c, key, err);
 }
 
 int cache_db_evict(coil_cache *c, uint64_t budget, const char *keep, coil_err *err)
@@ -260,4 +312,9 @@ int cache_db_evict(coil_cache *c, uint64_t budget, const char *keep, coil_err *e
 		ret = cache_db_bump(c, "evictions", (int64_t)victims.n, err);
 	free(victims.keys);
 	return ret;
+}
+
+void cache_db_make_room(coil_cache *c)
+{
+	sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
 }

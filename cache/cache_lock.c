@@ -18,14 +18,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Is the file open as fd still the one at path? */
-static int still_linked(int fd, const char *path)
-{
-	struct stat a, b;
-	return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
-	       a.st_ino == b.st_ino;
-}
-
 static int lock_key(coil_cache *c, const char *key, int nonblock, int *fd_out, coil_err *err)
 {
 	const char *fn = nonblock ? "cache_trylock_key" : "cache_lock_key";
@@ -50,7 +42,7 @@ static int lock_key(coil_cache *c, const char *key, int nonblock, int *fd_out, c
 				return 1;
 			return coil_errf(err, "%s: cannot lock %s: %s", fn, path, strerror(e));
 		}
-		if (still_linked(fd, path)) {
+		if (cache_fs_still_linked(fd, path)) {
 			*fd_out = fd;
 			return 0;
 		}
@@ -99,7 +91,7 @@ int cache_locks_cleanup(coil_cache *c, coil_err *err)
 		if (fd < 0)
 			continue;
 		/* Unlink only while holding the lock, so no holder loses it. */
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0 && still_linked(fd, path))
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0 && cache_fs_still_linked(fd, path))
 			cache_fs_unlink(path);
 		close(fd);
 	}

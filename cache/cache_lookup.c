@@ -83,39 +83,40 @@ int cache_lookup(coil_cache *c, const char *key, const char *canon, size_t canon
 	if (!path_out || strlen(so) >= cap)
 		return coil_errf(err, "cache_lookup %s: path buffer of %zu bytes is too small", key, cap);
 
+	/* The answer needs only reads; the bookkeeping after it (last use,
+	 * counters, dropping a stale row) needs a write transaction.  When the
+	 * index cannot be written (a full disk, a writer holding the lock past
+	 * the busy timeout) the lookup still answers, without the bookkeeping:
+	 * a cache that cannot record a hit keeps serving it. */
 	int kind = ENTRY_ABSENT;
-	if (cache_db_begin(c, err) != 0)
+	int writing = cache_db_begin(c, NULL) == 0;
+	if (classify(c, key, canon, canon_len, so, graph, &kind, err) != 0) {
+		if (writing)
+			cache_db_rollback(c);
 		return coil_err_prefix(err, "cache_lookup %s", key);
-	if (classify(c, key, canon, canon_len, so, graph, &kind, err) != 0)
-		goto fail;
+	}
+	int ok = writing;
 	switch (kind) {
 	case ENTRY_HIT:
-		if (touch(c, key, err) != 0 || cache_db_bump(c, "hits", 1, err) != 0)
-			goto fail;
+		ok = ok && touch(c, key, NULL) == 0 && cache_db_bump(c, "hits", 1, NULL) == 0;
 		break;
 	case ENTRY_STALE:
-		if (cache_db_drop(c, key, err) != 0)
-			goto fail;
+		ok = ok && cache_db_drop(c, key, NULL) == 0;
 		/* fall through */
 	case ENTRY_ABSENT:
-		if (cache_db_bump(c, "misses", 1, err) != 0)
-			goto fail;
+		ok = ok && cache_db_bump(c, "misses", 1, NULL) == 0;
 		break;
 	case ENTRY_COLLISION:
-		if (cache_db_bump(c, "collisions", 1, err) != 0 ||
-		    cache_db_bump(c, "misses", 1, err) != 0)
-			goto fail;
+		ok = ok && cache_db_bump(c, "collisions", 1, NULL) == 0 &&
+		     cache_db_bump(c, "misses", 1, NULL) == 0;
 		break;
 	}
-	if (cache_db_commit(c, err) != 0)
-		goto fail;
+	if (writing && (!ok || cache_db_commit(c, NULL) != 0))
+		cache_db_rollback(c);
 	if (kind != ENTRY_HIT)
 		return 0;
 	memcpy(path_out, so, strlen(so) + 1);
 	return 1;
-fail:
-	cache_db_rollback(c);
-	return coil_err_prefix(err, "cache_lookup %s", key);
 }
 
 int cache_get_meta(coil_cache *c, const char *key, char **meta_out, char sha256_hex[65],

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -25,19 +27,20 @@ typedef struct {
 	uint64_t size;
 } staged;
 
-/* Leave nothing behind: close, unlink the temp files, free the hash. */
+/* Leave nothing behind: unlink the temp files (still holding their locks),
+ * close them, free the hash. */
 static void stage_abort(staged *s)
 {
-	if (s->so_fd >= 0)
-		close(s->so_fd);
-	if (s->graph_fd >= 0)
-		close(s->graph_fd);
-	s->so_fd = s->graph_fd = -1;
 	if (s->so_tmp[0])
 		cache_fs_unlink(s->so_tmp);
 	if (s->graph_tmp[0])
 		cache_fs_unlink(s->graph_tmp);
 	s->so_tmp[0] = s->graph_tmp[0] = '\0';
+	if (s->so_fd >= 0)
+		close(s->so_fd);
+	if (s->graph_fd >= 0)
+		close(s->graph_fd);
+	s->so_fd = s->graph_fd = -1;
 	cache_sha256_free(s->hash);
 	s->hash = NULL;
 }
@@ -65,18 +68,13 @@ static int stage_write(staged *s, const void *p, size_t n, coil_err *err)
 	return 0;
 }
 
-/* fsync and close one temp file. */
-static int seal(int *fd, const char *path, coil_err *err)
+/* fsync one temp file.  It stays open (and so flocked, see
+ * cache_fs_tmp_create) until stage_abort, after the rename: a reconcile in
+ * another process must not take it for a dead store's leftover. */
+static int seal(int fd, const char *path, coil_err *err)
 {
-	int rc = fsync(*fd);
-	int e = errno;
-	if (close(*fd) != 0 && rc == 0) {
-		rc = -1;
-		e = errno;
-	}
-	*fd = -1;
-	if (rc != 0)
-		return coil_errf(err, "cannot sync %s: %s", path, strerror(e));
+	if (fsync(fd) != 0)
+		return coil_errf(err, "cannot sync %s: %s", path, strerror(errno));
 	return 0;
 }
 
@@ -118,7 +116,7 @@ static int stage_commit(coil_cache *c, staged *s, const char *key, const char *c
 	char sha[65], fan[PATH_MAX], so[PATH_MAX], graph[PATH_MAX], objects[PATH_MAX];
 	int fan_created = 0;
 	if (cache_fs_write_all(s->graph_fd, canon, canon_len, s->graph_tmp, err) != 0 ||
-	    seal(&s->so_fd, s->so_tmp, err) != 0 || seal(&s->graph_fd, s->graph_tmp, err) != 0 ||
+	    seal(s->so_fd, s->so_tmp, err) != 0 || seal(s->graph_fd, s->graph_tmp, err) != 0 ||
 	    cache_sha256_final(s->hash, sha, err) != 0)
 		return -1;
 	if (c->budget && (s->size > c->budget || canon_len > c->budget - s->size))
@@ -137,8 +135,12 @@ static int stage_commit(coil_cache *c, staged *s, const char *key, const char *c
 
 	if (cache_db_begin(c, err) != 0)
 		return -1;
-	/* The graph goes first: a .so is never in place without its graph. */
+	/* An entry being replaced: its files step aside to DIR/tmp, back in
+	 * place if this fails (cache_db_rollback), deleted once it commits. */
 	int have_graph = 0, have_so = 0;
+	if ((access(so, F_OK) == 0 || access(graph, F_OK) == 0) && cache_db_trash_files(c, key, err) != 0)
+		goto fail;
+	/* The graph goes first: a .so is never in place without its graph. */
 	if (rename(s->graph_tmp, graph) != 0) {
 		coil_errf(err, "cannot rename %s to %s: %s", s->graph_tmp, graph, strerror(errno));
 		goto fail;
@@ -157,9 +159,8 @@ static int stage_commit(coil_cache *c, staged *s, const char *key, const char *c
 		goto fail;
 	return 0;
 fail:
-	/* Still holding the write lock, take back what was put in place.  Those
-	 * files may have replaced an older entry's; its row, restored by the
-	 * rollback, is then dropped by the next lookup or reconcile. */
+	/* Still holding the write lock, take back what was put in place; the
+	 * rollback puts a replaced entry's files back. */
 	if (have_graph)
 		cache_fs_unlink(graph);
 	if (have_so)
@@ -178,7 +179,10 @@ static int check_store_args(const char *key, const char *canon, size_t canon_len
 		return coil_errf(err, "no canonical graph text given");
 	if (meta) {
 		json_error_t jerr;
+		errno = 0;
 		json_t *j = json_loads(meta, JSON_DECODE_ANY, &jerr);
+		if (!j && errno == ENOMEM) /* jansson reports it as a syntax error */
+			return coil_errf(err, "out of memory while checking the metadata");
 		if (!j)
 			return coil_errf(err, "metadata is not JSON: line %d: %s", jerr.line, jerr.text);
 		json_decref(j);
@@ -186,18 +190,26 @@ static int check_store_args(const char *key, const char *canon, size_t canon_len
 	return 0;
 }
 
-int cache_store(coil_cache *c, const char *key, const char *src_path, const char *canon,
-		size_t canon_len, const char *meta_json, coil_err *err)
+/* One attempt at storing the file at src_path (data NULL) or len bytes at data. */
+static int store_once(coil_cache *c, const char *key, const char *src_path, const void *data, size_t len,
+		      const char *canon, size_t canon_len, const char *meta_json, coil_err *err)
 {
-	if (check_store_args(key, canon, canon_len, meta_json, err) != 0)
-		return coil_err_prefix(err, "cache_store");
+	staged s;
+	if (!src_path) {
+		int ret = stage_open(c, &s, err);
+		if (ret == 0)
+			ret = stage_write(&s, data, len, err);
+		if (ret == 0)
+			ret = stage_commit(c, &s, key, canon, canon_len, meta_json, err);
+		stage_abort(&s);
+		return ret;
+	}
 	int src = open(src_path, O_RDONLY | O_CLOEXEC);
 	if (src < 0)
-		return coil_errf(err, "cache_store %s: cannot open %s: %s", key, src_path, strerror(errno));
-	staged s;
+		return coil_errf(err, "cannot open %s: %s", src_path, strerror(errno));
 	if (stage_open(c, &s, err) != 0) {
 		close(src);
-		return coil_err_prefix(err, "cache_store %s", key);
+		return -1;
 	}
 	unsigned char buf[65536];
 	int ret = 0;
@@ -216,46 +228,123 @@ int cache_store(coil_cache *c, const char *key, const char *src_path, const char
 	if (ret == 0)
 		ret = stage_commit(c, &s, key, canon, canon_len, meta_json, err);
 	stage_abort(&s);
-	return ret == 0 ? 0 : coil_err_prefix(err, "cache_store %s", key);
+	return ret;
+}
+
+/* Did the last failure come from a full disk? */
+static int disk_full(coil_cache *c, const coil_err *err)
+{
+	return (err && strstr(err->msg, strerror(ENOSPC))) || sqlite3_errcode(c->db) == SQLITE_FULL;
+}
+
+/* Evict least-recently-used entries other than keep, at least bytes of
+ * them; the number evicted or -1. */
+static int evict_lru(coil_cache *c, uint64_t bytes, const char *keep, coil_err *err)
+{
+	cache_stats_t before, after;
+	uint64_t total = 0;
+	if (cache_stats(c, &before, err) != 0 || cache_db_total(c, &total, err) != 0)
+		return -1;
+	if (total == 0)
+		return 0;
+	if (cache_db_begin(c, err) != 0)
+		return -1;
+	if (cache_db_evict(c, total > bytes ? total - bytes : 0, keep, err) != 0 || cache_db_commit(c, err) != 0) {
+		cache_db_rollback(c);
+		return -1;
+	}
+	if (cache_stats(c, &after, err) != 0)
+		return -1;
+	return (int)(after.evictions - before.evictions);
+}
+
+int cache_make_room(coil_cache *c, uint64_t bytes, coil_err *err)
+{
+	cache_db_make_room(c);
+	int n = evict_lru(c, bytes, NULL, err);
+	cache_db_make_room(c);
+	return n < 0 ? coil_err_prefix(err, "cache_make_room") : n;
+}
+
+int64_t cache_free_bytes(const coil_cache *c)
+{
+	struct statvfs vfs;
+	if (statvfs(c->dir, &vfs) != 0)
+		return -1;
+	return (int64_t)vfs.f_bavail * (int64_t)vfs.f_frsize;
+}
+
+/* A store on a full disk gets two more tries: after the index's write-ahead
+ * log has been checkpointed and truncated (it grows between checkpoints and
+ * can be most of what fills a small disk), then after least-recently-used
+ * entries of twice its size have been evicted. */
+static int store(coil_cache *c, const char *fn, const char *key, const char *src_path, const void *data,
+		 size_t len, const char *canon, size_t canon_len, const char *meta_json, coil_err *err)
+{
+	if (check_store_args(key, canon, canon_len, meta_json, err) != 0)
+		return coil_err_prefix(err, "%s", fn);
+	if (!src_path && !data && len)
+		return coil_errf(err, "%s %s: no data given", fn, key);
+	int ret = store_once(c, key, src_path, data, len, canon, canon_len, meta_json, err);
+	for (int round = 0; ret != 0 && round < 2 && disk_full(c, err); round++) {
+		if (round == 0) {
+			cache_db_make_room(c);
+		} else {
+			uint64_t need = 2 * ((uint64_t)len + canon_len);
+			struct stat st;
+			if (src_path && stat(src_path, &st) == 0)
+				need = 2 * ((uint64_t)st.st_size + canon_len);
+			coil_err e2 = {{0}};
+			if (evict_lru(c, need, key, &e2) <= 0)
+				break;
+		}
+		ret = store_once(c, key, src_path, data, len, canon, canon_len, meta_json, err);
+	}
+	return ret == 0 ? 0 : coil_err_prefix(err, "%s %s", fn, key);
+}
+
+int cache_store(coil_cache *c, const char *key, const char *src_path, const char *canon,
+		size_t canon_len, const char *meta_json, coil_err *err)
+{
+	return store(c, "cache_store", key, src_path, NULL, 0, canon, canon_len, meta_json, err);
 }
 
 int cache_store_bytes(coil_cache *c, const char *key, const void *data, size_t len,
 		      const char *canon, size_t canon_len, const char *meta_json, coil_err *err)
 {
-	if (check_store_args(key, canon, canon_len, meta_json, err) != 0)
-		return coil_err_prefix(err, "cache_store_bytes");
-	if (!data && len)
-		return coil_errf(err, "cache_store_bytes %s: no data given", key);
-	staged s;
-	int ret = stage_open(c, &s, err);
-	if (ret == 0)
-		ret = stage_write(&s, data, len, err);
-	if (ret == 0)
-		ret = stage_commit(c, &s, key, canon, canon_len, meta_json, err);
-	stage_abort(&s);
-	return ret == 0 ? 0 : coil_err_prefix(err, "cache_store_bytes %s", key);
+	return store(c, "cache_store_bytes", key, NULL, data, len, canon, canon_len, meta_json, err);
 }
 
+/* Removing on a full disk: the index needs room to record it; the
+ * write-ahead log's truncation gives it. */
 int cache_remove(coil_cache *c, const char *key, coil_err *err)
 {
 	if (cache_check_key(key, err) != 0)
 		return coil_err_prefix(err, "cache_remove");
-	if (cache_db_begin(c, err) != 0)
-		return coil_err_prefix(err, "cache_remove %s", key);
-	if (cache_db_drop(c, key, err) != 0 || cache_db_commit(c, err) != 0) {
+	for (int attempt = 0;; attempt++) {
+		int ret = cache_db_begin(c, err);
+		if (ret == 0 && (cache_db_drop(c, key, err) != 0 || cache_db_commit(c, err) != 0))
+			ret = -1;
+		if (ret == 0)
+			return 0;
 		cache_db_rollback(c);
-		return coil_err_prefix(err, "cache_remove %s", key);
+		if (attempt > 0 || !disk_full(c, err))
+			return coil_err_prefix(err, "cache_remove %s", key);
+		cache_db_make_room(c);
 	}
-	return 0;
 }
 
 int cache_gc(coil_cache *c, uint64_t budget, coil_err *err)
 {
-	if (cache_db_begin(c, err) != 0)
-		return coil_err_prefix(err, "cache_gc");
-	if (cache_db_evict(c, budget, NULL, err) != 0 || cache_db_commit(c, err) != 0) {
+	for (int attempt = 0;; attempt++) {
+		int ret = cache_db_begin(c, err);
+		if (ret == 0 && (cache_db_evict(c, budget, NULL, err) != 0 || cache_db_commit(c, err) != 0))
+			ret = -1;
+		if (ret == 0)
+			return 0;
 		cache_db_rollback(c);
-		return coil_err_prefix(err, "cache_gc");
+		if (attempt > 0 || !disk_full(c, err))
+			return coil_err_prefix(err, "cache_gc");
+		cache_db_make_room(c);
 	}
-	return 0;
 }

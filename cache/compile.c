@@ -24,6 +24,10 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* A build that fails with less free than this on the cache's file system
+ * failed for want of room. */
+#define COMPILE_MIN_FREE ((int64_t)4 << 20)
+
 /* The C compiler's full version ("cc -v"), read once per process; part of the key. */
 static pthread_once_t ident_once = PTHREAD_ONCE_INIT;
 static char ident_buf[512];
@@ -134,9 +138,8 @@ int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *r, coil_err
 	int fd = -1;
 	if (cache_lock_key(c, p->key, &fd, err))
 		return -1;
-	int rc = -1;
-	char tmpdir[] = "/tmp/coil-build-XXXXXX", so[64];
-	int have_tmp = 0;
+	int rc = -1, dir_fd = -1;
+	char tmpdir[CACHE_PATH_MAX] = "", so[CACHE_PATH_MAX + 16];
 	/* Another process may have built it while we waited for the lock. */
 	hit = cache_lookup(c, p->key, p->canon, p->canon_len, r->path, sizeof r->path, err);
 	if (hit < 0)
@@ -146,19 +149,29 @@ int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *r, coil_err
 		rc = fill_hit(c, p, r, err);
 		goto out;
 	}
-	if (!mkdtemp(tmpdir)) {
-		coil_errf(err, "cannot create a build directory");
+	/* The build happens inside the cache's tmp/, in a directory that a
+	 * reconcile deletes if this process dies before it does. */
+	if (cache_tmpdir_create(c, tmpdir, sizeof tmpdir, &dir_fd, err))
 		goto out;
-	}
-	have_tmp = 1;
 	snprintf(so, sizeof so, "%s/model.so", tmpdir);
 	static const char *opt_flags[4] = {"-O0", "-O1", "-O2", "-O3"};
 	codegen_opts co = {.target = p->target, .opt = opt_flags[p->opt_level], .timeout_s = p->timeout_s};
 	codegen_result cr;
 	memset(&cr, 0, sizeof cr);
 	double t0 = now_ms();
-	if (codegen_compile(p->g, &co, so, &cr, err))
-		goto out;
+	if (codegen_compile(p->g, &co, so, &cr, err)) {
+		/* A build that failed on a full disk (the compiler could not
+		 * write its output): make room by evicting, try once more. */
+		int64_t room = cache_free_bytes(c);
+		if (room < 0 || room >= COMPILE_MIN_FREE)
+			goto out;
+		coil_err e2 = {{0}};
+		if (cache_make_room(c, COMPILE_MIN_FREE, &e2) <= 0 || codegen_compile(p->g, &co, so, &cr, err)) {
+			coil_err_prefix(err, "the cache's file system is full (%lld bytes free)",
+					(long long)cache_free_bytes(c));
+			goto out;
+		}
+	}
 	r->compile_ms = now_ms() - t0;
 	char *meta = NULL;
 	{
@@ -181,18 +194,13 @@ int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *r, coil_err
 	free(meta);
 	if (src)
 		goto out;
-	hit = cache_lookup(c, p->key, p->canon, p->canon_len, r->path, sizeof r->path, err);
-	if (hit <= 0) {
-		if (hit == 0)
-			coil_errf(err, "artifact vanished from the cache right after it was stored");
+	/* The entry's path, without a lookup that would count as a hit. */
+	if (cache_entry_paths(c, p->key, r->path, NULL, sizeof r->path, err))
 		goto out;
-	}
 	rc = fill_hit(c, p, r, err);
 out:
-	if (have_tmp) {
-		unlink(so);
-		rmdir(tmpdir);
-	}
+	if (dir_fd >= 0)
+		cache_tmpdir_remove(tmpdir, dir_fd);
 	cache_unlock_key(fd);
 	return rc;
 }

@@ -1,6 +1,7 @@
 #include "client/artifact.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,7 +76,12 @@ int artifact_open(const char *path, coil_artifact **out, coil_err *err)
 		coil_errf(err, "%s: artifact ABI version %d, this coil speaks %d", path, a->abi_version(), COIL_ABI_VERSION);
 		goto fail;
 	}
+	errno = 0;
 	desc = json_loads(a->describe(), 0, NULL);
+	if (!desc && errno == ENOMEM) {
+		coil_errf(err, "%s: out of memory reading the artifact's description", path);
+		goto fail;
+	}
 	const char *tgt = json_string_value(json_object_get(desc, "target"));
 	const char *hash = json_string_value(json_object_get(desc, "graph_hash"));
 	if (!desc || !tgt || strlen(tgt) >= sizeof a->target) {

@@ -150,6 +150,8 @@ static void read_log(const char *log_path, char *log, size_t cap)
 	for (char *p = log; *p; p++)
 		if (*p == '\n' || *p == '\r')
 			*p = ' ';
+	if (!log[0])
+		snprintf(log, cap, "(no output)");
 }
 
 int build_so(const char *src, const char *cc, const char *opt, const char *tflags, int werror, int timeout_s,

@@ -521,6 +521,26 @@ static char *tensors_json(ectx *c, int n, const int *vals)
 	return arena_printf(c->a, "%s]", j);
 }
 
+/* describe's peak_bytes: the arena, the params (copied at create) and the
+ * outputs, for given symbol values; the arena's expression alone if the sum
+ * cannot be formed. */
+static char *peak_bytes(ectx *c)
+{
+	coil_graph *g = c->ir->g;
+	coil_dim tot = c->ir->arena_bytes;
+	coil_err e;
+	for (int i = 0; i < g->nparams + g->noutputs; i++) {
+		coil_value *v = &g->vals[i < g->nparams ? g->params[i] : g->outputs[i - g->nparams]];
+		coil_dim b = dim_const((int64_t)dtype_size(v->dtype));
+		for (int j = 0; j < v->rank; j++)
+			if (dim_mul(&b, &b, &v->shape[j], &e))
+				return ir_dim_c(c->a, &c->ir->arena_bytes);
+		if (dim_add(&tot, &tot, &b, &e))
+			return ir_dim_c(c->a, &c->ir->arena_bytes);
+	}
+	return ir_dim_c(c->a, &tot);
+}
+
 static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 {
 	coil_graph *g = c->ir->g;
@@ -528,10 +548,11 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	int ns = g->syms.n;
 	fprintf(f, "static const char describe_json[] = \"{\\\"abi_version\\\": %d, \\\"target\\\": \\\"%s\\\", "
 		   "\\\"graph_hash\\\": \\\"%s\\\", \\\"symbols\\\": %d, \\\"inputs\\\": %s, \\\"params\\\": %s, "
-		   "\\\"outputs\\\": %s, \\\"arena_bytes\\\": \\\"%s\\\", \\\"kernels\\\": %d}\";\n\n",
+		   "\\\"outputs\\\": %s, \\\"arena_bytes\\\": \\\"%s\\\", \\\"peak_bytes\\\": \\\"%s\\\", "
+		   "\\\"kernels\\\": %d}\";\n\n",
 		COIL_ABI_VERSION, target, hash, ns, tensors_json(c, g->ninputs, g->inputs),
 		tensors_json(c, g->nparams, g->params), tensors_json(c, g->noutputs, g->outputs),
-		ir_dim_c(c->a, &ir->arena_bytes), ir->nk);
+		ir_dim_c(c->a, &ir->arena_bytes), peak_bytes(c), ir->nk);
 	fprintf(f, "static _Thread_local char coil_errbuf[256];\n");
 	if (c->errs.n > 1) {
 		fprintf(f, "static const char *const coil_errmsg[] = {\"\"");

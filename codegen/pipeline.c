@@ -33,7 +33,7 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 		return -1;
 	coil_ir *ir = ir_decompose(g, err);
 	if (!ir)
-		return -1;
+		return err && !err->msg[0] ? coil_errf(err, "codegen: out of memory") : -1;
 	int rc = -1;
 	char *src = NULL;
 	if (dump(ir, o, "decompose") || ir_fuse(ir, err) || dump(ir, o, "fuse") || ir_schedule(ir, err) ||
@@ -67,5 +67,8 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 	rc = 0;
 out:
 	ir_free(ir);
+	/* Every failure says something (a pass that ran out of memory may not). */
+	if (rc && err && !err->msg[0])
+		coil_errf(err, "codegen: out of memory");
 	return rc;
 }

@@ -23,8 +23,11 @@
  * reduction per row, parallel over rows; when there is a single row (a
  * reduction over every dim) each reduction is split across the team and the
  * partial results combined in a fixed order.  Over outer dims: the kept
- * innermost dim is vectorized and each lane accumulates its own column.
- * RD_WMEAN/RD_WM2 (layer norm, var) are Welford, one pass for both. */
+ * innermost dim is vectorized and each lane accumulates its own column, in
+ * blocks of 4 vectors (contiguous reads of each reduced row) for sum/max/min.
+ * RD_WMEAN/RD_WM2 (layer norm, var): per row, two passes (sum, then squared
+ * deviations) in 4 accumulators each; Welford when split across threads or
+ * over columns. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,6 +175,10 @@ typedef struct vctx {
 	int cache_v;     /* node cached, -1 none */
 	char *cache_key; /* at this (full) index */
 	int cache_mode;  /* 1: store while reducing, 2: load in the epilogue */
+	int ui;          /* vloop_u: which of the unrolled vectors the body renders */
+	int unroll;      /* nest: vectors per vloop_u block (0, 1: plain vloop) */
+	int ucol;        /* nest: column blocks of ucol vectors, the body called once per block */
+	int uacc;        /* red_body: accumulate into vacc%d_<ui> */
 } vctx;
 
 static void out(vctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -320,7 +327,7 @@ static char *vrv(vctx *c, int v, char **idx)
 		return vlit(c, n->fill);
 	}
 	if (n->op == IR_REDUCE && n->kernel == c->k)
-		return c->red_vec ? P("vacc%d", v) : P(I->set1, P("acc%d", v));
+		return c->red_vec ? (c->uacc ? P("vacc%d_%d", v, c->ui) : P("vacc%d", v)) : P(I->set1, P("acc%d", v));
 	char *key = key_of(c, n, idx), *name = memo_get(c, v, key);
 	if (name)
 		return name;
@@ -448,6 +455,37 @@ static void vloop(vctx *c, const char *lo, const char *hi, body_fn body, void *a
 	out(c, "}\n");
 }
 
+/* vloop, unrolled: blocks of U vectors (the body renders each with c->ui =
+ * 0..U-1 and its own shadowing copy of the loop variable), then single
+ * vectors and the masked tail with c->ui = 0. */
+static void vloop_u(vctx *c, const char *lo, const char *hi, int U, body_fn body, void *arg)
+{
+	int w = c->I->w;
+	out(c, "{\n");
+	c->ind++;
+	out(c, "int64_t %s_u = %s;\n", c->vv, lo);
+	out(c, "for (; %s_u + %d <= %s; %s_u += %d) {\n", c->vv, U * w, hi, c->vv, U * w);
+	c->ind++;
+	for (int k = 0; k < U; k++) {
+		out(c, "{\n");
+		c->ind++;
+		out(c, "const int64_t %s = %s_u + %d, %s0 = %s_u + %d;\n", c->vv, c->vv, k * w, c->vv, c->vv, k * w);
+		out(c, "(void)%s;\n(void)%s0;\n", c->vv, c->vv);
+		c->ui = k;
+		scope_push(c);
+		body(c, arg);
+		scope_pop(c);
+		c->ui = 0;
+		c->ind--;
+		out(c, "}\n");
+	}
+	c->ind--;
+	out(c, "}\n");
+	vloop(c, P("%s_u", c->vv), hi, body, arg);
+	c->ind--;
+	out(c, "}\n");
+}
+
 static char *dimc(vctx *c, const coil_dim *d) { return P("(%s)", ir_dim_c(c->a, d)); }
 
 static void loopvars(vctx *c, const ir_node *n, char **idx, unsigned zero)
@@ -497,7 +535,28 @@ static int nest(vctx *c, const coil_dim *shape, int rank, unsigned which, int pa
 		opened++;
 	}
 	scope_push(c);
-	vloop(c, lo, hi, body, arg);
+	if (c->ucol > 1) {
+		/* whole blocks of ucol vectors (the body sees c->ucol set), then single vectors */
+		int u = c->ucol;
+		out(c, "{\n");
+		c->ind++;
+		out(c, "int64_t %s_u = %s;\n", c->vv, lo);
+		out(c, "for (; %s_u + %d <= %s; %s_u += %d) {\n", c->vv, u * c->I->w, hi, c->vv, u * c->I->w);
+		c->ind++;
+		scope_push(c);
+		body(c, arg);
+		scope_pop(c);
+		c->ind--;
+		out(c, "}\n");
+		c->ucol = 0;
+		vloop(c, P("%s_u", c->vv), hi, body, arg);
+		c->ucol = u;
+		c->ind--;
+		out(c, "}\n");
+	} else if (c->unroll > 1)
+		vloop_u(c, lo, hi, c->unroll, body, arg);
+	else
+		vloop(c, lo, hi, body, arg);
 	scope_pop(c);
 	while (opened--) {
 		c->ind--;
@@ -632,15 +691,76 @@ static void red_body(vctx *c, void *arg)
 	}
 	if (c->cache_mode == 1 && n->src[0] == c->cache_v)
 		out(c, "%s;\n", c->tail ? P(I->storem, "row_", c->vv, "tm", x) : P(I->store, "row_", c->vv, x));
-	const char *e = comb(c, n->sub, P("vacc%d", r->v), x);
+	char *acc = c->uacc ? P("vacc%d_%d", r->v, c->ui) : P("vacc%d", r->v);
+	const char *e = comb(c, n->sub, acc, x);
 	if (c->tail && !c->red_vec)
-		e = P(I->blend, "tm", P("vacc%d", r->v), e);
-	out(c, "vacc%d = %s;\n", r->v, e);
+		e = P(I->blend, "tm", acc, e);
+	out(c, "%s = %s;\n", acc, e);
 }
 
 static const char *red_init(int kind)
 {
 	return kind == RD_SUM ? "0.0f" : kind == RD_MAX ? "-INFINITY" : "INFINITY";
+}
+
+/* Mean and M2 of a row (RD_WMEAN/RD_WM2, not split across threads): two
+ * passes over the row, which is in cache by the second: the sum, then the sum
+ * of squared deviations from the mean, each in 4 interleaved accumulators (no
+ * serial chain through a division, and more accurate than Welford). */
+typedef struct tp_arg {
+	int v, pass;
+	char **full;
+} tp_arg;
+
+#define TP_U 4
+
+static void tp_body(vctx *c, void *arg)
+{
+	tp_arg *t = arg;
+	const vec_isa *I = c->I;
+	char *x = vrv(c, c->ir->nodes[t->v].src[0], t->full);
+	if (c->bad)
+		return;
+	char *acc = P("%s%d_%d", t->pass == 1 ? "ws" : "wq", t->v, c->ui);
+	const char *e;
+	if (t->pass == 1) {
+		e = P(I->op[PR_ADD], acc, x);
+	} else {
+		out(c, "const %s d_ = %s;\n", I->vt, P(I->op[PR_SUB], x, P("wmv%d", t->v)));
+		e = P(I->op[PR_ADD], acc, P(I->op[PR_MUL], "d_", "d_"));
+	}
+	if (c->tail)
+		e = P(I->blend, "tm", acc, e);
+	out(c, "%s = %s;\n", acc, e);
+}
+
+static void emit_twopass(vctx *c, ir_node *s0, unsigned M, int v, int v2, char **full)
+{
+	const vec_isa *I = c->I;
+	char *z = P(I->set1, "0.0f"), *cnt = "(int64_t)1";
+	for (int d = 0; d < s0->rank; d++)
+		if (M >> d & 1)
+			cnt = P("%s*%s", cnt, dimc(c, &s0->shape[d]));
+	for (int pass = 1; pass <= 2 && !c->bad; pass++) {
+		const char *nm = pass == 1 ? "ws" : "wq";
+		out(c, "%s %s%d_0 = %s, %s%d_1 = %s, %s%d_2 = %s, %s%d_3 = %s;\n", I->vt, nm, v, z, nm, v, z, nm, v, z,
+		    nm, v, z);
+		tp_arg ta = {v, pass, full};
+		c->unroll = TP_U;
+		nest(c, s0->shape, s0->rank, M, 0, 0, -1, tp_body, &ta);
+		c->unroll = 0;
+		char *tot = P(I->hred[RD_SUM], P(I->op[PR_ADD], P(I->op[PR_ADD], P("%s%d_0", nm, v), P("%s%d_1", nm, v)),
+					      P(I->op[PR_ADD], P("%s%d_2", nm, v), P("%s%d_3", nm, v))));
+		if (pass == 1) {
+			out(c, "const float mean%d_ = %s / (float)(%s);\n", v, tot, cnt);
+			out(c, "const %s wmv%d = %s;\n", I->vt, v, P(I->set1, P("mean%d_", v)));
+		} else {
+			out(c, "const float m2%d_ = %s;\n", v, tot);
+		}
+	}
+	out(c, "acc%d = %s%d_;\n", v, c->ir->nodes[v].sub == RD_WMEAN ? "mean" : "m2", v);
+	if (v2 >= 0)
+		out(c, "acc%d = m2%d_;\n", v2, v);
 }
 
 /* The Welford twin (RD_WM2 over the same source) of reduction i, or -1. */
@@ -811,9 +931,13 @@ static void emit_rows(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 		if (!split) {
 			out(c, "{\n");
 			c->ind++;
-			acc_decl(c, v);
-			nest(c, s0->shape, s0->rank, M, 0, 0, -1, red_body, &ra);
-			acc_fold(c, v, v2, 0);
+			if (r->sub == RD_WMEAN || r->sub == RD_WM2) {
+				emit_twopass(c, s0, M, v, v2, full);
+			} else {
+				acc_decl(c, v);
+				nest(c, s0->shape, s0->rank, M, 0, 0, -1, red_body, &ra);
+				acc_fold(c, v, v2, 0);
+			}
 			c->ind--;
 			out(c, "}\n");
 		} else {
@@ -909,14 +1033,83 @@ typedef struct col_arg {
 	char **full, **outer;
 } col_arg;
 
+static void col_body(vctx *c, void *arg);
+
+/* Column reductions over a block of c->ucol vectors of the kept innermost
+ * dim (no Welford): one pass over the reduced rows reading ucol contiguous
+ * vectors of each, into ucol accumulators per reduction; then the rest of
+ * col_body (stores, epilogue) per vector. */
+static void col_body_u(vctx *c, col_arg *a)
+{
+	ir_kernel *K = a->K;
+	unsigned M = a->r0->mask;
+	int U = c->ucol, w = c->I->w;
+	for (int i = 0; i < K->nreds && !c->bad; i++) {
+		int v = K->reds[i];
+		ir_node *r = &c->ir->nodes[v];
+		for (int k = 0; k < U; k++)
+			out(c, "%s vacc%d_%d = %s;\n", c->I->vt, v, k, P(c->I->set1, red_init(r->sub)));
+		red_arg ra = {v, -1, a->full};
+		int opened = 0;
+		for (int d = 0; d < a->s0->rank; d++) {
+			if (!(M >> d & 1) || dim_eq_const(&a->s0->shape[d], 1))
+				continue;
+			out(c, "for (int64_t i%d = 0; i%d < %s; i%d++) {\n", d, d, dimc(c, &a->s0->shape[d]), d);
+			c->ind++;
+			opened++;
+		}
+		c->uacc = 1;
+		for (int k = 0; k < U && !c->bad; k++) {
+			out(c, "{\n");
+			c->ind++;
+			out(c, "const int64_t %s = %s_u + %d, %s0 = %s_u + %d;\n", c->vv, c->vv, k * w, c->vv, c->vv, k * w);
+			out(c, "(void)%s;\n(void)%s0;\n", c->vv, c->vv);
+			c->ui = k;
+			scope_push(c);
+			red_body(c, &ra);
+			scope_pop(c);
+			c->ui = 0;
+			c->ind--;
+			out(c, "}\n");
+		}
+		c->uacc = 0;
+		while (opened--) {
+			c->ind--;
+			out(c, "}\n");
+		}
+	}
+	/* per vector: the accumulators under their usual names, then the epilogue */
+	c->ucol = 0;
+	for (int k = 0; k < U && !c->bad; k++) {
+		out(c, "{\n");
+		c->ind++;
+		out(c, "const int64_t %s = %s_u + %d, %s0 = %s_u + %d;\n", c->vv, c->vv, k * w, c->vv, c->vv, k * w);
+		out(c, "(void)%s;\n(void)%s0;\n", c->vv, c->vv);
+		for (int i = 0; i < K->nreds; i++)
+			out(c, "const %s vacc%d = vacc%d_%d;\n", c->I->vt, K->reds[i], K->reds[i], k);
+		scope_push(c);
+		c->ui = -1; /* col_body: accumulators already done */
+		col_body(c, a);
+		c->ui = 0;
+		scope_pop(c);
+		c->ind--;
+		out(c, "}\n");
+	}
+	c->ucol = U;
+}
+
 /* Column reductions: inside one vector of the kept innermost dim. */
 static void col_body(vctx *c, void *arg)
 {
 	col_arg *a = arg;
+	if (c->ucol > 1) {
+		col_body_u(c, a);
+		return;
+	}
 	ir_kernel *K = a->K;
 	unsigned M = a->r0->mask;
 	char *done = arena_alloc(c->a, (size_t)K->nreds + 1);
-	for (int i = 0; i < K->nreds && !c->bad; i++) {
+	for (int i = 0; i < K->nreds && !c->bad && c->ui >= 0; i++) {
 		if (done[i])
 			continue;
 		int v = K->reds[i], t = welford_twin(c->ir, K, i), v2 = t >= 0 ? K->reds[t] : -1;
@@ -991,7 +1184,17 @@ static void emit_cols(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 	out(c, "const int nte = coil_team(nt, work);\n");
 	out(c, "(void)nte;\n");
 	col_arg a = {K, s0, r0, full, outer};
-	nest(c, s0->shape, s0->rank, ~M, 1, c->I->w, -1, col_body, &a);
+	/* blocks of 4 vectors (256 contiguous bytes a row with AVX-512) when every
+	 * reduction is a plain f32 sum/max/min */
+	int U = 4;
+	for (int i = 0; i < K->nreds; i++) {
+		ir_node *r = &c->ir->nodes[K->reds[i]];
+		if (r->sub > RD_MIN || r->dtype != COIL_F32)
+			U = 1;
+	}
+	c->ucol = U;
+	nest(c, s0->shape, s0->rank, ~M, 1, U * c->I->w, -1, col_body, &a);
+	c->ucol = 0;
 }
 
 static void emit_red(vctx *c, ir_kernel *K)

@@ -9,6 +9,8 @@ libjansson-dev libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev
 libdnnl-dev libcmocka-dev
 python3 python3-torch python3-torchvision python3-numpy
 curl wrk nginx-light"
+# `install-deps.sh fuzz` (make fuzz): clang and its libFuzzer runtime.
+[ "${1:-}" = fuzz ] && PKGS="clang libclang-rt-14-dev"
 
 missing=""
 for p in $PKGS; do

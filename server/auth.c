@@ -54,16 +54,27 @@ static int add(coild_auth *a, const char *token, unsigned roles)
 	return 0;
 }
 
-int auth_load(coild_auth *a, const char *path, coil_err *err)
+int auth_parse(coild_auth *a, const char *text, size_t len, const char *name, coil_err *err)
 {
 	memset(a, 0, sizeof *a);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return coil_errf(err, "tokens file %s: cannot open", path);
 	char line[1024];
 	int lineno = 0, ret = 0;
-	while (ret == 0 && fgets(line, sizeof line, f)) {
+	size_t pos = 0;
+	while (ret == 0 && pos < len) {
+		/* One line (a longer one is read in 1023-byte pieces, as fgets did). */
+		size_t n = 0;
+		while (pos < len && n < sizeof line - 1) {
+			char ch = text[pos++];
+			line[n++] = ch;
+			if (ch == '\n')
+				break;
+		}
+		line[n] = 0;
 		lineno++;
+		if (strlen(line) != n) {
+			ret = coil_errf(err, "tokens file %s:%d: contains a NUL byte", name, lineno);
+			break;
+		}
 		char *hash = strchr(line, '#');
 		if (hash)
 			*hash = 0;
@@ -74,23 +85,59 @@ int auth_load(coild_auth *a, const char *path, coil_err *err)
 		unsigned mask;
 		const char *bad = NULL;
 		if (strlen(token) < 8)
-			ret = coil_errf(err, "tokens file %s:%d: a token needs at least 8 characters", path, lineno);
+			ret = coil_errf(err, "tokens file %s:%d: a token needs at least 8 characters", name, lineno);
 		else if (!roles)
-			ret = coil_errf(err, "tokens file %s:%d: token has no roles (want 'TOKEN role,role')", path,
+			ret = coil_errf(err, "tokens file %s:%d: token has no roles (want 'TOKEN role,role')", name,
 					lineno);
 		else if (strtok_r(NULL, " \t\r\n", &save))
-			ret = coil_errf(err, "tokens file %s:%d: extra words after the roles", path, lineno);
+			ret = coil_errf(err, "tokens file %s:%d: extra words after the roles", name, lineno);
 		else if (parse_roles(roles, &mask, &bad) != 0)
-			ret = coil_errf(err, "tokens file %s:%d: unknown role '%s' (roles: compile, read, admin)", path,
-					lineno, bad ? bad : "");
+			ret = coil_errf(err, "tokens file %s:%d: unknown role '%.40s' (roles: compile, read, admin)",
+					name, lineno, bad ? bad : "");
 		else if (add(a, token, mask) != 0)
-			ret = coil_errf(err, "tokens file %s: out of memory", path);
+			ret = coil_errf(err, "tokens file %s: out of memory", name);
 	}
-	fclose(f);
 	if (ret == 0 && a->n == 0)
-		ret = coil_errf(err, "tokens file %s has no tokens", path);
+		ret = coil_errf(err, "tokens file %s has no tokens", name);
 	if (ret != 0)
 		auth_free(a);
+	return ret;
+}
+
+int auth_load(coild_auth *a, const char *path, coil_err *err)
+{
+	memset(a, 0, sizeof *a);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return coil_errf(err, "tokens file %s: cannot open", path);
+	char *text = NULL;
+	size_t len = 0, cap = 0;
+	int ret = 0;
+	for (;;) {
+		if (len == cap) {
+			if (cap >= ((size_t)1 << 24)) {
+				ret = coil_errf(err, "tokens file %s is larger than 16 MiB", path);
+				break;
+			}
+			cap = cap ? 2 * cap : 4096;
+			char *p = realloc(text, cap);
+			if (!p) {
+				ret = coil_errf(err, "tokens file %s: out of memory", path);
+				break;
+			}
+			text = p;
+		}
+		size_t k = fread(text + len, 1, cap - len, f);
+		len += k;
+		if (k == 0)
+			break;
+	}
+	if (ret == 0 && ferror(f))
+		ret = coil_errf(err, "tokens file %s: cannot read", path);
+	fclose(f);
+	if (ret == 0)
+		ret = auth_parse(a, text, len, path, err);
+	free(text);
 	return ret;
 }
 

@@ -85,65 +85,6 @@ void cache_put(coild *s, coil_cache *c)
 	pthread_mutex_unlock(&s->pool_mu);
 }
 
-/* ---- routing ---- */
-
-enum { M_GET = 1, M_HEAD = 2, M_POST = 4, M_DELETE = 8 };
-
-typedef struct route_def {
-	enum route route;
-	const char *pattern; /* "{key}" and "{id}" match one path segment */
-	unsigned methods;
-	unsigned roles;      /* needed when tokens are configured */
-} route_def;
-
-static const route_def routes[] = {
-	{ROUTE_COMPILE, "/v1/compile", M_POST, ROLE_COMPILE},
-	{ROUTE_ARTIFACT, "/v1/artifacts/{key}", M_GET | M_HEAD, ROLE_READ},
-	{ROUTE_ARTIFACT_DELETE, "/v1/artifacts/{key}", M_DELETE, ROLE_ADMIN},
-	{ROUTE_ARTIFACT_META, "/v1/artifacts/{key}/meta", M_GET | M_HEAD, ROLE_READ},
-	{ROUTE_ARTIFACT_GRAPH, "/v1/artifacts/{key}/graph", M_GET | M_HEAD, ROLE_READ},
-	{ROUTE_JOB, "/v1/jobs/{id}", M_GET | M_HEAD, ROLE_COMPILE},
-	{ROUTE_TARGETS, "/v1/targets", M_GET | M_HEAD, ROLE_READ},
-	{ROUTE_HEALTHZ, "/healthz", M_GET | M_HEAD, 0},
-	{ROUTE_METRICS, "/metrics", M_GET | M_HEAD, ROLE_READ},
-};
-#define NROUTES (sizeof routes / sizeof routes[0])
-
-static unsigned method_bit(const char *m)
-{
-	if (!strcmp(m, "GET"))
-		return M_GET;
-	if (!strcmp(m, "HEAD"))
-		return M_HEAD;
-	if (!strcmp(m, "POST"))
-		return M_POST;
-	if (!strcmp(m, "DELETE"))
-		return M_DELETE;
-	return 0;
-}
-
-/* Does url match pattern?  The segment under a placeholder is copied into
- * param (truncated to cap - 1; validation happens afterwards). */
-static int match(const char *pattern, const char *url, char *param, size_t cap)
-{
-	const char *p = pattern, *u = url;
-	while (*p) {
-		if (*p == '{') {
-			const char *close = strchr(p, '}');
-			size_t n = strcspn(u, "/");
-			if (n == 0)
-				return 0;
-			snprintf(param, cap, "%.*s", (int)n, u);
-			u += n;
-			p = close + 1;
-			continue;
-		}
-		if (*p++ != *u++)
-			return 0;
-	}
-	return *u == 0;
-}
-
 /* ---- responses ---- */
 
 enum MHD_Result reply(request *r, unsigned status, struct MHD_Response *resp, uint64_t body_bytes)
@@ -211,20 +152,6 @@ enum MHD_Result reply_error(request *r, unsigned status, const char *fmt, ...)
 
 /* ---- one request ---- */
 
-static int content_type_ok(const char *ct)
-{
-	static const char *const ok[] = {"application/json", "text/plain", "application/octet-stream",
-					 "application/x-www-form-urlencoded" /* curl --data-binary's default */};
-	if (!ct || !*ct)
-		return 1;
-	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
-		if (!strncasecmp(ct, ok[i], strlen(ok[i])) && (ct[strlen(ok[i])] == 0 || ct[strlen(ok[i])] == ';'))
-			return 1;
-	const char *semi = strchr(ct, ';');
-	size_t n = semi ? (size_t)(semi - ct) : strlen(ct);
-	return n >= 5 && !strncasecmp(ct + n - 5, "+json", 5);
-}
-
 static enum MHD_Result dispatch(request *r)
 {
 	switch (r->route) {
@@ -248,32 +175,16 @@ static enum MHD_Result dispatch(request *r)
 static int first_call(request *r, const char *url, enum MHD_Result *ret)
 {
 	coild *s = r->s;
-	unsigned m = method_bit(r->method), allowed = 0;
-	const route_def *hit = NULL;
-	char param[sizeof r->param];
+	unsigned m = http_method_bit(r->method), allowed = 0;
 	int path_known = 0;
-	for (size_t i = 0; i < NROUTES; i++) {
-		if (!match(routes[i].pattern, url, param, sizeof param))
-			continue;
-		path_known = 1;
-		allowed |= routes[i].methods;
-		if (routes[i].methods & m) {
-			hit = &routes[i];
-			memcpy(r->param, param, sizeof param);
-			break;
-		}
-	}
+	const route_def *hit = route_find(r->method, url, r->param, sizeof r->param, &path_known, &allowed);
 	if (!path_known) {
 		*ret = reply_error(r, 404, "no route for %s; see docs/api.md", r->url);
 		return 1;
 	}
 	if (!hit) {
-		char allow[64] = "";
-		static const char *const names[] = {"GET", "HEAD", "POST", "DELETE"};
-		for (int b = 0; b < 4; b++)
-			if (allowed & (1u << b))
-				snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s", *allow ? ", " : "",
-					 names[b]);
+		char allow[64];
+		route_allow_list(allowed, allow, sizeof allow);
 		char msg[256];
 		snprintf(msg, sizeof msg, "method %.20s is not allowed on %.80s (allowed: %s)", r->method, r->url, allow);
 		json_t *o = json_pack("{s:s}", "error", msg);
@@ -318,9 +229,8 @@ static int first_call(request *r, const char *url, enum MHD_Result *ret)
 
 	if (m == M_POST) {
 		const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-		char *end;
-		unsigned long long n = cl ? strtoull(cl, &end, 10) : 0;
-		if (cl && end != cl && n > s->cfg.max_body) {
+		unsigned long long n;
+		if (content_length_over(cl, s->cfg.max_body, &n)) {
 			*ret = reply_error(r, 413, "request body of %llu bytes exceeds this server's limit of %llu bytes",
 					   (unsigned long long)n, (unsigned long long)s->cfg.max_body);
 			return 1;
@@ -356,6 +266,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		enum MHD_Result ret;
 		if (first_call(r, url, &ret))
 			return ret;
+		r->receiving = 1;
+		atomic_fetch_add(&s->receiving, 1);
 		return MHD_YES; /* the handler runs on the last callback */
 	}
 	if (*upload_data_size) {
@@ -385,6 +297,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		r->body[r->len] = 0;
 		return MHD_YES;
 	}
+	if (r->receiving) { /* the whole request is in */
+		r->receiving = 0;
+		atomic_fetch_sub(&s->receiving, 1);
+	}
 	if (r->job)
 		return route_compile_resume(r);
 	if (r->too_big)
@@ -411,10 +327,13 @@ static void log_request(request *r)
 	int n = snprintf(line, sizeof line, "coild: %s %s %s %s %u %lluB %.1fms%s%s\n", when, host, r->method, r->url,
 			 r->status, (unsigned long long)r->bytes, (now_s() - r->start) * 1e3, r->note[0] ? " " : "",
 			 r->note);
-	if (n > (int)sizeof line - 1) {
+	if (n > (int)sizeof line - 1)
 		n = (int)sizeof line - 1;
-		line[n - 1] = '\n';
-	}
+	/* The URL (percent-decoded: %0a is a newline) and the messages come
+	 * from the request: they must not forge log lines. */
+	line[n - 1] = 0;
+	one_line(line);
+	line[n - 1] = '\n';
 	ssize_t w = write(2, line, (size_t)n);
 	(void)w;
 }
@@ -434,8 +353,30 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	log_request(r);
 	jobs_release(&s->jobs, r->job);
 	free(r->body);
+	if (r->receiving)
+		atomic_fetch_sub(&s->receiving, 1);
 	free(r);
 	atomic_fetch_sub(&s->active, 1);
+}
+
+/* libmicrohttpd's own complaints (malformed requests, mostly), as log lines
+ * of ours: prefixed, and on one line whatever the request held. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	char msg[512], line[600];
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	one_line(msg);
+	size_t n = strlen(msg);
+	while (n && msg[n - 1] == ' ')
+		msg[--n] = 0;
+	int k = snprintf(line, sizeof line, "coild: mhd: %s\n", msg);
+	if (k > (int)sizeof line - 1) {
+		k = (int)sizeof line - 1;
+		line[k - 1] = '\n';
+	}
+	ssize_t w = write(2, line, (size_t)k);
+	(void)w;
 }
 
 /* ---- the daemon ---- */
@@ -544,6 +485,7 @@ int server_start(coild *s, const coild_config *cfg, coil_err *err)
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
 				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
 				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
 				  MHD_OPTION_END);
 	if (!s->mhd) {
 		coil_errf(err, "cannot start the HTTP daemon on %s", cfg->listen);
@@ -576,7 +518,9 @@ void server_stop(coild *s)
 	MHD_quiesce_daemon(s->mhd); /* no new connections; the socket closes after the stop */
 	jobs_stop(&s->jobs);        /* queued and running compiles finish; their waiters resume */
 	int64_t until = now_ms() + DRAIN_LIMIT_MS;
-	while (atomic_load(&s->active) > 0 && now_ms() < until) {
+	/* Requests still arriving (a client that stalled, or hung up halfway,
+	 * which libmicrohttpd only notices at its timeout) are not waited for. */
+	while (atomic_load(&s->active) - atomic_load(&s->receiving) > 0 && now_ms() < until) {
 		struct timespec ts = {0, 10 * 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}

@@ -37,17 +37,6 @@ struct job {
 	job *qnext;           /* in the FIFO */
 };
 
-int job_id_valid(const char *id)
-{
-	if (!id)
-		return 0;
-	size_t i = 0;
-	for (; id[i]; i++)
-		if (i >= JOB_ID_HEX || !((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
-			return 0;
-	return i == JOB_ID_HEX;
-}
-
 const char *job_state_name(job_state st)
 {
 	switch (st) {

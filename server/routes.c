@@ -15,17 +15,9 @@
 
 #include "codegen/codegen.h"
 
-#define DEFAULT_OPT_LEVEL 2
-
 static const char *arg(request *r, const char *name)
 {
 	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
-}
-
-/* "1", "true", "yes" (and a bare "?async") are true. */
-static int truthy(const char *v)
-{
-	return v && (!*v || !strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes"));
 }
 
 /* The answer to a compile: where the artifact is and how it came about. */
@@ -74,119 +66,6 @@ static int retry_after(coild *s)
 	return t < 1 ? 1 : t > 60 ? 60 : (int)t;
 }
 
-/* The request's graph text and options: a raw graph, or the envelope
- * {"graph": {...}, "target": "...", "options": {"opt_level": N}, "async": B}.
- * Query arguments (?target=&opt_level=&async=) apply to both; the envelope's
- * fields win.  *text is the body or, for an envelope, *owned (malloc'd). */
-static int read_request(request *r, compile_opts *o, const char **text, size_t *len, char **owned, int *async,
-			char *target_buf, size_t target_cap, unsigned *status, char *msg, size_t msgcap)
-{
-	coild *s = r->s;
-	*owned = NULL;
-	*status = 400;
-	const char *t = arg(r, "target"), *ol = arg(r, "opt_level");
-	*async = truthy(arg(r, "async"));
-	o->opt_level = DEFAULT_OPT_LEVEL;
-	if (t && *t) {
-		snprintf(target_buf, target_cap, "%s", t);
-		o->target = target_buf;
-	}
-	if (ol) {
-		char *end;
-		long v = strtol(ol, &end, 10);
-		if (!*ol || *end || v < 0 || v > 3)
-			return snprintf(msg, msgcap, "query argument opt_level='%.20s' is not an integer in 0..3", ol), -1;
-		o->opt_level = (int)v;
-	}
-	if (!r->body || r->len == 0)
-		return snprintf(msg, msgcap, "empty body: POST a coil graph (JSON) or {\"graph\": {...}}"), -1;
-
-	json_error_t je;
-	json_t *doc = json_loadb(r->body, r->len, 0, &je);
-	if (!doc)
-		return snprintf(msg, msgcap, "request body is not valid JSON: line %d, column %d: %s", je.line, je.column,
-				je.text), -1;
-	int ret = -1;
-	json_t *graph = doc;
-	*text = r->body;
-	*len = r->len;
-	if (!json_is_object(doc)) {
-		snprintf(msg, msgcap, "request body must be a JSON object (a coil graph or {\"graph\": {...}})");
-		goto out;
-	}
-	if (json_object_get(doc, "graph")) {
-		const char *k;
-		json_t *v;
-		json_object_foreach(doc, k, v) {
-			if (!strcmp(k, "graph")) {
-				if (!json_is_object(v)) {
-					snprintf(msg, msgcap, "\"graph\" must be a JSON object");
-					goto out;
-				}
-			} else if (!strcmp(k, "target")) {
-				if (!json_is_string(v) || !*json_string_value(v)) {
-					snprintf(msg, msgcap, "\"target\" must be a non-empty string");
-					goto out;
-				}
-				snprintf(target_buf, target_cap, "%s", json_string_value(v));
-				o->target = target_buf;
-			} else if (!strcmp(k, "async")) {
-				if (!json_is_boolean(v)) {
-					snprintf(msg, msgcap, "\"async\" must be true or false");
-					goto out;
-				}
-				*async = json_is_true(v);
-			} else if (!strcmp(k, "options")) {
-				if (!json_is_object(v)) {
-					snprintf(msg, msgcap, "\"options\" must be an object");
-					goto out;
-				}
-				const char *ok;
-				json_t *ov;
-				json_object_foreach(v, ok, ov) {
-					if (strcmp(ok, "opt_level")) {
-						snprintf(msg, msgcap, "unknown option \"options.%.60s\" (known: opt_level)", ok);
-						goto out;
-					}
-					if (!json_is_integer(ov) || json_integer_value(ov) < 0 || json_integer_value(ov) > 3) {
-						snprintf(msg, msgcap, "\"options.opt_level\" must be an integer in 0..3");
-						goto out;
-					}
-					o->opt_level = (int)json_integer_value(ov);
-				}
-			} else {
-				snprintf(msg, msgcap,
-					 "unknown field \"%.60s\" in the request (known: graph, target, options, async)", k);
-				goto out;
-			}
-		}
-		graph = json_object_get(doc, "graph");
-		if (!(*owned = json_dumps(graph, JSON_COMPACT))) {
-			*status = 500;
-			snprintf(msg, msgcap, "out of memory");
-			goto out;
-		}
-		*text = *owned;
-		*len = strlen(*owned);
-	}
-	/* The node limit is checked before the graph is parsed in earnest. */
-	json_t *nodes = json_object_get(graph, "nodes");
-	if (json_is_array(nodes) && json_array_size(nodes) > (size_t)s->cfg.max_nodes) {
-		*status = 413;
-		snprintf(msg, msgcap, "graph has %zu nodes; this server accepts at most %d", json_array_size(nodes),
-			 s->cfg.max_nodes);
-		goto out;
-	}
-	ret = 0;
-out:
-	json_decref(doc);
-	if (ret != 0) {
-		free(*owned);
-		*owned = NULL;
-	}
-	return ret;
-}
-
 /* The fast path: a plan whose key is already cached is answered on this
  * thread, without a job.  Returns 1 on a hit (res filled), 0 otherwise. */
 static int try_hit(request *r, compile_plan *p, compile_result *res)
@@ -217,20 +96,20 @@ static int try_hit(request *r, compile_plan *p, compile_result *res)
 enum MHD_Result route_compile(request *r)
 {
 	coild *s = r->s;
-	compile_opts o = {.timeout_s = s->cfg.compile_timeout_s, .max_nodes = s->cfg.max_nodes};
-	char target[256], msg[1024];
-	const char *text;
-	size_t len;
-	char *owned;
+	char msg[1024];
 	unsigned status;
-	int async;
-	if (read_request(r, &o, &text, &len, &owned, &async, target, sizeof target, &status, msg, sizeof msg) != 0)
+	compile_request cr;
+	if (compile_request_parse(r->body, r->len, arg(r, "target"), arg(r, "opt_level"), arg(r, "async"),
+				  s->cfg.max_nodes, &cr, &status, msg, sizeof msg) != 0)
 		return reply_error(r, status, "%s", msg);
+	cr.opts.timeout_s = s->cfg.compile_timeout_s;
+	cr.opts.max_nodes = s->cfg.max_nodes;
+	int async = cr.async;
 
 	compile_plan *plan = NULL;
 	coil_err err = {{0}};
-	int rc = compile_plan_make(text, len, &o, &plan, &err);
-	free(owned);
+	int rc = compile_plan_make(cr.text, cr.len, &cr.opts, &plan, &err);
+	compile_request_free(&cr);
 	if (rc != 0)
 		return reply_error(r, 400, "%s", err.msg);
 	snprintf(r->note, sizeof r->note, "key=%s", plan->key);
@@ -364,16 +243,6 @@ static struct MHD_Response *file_response(request *r, const char *path, uint64_t
 		*ret = MHD_NO;
 	}
 	return resp;
-}
-
-/* Does an If-None-Match header name this entity tag? */
-static int etag_matches(const char *inm, const char *sha)
-{
-	if (!inm)
-		return 0;
-	if (!strcmp(inm, "*"))
-		return 1;
-	return strstr(inm, sha) != NULL;
 }
 
 enum MHD_Result route_artifact(request *r, int head)

@@ -10,6 +10,9 @@
  *              threads, the job table behind /v1/jobs/{id}
  *   metrics.c  counters and the Prometheus text of /metrics
  *   auth.c     bearer tokens and their roles
+ *   parse.c    routing, patterns, headers, query and body of a compile
+ *              request: pure functions of strings (fuzzed by
+ *              tests/fuzz/fuzz_http.c)
  *
  * Threads: libmicrohttpd's pool runs the handlers; compile workers run
  * compile_plan_run.  Everything mutable lives in one coild struct; a
@@ -65,6 +68,8 @@ typedef struct coild_auth {
 /* Read a tokens file: one "TOKEN role,role" per line (roles: compile, read,
  * admin), '#' starts a comment.  err names the line at fault. */
 int auth_load(coild_auth *a, const char *path, coil_err *err);
+/* The same from len bytes of text (name is for messages). */
+int auth_parse(coild_auth *a, const char *text, size_t len, const char *name, coil_err *err);
 void auth_free(coild_auth *a);
 /* Check an Authorization header value (may be NULL) for the roles in need:
  * 0 allowed (also when no tokens are configured), 401 missing or unknown
@@ -156,7 +161,6 @@ void jobs_view(jobs *q, job *j, job_view *out);
  * connection's handler only. */
 int jobs_wait(jobs *q, job *j, struct MHD_Connection *conn);
 void jobs_depth(jobs *q, int *queued, int *running);
-int job_id_valid(const char *id);
 const char *job_state_name(job_state st);
 
 /* ---- http.c ---- */
@@ -170,6 +174,7 @@ struct coild {
 	int port;
 	_Atomic int stopping;
 	_Atomic int active;        /* requests between their first callback and completion */
+	_Atomic int receiving;     /* of those, the ones whose body is still arriving */
 	int64_t started_ms;
 	char native_target[256];   /* what "native" resolves to here */
 	pthread_mutex_t pool_mu;   /* the handlers' cache handles */
@@ -203,6 +208,7 @@ typedef struct request {
 	unsigned status;
 	uint64_t bytes;         /* response body bytes */
 	job *job;               /* a compile waiting on or answered from a job */
+	int receiving;          /* counted in coild.receiving */
 	int async;
 	char note[320];         /* extra words for the log line */
 } request;
@@ -214,6 +220,65 @@ enum MHD_Result reply_error(request *r, unsigned status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Queue a prepared response (destroyed here). */
 enum MHD_Result reply(request *r, unsigned status, struct MHD_Response *resp, uint64_t body_bytes);
+
+/* ---- parse.c ---- */
+enum { M_GET = 1, M_HEAD = 2, M_POST = 4, M_DELETE = 8 };
+
+typedef struct route_def {
+	enum route route;
+	const char *pattern; /* "{key}" and "{id}" match one path segment */
+	unsigned methods;    /* M_* */
+	unsigned roles;      /* needed when tokens are configured */
+} route_def;
+
+#define DEFAULT_OPT_LEVEL 2
+
+/* M_* for a method name, 0 for any other. */
+unsigned http_method_bit(const char *method);
+/* Does url match pattern?  The segment under a placeholder is copied into
+ * param (truncated to cap - 1; validating it is the caller's business). */
+int route_match(const char *pattern, const char *url, char *param, size_t cap);
+/* The route for method and url, with its path parameter in param; NULL if
+ * none.  *path_known: some route has this path; *allowed: the methods the
+ * routes of this path take (for 405 and its Allow header). */
+const route_def *route_find(const char *method, const char *url, char *param, size_t cap, int *path_known,
+			    unsigned *allowed);
+/* "GET, HEAD" for a mask of M_* bits. */
+void route_allow_list(unsigned allowed, char *buf, size_t cap);
+/* 1 if id is exactly JOB_ID_HEX lowercase hex digits (NULL gives 0). */
+int job_id_valid(const char *id);
+/* The Content-Types a compile accepts (none, JSON, *+json, text, bytes, form). */
+int content_type_ok(const char *ct);
+/* A Content-Length header over max: 1 (*n = its value), else 0. */
+int content_length_over(const char *cl, uint64_t max, unsigned long long *n);
+/* Does an If-None-Match header name this entity tag (or "*")? */
+int etag_matches(const char *inm, const char *sha);
+/* "1", "true", "yes" and a bare "?async" are true. */
+int query_truthy(const char *v);
+/* Control characters (newlines included) in s become spaces: what a
+ * request puts into a message or the log stays on one line. */
+void one_line(char *s);
+
+/* A compile request: a raw graph, or the envelope {"graph": {...},
+ * "target": "...", "options": {"opt_level": N}, "async": B}.  Query
+ * arguments (target, opt_level, async; NULL when absent) apply to both; the
+ * envelope's fields win. */
+typedef struct compile_request {
+	compile_opts opts;    /* target (pointing into target[]) and opt_level */
+	char target[256];
+	const char *text;     /* the graph's JSON: the body, or owned */
+	size_t len;
+	char *owned;          /* an envelope's graph, re-serialized (malloc'd) */
+	int async;
+} compile_request;
+
+/* 0 with cr filled (release with compile_request_free), or -1 with *status
+ * (400 bad request, 413 more than max_nodes nodes, 500 out of memory) and a
+ * one-line message in msg. */
+int compile_request_parse(const char *body, size_t len, const char *q_target, const char *q_opt_level,
+			  const char *q_async, int max_nodes, compile_request *cr, unsigned *status, char *msg,
+			  size_t msgcap);
+void compile_request_free(compile_request *cr);
 
 /* ---- routes.c ---- */
 enum MHD_Result route_compile(request *r);

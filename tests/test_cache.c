@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -516,18 +517,33 @@ static void test_reconcile_removes_strays_and_stale_tmp(void **state)
 	sub(f, "tmp/456-0.so.tmp", fresh);
 	write_file(stale, "partial", 7);
 	write_file(fresh, "in progress", 11);
-	struct timespec old[2] = {{time(NULL) - 2 * CACHE_STALE_TMP_SECONDS, 0},
-				  {time(NULL) - 2 * CACHE_STALE_TMP_SECONDS, 0}};
-	assert_int_equal(utimensat(AT_FDCWD, stale, old, 0), 0);
+	/* A store in progress holds its temp files' flock; a dead one does not,
+	 * however young its file. */
+	int held = open(fresh, O_RDONLY);
+	assert_true(held >= 0);
+	assert_int_equal(flock(held, LOCK_EX), 0);
+	char dead_dir[PATH_MAX], live_dir[PATH_MAX], inside[PATH_MAX + 16];
+	sub(f, "tmp/build-dead", dead_dir);
+	assert_int_equal(mkdir(dead_dir, 0700), 0);
+	pathf(inside, "%s/model.so", dead_dir);
+	write_file(inside, "half", 4);
+	int dir_fd;
+	coil_err err = {{0}};
+	assert_int_equal(cache_tmpdir_create(f->c, live_dir, sizeof live_dir, &dir_fd, &err), 0);
 
 	reopen(f, 0);
+	assert_int_not_equal(access(dead_dir, F_OK), 0);
+	assert_int_equal(access(live_dir, F_OK), 0);
+	cache_tmpdir_remove(live_dir, dir_fd);
+	assert_int_not_equal(access(live_dir, F_OK), 0);
 	obj_path(f, stray, ".so", p);
 	assert_int_not_equal(access(p, F_OK), 0);
 	obj_path(f, stray, ".graph", p);
 	assert_int_not_equal(access(p, F_OK), 0);
 	assert_int_equal(access(foreign, F_OK), 0);
 	assert_int_not_equal(access(stale, F_OK), 0);
-	assert_int_equal(access(fresh, F_OK), 0); /* may belong to a live store */
+	assert_int_equal(access(fresh, F_OK), 0); /* belongs to a live store */
+	close(held);
 	assert_true(present(f, a));
 	assert_int_equal(lookup(f, a, "ga", NULL), 1);
 }

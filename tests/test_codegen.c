@@ -122,6 +122,12 @@ static int compile_json(const char *json, art *a, coil_graph **gout)
 		graph_free(g);
 		return -1;
 	}
+	if (!strstr(a->describe(), "\"peak_bytes\": \"")) {
+		print_error("describe lacks peak_bytes: %s\n", a->describe());
+		dlclose(a->h);
+		graph_free(g);
+		return -1;
+	}
 	*gout = g;
 	return 0;
 }
@@ -803,6 +809,13 @@ static const char *const simd_graphs[] = {
 	G(T("x", "f32", "[3,40,50]"), T("w", "f32", "[40,50]"),
 	  ND("a", "aten.layer_norm", "[\"x\", [40,50], \"w\"]", "n") "," ND("b", "aten._softmax", "[\"x\", 1, false]", "s"),
 	  "\"n\",\"s\""),
+	/* wide rows and columns: layer norm's two passes in 4 accumulators (with a
+	 * remainder and a tail), column blocks of 4 vectors feeding a second
+	 * reduction and an epilogue (softmax over dim 0, log_softmax over dim 1) */
+	G(T("x", "f32", "[9,1000]") "," T("y", "f32", "[4,6,133]"), T("w", "f32", "[1000]"),
+	  ND("a", "aten.layer_norm", "[\"x\", [1000], \"w\"]", "n") "," ND("b", "aten._softmax", "[\"x\", 0, false]", "s") ","
+	  ND("c", "aten._log_softmax", "[\"y\", 1, false]", "l"),
+	  "\"n\",\"s\",\"l\""),
 };
 
 static void test_simd_targets(void **state)

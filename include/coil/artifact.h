@@ -20,7 +20,8 @@ int coil_abi_version(void);
 /* Static JSON owned by the artifact: {"abi_version", "target", "graph_hash",
  * "symbols" (count), "inputs"/"params"/"outputs" ([{"dtype", "shape"}], shape
  * entries are integers or expressions over symbols s0..s7), "arena_bytes" (an
- * expression: the intermediate arena an instance needs), "kernels"}. */
+ * expression: the intermediate arena an instance needs), "peak_bytes" (same
+ * form: arena + params + outputs), "kernels"}. */
 const char *coil_artifact_describe(void);
 
 /* Creates a model from params[nparams] (graph order; copied, the caller keeps

@@ -1,0 +1,282 @@
+/* What coild reads from a request, as pure functions of strings: routing,
+ * the key and job id patterns, headers, query arguments and the compile
+ * request's body.  No I/O and no libmicrohttpd here, so that tests and the
+ * fuzzer (tests/fuzz/fuzz_http.c) drive exactly the code the server runs. */
+#include "server/server.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <jansson.h>
+
+static const route_def routes[] = {
+	{ROUTE_COMPILE, "/v1/compile", M_POST, ROLE_COMPILE},
+	{ROUTE_ARTIFACT, "/v1/artifacts/{key}", M_GET | M_HEAD, ROLE_READ},
+	{ROUTE_ARTIFACT_DELETE, "/v1/artifacts/{key}", M_DELETE, ROLE_ADMIN},
+	{ROUTE_ARTIFACT_META, "/v1/artifacts/{key}/meta", M_GET | M_HEAD, ROLE_READ},
+	{ROUTE_ARTIFACT_GRAPH, "/v1/artifacts/{key}/graph", M_GET | M_HEAD, ROLE_READ},
+	{ROUTE_JOB, "/v1/jobs/{id}", M_GET | M_HEAD, ROLE_COMPILE},
+	{ROUTE_TARGETS, "/v1/targets", M_GET | M_HEAD, ROLE_READ},
+	{ROUTE_HEALTHZ, "/healthz", M_GET | M_HEAD, 0},
+	{ROUTE_METRICS, "/metrics", M_GET | M_HEAD, ROLE_READ},
+};
+#define NROUTES (sizeof routes / sizeof routes[0])
+
+unsigned http_method_bit(const char *m)
+{
+	if (!m)
+		return 0;
+	if (!strcmp(m, "GET"))
+		return M_GET;
+	if (!strcmp(m, "HEAD"))
+		return M_HEAD;
+	if (!strcmp(m, "POST"))
+		return M_POST;
+	if (!strcmp(m, "DELETE"))
+		return M_DELETE;
+	return 0;
+}
+
+int route_match(const char *pattern, const char *url, char *param, size_t cap)
+{
+	const char *p = pattern, *u = url;
+	while (*p) {
+		if (*p == '{') {
+			const char *close = strchr(p, '}');
+			size_t n = strcspn(u, "/");
+			if (!close || n == 0)
+				return 0;
+			if (cap)
+				snprintf(param, cap, "%.*s", (int)(n < 4096 ? n : 4096), u);
+			u += n;
+			p = close + 1;
+			continue;
+		}
+		if (*p++ != *u++)
+			return 0;
+	}
+	return *u == 0;
+}
+
+const route_def *route_find(const char *method, const char *url, char *param, size_t cap, int *path_known,
+			    unsigned *allowed)
+{
+	unsigned m = http_method_bit(method);
+	char tmp[sizeof ((request *)0)->param];
+	*path_known = 0;
+	*allowed = 0;
+	if (cap)
+		param[0] = 0;
+	for (size_t i = 0; url && i < NROUTES; i++) {
+		if (!route_match(routes[i].pattern, url, tmp, sizeof tmp))
+			continue;
+		*path_known = 1;
+		*allowed |= routes[i].methods;
+		if (routes[i].methods & m) {
+			if (cap)
+				snprintf(param, cap, "%s", tmp);
+			return &routes[i];
+		}
+	}
+	return NULL;
+}
+
+void route_allow_list(unsigned allowed, char *buf, size_t cap)
+{
+	static const char *const names[] = {"GET", "HEAD", "POST", "DELETE"};
+	size_t used = 0;
+	buf[0] = 0;
+	for (int b = 0; b < 4; b++)
+		if (allowed & (1u << b)) {
+			int n = snprintf(buf + used, cap - used, "%s%s", used ? ", " : "", names[b]);
+			if (n < 0 || (size_t)n >= cap - used)
+				return;
+			used += (size_t)n;
+		}
+}
+
+int job_id_valid(const char *id)
+{
+	if (!id)
+		return 0;
+	size_t i = 0;
+	for (; id[i]; i++)
+		if (i >= JOB_ID_HEX || !((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+			return 0;
+	return i == JOB_ID_HEX;
+}
+
+int content_type_ok(const char *ct)
+{
+	static const char *const ok[] = {"application/json", "text/plain", "application/octet-stream",
+					 "application/x-www-form-urlencoded" /* curl --data-binary's default */};
+	if (!ct || !*ct)
+		return 1;
+	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+		size_t n = strlen(ok[i]);
+		if (!strncasecmp(ct, ok[i], n) && (ct[n] == 0 || ct[n] == ';'))
+			return 1;
+	}
+	const char *semi = strchr(ct, ';');
+	size_t n = semi ? (size_t)(semi - ct) : strlen(ct);
+	return n >= 5 && !strncasecmp(ct + n - 5, "+json", 5);
+}
+
+int content_length_over(const char *cl, uint64_t max, unsigned long long *n)
+{
+	*n = 0;
+	if (!cl)
+		return 0;
+	char *end;
+	unsigned long long v = strtoull(cl, &end, 10);
+	if (end == cl)
+		return 0;
+	*n = v;
+	return v > max;
+}
+
+int etag_matches(const char *inm, const char *sha)
+{
+	if (!inm || !sha || !*sha)
+		return 0;
+	if (!strcmp(inm, "*"))
+		return 1;
+	return strstr(inm, sha) != NULL;
+}
+
+int query_truthy(const char *v)
+{
+	return v && (!*v || !strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes"));
+}
+
+void one_line(char *s)
+{
+	for (; s && *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			*s = ' ';
+}
+
+void compile_request_free(compile_request *cr)
+{
+	free(cr->owned);
+	cr->owned = NULL;
+}
+
+/* The envelope's fields into cr; -1 with msg on a bad one. */
+static int read_envelope(json_t *doc, compile_request *cr, char *msg, size_t msgcap)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach(doc, k, v) {
+		if (!strcmp(k, "graph")) {
+			if (!json_is_object(v))
+				return snprintf(msg, msgcap, "\"graph\" must be a JSON object"), -1;
+		} else if (!strcmp(k, "target")) {
+			if (!json_is_string(v) || !*json_string_value(v))
+				return snprintf(msg, msgcap, "\"target\" must be a non-empty string"), -1;
+			snprintf(cr->target, sizeof cr->target, "%s", json_string_value(v));
+			cr->opts.target = cr->target;
+		} else if (!strcmp(k, "async")) {
+			if (!json_is_boolean(v))
+				return snprintf(msg, msgcap, "\"async\" must be true or false"), -1;
+			cr->async = json_is_true(v);
+		} else if (!strcmp(k, "options")) {
+			if (!json_is_object(v))
+				return snprintf(msg, msgcap, "\"options\" must be an object"), -1;
+			const char *ok;
+			json_t *ov;
+			json_object_foreach(v, ok, ov) {
+				if (strcmp(ok, "opt_level"))
+					return snprintf(msg, msgcap, "unknown option \"options.%.60s\" (known: opt_level)",
+							ok), -1;
+				if (!json_is_integer(ov) || json_integer_value(ov) < 0 || json_integer_value(ov) > 3)
+					return snprintf(msg, msgcap, "\"options.opt_level\" must be an integer in 0..3"), -1;
+				cr->opts.opt_level = (int)json_integer_value(ov);
+			}
+		} else {
+			return snprintf(msg, msgcap,
+					"unknown field \"%.60s\" in the request (known: graph, target, options, async)", k),
+			       -1;
+		}
+	}
+	return 0;
+}
+
+static int parse_request(const char *body, size_t len, const char *q_target, const char *q_opt_level,
+			 const char *q_async, int max_nodes, compile_request *cr, unsigned *status, char *msg,
+			 size_t msgcap)
+{
+	memset(cr, 0, sizeof *cr);
+	*status = 400;
+	msg[0] = 0;
+	cr->async = query_truthy(q_async);
+	cr->opts.opt_level = DEFAULT_OPT_LEVEL;
+	if (q_target && *q_target) {
+		snprintf(cr->target, sizeof cr->target, "%s", q_target);
+		cr->opts.target = cr->target;
+	}
+	if (q_opt_level) {
+		char *end;
+		long v = strtol(q_opt_level, &end, 10);
+		if (!*q_opt_level || *end || v < 0 || v > 3)
+			return snprintf(msg, msgcap, "query argument opt_level='%.20s' is not an integer in 0..3",
+					q_opt_level), -1;
+		cr->opts.opt_level = (int)v;
+	}
+	if (!body || len == 0)
+		return snprintf(msg, msgcap, "empty body: POST a coil graph (JSON) or {\"graph\": {...}}"), -1;
+
+	json_error_t je;
+	json_t *doc = json_loadb(body, len, 0, &je);
+	if (!doc)
+		return snprintf(msg, msgcap, "request body is not valid JSON: line %d, column %d: %s", je.line,
+				je.column, je.text), -1;
+	int ret = -1;
+	json_t *graph = doc;
+	cr->text = body;
+	cr->len = len;
+	if (!json_is_object(doc)) {
+		snprintf(msg, msgcap, "request body must be a JSON object (a coil graph or {\"graph\": {...}})");
+		goto out;
+	}
+	if (json_object_get(doc, "graph")) {
+		if (read_envelope(doc, cr, msg, msgcap) != 0)
+			goto out;
+		graph = json_object_get(doc, "graph");
+		if (!(cr->owned = json_dumps(graph, JSON_COMPACT))) {
+			*status = 500;
+			snprintf(msg, msgcap, "out of memory");
+			goto out;
+		}
+		cr->text = cr->owned;
+		cr->len = strlen(cr->owned);
+	}
+	/* The node limit is checked before the graph is parsed in earnest. */
+	json_t *nodes = json_object_get(graph, "nodes");
+	if (json_is_array(nodes) && json_array_size(nodes) > (size_t)max_nodes) {
+		*status = 413;
+		snprintf(msg, msgcap, "graph has %zu nodes; this server accepts at most %d", json_array_size(nodes),
+			 max_nodes);
+		goto out;
+	}
+	ret = 0;
+out:
+	json_decref(doc);
+	if (ret != 0) {
+		compile_request_free(cr);
+		cr->text = NULL;
+		cr->len = 0;
+	}
+	return ret;
+}
+
+int compile_request_parse(const char *body, size_t len, const char *q_target, const char *q_opt_level,
+			  const char *q_async, int max_nodes, compile_request *cr, unsigned *status, char *msg,
+			  size_t msgcap)
+{
+	int rc = parse_request(body, len, q_target, q_opt_level, q_async, max_nodes, cr, status, msg, msgcap);
+	one_line(msg); /* jansson quotes the offending text, newlines and all */
+	return rc;
+}

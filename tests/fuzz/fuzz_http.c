@@ -1,0 +1,130 @@
+/* Fuzz target: what coild parses from a request (server/parse.c, auth.c,
+ * config.c) — routing, the key and job id patterns, headers, the compile
+ * request's query and body (raw graph or envelope, then planned: graph
+ * validation, target and options) — and tokens files.
+ *
+ * Input: nine lines, then the body:
+ *   method, path, Content-Type, Content-Length, Authorization,
+ *   If-None-Match, ?target=, ?opt_level=, ?async=
+ * An empty line is an absent header or argument; a line "=" an empty one.
+ * The whole input is also read as a tokens file.
+ *
+ * Invariants: a route found takes the method; a path parameter that passes
+ * its pattern check is exactly 64 (key) or 32 (job id) lowercase hex digits,
+ * so nothing else reaches a file name; authorization answers 0, 401 or 403;
+ * a refused compile request has a status and a one-line message. */
+#include <string.h>
+
+#include "cache/cache.h"
+#include "cache/compile.h"
+#include "server/server.h"
+#include "tests/fuzz/fuzz.h"
+
+#define NFIELDS 9
+
+static const char TOKENS[] = "# roles\n"
+			     "compile-token-0001 compile\n"
+			     "reader-token-00002 read\n"
+			     "admin-token-000003 admin,read,compile\n";
+
+static int hexlen(const char *s)
+{
+	int n = 0;
+	for (; s[n]; n++)
+		if (!strchr("0123456789abcdef", s[n]))
+			return -1;
+	return n;
+}
+
+int fuzz_http(const uint8_t *data, size_t size)
+{
+	char *buf = malloc(size + 1);
+	if (!buf)
+		return 0;
+	memcpy(buf, data, size);
+	buf[size] = 0;
+	const char *f[NFIELDS] = {0};
+	char *p = buf, *end = buf + size;
+	for (int i = 0; i < NFIELDS && p < end; i++) {
+		char *nl = memchr(p, '\n', (size_t)(end - p));
+		if (!nl)
+			nl = end;
+		*nl = 0;
+		f[i] = !*p ? NULL : !strcmp(p, "=") ? "" : p;
+		p = nl < end ? nl + 1 : end;
+	}
+	const char *body = p;
+	size_t blen = (size_t)(end - p);
+
+	/* Routing. */
+	char param[80], allow[64];
+	int known = 0;
+	unsigned allowed = 0;
+	const route_def *r = route_find(f[0], f[1], param, sizeof param, &known, &allowed);
+	route_allow_list(allowed, allow, sizeof allow);
+	if (r) {
+		FUZZ_CHECK(known && (r->methods & http_method_bit(f[0])));
+		if (strstr(r->pattern, "{key}") && cache_key_valid(param))
+			FUZZ_CHECK(hexlen(param) == CACHE_KEY_HEX);
+		if (strstr(r->pattern, "{id}") && job_id_valid(param))
+			FUZZ_CHECK(hexlen(param) == JOB_ID_HEX);
+		if (!strchr(r->pattern, '{'))
+			FUZZ_CHECK(!strcmp(r->pattern, f[1]));
+	} else if (known) {
+		FUZZ_CHECK(allowed != 0 && allow[0]);
+	}
+	if (cache_key_valid(f[1]))
+		FUZZ_CHECK(hexlen(f[1]) == CACHE_KEY_HEX);
+	(void)content_type_ok(f[2]);
+	unsigned long long cl;
+	if (content_length_over(f[3], 64 << 20, &cl))
+		FUZZ_CHECK(cl > (64u << 20));
+	uint64_t sz;
+	(void)config_parse_size(f[3], &sz);
+	(void)etag_matches(f[5], f[1]);
+
+	/* Authorization against a fixed tokens file. */
+	coild_auth a;
+	coil_err err = {{0}};
+	FUZZ_CHECK(auth_parse(&a, TOKENS, sizeof TOKENS - 1, "fuzz", &err) == 0);
+	for (unsigned need = 0; need <= ROLE_ADMIN; need++) {
+		int rc = auth_check(&a, f[4], need);
+		FUZZ_CHECK(rc == 0 || rc == 401 || rc == 403);
+		if (need == 0)
+			FUZZ_CHECK(rc == 0);
+	}
+	auth_free(&a);
+
+	/* The compile request, then its plan (graph validation, target, options). */
+	compile_request cr;
+	unsigned status = 0;
+	char msg[1024];
+	if (compile_request_parse(body, blen, f[6], f[7], f[8], 1000, &cr, &status, msg, sizeof msg) != 0) {
+		FUZZ_CHECK((status == 400 || status == 413 || status == 500) && msg[0] && !strchr(msg, '\n'));
+	} else {
+		FUZZ_CHECK(cr.text && cr.len > 0 && cr.opts.opt_level >= 0 && cr.opts.opt_level <= 3);
+		cr.opts.max_nodes = 1000;
+		compile_plan *plan = NULL;
+		if (compile_plan_make(cr.text, cr.len, &cr.opts, &plan, &err) == 0) {
+			FUZZ_CHECK(cache_key_valid(plan->key) && !strchr(plan->target, ' '));
+			compile_plan_free(plan);
+		} else {
+			FUZZ_CHECK(err.msg[0] && !plan);
+		}
+		compile_request_free(&cr);
+	}
+
+	/* The input as a tokens file. */
+	if (auth_parse(&a, (const char *)data, size, "fuzz", &err) == 0) {
+		FUZZ_CHECK(a.n > 0);
+		for (int i = 0; i < a.n; i++)
+			FUZZ_CHECK(strlen(a.tokens[i]) >= 8 && a.roles[i] != 0);
+		auth_free(&a);
+	} else {
+		FUZZ_CHECK(err.msg[0]);
+	}
+	free(buf);
+	return 0;
+}
+
+FUZZ_ENTRY(fuzz_http)

@@ -1,0 +1,425 @@
+/* The compiler's sandbox (codegen/build.c): build_so() is pointed at a fake
+ * compiler ($B/tests/fake_cc, run under the name fake_cc-MODE) that reports
+ * what it sees, sleeps, spins, allocates without end, forks or fails.  Each
+ * runaway is killed and reported as an error while this process, the
+ * caller, goes on; nothing is left running or on disk.  And no string from a
+ * graph (names, ids, attributes) reaches the generated C or the compiler's
+ * command line. */
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <libgen.h>
+#include <limits.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cache/compile.h"
+#include "codegen/codegen.h"
+
+static char fake_cc[PATH_MAX];   /* $B/tests/fake_cc */
+static char dir[PATH_MAX];       /* this run's temp dir */
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* dir/fake_cc-MODE, a symlink to the fake compiler. */
+static const char *cc(const char *mode)
+{
+	static char path[PATH_MAX + 64];
+	snprintf(path, sizeof path, "%s/fake_cc-%s", dir, mode);
+	if (access(path, F_OK) != 0)
+		assert_int_equal(symlink(fake_cc, path), 0);
+	return path;
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *p = calloc(1, (size_t)n + 1);
+	assert_non_null(p);
+	assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	return p;
+}
+
+/* Entries of dir named .coil-cc-*: a build's private directory left behind. */
+static int leftovers(void)
+{
+	DIR *d = opendir(dir);
+	assert_non_null(d);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		n += !strncmp(e->d_name, ".coil-cc-", 9);
+	closedir(d);
+	return n;
+}
+
+/* Is pid gone (or a zombie waiting for its new parent to reap it)? */
+static int dead(pid_t pid)
+{
+	for (int i = 0; i < 200; i++) {
+		char path[64], buf[512] = "";
+		snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			return 1;
+		size_t n = fread(buf, 1, sizeof buf - 1, f);
+		fclose(f);
+		buf[n] = 0;
+		const char *rp = strrchr(buf, ')');
+		if (rp && (rp[2] == 'Z' || rp[2] == 'X'))
+			return 1;
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
+static const char SRC[] = "int coil_fake;\n";
+
+/* build_so with the fake compiler in mode; the output at dir/out.so. */
+static int build(const char *mode, int timeout_s, coil_err *err, double *secs)
+{
+	char out[PATH_MAX + 16];
+	snprintf(out, sizeof out, "%s/out.so", dir);
+	unlink(out);
+	double s = 0;
+	int rc = build_so(SRC, cc(mode), "-O2", "-march=x86-64 -mtune=generic", 0, timeout_s, out, &s, err);
+	if (secs)
+		*secs = s;
+	return rc;
+}
+
+static char *report(void)
+{
+	char out[PATH_MAX + 16];
+	snprintf(out, sizeof out, "%s/out.so", dir);
+	char *r = slurp(out);
+	assert_non_null(r);
+	return r;
+}
+
+/* The compiler sees a clean environment, a private directory, limits, its
+ * own process group, /dev/null for stdin and no descriptor of ours. */
+static void test_environment_and_limits(void **state)
+{
+	(void)state;
+	coil_err err = {{0}};
+	if (build("report", 30, &err, NULL))
+		fail_msg("%s", err.msg);
+	char *r = report();
+	int nenv = 0;
+	char tmpdir[PATH_MAX] = "", home[PATH_MAX] = "", cwd[PATH_MAX] = "";
+	for (char *line = strtok(r, "\n"); line; line = strtok(NULL, "\n")) {
+		if (!strncmp(line, "env ", 4)) {
+			nenv++;
+			const char *kv = line + 4;
+			if (!strncmp(kv, "TMPDIR=", 7))
+				snprintf(tmpdir, sizeof tmpdir, "%s", kv + 7);
+			else if (!strncmp(kv, "HOME=", 5))
+				snprintf(home, sizeof home, "%s", kv + 5);
+			else if (strcmp(kv, "LC_ALL=C") && strncmp(kv, "PATH=", 5))
+				fail_msg("unexpected variable in the compiler's environment: %s", kv);
+		} else if (!strncmp(line, "cwd ", 4)) {
+			snprintf(cwd, sizeof cwd, "%s", line + 4);
+		} else if (!strncmp(line, "limit ", 6)) {
+			char name[16];
+			char val[32];
+			assert_int_equal(sscanf(line, "limit %15s %31s", name, val), 2);
+			if (!strcmp(val, "unlimited"))
+				fail_msg("no %s limit on the compiler", name);
+			unsigned long long v = strtoull(val, NULL, 10);
+			if (!strcmp(name, "cpu"))
+				assert_int_equal(v, 30 + BUILD_CPU_SLACK_S);
+			else if (!strcmp(name, "as"))
+				assert_true(v <= BUILD_AS_BYTES);
+			else if (!strcmp(name, "fsize"))
+				assert_true(v <= BUILD_FSIZE_BYTES);
+			else if (!strcmp(name, "nproc"))
+				assert_true(v <= BUILD_NPROC);
+			else if (!strcmp(name, "core"))
+				assert_int_equal(v, 0);
+		} else if (!strncmp(line, "pgid ", 5)) {
+			int pgid, pid;
+			assert_int_equal(sscanf(line, "pgid %d pid %d", &pgid, &pid), 2);
+			assert_int_equal(pgid, pid);
+		} else if (!strncmp(line, "stdin ", 6)) {
+			assert_string_equal(line + 6, "/dev/null");
+		} else if (!strncmp(line, "fd ", 3)) {
+			int fd = atoi(line + 3);
+			if (fd > 2)
+				fail_msg("descriptor %d of the caller is open in the compiler", fd);
+		}
+	}
+	assert_int_equal(nenv, 4);
+	/* TMPDIR = HOME = cwd = a private directory beside the output, now gone. */
+	char want[PATH_MAX + 16];
+	snprintf(want, sizeof want, "%s/.coil-cc-", dir);
+	assert_memory_equal(tmpdir, want, strlen(want));
+	assert_string_equal(home, tmpdir);
+	assert_string_equal(cwd, tmpdir);
+	assert_int_not_equal(access(tmpdir, F_OK), 0);
+	assert_int_equal(leftovers(), 0);
+	free(r);
+}
+
+/* A compiler that never ends is killed at the wall-clock limit. */
+static void test_timeout(void **state)
+{
+	(void)state;
+	static const char *const modes[] = {"sleep", "spin"};
+	for (size_t i = 0; i < 2; i++) {
+		coil_err err = {{0}};
+		double t0 = now();
+		assert_int_equal(build(modes[i], 1, &err, NULL), -1);
+		double took = now() - t0;
+		if (!strstr(err.msg, "ran longer than the limit of 1 s and was killed"))
+			fail_msg("%s: %s", modes[i], err.msg);
+		assert_true(took >= 1.0 && took < 5.0);
+		assert_int_equal(leftovers(), 0);
+	}
+}
+
+/* Memory: the address-space limit stops a compiler that keeps allocating. */
+static void test_memory_limit(void **state)
+{
+	(void)state;
+	coil_err err = {{0}};
+	assert_int_equal(build("alloc", 30, &err, NULL), -1);
+	int gib = -1;
+	const char *p = strstr(err.msg, "out of memory after ");
+	if (!p || sscanf(p, "out of memory after %d GiB", &gib) != 1)
+		fail_msg("%s", err.msg);
+	assert_non_null(strstr(err.msg, "failed (status 3)"));
+	assert_true(gib >= 0 && (unsigned long long)gib <= BUILD_AS_BYTES >> 30);
+	assert_int_equal(leftovers(), 0);
+}
+
+/* The whole process group goes: children of a runaway compiler, and those a
+ * compiler that succeeded left behind. */
+static void test_process_group_killed(void **state)
+{
+	(void)state;
+	coil_err err = {{0}};
+	assert_int_equal(build("fork", 1, &err, NULL), -1);
+	assert_non_null(strstr(err.msg, "was killed"));
+	char *r = report();
+	int n = 0;
+	for (char *line = strtok(r, "\n"); line; line = strtok(NULL, "\n"), n++)
+		if (!dead((pid_t)atoi(line)))
+			fail_msg("the compiler's child %s survived the timeout", line);
+	assert_int_equal(n, 2);
+	free(r);
+
+	assert_int_equal(build("orphan", 30, &err, NULL), 0);
+	r = report();
+	if (!dead((pid_t)atoi(r)))
+		fail_msg("the compiler's child %s outlived the build", r);
+	free(r);
+	assert_int_equal(leftovers(), 0);
+}
+
+/* Failures read as errors, with the compiler's own words. */
+static void test_failures_reported(void **state)
+{
+	(void)state;
+	coil_err err = {{0}};
+	assert_int_equal(build("fail", 30, &err, NULL), -1);
+	assert_non_null(strstr(err.msg, "failed (status 1)"));
+	assert_non_null(strstr(err.msg, "error: fake failure"));
+	char out[PATH_MAX + 16];
+	snprintf(out, sizeof out, "%s/out.so", dir);
+	double secs;
+	assert_int_equal(build_so(SRC, "/nonexistent/cc", NULL, NULL, 0, 5, out, &secs, &err), -1);
+	assert_non_null(strstr(err.msg, "cannot run /nonexistent/cc"));
+	assert_int_equal(build_so(SRC, "no-such-compiler-coil", NULL, NULL, 0, 5, out, &secs, &err), -1);
+	assert_non_null(strstr(err.msg, "not found"));
+	assert_int_equal(leftovers(), 0);
+}
+
+/* Runaway compiles on several threads at once: each is killed, each caller
+ * gets its error, and a real compile beside them still works. */
+static void *runaway(void *arg)
+{
+	coil_err *err = arg;
+	char out[PATH_MAX + 32];
+	snprintf(out, sizeof out, "%s/t%p.so", dir, arg);
+	double secs;
+	build_so(SRC, cc("spin"), NULL, NULL, 0, 1, out, &secs, err);
+	return NULL;
+}
+
+static void test_threads_survive(void **state)
+{
+	(void)state;
+	pthread_t th[4];
+	coil_err errs[4];
+	memset(errs, 0, sizeof errs);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, runaway, &errs[i]), 0);
+	char out[PATH_MAX + 16];
+	snprintf(out, sizeof out, "%s/real.so", dir);
+	coil_err err = {{0}};
+	double secs;
+	if (build_so("int coil_real(void) { return 42; }\n", NULL, "-O1", NULL, 1, 60, out, &secs, &err))
+		fail_msg("a real compile beside runaways: %s", err.msg);
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		assert_non_null(strstr(errs[i].msg, "was killed"));
+	}
+	struct stat st;
+	assert_int_equal(stat(out, &st), 0);
+	assert_true(st.st_size > 0);
+	unlink(out);
+	assert_int_equal(leftovers(), 0);
+}
+
+/* ---- no string from the request reaches the C or the command line ---- */
+
+/* Each payload carries a marker "PWN<n>"; none may appear downstream. */
+static const char HOSTILE[] =
+	"{\"format\": \"coil-graph\", \"version\": 1,"
+	" \"inputs\": [{\"name\": \"x*/ system(\\\"rm -rf /\\\"); /*PWN1\", \"dtype\": \"f32\", \"shape\": [\"n\", 4]}],"
+	" \"params\": [{\"name\": \"w\\\"); exec(\\\"sh\\\\\\\\PWN2\", \"dtype\": \"f32\", \"shape\": [4]}],"
+	" \"constants\": [{\"name\": \"\\\\n#include </etc/passwd> PWN3\", \"dtype\": \"f32\", \"shape\": [1],"
+	"   \"data\": [0.5]}],"
+	" \"nodes\": ["
+	"  {\"id\": \"n1 */ #define PWN4 `id` $(id) \\\\\", \"op\": \"aten.add.Tensor\","
+	"   \"args\": [\"x*/ system(\\\"rm -rf /\\\"); /*PWN1\", \"w\\\"); exec(\\\"sh\\\\\\\\PWN2\"],"
+	"   \"outputs\": [\"s */ __asm__(\\\"int3\\\"); PWN5\"]},"
+	"  {\"id\": \"n2\\n#include \\\"/etc/passwd\\\" PWN6\", \"op\": \"aten.mul.Tensor\","
+	"   \"args\": [\"s */ __asm__(\\\"int3\\\"); PWN5\", \"\\\\n#include </etc/passwd> PWN3\"],"
+	"   \"outputs\": [\"g\"]},"
+	"  {\"id\": \"n3 -fplugin=/tmp/evil.so PWN7\", \"op\": \"aten.gelu.default\", \"args\": [\"g\"],"
+	"   \"kwargs\": {\"approximate\": \"tanh\"}, \"outputs\": [\"y'; DROP TABLE entries; -- PWN8\"]}"
+	" ],"
+	" \"outputs\": [\"y'; DROP TABLE entries; -- PWN8\"]}";
+
+static void assert_clean(const char *what, const char *text)
+{
+	static const char *const bad[] = {"PWN", "system(", "rm -rf", "/etc/passwd", "exec(", "$(id)", "`id`",
+					  "-fplugin", "DROP TABLE", "__asm__"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		if (strstr(text, bad[i]))
+			fail_msg("%s contains '%s' from the request", what, bad[i]);
+}
+
+static void test_no_user_strings(void **state)
+{
+	(void)state;
+	coil_err err = {{0}};
+	coil_graph *g = graph_parse(HOSTILE, strlen(HOSTILE), &err);
+	if (!g)
+		fail_msg("the hostile graph should be valid: %s", err.msg);
+	char c_path[PATH_MAX + 16], out[PATH_MAX + 16];
+	snprintf(c_path, sizeof c_path, "%s/hostile.c", dir);
+	snprintf(out, sizeof out, "%s/out.so", dir);
+	codegen_opts o = {.cc = cc("report"), .keep_c = c_path, .target = "generic", .timeout_s = 30};
+	codegen_result res;
+	if (codegen_compile(g, &o, out, &res, &err))
+		fail_msg("%s", err.msg);
+	char *src = slurp(c_path), *argv_report = report();
+	assert_non_null(src);
+	assert_true(strlen(src) > 100);
+	assert_clean("the generated C", src);
+	/* The command line, one argument per "argv " line. */
+	int nargs = 0;
+	for (char *line = strtok(argv_report, "\n"); line; line = strtok(NULL, "\n"))
+		if (!strncmp(line, "argv ", 5)) {
+			nargs++;
+			assert_clean("the compiler's command line", line);
+		}
+	assert_true(nargs > 5);
+	free(src);
+	free(argv_report);
+
+	/* The same graph through the cache's planning: the key and the canonical
+	 * text are the graph's; the target cannot smuggle flags in. */
+	compile_plan *p = NULL;
+	compile_opts co = {.target = "generic -fplugin=/tmp/evil.so"};
+	assert_int_equal(compile_plan_make(HOSTILE, strlen(HOSTILE), &co, &p, &err), -1);
+	assert_null(p);
+	co.target = "generic";
+	assert_int_equal(compile_plan_make(HOSTILE, strlen(HOSTILE), &co, &p, &err), 0);
+	for (const char *k = p->key; *k; k++)
+		assert_non_null(strchr("0123456789abcdef", *k));
+	assert_clean("the target", p->target);
+	compile_plan_free(p);
+	graph_free(g);
+
+	/* A string attribute outside its closed set is refused by the validator. */
+	static const char bad_attr[] =
+		"{\"format\": \"coil-graph\", \"version\": 1,"
+		" \"inputs\": [{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4]}],"
+		" \"nodes\": [{\"id\": \"n\", \"op\": \"aten.gelu.default\", \"args\": [\"x\"],"
+		"   \"kwargs\": {\"approximate\": \"tanh\\\"); system(\\\"id\"}, \"outputs\": [\"y\"]}],"
+		" \"outputs\": [\"y\"]}";
+	assert_null(graph_parse(bad_attr, strlen(bad_attr), &err));
+	assert_non_null(strstr(err.msg, "approximate"));
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st, (void)flag, (void)ftw;
+	return remove(path);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(dir, sizeof dir, "%s/coil-sandbox-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	(void)argc;
+	char self[PATH_MAX];
+	snprintf(self, sizeof self, "%s", argv[0]);
+	char *d = realpath(dirname(self), NULL);
+	snprintf(fake_cc, sizeof fake_cc, "%s/fake_cc", d ? d : ".");
+	free(d);
+	if (access(fake_cc, X_OK) != 0) {
+		fprintf(stderr, "test_sandbox: no fake compiler at %s\n", fake_cc);
+		return 1;
+	}
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_environment_and_limits),
+		cmocka_unit_test(test_timeout),
+		cmocka_unit_test(test_memory_limit),
+		cmocka_unit_test(test_process_group_killed),
+		cmocka_unit_test(test_failures_reported),
+		cmocka_unit_test(test_threads_survive),
+		cmocka_unit_test(test_no_user_strings),
+	};
+	return cmocka_run_group_tests_name("sandbox", tests, setup, teardown);
+}
