@@ -1,0 +1,502 @@
+"""coil for PyTorch users: one call from an nn.Module to a compiled CPU callable.
+
+    import coil
+    fast = coil.compile(model, (x,))            # export, compile (local cache), load
+    y = fast(x)                                 # torch tensors in, torch tensors out
+    fast = coil.compile(model, (x,), server="http://127.0.0.1:8470")   # compile on a coild
+
+compile(module, example_inputs, server=None, target="native", threads=None, ...)
+    1. exports `module` at ATen level with client/python/coil_export.py (make_fx; the module
+       is put in eval mode), checking its ops against `coil info --ops`; an aten.as_strided
+       that only restrides a contiguous tensor (ConvNeXt's pooling) becomes a view, and an
+       op coil lacks whose value depends on no input (Swin's attention masks, gathered
+       relative position biases) is evaluated now and becomes a constant (freezing);
+    2. compiles the graph with the `coil` CLI (`$COIL`, else the repo's build/coil, else
+       `coil` on PATH): in-process into the local cache, or on a coild when `server` is given
+       (fetched into the local cache, sha256-verified);
+    3. loads the artifact with ctypes over the artifact ABI (include/coil/artifact.h),
+       refusing one built for a target this CPU cannot run, and binds the params (graph order).
+    The result takes the same positional tensors as the module and returns what the module
+    returns (the same nesting of tuples/lists/dicts). Inputs are passed to the artifact by
+    pointer (a non-contiguous input is made contiguous first) and outputs are allocated with
+    torch.empty and filled in place: no copies. It may be called from many threads at once
+    (each concurrent call uses its own coil model handle). `threads` is the OpenMP thread
+    count of each call (None: OpenMP's default). Shapes are static unless
+    dynamic_batch=True, which makes dim 0 of every input the symbol "batch".
+
+load(artifact_path, params, threads=None) binds an artifact built earlier (`coil compile`)
+to params given in graph order.
+
+Errors: UnsupportedError (a CoilError) names the op, node or argument coil cannot handle;
+CoilError covers everything else; `.stage` says where ("trace", "export", "compile",
+"load", "run")."""
+import collections
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+from ._errors import CoilError, UnsupportedError
+from ._abi import Artifact, Model
+from ._targets import best_target, runs_here, TARGETS
+
+__all__ = ["compile", "load", "export_graph", "CompiledModule", "CoilError", "UnsupportedError",
+           "Artifact", "Model", "best_target", "runs_here", "coil_cli", "TARGETS"]
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_PYDIR = os.path.dirname(_HERE)
+_ROOT = os.path.dirname(os.path.dirname(_PYDIR))
+
+
+def _exporter():
+    if _PYDIR not in sys.path:
+        sys.path.insert(0, _PYDIR)
+    import coil_export
+    return coil_export
+
+
+def coil_cli(coil=None):
+    """Path of the coil CLI: `coil`, else $COIL, else the repo's build/coil, else PATH."""
+    for c in (coil, os.environ.get("COIL"), os.path.join(_ROOT, "build", "coil")):
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return os.path.abspath(c)
+    c = shutil.which("coil")
+    if c:
+        return c
+    raise CoilError("the coil CLI was not found: set $COIL or build it (make) in %s" % _ROOT)
+
+
+_UNSUPPORTED_RE = re.compile(r"unknown op|not supported|unsupported|cannot express", re.I)
+
+
+def _compile_cli(graph_path, server=None, target="native", coil=None, cache_dir=None,
+                 timeout=None, opt=None):
+    """Runs `coil [--server URL] compile GRAPH --target T`; returns a dict with
+    artifact, key, target, sha256, hit, compile_ms."""
+    cmd = [coil_cli(coil)]
+    if server:
+        cmd += ["--server", server]
+    cmd += ["compile", graph_path, "--target", target or "native"]
+    if opt is not None:
+        cmd += ["--opt", str(opt)]
+    env = dict(os.environ)
+    if cache_dir:
+        env["COIL_CACHE_DIR"] = cache_dir
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise CoilError("coil compile timed out after %s s" % timeout, stage="compile") from None
+    out = p.stdout.decode("utf-8", "replace")
+    err = p.stderr.decode("utf-8", "replace").strip()
+    if p.returncode != 0:
+        msg = err.splitlines()[-1] if err else "coil compile failed (exit %d)" % p.returncode
+        if msg.startswith("coil: "):
+            msg = msg[len("coil: "):]
+        # the CLI prefixes the graph's path: keep the part that names node/op/field
+        if msg.startswith(graph_path + ": "):
+            msg = msg[len(graph_path) + 2:]
+        if _UNSUPPORTED_RE.search(msg):
+            raise UnsupportedError("coil cannot compile this graph: " + msg, stage="compile")
+        raise CoilError("coil compile: " + msg, stage="compile")
+    info = {}
+    for line in out.splitlines():
+        m = re.match(r"^artifact (.+) \((\d+) bytes, sha256 ([0-9a-f]{64})\)$", line)
+        if m:
+            info["artifact"], info["size"], info["sha256"] = m.group(1), int(m.group(2)), m.group(3)
+            continue
+        m = re.match(r"^(key|target) (\S+)$", line)
+        if m:
+            info[m.group(1)] = m.group(2)
+            continue
+        m = re.match(r"^(server: )?(cache hit|compiled) in ([0-9.]+) ms$", line)
+        if m:
+            info["hit"] = m.group(2) == "cache hit"
+            info["compile_ms"] = float(m.group(3))
+    if "artifact" not in info:
+        raise CoilError("coil compile printed no artifact path:\n" + out + err, stage="compile")
+    return info
+
+
+class CompiledModule:
+    """What compile() and load() return: call it like the module."""
+
+    def __init__(self, model, treespec=None, info=None, graph=None):
+        self.model = model
+        self.artifact = model.artifact
+        self._spec = treespec
+        self.info = dict(info or {})
+        self.graph = graph
+
+    @property
+    def artifact_path(self):
+        return self.artifact.path
+
+    @property
+    def target(self):
+        return self.artifact.target
+
+    def __call__(self, *inputs):
+        outs = self.model(*inputs)
+        if self._spec is not None:
+            return torch.utils._pytree.tree_unflatten(outs, self._spec)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def memory_bytes(self, inputs):
+        """describe's arena for these inputs' shapes plus the params coil holds (bytes)."""
+        syms = {}
+        for x, (_, shape) in zip(inputs, self.artifact.inputs):
+            for d, v in zip(shape, x.shape):
+                if isinstance(d, str) and re.fullmatch(r"s\d+", d):
+                    syms.setdefault(d, int(v))
+        arena = self.artifact.arena_bytes(syms)
+        return (arena or 0) + self.artifact.param_bytes()
+
+    def close(self):
+        self.model.close()
+
+
+def _as_tuple(x):
+    if isinstance(x, torch.Tensor):
+        return (x,)
+    return tuple(x)
+
+
+def _contiguous_strides(shape, stride):
+    """True when `stride` is row-major for `shape`, ignoring dims of size 1."""
+    expect = 1
+    for d, st in zip(reversed(list(shape)), reversed(list(stride))):
+        if d != 1 and st != expect:
+            return False
+        expect *= d
+    return True
+
+
+def _restrides_to_views(gm):
+    """ATen sometimes restrides a result in place without moving data, and make_fx records
+    that as aten.as_strided: adaptive_avg_pool2d to 1x1 on a channels-last input (ConvNeXt)
+    gives as_strided(mean, [N, C, 1, 1], [C, 1, C, C]). When the input is contiguous, the
+    new strides are row-major for the new size (dims of size 1 aside), the element count is
+    the same and the storage offset is the input's own, the result holds exactly the values
+    of view(x, size): rewrite it so. Returns the number of nodes rewritten."""
+    n_done = 0
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or str(n.target) != "aten.as_strided.default":
+            continue
+        args = list(n.args)
+        if len(args) < 3 or (len(args) > 3 and args[3] is not None) or \
+                n.kwargs.get("storage_offset") is not None:
+            continue
+        x, size, stride = args[0], args[1], args[2]
+        tm = x.meta.get("tensor_meta") if isinstance(x, torch.fx.Node) else None
+        if tm is None or not hasattr(tm, "stride"):
+            continue
+        if not all(isinstance(v, int) for v in list(size) + list(stride)):
+            continue
+        numel = 1
+        for d in size:
+            numel *= d
+        xnumel = 1
+        for d in tm.shape:
+            xnumel *= int(d)
+        if numel != xnumel or not _contiguous_strides(tm.shape, tm.stride) or \
+                not _contiguous_strides(size, stride):
+            continue
+        n.target = torch.ops.aten.view.default
+        n.args = (x, list(size))
+        n.kwargs = {}
+        n_done += 1
+    if n_done:
+        gm.recompile()
+    return n_done
+
+
+def _get_attr(gm, target):
+    v = gm
+    for part in target.split("."):
+        v = getattr(v, part)
+    return v
+
+
+_NEW_FACTORIES = ("aten.new_zeros.default", "aten.new_ones.default", "aten.new_full.default",
+                  "aten.new_empty.default")
+
+
+def _is_new_factory(n):
+    if str(n.target) not in _NEW_FACTORIES or not n.args:
+        return False
+    a0 = n.args[0]
+    if not isinstance(a0, torch.fx.Node) or getattr(a0.meta.get("tensor_meta"), "dtype", None) is None:
+        return False
+    found = []
+    torch.fx.node.map_arg((n.args[1:], n.kwargs), found.append)
+    return not found
+
+
+def _fold_unsupported(ce, gm, coil_ops):
+    """Freezing, where coil lacks an op: a node coil does not support whose value does not
+    depend on any input (it is computed from params, buffers, constants and factory ops
+    alone: Swin's shifted-window attention mask built with fill/slice_scatter, relative
+    position bias tables gathered with index.Tensor in Swin and MaxViT) is evaluated now with
+    PyTorch and replaced by its value, which the exporter then carries as a constant or a
+    param. compile() binds the module's own params, so this is what torch.jit.freeze does.
+
+    In-place ops that functionalization left (it does not see module state, so Swin V2's
+    `bias.clone()[a:b].zero_()` and in-place ReLUs on param-derived tensors stay) are handled
+    when every one of them is input-independent: the whole input-independent part of the
+    graph is then run in order, every value it hands to the rest of the graph becomes a
+    constant, and that part is removed. Nothing is folded when an in-place op depends on an
+    input, or when coil's op list is unknown. Returns the number of constants made."""
+    import operator
+    if not coil_ops:
+        return 0
+    nodes = list(gm.graph.nodes)
+    dep = {}
+    for n in nodes:
+        if n.op == "get_attr":
+            dep[n] = False
+        elif n.op == "call_function" and _is_new_factory(n):
+            dep[n] = False  # x.new_zeros(size): x gives only dtype and device
+        elif n.op == "call_function":
+            dep[n] = any(dep.get(a, True) for a in n.all_input_nodes)
+        else:
+            dep[n] = True
+    mutating = [n for n in nodes if n.op == "call_function" and
+                isinstance(n.target, torch._ops.OpOverload) and ce._mutates_first_arg(n.target)]
+    if any(dep[n] for n in mutating):
+        return 0
+    vals = {}
+    clones = {}
+
+    def value(n):
+        if n in vals:
+            return vals[n]
+        if n.op == "get_attr":
+            v = _get_attr(gm, n.target)
+            if mutating and isinstance(v, torch.Tensor):
+                v = v.detach().clone()  # an in-place op must not touch the module's state
+                clones[n] = (v, v._version)
+        elif _is_new_factory(n):
+            args, kwargs = torch.fx.node.map_arg((n.args[1:], n.kwargs), value)
+            proto = torch.empty(0, dtype=n.args[0].meta["tensor_meta"].dtype)
+            with torch.no_grad():
+                v = n.target(proto, *args, **kwargs)
+        else:
+            args, kwargs = torch.fx.node.map_arg((n.args, n.kwargs), value)
+            with torch.no_grad():
+                v = n.target(*args, **kwargs)
+        vals[n] = v
+        return v
+
+    def unsupported(n):
+        if n.target is operator.getitem or not isinstance(n.target, torch._ops.OpOverload):
+            return False
+        kind, op = ce.normalize_op(n.target)
+        return kind == "op" and str(op) not in coil_ops
+
+    made = [0]
+
+    def materialize(n, v):
+        name = "_coil_folded_%d" % made[0]
+        while hasattr(gm, name):
+            name += "_"
+        gm.register_buffer(name, v.detach().clone().contiguous())
+        with gm.graph.inserting_before(n if n.op != "get_attr" else n.next):
+            g = gm.graph.get_attr(name)
+        g.meta = dict(n.meta)
+        made[0] += 1
+        return g
+
+    if not mutating:
+        for n in nodes:
+            if n.op != "call_function" or dep[n] or not unsupported(n):
+                continue
+            try:
+                v = value(n)
+            except Exception:  # noqa: BLE001 (left for the exporter to report)
+                continue
+            if not isinstance(v, torch.Tensor):
+                continue
+            g = materialize(n, v)
+            n.replace_all_uses_with(g)
+            gm.graph.erase_node(n)
+            vals[g] = _get_attr(gm, g.target)
+            dep[g] = False
+    else:
+        region = [n for n in nodes if not dep[n] and n.op in ("call_function", "get_attr")]
+        try:
+            for n in region:  # graph order is execution order: mutations replay as traced
+                value(n)
+        except Exception:  # noqa: BLE001
+            return 0
+        frontier = [n for n in region if any(dep[u] for u in n.users)]
+        for n in frontier:
+            v = vals[n]
+            if not isinstance(v, torch.Tensor):
+                return 0
+        for n in frontier:
+            if n.op == "get_attr" and (n not in clones or clones[n][0]._version == clones[n][1]):
+                continue  # a param nothing wrote to stays a param
+            g = materialize(n, vals[n])
+            dep[g] = False
+            for u in list(n.users):
+                if dep[u]:
+                    u.replace_input_with(n, g)
+        for n in reversed(region):
+            if n.op == "call_function" and not n.users:
+                gm.graph.erase_node(n)
+    if made[0]:
+        gm.recompile()
+    return made[0]
+
+
+def _trace(ce, module, inputs, coil_ops=None):
+    try:
+        gm = ce._trace_module(module, inputs, True, True)
+    except ce.ExportError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise UnsupportedError("make_fx cannot trace %s at ATen level: %s: %s"
+                               % (type(module).__name__, type(e).__name__, e),
+                               stage="trace") from e
+    _restrides_to_views(gm)
+    _fold_unsupported(ce, gm, coil_ops)
+    return gm
+
+
+def _build_dynamic(ce, module, inputs, names, coil_ops):
+    """coil_export._build_dynamic with this module's tracing (as_strided rewritten)."""
+    b = max(ce._batch_of(inputs), 2)
+    batches = (b, b + 1, b + 3)
+    graphs = []
+    params = None
+    for bb in batches:
+        ins = ce._rebatch(inputs, bb)
+        gm = _trace(ce, module, ins, coil_ops)
+        g, p = ce.build_graph(gm, module, ins, names, False, coil_ops if not graphs else None)
+        if params is None:
+            params = p
+        else:
+            for k, t in p.items():
+                t0 = params.get(k)
+                if t0 is not None and t0 is not t and (t0.shape != t.shape or not torch.equal(t0, t)):
+                    raise ce.ExportError("dynamic_batch: captured tensor %r differs between batch "
+                                         "sizes %s and %s" % (k, batches[0], bb))
+        graphs.append(g)
+    return ce._merge_batch_graphs(graphs, batches), params
+
+
+def export_graph(module, example_inputs, dynamic_batch=False, coil=None, check_ops=True):
+    """(graph dict, {param name: tensor}, output treespec) for module(*example_inputs)."""
+    ce = _exporter()
+    inputs = _as_tuple(example_inputs)
+    for i, t in enumerate(inputs):
+        if not isinstance(t, torch.Tensor):
+            raise CoilError("example input %d is a %s; coil.compile takes tensors" % (
+                i, type(t).__name__))
+    names = ["x"] if len(inputs) == 1 else ["input%d" % i for i in range(len(inputs))]
+    module.eval()
+    with torch.no_grad():
+        eager = module(*inputs)  # a failure here is the module's own: let it propagate
+    flat, spec = torch.utils._pytree.tree_flatten(eager)
+    for o in flat:
+        if not isinstance(o, torch.Tensor):
+            raise UnsupportedError("the module returns a %s; coil outputs are tensors" % type(o).__name__,
+                                   stage="export")
+    coil_ops = None
+    if check_ops:
+        try:
+            coil_ops = ce.coil_supported_ops(coil_cli(coil))
+        except CoilError:
+            coil_ops = None
+    try:
+        if dynamic_batch:
+            graph, params = _build_dynamic(ce, module, inputs, names, coil_ops)
+        else:
+            gm = _trace(ce, module, inputs, coil_ops)
+            graph, params = ce.build_graph(gm, module, inputs, names, False, coil_ops)
+    except ce.UnsupportedOpsError as e:
+        raise UnsupportedError("%s: %s" % (type(module).__name__, e), ops=e.ops,
+                               stage="export") from None
+    except ce.ExportError as e:
+        raise UnsupportedError("cannot export %s: %s" % (type(module).__name__, e),
+                               stage="export") from None
+    if len(graph["outputs"]) != len(flat):
+        raise CoilError("traced graph has %d outputs, the eager module %d" % (
+            len(graph["outputs"]), len(flat)), stage="export")
+    return graph, params, spec
+
+
+def compile(module, example_inputs, server=None, target="native", threads=None, *,
+            dynamic_batch=False, cache_dir=None, workdir=None, save_weights=False,
+            coil=None, timeout=None, opt=None, keep_params=True):
+    """Export, compile and load `module`; returns a CompiledModule (see the module doc).
+
+    server: URL of a coild (None: compile in-process through the local cache, or on
+        $COIL_SERVER when that is set). target: a coil target name or "native".
+    threads: OpenMP threads per call (None: OpenMP's default).
+    cache_dir: local artifact cache ($COIL_CACHE_DIR otherwise).
+    workdir: keep graph.json there (and weights.safetensors with save_weights=True);
+        by default a temporary directory is used and removed.
+    keep_params: keep references to the param tensors (the ABI copies them at create;
+        False frees them after the first handle, and then one thread at a time may call).
+    """
+    if target not in (None, "native") and target not in TARGETS:
+        raise CoilError("unknown target %r (native, %s)" % (target, ", ".join(TARGETS)), stage="compile")
+    if target not in (None, "native") and not runs_here(target):
+        raise CoilError("target '%s' cannot run on this CPU (best here: %s); compile() loads what it "
+                        "builds" % (target, best_target()), stage="load")
+    t0 = time.perf_counter()
+    graph, params, spec = export_graph(module, example_inputs, dynamic_batch, coil)
+    t1 = time.perf_counter()
+    ce = _exporter()
+    tmp = None
+    d = workdir
+    if d is None:
+        d = tmp = tempfile.mkdtemp(prefix="coil-")
+    else:
+        os.makedirs(d, exist_ok=True)
+    try:
+        gpath = os.path.join(d, "graph.json")
+        with open(gpath, "w") as f:
+            f.write(ce.dumps_graph(graph))
+        if save_weights:
+            from . import _safetensors
+            _safetensors.save(collections.OrderedDict((p["name"], params[p["name"]])
+                                                      for p in graph["params"]),
+                              os.path.join(d, "weights.safetensors"), metadata={"format": "pt"})
+        info = _compile_cli(gpath, server=server, target=target, coil=coil, cache_dir=cache_dir,
+                            timeout=timeout, opt=opt)
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    t2 = time.perf_counter()
+    plist = []
+    for p in graph["params"]:
+        t = params.get(p["name"])
+        if t is None:
+            raise CoilError("param %r of the graph has no tensor" % p["name"])
+        plist.append(t)
+    art = Artifact(info["artifact"])
+    if len(art.inputs) != len(graph["inputs"]) or len(art.outputs) != len(graph["outputs"]):
+        raise CoilError("artifact %s does not match the exported graph" % info["artifact"])
+    model = Model(art, plist, threads=threads, keep_params=keep_params)
+    info.update(export_s=t1 - t0, compile_s=t2 - t1, load_s=time.perf_counter() - t2,
+                workdir=workdir)
+    return CompiledModule(model, spec, info, graph)
+
+
+def load(artifact_path, params, threads=None, keep_params=True):
+    """Loads an artifact built by `coil compile` and binds `params`: tensors in the graph's
+    params order, as a list or an ordered dict (a weights.safetensors that compile(...,
+    save_weights=True) wrote is in that order). Returns a CompiledModule whose call returns
+    one tensor, or a tuple when the graph has several outputs."""
+    if isinstance(params, dict):
+        params = list(params.values())
+    art = Artifact(artifact_path)
+    return CompiledModule(Model(art, list(params), threads=threads, keep_params=keep_params))

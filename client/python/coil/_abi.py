@@ -1,0 +1,289 @@
+"""ctypes over the artifact ABI (include/coil/artifact.h, docs/abi.md), version 1."""
+import ctypes
+import json
+import threading
+
+import torch
+
+from ._errors import CoilError
+from . import _targets
+
+ABI_VERSION = 1
+MAX_RANK = 8
+
+DTYPES = {
+    "f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16, "f64": torch.float64,
+    "i64": torch.int64, "i32": torch.int32, "i8": torch.int8, "u8": torch.uint8, "bool": torch.bool,
+}
+
+def _err_load(msg):
+    return CoilError(msg, stage="load")
+
+
+def _err_run(msg):
+    return CoilError(msg, stage="run")
+
+
+_gomp = None
+_gomp_lock = threading.Lock()
+
+
+def _pin_libgomp():
+    """Load libgomp globally once and keep it: an artifact's OpenMP threads outlive its calls,
+    and the last library holding libgomp going away would unmap it under them (SIGSEGV)."""
+    global _gomp
+    with _gomp_lock:
+        if _gomp is None:
+            try:
+                _gomp = ctypes.CDLL("libgomp.so.1", mode=ctypes.RTLD_GLOBAL)
+            except OSError:
+                _gomp = False  # an artifact built without OpenMP still loads
+    return _gomp
+
+
+_I64P = ctypes.POINTER(ctypes.c_int64)
+
+
+class Artifact:
+    """One loaded artifact (.so): its description and its C functions. Never unloaded."""
+
+    def __init__(self, path):
+        self.path = path
+        _pin_libgomp()
+        try:
+            lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
+        except OSError as e:
+            raise _err_load("cannot load artifact %s: %s" % (path, e)) from None
+        try:
+            lib.coil_abi_version.restype = ctypes.c_int
+            lib.coil_abi_version.argtypes = []
+            lib.coil_artifact_describe.restype = ctypes.c_char_p
+            lib.coil_artifact_describe.argtypes = []
+            fns = [lib.coil_model_create, lib.coil_model_output_shape, lib.coil_model_run,
+                   lib.coil_model_destroy, lib.coil_model_last_error]
+        except AttributeError as e:
+            raise _err_load("%s is not a coil artifact: %s" % (path, e)) from None
+        v = lib.coil_abi_version()
+        if v != ABI_VERSION:
+            raise _err_load("%s: artifact ABI version %d, this client speaks %d" % (path, v, ABI_VERSION))
+        try:
+            desc = json.loads(lib.coil_artifact_describe().decode("utf-8"))
+        except (ValueError, AttributeError) as e:
+            raise _err_load("%s: unreadable describe(): %s" % (path, e)) from None
+        self.describe = desc
+        self.target = desc.get("target", "?")
+        if not _targets.runs_here(self.target):
+            # nothing beyond describe() has run: no SIGILL
+            raise _err_load("%s: built for target '%s', which this CPU does not support "
+                            "(best here: %s)" % (path, self.target, _targets.best_target()))
+        try:
+            self.inputs = [(DTYPES[d["dtype"]], list(d["shape"])) for d in desc["inputs"]]
+            self.params = [(DTYPES[d["dtype"]], list(d["shape"])) for d in desc["params"]]
+            self.outputs = [(DTYPES[d["dtype"]], list(d["shape"])) for d in desc["outputs"]]
+        except (KeyError, TypeError) as e:
+            raise _err_load("%s: bad describe(): %s" % (path, e)) from None
+        create, oshape, run, destroy, lasterr = fns
+        create.restype = ctypes.c_int
+        create.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_int,
+                           ctypes.POINTER(ctypes.c_void_p)]
+        oshape.restype = ctypes.c_int
+        oshape.argtypes = [ctypes.c_void_p, ctypes.POINTER(_I64P), ctypes.c_int, _I64P]
+        run.restype = ctypes.c_int
+        run.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(_I64P),
+                        ctypes.POINTER(ctypes.c_void_p)]
+        destroy.restype = None
+        destroy.argtypes = [ctypes.c_void_p]
+        lasterr.restype = ctypes.c_char_p
+        lasterr.argtypes = []
+        self._lib = lib
+        self._create, self._oshape, self._run, self._destroy, self._lasterr = fns
+
+    def last_error(self):
+        e = self._lasterr()
+        return e.decode("utf-8", "replace") if e else "unknown error"
+
+    def arena_bytes(self, symbols):
+        """describe's arena expression evaluated with {"s0": v, ...} (None if unavailable)."""
+        return eval_expr(self.describe.get("arena_bytes"), symbols)
+
+    def param_bytes(self):
+        n = 0
+        for dt, shape in self.params:
+            k = torch.empty((), dtype=dt).element_size()
+            for d in shape:
+                k *= d if isinstance(d, int) else 0
+            n += k
+        return n
+
+
+def eval_expr(e, symbols):
+    """An integer or an expression string over s0..s7 (+ - * parentheses)."""
+    if e is None:
+        return None
+    if isinstance(e, int):
+        return e
+    import ast
+
+    def ev(n):
+        if isinstance(n, ast.Expression):
+            return ev(n.body)
+        if isinstance(n, ast.Constant) and type(n.value) is int:
+            return n.value
+        if isinstance(n, ast.Name):
+            return symbols[n.id]
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            return -ev(n.operand)
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Sub, ast.Mult)):
+            a, b = ev(n.left), ev(n.right)
+            return a + b if isinstance(n.op, ast.Add) else a - b if isinstance(n.op, ast.Sub) else a * b
+        raise ValueError(e)
+
+    try:
+        return ev(ast.parse(str(e), mode="eval"))
+    except (ValueError, KeyError, SyntaxError):
+        return None
+
+
+class _Handle:
+    """One coil_model plus per-shape call state (runs one call at a time)."""
+
+    __slots__ = ("ptr", "shapes")
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+        self.shapes = {}  # tuple of input shapes -> (ctypes shape array, [output shapes])
+
+
+class Model:
+    """Params bound to an artifact; callable on torch tensors, from any number of threads.
+
+    Each concurrent call gets its own coil_model (a handle runs one call at a time): handles
+    are kept in a pool, created on demand, so N threads calling at once use N handles."""
+
+    def __init__(self, artifact, params, threads=None, keep_params=True):
+        self.artifact = a = artifact
+        if len(params) != len(a.params):
+            raise _err_load("artifact takes %d params, %d given" % (len(a.params), len(params)))
+        ps = []
+        for i, (t, (dt, shape)) in enumerate(zip(params, a.params)):
+            if not isinstance(t, torch.Tensor):
+                raise _err_load("param %d is a %s, not a tensor" % (i, type(t).__name__))
+            t = t.detach()
+            if t.device.type != "cpu":
+                raise _err_load("param %d is on %s; coil runs on the CPU" % (i, t.device))
+            if t.dtype != dt:
+                t = t.to(dt)
+            if list(t.shape) != [int(d) for d in shape]:
+                raise _err_load("param %d has shape %s, the artifact expects %s" % (
+                    i, list(t.shape), shape))
+            ps.append(t.contiguous())
+        self._params = ps
+        self._pptrs = (ctypes.c_void_p * max(len(ps), 1))(*[t.data_ptr() for t in ps])
+        self.nthreads = int(threads) if threads else 0
+        self._lock = threading.Lock()
+        self._free = []
+        self._all = []
+        self._closed = False
+        self._free.append(self._new_handle())  # fail early, on the caller's thread
+        if not keep_params:
+            # the ABI copies params at create; drop ours (handles created later need them)
+            self._params = None
+
+    def _new_handle(self):
+        if self._params is None:
+            raise _err_load("cannot create another handle: params were released (keep_params=False)")
+        out = ctypes.c_void_p()
+        a = self.artifact
+        if a._create(self._pptrs, len(self._params), self.nthreads, ctypes.byref(out)) != 0:
+            raise _err_load("coil_model_create: %s" % a.last_error())
+        h = _Handle(out.value)
+        with self._lock:
+            self._all.append(h)
+        return h
+
+    def _acquire(self):
+        with self._lock:
+            if self._closed:
+                raise _err_run("model is closed")
+            if self._free:
+                return self._free.pop()
+        return self._new_handle()
+
+    def _release(self, h):
+        with self._lock:
+            if self._closed:
+                self.artifact._destroy(h.ptr)
+                h.ptr = None
+            else:
+                self._free.append(h)
+
+    def _call_state(self, h, xs):
+        key = tuple(tuple(x.shape) for x in xs)
+        st = h.shapes.get(key)
+        if st is not None:
+            return st
+        a = self.artifact
+        arrs = [(ctypes.c_int64 * max(len(s), 1))(*s) for s in key]
+        sp = (_I64P * max(len(arrs), 1))(*[ctypes.cast(r, _I64P) for r in arrs])
+        outs = []
+        buf = (ctypes.c_int64 * MAX_RANK)()
+        for j in range(len(a.outputs)):
+            r = a._oshape(h.ptr, sp, j, buf)
+            if r < 0:
+                raise _err_run("output %d shape: %s" % (j, a.last_error()))
+            outs.append(tuple(buf[k] for k in range(r)))
+        if len(h.shapes) > 64:
+            h.shapes.clear()
+        st = h.shapes[key] = (arrs, sp, outs)
+        return st
+
+    def __call__(self, *inputs):
+        a = self.artifact
+        if len(inputs) != len(a.inputs):
+            raise _err_run("expected %d inputs, got %d" % (len(a.inputs), len(inputs)))
+        xs = []
+        for i, (x, (dt, shape)) in enumerate(zip(inputs, a.inputs)):
+            if not isinstance(x, torch.Tensor):
+                raise _err_run("input %d is a %s, not a tensor" % (i, type(x).__name__))
+            if x.device.type != "cpu":
+                raise _err_run("input %d is on %s; coil runs on the CPU" % (i, x.device))
+            if x.dtype != dt:
+                raise _err_run("input %d has dtype %s, the compiled model takes %s" % (i, x.dtype, dt))
+            if x.dim() != len(shape):
+                raise _err_run("input %d has rank %d, the compiled model takes shape %s" % (
+                    i, x.dim(), shape))
+            if x.requires_grad:
+                x = x.detach()
+            if not x.is_contiguous():
+                x = x.contiguous()
+            xs.append(x)
+        h = self._acquire()
+        try:
+            arrs, sp, oshapes = self._call_state(h, xs)
+            outs = [torch.empty(s, dtype=dt) for s, (dt, _) in zip(oshapes, a.outputs)]
+            iptr = (ctypes.c_void_p * max(len(xs), 1))(*[x.data_ptr() for x in xs])
+            optr = (ctypes.c_void_p * max(len(outs), 1))(*[o.data_ptr() for o in outs])
+            # ctypes drops the GIL for the call: other threads run their own handles
+            if a._run(h.ptr, iptr, sp, optr) != 0:
+                raise _err_run("coil_model_run: %s" % a.last_error())
+        finally:
+            self._release(h)
+        return outs
+
+    def close(self):
+        """Destroys every idle handle now (busy ones when their call returns)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            free, self._free = self._free, []
+        for h in free:
+            if h.ptr:
+                self.artifact._destroy(h.ptr)
+                h.ptr = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 (interpreter shutdown)
+            pass

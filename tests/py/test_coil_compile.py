@@ -1,0 +1,374 @@
+"""coil.compile (client/python/coil/): PyTorch modules to compiled callables over the artifact
+ABI, compared with eager.
+
+  * mlp, transformer:2 and resnet18 (64 px) compiled in-process match eager (max abs error
+    <= 1e-4 relative to max |eager|);
+  * a module with an op coil lacks raises coil.UnsupportedError naming the op (from the
+    exporter's op check, and from the compiler when the check is skipped);
+  * one callable runs many times, and from two threads at once, with right results;
+  * dynamic batch, non-contiguous inputs, nested outputs, wrong dtypes, the target chain check;
+  * export fixes in coil.compile: a data-preserving as_strided becomes a view; unsupported
+    ops on no input (Swin's masks, gathered biases) are folded into constants;
+  * compile through a real coild (server=URL).
+A private cache directory keeps the user's cache untouched.
+
+Run: COIL=build/coil PYTHONPATH=client/python /usr/bin/python3 tests/py/test_coil_compile.py
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import Tap  # noqa: E402
+
+_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(_root, "client", "python"))
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+
+import coil  # noqa: E402
+import coil_export  # noqa: E402
+
+COIL = os.environ.get("COIL", os.path.join(_root, "build", "coil"))
+COILD = os.path.join(os.path.dirname(os.path.abspath(COIL)), "coild")
+TOL = 1e-4
+
+
+def rel_err(want, got):
+    if tuple(want.shape) != tuple(got.shape):
+        return float("inf")
+    want, got = want.double(), got.double()
+    return float((want - got).abs().max()) / max(float(want.abs().max()), 1e-12)
+
+
+def eager(m, ins):
+    with torch.no_grad():
+        return m(*ins)
+
+
+class CumSum(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.cumsum(self.fc(x), 1)
+
+
+class TwoOut(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 6)
+
+    def forward(self, x, y):
+        h = self.fc(x)
+        return {"a": torch.relu(h), "b": (h * y.sum(), x.t())}
+
+
+def test_models(t, cache):
+    fns = {}
+    for spec, kw in [("mlp", {}), ("transformer:2", {}), ("torchvision:resnet18", {"size": 64})]:
+        m, ins = coil_export.make_model(spec, **kw)
+        t0 = time.perf_counter()
+        try:
+            f = coil.compile(m, ins, threads=1, cache_dir=cache, coil=COIL)
+        except coil.CoilError as e:
+            t.ok(False, "coil.compile %s" % spec, "%s: %s" % (type(e).__name__, e))
+            continue
+        dt = time.perf_counter() - t0
+        want = eager(m, ins)
+        got = f(*ins)
+        err = rel_err(want, got)
+        t.ok(isinstance(got, torch.Tensor) and err <= TOL,
+             "coil.compile %s matches eager (rel err %.2e, %.1f s, target %s)" % (spec, err, dt, f.target),
+             "got %r" % type(got))
+        fns[spec] = (f, m, ins)
+    return fns
+
+
+def test_unsupported(t, cache):
+    m = CumSum()
+    try:
+        coil.compile(m, (torch.randn(3, 4),), cache_dir=cache, coil=COIL)
+        t.ok(False, "unsupported op raises coil.UnsupportedError", "no exception")
+    except coil.UnsupportedError as e:
+        t.ok("aten.cumsum" in str(e) and "aten.cumsum.default" in e.ops,
+             "unsupported op raises coil.UnsupportedError naming it: %s" % str(e)[:100], repr(e.ops))
+    except Exception as e:  # noqa: BLE001
+        t.ok(False, "unsupported op raises coil.UnsupportedError", "%s: %s" % (type(e).__name__, e))
+    # without the exporter's op check the compiler names node and op
+    graph, _, _ = coil.export_graph(m, (torch.randn(3, 4),), check_ops=False)
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "graph.json")
+        with open(p, "w") as f:
+            f.write(coil_export.dumps_graph(graph))
+        try:
+            coil._compile_cli(p, coil=COIL, cache_dir=cache)
+            t.ok(False, "compiler error on an unknown op is coil.UnsupportedError", "no exception")
+        except coil.UnsupportedError as e:
+            t.ok("node" in str(e) and "aten.cumsum.default" in str(e),
+                 "compiler error on an unknown op is coil.UnsupportedError: %s" % e)
+    # a module that cannot even be traced at ATen level
+    class DataDependent(torch.nn.Module):
+        def forward(self, x):
+            return x[x > 0]
+    try:
+        coil.compile(DataDependent(), (torch.randn(5),), cache_dir=cache, coil=COIL)
+        t.ok(False, "boolean indexing raises coil.UnsupportedError", "no exception")
+    except coil.UnsupportedError as e:
+        t.ok("aten.index" in str(e), "boolean indexing raises coil.UnsupportedError: %s" % str(e)[:90])
+    except Exception as e:  # noqa: BLE001
+        t.ok(False, "boolean indexing raises coil.UnsupportedError", "%s: %s" % (type(e).__name__, e))
+
+
+def test_repeat_and_threads(t, fns):
+    if "transformer:2" not in fns:
+        t.ok(False, "repeat/threads: transformer:2 did not compile")
+        return
+    f, m, ins = fns["transformer:2"]
+    gen = torch.Generator().manual_seed(7)
+    xs = [torch.randn(ins[0].shape, generator=gen) for _ in range(8)]
+    wants = [eager(m, (x,)) for x in xs]
+    worst = 0.0
+    for i in range(50):
+        worst = max(worst, rel_err(wants[i % 8], f(xs[i % 8])))
+    t.ok(worst <= TOL, "one callable, 50 calls: all match eager (worst %.2e)" % worst)
+
+    errs, fails = [], []
+
+    def worker(k):
+        try:
+            for i in range(30):
+                j = (k * 3 + i) % 8
+                errs.append(rel_err(wants[j], f(xs[j])))
+        except Exception as e:  # noqa: BLE001
+            fails.append("%s: %s" % (type(e).__name__, e))
+
+    ths = [threading.Thread(target=worker, args=(k,)) for k in range(2)]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join()
+    t.ok(not fails and len(errs) == 60 and max(errs) <= TOL,
+         "two threads x 30 calls on one callable match eager (worst %.2e, %d handles)" % (
+             max(errs) if errs else -1, len(f.model._all)), "\n".join(fails))
+    if "torchvision:resnet18" in fns:
+        f2, m2, ins2 = fns["torchvision:resnet18"]
+        want = eager(m2, ins2)
+        res = [None, None]
+
+        def one(k):
+            res[k] = [rel_err(want, f2(*ins2)) for _ in range(3)]
+
+        ths = [threading.Thread(target=one, args=(k,)) for k in range(2)]
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join()
+        ok = all(r is not None and max(r) <= TOL for r in res)
+        t.ok(ok, "resnet18 from two threads at once matches eager", repr(res))
+
+
+def test_io(t, cache):
+    m = TwoOut()
+    x, y = torch.randn(5, 8), torch.randn(3)
+    f = coil.compile(m, (x, y), cache_dir=cache, coil=COIL)
+    want = eager(m, (x, y))
+    got = f(x, y)
+    ok = (isinstance(got, dict) and set(got) == {"a", "b"} and isinstance(got["b"], tuple)
+          and rel_err(want["a"], got["a"]) <= TOL and rel_err(want["b"][0], got["b"][0]) <= TOL
+          and rel_err(want["b"][1], got["b"][1]) == 0)
+    t.ok(ok, "nested outputs (dict of tensor and tuple) come back in the module's structure",
+         repr(type(got)))
+    # a non-contiguous input (made contiguous on the way in) and an input requiring grad
+    xt = torch.randn(8, 5).t()
+    got = f(xt, y.requires_grad_())
+    t.ok(rel_err(eager(m, (xt, y))["a"], got["a"]) <= TOL,
+         "non-contiguous and requires_grad inputs are accepted")
+    # zero copies: outputs are fresh tensors owned by torch; inputs are read in place
+    a1, a2 = f(x, y)["a"], f(x, y)["a"]
+    t.ok(a1.data_ptr() != a2.data_ptr() and a1.is_contiguous() and not a1.requires_grad,
+         "each call returns new output tensors")
+    for bad, why in [((x.double(), y), "dtype"), ((x[None], y), "rank"), ((x, ), "count")]:
+        try:
+            f(*bad)
+            t.ok(False, "wrong input %s raises coil.CoilError" % why)
+        except coil.CoilError as e:
+            t.ok(True, "wrong input %s raises coil.CoilError: %s" % (why, e))
+    try:
+        f(torch.randn(6, 8), y)
+        t.ok(False, "wrong static batch raises coil.CoilError")
+    except coil.CoilError as e:
+        t.ok("dim 0 is 6" in str(e), "wrong static batch raises coil.CoilError: %s" % e)
+
+
+class PoolChannelsLast(torch.nn.Module):
+    """ConvNeXt's head: adaptive_avg_pool2d to 1x1 of a channels-last input, which ATen
+    restrides in place (make_fx: aten.as_strided)."""
+
+    def forward(self, x):
+        return torch.nn.functional.adaptive_avg_pool2d(x.permute(0, 3, 1, 2), 1).flatten(1) * 2
+
+
+def test_restride(t, cache):
+    m = PoolChannelsLast()
+    x = torch.randn(3, 5, 5, 8)
+    try:
+        f = coil.compile(m, (x,), cache_dir=cache, coil=COIL)
+        ops = [n["op"] for n in f.graph["nodes"]]
+        err = rel_err(eager(m, (x,)), f(x))
+        t.ok(err <= TOL and "aten.as_strided.default" not in ops,
+             "a data-preserving as_strided (channels-last pooling) becomes a view (rel err %.2e)" % err,
+             repr(ops))
+    except coil.CoilError as e:
+        t.ok(False, "a data-preserving as_strided becomes a view", str(e))
+
+
+class ConstMask(torch.nn.Module):
+    """Swin-style: an attention mask built with slicing assignments (fill, slice_scatter) and a
+    bias gathered from a param table (index.Tensor): ops coil lacks, on no input."""
+
+    def __init__(self, inplace_on_param=False):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(10, 4))
+        self.register_buffer("idx", torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8], [0, 9, 2, 1], [3, 3, 4, 4]]))
+        self.inplace_on_param = inplace_on_param
+
+    def forward(self, x):
+        mask = x.new_zeros((4, 4))
+        mask[1:3, :] = 1.0
+        bias = self.table[self.idx].sum((0, 2))
+        if self.inplace_on_param:  # Swin V2: in-place ops functionalization leaves alone
+            b = self.table.clone()
+            b[0:2].zero_()
+            bias = bias + torch.relu_(b[:4]).sum(0)
+        return x @ mask + bias
+
+
+def test_fold(t, cache):
+    for inplace in (False, True):
+        m = ConstMask(inplace)
+        x = torch.randn(3, 4)
+        what = "with in-place ops on param copies" if inplace else "(mask, gathered bias)"
+        try:
+            f = coil.compile(m, (x,), cache_dir=cache, coil=COIL)
+            ops = set(n["op"] for n in f.graph["nodes"])
+            err = rel_err(eager(m, (x,)), f(x))
+            bad = ops & {"aten.index.Tensor", "aten.fill.Tensor", "aten.slice_scatter.default"}
+            t.ok(err <= TOL and not bad and float(m.table[0].abs().sum()) > 0,
+                 "input-independent unsupported ops are folded %s (rel err %.2e)" % (what, err), repr(ops))
+        except coil.CoilError as e:
+            t.ok(False, "input-independent unsupported ops are folded %s" % what, str(e))
+    # the same ops on an input are still reported
+    class Gather(torch.nn.Module):
+        def forward(self, x, i):
+            return x[i]
+    try:
+        coil.compile(Gather(), (torch.randn(5, 3), torch.tensor([0, 2])), cache_dir=cache, coil=COIL)
+        t.ok(False, "index.Tensor on an input raises coil.UnsupportedError")
+    except coil.UnsupportedError as e:
+        t.ok("aten.index.Tensor" in str(e), "index.Tensor on an input raises coil.UnsupportedError")
+
+
+def test_dynamic(t, cache):
+    m, ins = coil_export.make_model("torchvision:resnet18", size=32, batch=2)
+    f = coil.compile(m, ins, dynamic_batch=True, cache_dir=cache, coil=COIL)
+    worst = 0.0
+    for b in (1, 3, 2):
+        x = torch.randn(b, 3, 32, 32)
+        got = f(x)
+        worst = max(worst, rel_err(eager(m, (x,)), got))
+        if got.shape[0] != b:
+            worst = float("inf")
+    t.ok(worst <= TOL, "dynamic batch resnet18 at batch 1, 3, 2 matches eager (worst %.2e)" % worst)
+    mem = f.memory_bytes((torch.randn(4, 3, 32, 32),))
+    t.ok(mem > f.artifact.param_bytes() > 0, "memory_bytes: arena + params = %d bytes" % mem)
+
+
+def test_targets(t, fns):
+    from coil import _targets
+    full = {"avx", "avx2", "fma", "bmi1", "bmi2", "movbe", "avx512f", "avx512dq", "avx512cd",
+            "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16"}
+    v3 = {"avx", "avx2", "fma", "bmi1", "bmi2", "movbe"}
+    ok = (_targets.best_target(full) == "avx512_bf16" and _targets.best_target(v3) == "x86-64-v3"
+          and _targets.best_target(set()) == "generic"
+          and _targets.best_target(v3 | {"avx512_vnni"}) == "x86-64-v3"
+          and _targets.runs_here("x86-64-v3", v3) and not _targets.runs_here("x86-64-v4", v3)
+          and _targets.runs_here("generic", set()) and not _targets.runs_here("bogus", full))
+    t.ok(ok, "target chain: generic < x86-64-v3 < x86-64-v4 < avx512_vnni < avx512_bf16")
+    t.ok(coil.runs_here(coil.best_target()), "this CPU's best target: %s" % coil.best_target())
+    if "mlp" in fns:
+        f, m, _ = fns["mlp"]
+        saved = _targets._best
+        _targets._best = "generic"  # pretend this CPU runs generic code only
+        try:
+            coil.load(f.artifact_path, list(m.state_dict().values()))
+            t.ok(False, "an artifact for a target this CPU lacks is refused")
+        except coil.CoilError as e:
+            t.ok("does not support" in str(e) and e.stage == "load",
+                 "an artifact for a target this CPU lacks is refused before it runs: %s" % str(e)[-90:])
+        finally:
+            _targets._best = saved
+    try:
+        coil.compile(torch.nn.Linear(2, 2), (torch.randn(1, 2),), target="pentium")
+        t.ok(False, "an unknown target is a CoilError")
+    except coil.CoilError as e:
+        t.ok("unknown target" in str(e), "an unknown target is a CoilError: %s" % str(e)[:60])
+
+
+def test_server(t, cache, fns):
+    if not os.access(COILD, os.X_OK):
+        t.ok(False, "coild exists at %s" % COILD)
+        return
+    with tempfile.TemporaryDirectory() as d:
+        pf = os.path.join(d, "port")
+        p = subprocess.Popen([COILD, "--listen", "127.0.0.1:0", "--cache-dir", os.path.join(d, "srv"),
+                              "--workers", "1", "--port-file", pf],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            for _ in range(100):
+                if os.path.exists(pf) and open(pf).read().strip():
+                    break
+                time.sleep(0.05)
+            port = open(pf).read().strip()
+            m, ins = coil_export.make_model("mlp", batch=3)
+            f = coil.compile(m, ins, server="http://127.0.0.1:%s" % port,
+                             cache_dir=os.path.join(d, "client"), coil=COIL)
+            err = rel_err(eager(m, ins), f(*ins))
+            t.ok(err <= TOL and f.artifact_path.startswith(os.path.join(d, "client")),
+                 "compile through coild (server=URL) matches eager (rel err %.2e)" % err, f.artifact_path)
+        except Exception as e:  # noqa: BLE001
+            t.ok(False, "compile through coild", "%s: %s" % (type(e).__name__, e))
+        finally:
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def main():
+    t = Tap()
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = os.path.join(tmp, "cache")
+        fns = t.run("models", test_models, t, cache) or {}
+        t.run("unsupported", test_unsupported, t, cache)
+        t.run("repeat and threads", test_repeat_and_threads, t, fns)
+        t.run("inputs and outputs", test_io, t, cache)
+        t.run("restride", test_restride, t, cache)
+        t.run("fold", test_fold, t, cache)
+        t.run("dynamic batch", test_dynamic, t, cache)
+        t.run("targets", test_targets, t, fns)
+        t.run("server", test_server, t, cache, fns)
+        for f, _, _ in fns.values():
+            f.close()
+    t.done()
+
+
+if __name__ == "__main__":
+    main()
