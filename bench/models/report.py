@@ -445,9 +445,13 @@ def chart(rows, settings, path, summ):
         ax.axvline(1.0, color="black", lw=0.8)
         ax.axvline(TARGET_SPEEDUP, color="grey", lw=0.8, ls="--")
         ax.set_xscale("log")
-        if vals:
-            lo, hi = min(vals + [0.5]), max(vals + [2.0])
-            ax.set_xlim(lo / 1.3, hi * 1.3)
+        lo, hi = min(vals + [0.5]), max(vals + [2.0])
+        ax.set_xlim(lo / 1.3, hi * 1.3)
+        ticks = [x for x in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 1.5, 2, 3, 5, 10, 20, 50, 100)
+                 if lo / 1.3 <= x <= hi * 1.3]
+        ax.set_xticks(ticks)
+        ax.set_xticklabels(["%gx" % x for x in ticks])
+        ax.minorticks_off()
         g = allg.get("eager_%d" % t)
         ax.set_title("%d thread%s: geomean %s" % (t, "" if t == 1 else "s", _x(g)), fontsize=10)
         ax.set_xlabel("speedup over eager (eager median / coil median, log)")
@@ -455,10 +459,10 @@ def chart(rows, settings, path, summ):
         if k == 0:
             ax.set_yticks(range(len(models)))
             ax.set_yticklabels(list(reversed(models)), fontsize=7)
-            ax.legend(loc="best", fontsize=7, framealpha=0.9)
+            ax.legend(loc="upper right", fontsize=7, framealpha=0.9)
         ax.set_ylim(-0.7, len(models) - 0.3)
     fig.suptitle("coil vs PyTorch eager, FP32, per model (dashed: %.1fx target)" % TARGET_SPEEDUP, fontsize=11)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / h))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

@@ -197,11 +197,12 @@ class Run:
         if a.server:
             prep += ["--server", a.server]
         prep = Step(self, model, batch, "prepare", prep, self.fp_prepare, a.timeout)
-        lat = Step(self, model, batch, "latency",
+        tag = ".quick" if a.quick else ""  # --quick's shorter timings keep their own files
+        lat = Step(self, model, batch, "latency" + tag,
                    ["latency", model, str(batch), d, "--threads", a.threads, "--budget", str(a.budget),
                     "--min-runs", str(a.min_runs), "--max-runs", str(a.max_runs)],
                    self.fp_latency, a.timeout)
-        mem = [Step(self, model, batch, "memory-" + e,
+        mem = [Step(self, model, batch, "memory-" + e + tag,
                     ["memory", e, model, str(batch), d, "--threads", a.threads,
                      "--min-runs", str(a.mem_runs)], self.fp_memory, a.timeout) for e in ENGINES]
         return prep, lat, mem
@@ -333,7 +334,7 @@ def main():
                 for s in steps:
                     if not a.force and s.cached():
                         continue
-                    rec = s.execute(quiet_wait=a.quiet_wait if s.name == "latency" else 0)
+                    rec = s.execute(quiet_wait=a.quiet_wait if s.name.startswith("latency") else 0)
                     log("%s b%d: %s %s (%.0f s)" % (m, b, s.name, _summary(s.name, rec["result"]), rec["wall_s"]))
                 if ok and not a.keep_files and all(s.cached() for s in [lat] + mems[2:]):
                     for fn in ("weights.safetensors", "io.safetensors"):
@@ -352,7 +353,7 @@ def main():
             rows.append(report.collect(m, zoo.group_of(m), b, prep.cached(), None, {}))
         else:
             rows.append(report.collect(m, zoo.group_of(m), b, prep.cached(), lat.cached(),
-                                       {s.name[len("memory-"):]: s.cached() for s in mems}))
+                                       {e: s.cached() for e, s in zip(ENGINES, mems)}))
     settings = {"batches": batches, "threads": [int(t) for t in a.threads.split(",")],
                 "budget_s": a.budget, "min_runs": a.min_runs, "max_runs": a.max_runs,
                 "quick": a.quick, "models": len(models), "server": a.server,
@@ -375,7 +376,7 @@ def _prepared_files_ok(prep):
 def _summary(name, r):
     if r.get("error"):
         return "FAILED: " + str(r["error"])[:200]
-    if name == "latency":
+    if name.startswith("latency"):
         parts = []
         for t, e in sorted(r.get("threads", {}).items()):
             ms = {k: v.get("median_ms") for k, v in e.items()}
