@@ -1,9 +1,20 @@
 /* memplan: intermediates (buffers that are not graph inputs, params,
  * constants or outputs) get slots in one arena, reused by liveness over the
  * kernel schedule.  A free slot is reused when its size is the same
- * expression, or both are static and it is large enough.  Slot offsets are
+ * expression, or both are static (the best fit, else the largest free slot,
+ * grown).  Slot offsets are
  * laid out at run time from the symbol values (64-byte aligned); the arena's
- * size is sum(slot bytes) + 64 per slot. */
+ * size is sum(slot bytes) + 64 per slot.
+ *
+ * In place: a pointwise kernel's buffer takes the slot of an intermediate it
+ * reads when this kernel is that buffer's last reader, both have the same
+ * dtype and size, and every read of it in the kernel is at the element being
+ * written (through pointwise ops of the output's shape and reshapes only: no
+ * broadcast, permute, slice), so each element is read before it is
+ * overwritten.  Both buffers are marked (inplace) so that the kernel does not
+ * declare them restrict.  COIL_INPLACE=0 in the compiler's environment turns
+ * this off (measurement switch, not in the cache key). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/ir.h"
@@ -37,13 +48,86 @@ static void mark_reads(coil_ir *ir, int v, int k, int *last, char *seen)
 		mark_reads(ir, s[i], k, last, seen);
 }
 
+/* How kernel k reads buffers, walking inline from node v: how[b] gets 1 for
+ * a read of buffer b at the linear offset being written (same), 2 for any
+ * other read.  seen: per node, the `same` values already walked (bits). */
+static void reads(coil_ir *ir, int v, int k, int same, char *how, char *seen)
+{
+	ir_node *n = &ir->nodes[v];
+	int bit = same ? 1 : 2;
+	if (seen[v] & bit)
+		return;
+	seen[v] |= (char)bit;
+	int buf = n->op == IR_INPUT || n->op == IR_PARAM || n->op == IR_CONST || n->op == IR_EXTERN ||
+		  ((n->mat || n->op == IR_REDUCE) && n->kernel != k);
+	if (buf) {
+		how[v] |= (char)bit;
+		return;
+	}
+	for (int i = 0; i < n->nsrc; i++) {
+		ir_node *s = &ir->nodes[n->src[i]];
+		int keep = same && (n->op != IR_VIEW || n->sub == V_RESHAPE || n->sub == V_EXPAND);
+		if (n->op != IR_VIEW || n->sub == V_EXPAND)
+			keep = keep && s->rank == n->rank && dims_equal(s->shape, n->shape, n->rank);
+		reads(ir, n->src[i], k, keep, how, seen);
+	}
+}
+
+/* The buffer whose slot pointwise kernel k's output o may take, or -1. */
+static int inplace_src(coil_ir *ir, int k, int o, const int *last, char *how, char *seen, coil_err *err)
+{
+	ir_node *on = &ir->nodes[o];
+	memset(how, 0, (size_t)ir->n);
+	memset(seen, 0, (size_t)ir->n);
+	reads(ir, o, k, 1, how, seen);
+	coil_dim ob = bytes_of(on, err);
+	for (int u = 0; u < ir->n; u++) {
+		ir_node *un = &ir->nodes[u];
+		if (how[u] != 1 || un->slot < 0 || un->out >= 0 || last[u] != k || un->dtype != on->dtype)
+			continue;
+		coil_dim ub = bytes_of(un, err);
+		if (dim_eq(&ub, &ob))
+			return u;
+	}
+	return -1;
+}
+
+/* A slot free before kernel k for b bytes, or -1: one of the same size
+ * expression; else, for a static size, the smallest static slot large
+ * enough, else the largest one, grown to b (cheaper than a new slot). */
+static int free_slot(coil_ir *ir, const int *slot_free, int k, const coil_dim *b)
+{
+	int fit = -1, grow = -1;
+	int64_t bs, fs, fit_s = 0, grow_s = 0;
+	int st = dim_is_const(b, &bs);
+	for (int j = 0; j < ir->nslots; j++) {
+		if (slot_free[j] >= k)
+			continue;
+		if (dim_eq(&ir->slots[j].bytes, b))
+			return j;
+		if (!st || !dim_is_const(&ir->slots[j].bytes, &fs))
+			continue;
+		if (fs >= bs && (fit < 0 || fs < fit_s))
+			fit = j, fit_s = fs;
+		if (fs < bs && (grow < 0 || fs > grow_s))
+			grow = j, grow_s = fs;
+	}
+	if (fit >= 0 || grow < 0)
+		return fit;
+	ir->slots[grow].bytes = *b;
+	return grow;
+}
+
 int ir_memplan(coil_ir *ir, coil_err *err)
 {
+	const char *sw = getenv("COIL_INPLACE");
+	int inplace = !(sw && !strcmp(sw, "0"));
+	char *how = arena_alloc(ir->arena, (size_t)ir->n + 1), *seen2 = arena_alloc(ir->arena, (size_t)ir->n + 1);
 	int *last = arena_alloc(ir->arena, (size_t)(ir->n + 1) * sizeof(int));
 	int *slot_free = arena_alloc(ir->arena, (size_t)(ir->n + 1) * sizeof(int));
 	ir->slots = arena_alloc(ir->arena, (size_t)(ir->n + 1) * sizeof(ir_slot));
 	char *seen = arena_alloc(ir->arena, (size_t)ir->n + 1);
-	if (!last || !slot_free || !ir->slots || !seen)
+	if (!last || !slot_free || !ir->slots || !seen || !how || !seen2)
 		return coil_errf(err, "out of memory");
 	for (int v = 0; v < ir->n; v++)
 		last[v] = -1;
@@ -70,15 +154,16 @@ int ir_memplan(coil_ir *ir, coil_err *err)
 			if (n->out >= 0 || !n->mat)
 				continue;
 			coil_dim b = bytes_of(n, err);
-			int64_t bs, fs;
 			int s = -1;
-			for (int j = 0; j < ir->nslots && s < 0; j++) {
-				if (slot_free[j] >= k)
-					continue;
-				if (dim_eq(&ir->slots[j].bytes, &b) ||
-				    (dim_is_const(&b, &bs) && dim_is_const(&ir->slots[j].bytes, &fs) && fs >= bs))
-					s = j;
+			if (inplace && K->kind == K_POINTWISE && K->nouts == 1) {
+				int u = inplace_src(ir, k, w[i], last, how, seen2, err);
+				if (u >= 0) {
+					s = ir->nodes[u].slot;
+					ir->nodes[u].inplace = n->inplace = k + 1;
+				}
 			}
+			if (s < 0)
+				s = free_slot(ir, slot_free, k, &b);
 			if (s < 0) {
 				s = ir->nslots++;
 				ir->slots[s].bytes = b;
