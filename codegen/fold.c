@@ -328,6 +328,10 @@ int ir_fold_graph(coil_graph *g, ir_fold **out, coil_err *err)
 	}
 	fd->arena = a;
 	fd->g = g;
+	fd->param_live = arena_alloc(a, (size_t)g->nparams + 1);
+	if (!fd->param_live)
+		goto oom;
+	memset(fd->param_live, 1, (size_t)g->nparams);
 	if (fold_off() || !g->nnodes) {
 		*out = fd;
 		return 0;
@@ -388,8 +392,7 @@ int ir_fold_graph(coil_graph *g, ir_fold **out, coil_err *err)
 	}
 	fd->nparam = nw;
 	fd->bytes = arena_alloc(a, (size_t)(nw + 1) * sizeof(int64_t));
-	fd->param_live = arena_alloc(a, (size_t)g->nparams + 1);
-	if (!fd->bytes || !fd->param_live)
+	if (!fd->bytes)
 		goto oom;
 	for (int j = 0; j < nw; j++) {
 		coil_value *val = &vals[wouts[j]];
@@ -397,7 +400,6 @@ int ir_fold_graph(coil_graph *g, ir_fold **out, coil_err *err)
 		fd->folded_bytes += fd->bytes[j];
 	}
 	if (!fd->nconst && !nw) {
-		memset(fd->param_live, 1, (size_t)g->nparams);
 		*out = fd;
 		return 0;
 	}
