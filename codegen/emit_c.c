@@ -584,6 +584,20 @@ static char *peak_bytes(ectx *c)
 	return ir_dim_c(c->a, &tot);
 }
 
+/* off[] and total, the arena's size: memplan's fixed offsets first, then
+ * the symbolic slots, each 64-byte aligned. */
+static void emit_offsets(ectx *c, FILE *f, coil_ir *ir, const char *ind)
+{
+	fprintf(f, "%sint64_t off[%d], total = %lld;\n", ind, ir->nslots + 1, (long long)ir->fixed_bytes);
+	for (int j = 0; j < ir->nslots; j++) {
+		if (ir->slots[j].at >= 0)
+			fprintf(f, "%soff[%d] = %lld;\n", ind, j, (long long)ir->slots[j].at);
+		else
+			fprintf(f, "%soff[%d] = total;\n%stotal += ((int64_t)(%s) + 63) & ~(int64_t)63;\n", ind, j, ind,
+				ir_dim_c(c->a, &ir->slots[j].bytes));
+	}
+}
+
 /* coil_model_create's folding (fold.c): buffers for the folded params, then
  * the create IR's kernels reading the caller's params, their intermediates
  * in an arena freed right after. */
@@ -597,10 +611,8 @@ static void emit_create_folds(ectx *c, FILE *f)
 	for (int j = 0; j < fd->nparam; j++)
 		fprintf(f, "\tif (!(m->par[%d] = malloc(%lld))) {\n\t\tcoil_model_destroy(m);\n\t\treturn fail(\"out of memory\", 0, 0);\n\t}\n",
 			np + j, (long long)(fd->bytes[j] ? fd->bytes[j] : 1));
-	fprintf(f, "\t{\n\t\tconst int64_t sym[8] = {1, 1, 1, 1, 1, 1, 1, 1};\n\t\tint64_t off[%d], total = 0;\n", fi->nslots + 1);
-	for (int j = 0; j < fi->nslots; j++)
-		fprintf(f, "\t\toff[%d] = total;\n\t\ttotal += ((int64_t)(%s) + 63) & ~(int64_t)63;\n", j,
-			ir_dim_c(c->a, &fi->slots[j].bytes));
+	fprintf(f, "\t{\n\t\tconst int64_t sym[8] = {1, 1, 1, 1, 1, 1, 1, 1};\n");
+	emit_offsets(c, f, fi, "\t\t");
 	fprintf(f, "\t\tchar *arena = total ? aligned_alloc(64, (size_t)total) : NULL;\n"
 		   "\t\tif (total && !arena) {\n\t\t\tcoil_model_destroy(m);\n\t\t\treturn fail(\"out of memory\", 0, 0);\n\t\t}\n");
 	fprintf(f, "\t\tcoil_status st = {0, 0, 0};\n");
@@ -705,13 +717,11 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	}
 	fprintf(f, "\tdefault:\n\t\treturn fail(\"no output %%lld\", output, 0);\n\t}\n}\n\n");
 	fprintf(f, "COIL_EXPORT int coil_model_run(coil_model *m, const void *const *inputs, const int64_t *const *input_shapes, void *const *outputs)\n{\n");
-	fprintf(f, "\tint64_t sym[8], off[%d], total = 0;\n", ir->nslots + 1);
+	fprintf(f, "\tint64_t sym[8];\n");
 	fprintf(f, "\tif (!m)\n\t\treturn fail(\"no model\", 0, 0);\n\tif (bind(input_shapes, sym))\n\t\treturn -1;\n");
 	for (int s = 0; s < g->syms.n; s++)
 		fprintf(f, "\tconst int64_t s%d = sym[%d];\n", s, s);
-	for (int j = 0; j < ir->nslots; j++)
-		fprintf(f, "\toff[%d] = total;\n\ttotal += ((int64_t)(%s) + 63) & ~(int64_t)63;\n", j,
-			ir_dim_c(c->a, &ir->slots[j].bytes));
+	emit_offsets(c, f, ir, "\t");
 	fprintf(f, "\tif (total > m->arena_cap) {\n\t\tchar *a = aligned_alloc(64, (size_t)total);\n"
 		   "\t\tif (!a)\n\t\t\treturn fail(\"out of memory for %%lld arena bytes\", total, 0);\n"
 		   "\t\tfree(m->arena);\n\t\tm->arena = a;\n\t\tm->arena_cap = total;\n\t}\n");

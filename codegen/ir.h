@@ -83,6 +83,8 @@ typedef struct ir_kernel {
 
 typedef struct ir_slot {
 	coil_dim bytes;
+	int64_t at;        /* static size: byte offset in the arena's fixed part; -1: laid out after it */
+	int first, last;   /* kernels from its first writer to its last reader */
 } ir_slot;
 
 typedef struct coil_ir {
@@ -97,6 +99,7 @@ typedef struct coil_ir {
 	int nslots;
 	ir_slot *slots;
 	coil_dim arena_bytes;
+	int64_t fixed_bytes; /* the arena's first part, where static slots lie (ir_slot.at) */
 	struct dn_plan *dn; /* oneDNN fusions (lower_dnnl.c), NULL when none */
 	struct ir_fold *fold; /* what fold.c computed ahead of the run, NULL when nothing */
 } coil_ir;

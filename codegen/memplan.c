@@ -1,10 +1,13 @@
 /* memplan: intermediates (buffers that are not graph inputs, params,
- * constants or outputs) get slots in one arena, reused by liveness over the
- * kernel schedule.  A free slot is reused when its size is the same
- * expression, or both are static (the best fit, else the largest free slot,
- * grown).  Slot offsets are
- * laid out at run time from the symbol values (64-byte aligned); the arena's
- * size is sum(slot bytes) + 64 per slot.
+ * constants or outputs) get slots in one arena, by liveness over the kernel
+ * schedule (a slot is alive from its first writer to its last reader).
+ *   - Static sizes: a slot per buffer (or per in-place chain), placed at a
+ *     fixed offset of the arena's first part by greedy-by-size packing: the
+ *     largest first, each at the lowest 64-byte aligned offset clear of the
+ *     slots alive at the same time.
+ *   - Symbolic sizes: a free slot is reused when its size is the same
+ *     expression; their offsets follow the fixed part, laid out at run time
+ *     from the symbol values (64-byte aligned, + 64 bytes per slot).
  *
  * In place: a pointwise kernel's buffer takes the slot of an intermediate it
  * reads when this kernel is that buffer's last reader, both have the same
@@ -92,30 +95,71 @@ static int inplace_src(coil_ir *ir, int k, int o, const int *last, char *how, ch
 	return -1;
 }
 
-/* A slot free before kernel k for b bytes, or -1: one of the same size
- * expression; else, for a static size, the smallest static slot large
- * enough, else the largest one, grown to b (cheaper than a new slot). */
+/* A free slot (not busy at kernel k) whose size is the expression b, or -1. */
 static int free_slot(coil_ir *ir, const int *slot_free, int k, const coil_dim *b)
 {
-	int fit = -1, grow = -1;
-	int64_t bs, fs, fit_s = 0, grow_s = 0;
-	int st = dim_is_const(b, &bs);
-	for (int j = 0; j < ir->nslots; j++) {
-		if (slot_free[j] >= k)
-			continue;
-		if (dim_eq(&ir->slots[j].bytes, b))
+	for (int j = 0; j < ir->nslots; j++)
+		if (ir->slots[j].at < 0 && slot_free[j] < k && dim_eq(&ir->slots[j].bytes, b))
 			return j;
-		if (!st || !dim_is_const(&ir->slots[j].bytes, &fs))
+	return -1;
+}
+
+static int by_size(const void *a, const void *b, void *arg)
+{
+	const ir_slot *s = arg;
+	int x = *(const int *)a, y = *(const int *)b;
+	int64_t bx = s[x].at, by = s[y].at; /* sizes, before placement */
+	return bx != by ? (bx < by ? 1 : -1) : s[x].first != s[y].first ? s[x].first - s[y].first : x - y;
+}
+
+/* Greedy by size: each static slot, largest first, at the lowest 64-byte
+ * aligned offset where it overlaps no placed slot alive at the same time. */
+static int place_static(coil_ir *ir, coil_err *err)
+{
+	int *ord = arena_alloc(ir->arena, (size_t)(ir->nslots + 1) * sizeof(int)), n = 0;
+	int *near = arena_alloc(ir->arena, (size_t)(ir->nslots + 1) * sizeof(int));
+	int64_t *size = arena_alloc(ir->arena, (size_t)(ir->nslots + 1) * sizeof(int64_t));
+	if (!ord || !near || !size)
+		return coil_errf(err, "out of memory");
+	for (int j = 0; j < ir->nslots; j++) {
+		if (ir->slots[j].at < 0)
 			continue;
-		if (fs >= bs && (fit < 0 || fs < fit_s))
-			fit = j, fit_s = fs;
-		if (fs < bs && (grow < 0 || fs > grow_s))
-			grow = j, grow_s = fs;
+		int64_t b = 0;
+		dim_is_const(&ir->slots[j].bytes, &b);
+		size[j] = (b + 63) & ~(int64_t)63;
+		ir->slots[j].at = size[j];
+		ord[n++] = j;
 	}
-	if (fit >= 0 || grow < 0)
-		return fit;
-	ir->slots[grow].bytes = *b;
-	return grow;
+	qsort_r(ord, (size_t)n, sizeof *ord, by_size, ir->slots);
+	ir->fixed_bytes = 0;
+	for (int i = 0; i < n; i++) {
+		ir_slot *s = &ir->slots[ord[i]];
+		int nn = 0;
+		/* placed slots alive with s, by offset (insertion sort: few) */
+		for (int p = 0; p < i; p++) {
+			ir_slot *q = &ir->slots[ord[p]];
+			if (q->first > s->last || s->first > q->last)
+				continue;
+			int at = nn++;
+			while (at > 0 && ir->slots[near[at - 1]].at > q->at) {
+				near[at] = near[at - 1];
+				at--;
+			}
+			near[at] = ord[p];
+		}
+		int64_t off = 0;
+		for (int p = 0; p < nn; p++) {
+			ir_slot *q = &ir->slots[near[p]];
+			if (off + size[ord[i]] <= q->at)
+				break;
+			if (q->at + size[near[p]] > off)
+				off = q->at + size[near[p]];
+		}
+		s->at = off;
+		if (off + size[ord[i]] > ir->fixed_bytes)
+			ir->fixed_bytes = off + size[ord[i]];
+	}
+	return 0;
 }
 
 int ir_memplan(coil_ir *ir, coil_err *err)
@@ -162,19 +206,25 @@ int ir_memplan(coil_ir *ir, coil_err *err)
 					ir->nodes[u].inplace = n->inplace = k + 1;
 				}
 			}
-			if (s < 0)
+			int64_t bs;
+			if (s < 0 && !dim_is_const(&b, &bs))
 				s = free_slot(ir, slot_free, k, &b);
-			if (s < 0) {
+			if (s < 0) { /* static: a slot of its own, placed below */
 				s = ir->nslots++;
-				ir->slots[s].bytes = b;
+				ir->slots[s] = (ir_slot){.bytes = b, .at = dim_is_const(&b, &bs) ? 0 : -1, .first = k};
 			}
 			n->slot = s;
 			/* busy until its last reader (at least this kernel) */
 			slot_free[s] = last[w[i]] > k ? last[w[i]] : k;
+			ir->slots[s].last = slot_free[s];
 		}
 	}
-	coil_dim total = dim_const(0), pad = dim_const(64);
+	if (place_static(ir, err))
+		return -1;
+	coil_dim total = dim_const(ir->fixed_bytes), pad = dim_const(64);
 	for (int j = 0; j < ir->nslots; j++) {
+		if (ir->slots[j].at >= 0)
+			continue;
 		if (dim_add(&total, &total, &ir->slots[j].bytes, err) || dim_add(&total, &total, &pad, err))
 			return -1;
 	}
