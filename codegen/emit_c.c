@@ -485,7 +485,7 @@ int emit_err_code(emit_errs *e, coil_ir *ir, int gnode, const char *fmt)
 
 /* Constants: small ones as initializers; from 256 elements on, as the bytes
  * of a string literal, which the C compiler reads about ten times faster
- * (a union gives the bytes their element type). */
+ * (a union gives the bytes their element type; b holds the literal's NUL). */
 static void emit_consts(ectx *c, FILE *f)
 {
 	coil_graph *g = c->ir->g;
@@ -496,7 +496,7 @@ static void emit_consts(ectx *c, FILE *f)
 			n *= dim_is_const(&v->shape[j], &d) ? d : 0;
 		if (n >= 256) {
 			size_t bytes = (size_t)n * dtype_size(v->dtype);
-			fprintf(f, "static const union {\n\tunsigned char b[%zu];\n\t%s v[%lld];\n} c%d_ = {.b = \"", bytes,
+			fprintf(f, "static const union {\n\tunsigned char b[%zu];\n\t%s v[%lld];\n} c%d_ = {.b = \"", bytes + 1,
 				ctype(v->dtype), (long long)n, i);
 			for (size_t e = 0; e < bytes; e++)
 				fprintf(f, "%s\\x%02x", e && e % 32 == 0 ? "\"\n\t\"" : "", ((const unsigned char *)v->data)[e]);

@@ -283,6 +283,35 @@ static void test_const_interp_error(void **state)
 	release(&a);
 }
 
+/* Constants of 256 elements and more are emitted as string bytes: a user
+ * constant (f32 and i64) and a folded one (c * 2), read by the run. */
+static void test_large_constants(void **state)
+{
+	(void)state;
+	size_t cap = 64 * 1024, len = 0;
+	char *j = malloc(cap);
+	assert_non_null(j);
+	len += (size_t)snprintf(j + len, cap - len, "{\"format\":\"coil-graph\",\"version\":1,\"inputs\":["
+				T("x", "f32", "[300]") "],\"params\":[],\"constants\":["
+				"{\"name\":\"c\",\"dtype\":\"f32\",\"shape\":[300],\"data\":[");
+	for (int i = 0; i < 300; i++)
+		len += (size_t)snprintf(j + len, cap - len, "%s%g", i ? "," : "", i * 0.37 - 50);
+	len += (size_t)snprintf(j + len, cap - len, "]},{\"name\":\"k\",\"dtype\":\"i64\",\"shape\":[300],\"data\":[");
+	for (int i = 0; i < 300; i++)
+		len += (size_t)snprintf(j + len, cap - len, "%s%d", i ? "," : "", i * 7919 % 1000 - 500);
+	snprintf(j + len, cap - len, "]}],\"nodes\":[" ND("n0", "aten.mul.Scalar", "[\"c\", 2]", "c2") ","
+		 ND("n1", "aten.add.Tensor", "[\"x\",\"c2\"]", "a") "," ND("n2", "aten.mul.Tensor", "[\"a\",\"k\"]", "y")
+		 "],\"outputs\":[\"y\"]}");
+	art a;
+	compile(j, &a);
+	assert_int_equal(desc(&a, "folded_constants"), 1);
+	assert_non_null(strstr(a.src, "unsigned char b[1201];"));
+	assert_non_null(strstr(a.src, "unsigned char b[2401];"));
+	check(&a);
+	release(&a);
+	free(j);
+}
+
 /* --- create-time folding ------------------------------------------------- */
 
 /* t(w) * s feeding a matrix product, at a symbolic batch: computed once at
@@ -479,6 +508,7 @@ int main(void)
 		cmocka_unit_test(test_const_chain),
 		cmocka_unit_test(test_const_size_rule),
 		cmocka_unit_test(test_const_interp_error),
+		cmocka_unit_test(test_large_constants),
 		cmocka_unit_test(test_weight_matmul),
 		cmocka_unit_test(test_weight_pointwise),
 		cmocka_unit_test(test_mixed),
