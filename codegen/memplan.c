@@ -112,6 +112,13 @@ static int by_size(const void *a, const void *b, void *arg)
 	return bx != by ? (bx < by ? 1 : -1) : s[x].first != s[y].first ? s[x].first - s[y].first : x - y;
 }
 
+static int by_at(const void *a, const void *b, void *arg)
+{
+	const ir_slot *s = arg;
+	int64_t x = s[*(const int *)a].at, y = s[*(const int *)b].at;
+	return x < y ? -1 : x > y;
+}
+
 /* Greedy by size: each static slot, largest first, at the lowest 64-byte
  * aligned offset where it overlaps no placed slot alive at the same time. */
 static int place_static(coil_ir *ir, coil_err *err)
@@ -135,18 +142,13 @@ static int place_static(coil_ir *ir, coil_err *err)
 	for (int i = 0; i < n; i++) {
 		ir_slot *s = &ir->slots[ord[i]];
 		int nn = 0;
-		/* placed slots alive with s, by offset (insertion sort: few) */
+		/* placed slots alive with s, by offset */
 		for (int p = 0; p < i; p++) {
 			ir_slot *q = &ir->slots[ord[p]];
-			if (q->first > s->last || s->first > q->last)
-				continue;
-			int at = nn++;
-			while (at > 0 && ir->slots[near[at - 1]].at > q->at) {
-				near[at] = near[at - 1];
-				at--;
-			}
-			near[at] = ord[p];
+			if (q->first <= s->last && s->first <= q->last)
+				near[nn++] = ord[p];
 		}
+		qsort_r(near, (size_t)nn, sizeof *near, by_at, ir->slots);
 		int64_t off = 0;
 		for (int p = 0; p < nn; p++) {
 			ir_slot *q = &ir->slots[near[p]];
