@@ -32,6 +32,7 @@ typedef struct ectx {
 	coil_err *err;
 	int bad;
 	const vec_isa *isa; /* NULL: scalar */
+	char *fold_may_fail; /* per kernel of the create IR (fold.c) */
 } ectx;
 
 static const char *ctype(coil_dtype t)
@@ -416,7 +417,8 @@ static int emit_kernel(ectx *c, FILE *f, int k)
 			if (n->out >= 0)
 				fprintf(f, "\t%s *restrict o%d = x->out[%d];\n", t, n->out, n->out);
 			else
-				fprintf(f, "\t%s *restrict b%d = (%s *)(x->arena + x->off[%d]);\n", t, v, t, n->slot);
+				fprintf(f, "\t%s *%sb%d = (%s *)(x->arena + x->off[%d]);\n", t,
+					n->inplace == k + 1 ? "" : "restrict ", v, t, n->slot);
 		}
 	}
 	fwrite(body, 1, blen, f);
@@ -481,6 +483,9 @@ int emit_err_code(emit_errs *e, coil_ir *ir, int gnode, const char *fmt)
 	return e->n++;
 }
 
+/* Constants: small ones as initializers; from 256 elements on, as the bytes
+ * of a string literal, which the C compiler reads about ten times faster
+ * (a union gives the bytes their element type; b holds the literal's NUL). */
 static void emit_consts(ectx *c, FILE *f)
 {
 	coil_graph *g = c->ir->g;
@@ -489,12 +494,45 @@ static void emit_consts(ectx *c, FILE *f)
 		int64_t n = 1, d;
 		for (int j = 0; j < v->rank; j++)
 			n *= dim_is_const(&v->shape[j], &d) ? d : 0;
+		if (n >= 256) {
+			size_t bytes = (size_t)n * dtype_size(v->dtype);
+			fprintf(f, "static const union {\n\tunsigned char b[%zu];\n\t%s v[%lld];\n} c%d_ = {.b = \"", bytes + 1,
+				ctype(v->dtype), (long long)n, i);
+			for (size_t e = 0; e < bytes; e++)
+				fprintf(f, "%s\\x%02x", e && e % 32 == 0 ? "\"\n\t\"" : "", ((const unsigned char *)v->data)[e]);
+			fprintf(f, "\"};\nstatic const %s *const c%d = c%d_.v;\n", ctype(v->dtype), i, i);
+			continue;
+		}
 		fprintf(f, "static const %s c%d[%lld] = {", ctype(v->dtype), i, (long long)(n ? n : 1));
 		for (int64_t e = 0; e < n; e++)
 			fprintf(f, "%s%s", e ? ", " : "", literal(c, dtype_load(v->dtype, v->data, (size_t)e), v->dtype));
 		fprintf(f, "%s};\n", n ? "" : "0");
 	}
 	fprintf(f, "\n");
+}
+
+/* The kernels of fold.c's create IR, renamed fold_kernelK: coil_model_create
+ * runs them once to compute the folded params. */
+static int emit_fold_kernels(ectx *c, FILE *f)
+{
+	coil_ir *fi = c->ir->fold ? c->ir->fold->create : NULL;
+	if (!fi)
+		return 0;
+	ectx d = {.ir = fi, .a = fi->arena, .err = c->err, .isa = c->isa, .errs = c->errs};
+	d.used = arena_alloc(fi->arena, (size_t)fi->n + 1);
+	d.may_fail = c->fold_may_fail = arena_alloc(fi->arena, (size_t)fi->nk + 1);
+	if (!d.used || !d.may_fail)
+		return coil_errf(c->err, "out of memory");
+	int rc = 0;
+	for (int k = 0; k < fi->nk; k++)
+		fprintf(f, "#define kernel%d fold_kernel%d\n", k, k);
+	for (int k = 0; k < fi->nk && !rc; k++)
+		rc = emit_kernel(&d, f, k);
+	for (int k = 0; k < fi->nk; k++)
+		fprintf(f, "#undef kernel%d\n", k);
+	fprintf(f, "\n");
+	c->errs = d.errs;
+	return rc;
 }
 
 /* describe's JSON: positions, dtypes and shape expressions (symbols s0..),
@@ -521,15 +559,20 @@ static char *tensors_json(ectx *c, int n, const int *vals)
 	return arena_printf(c->a, "%s]", j);
 }
 
-/* describe's peak_bytes: the arena, the params (copied at create) and the
- * outputs, for given symbol values; the arena's expression alone if the sum
- * cannot be formed. */
+/* describe's peak_bytes: the arena, the params create keeps (copied), the
+ * folded params and the outputs, for given symbol values; the arena's
+ * expression alone if the sum cannot be formed. */
 static char *peak_bytes(ectx *c)
 {
 	coil_graph *g = c->ir->g;
-	coil_dim tot = c->ir->arena_bytes;
+	const ir_fold *fd = c->ir->fold;
+	coil_dim tot = c->ir->arena_bytes, fb = dim_const(fd ? fd->folded_bytes : 0);
 	coil_err e;
+	if (dim_add(&tot, &tot, &fb, &e))
+		return ir_dim_c(c->a, &c->ir->arena_bytes);
 	for (int i = 0; i < g->nparams + g->noutputs; i++) {
+		if (i < g->nparams && fd && !fd->param_live[i])
+			continue;
 		coil_value *v = &g->vals[i < g->nparams ? g->params[i] : g->outputs[i - g->nparams]];
 		coil_dim b = dim_const((int64_t)dtype_size(v->dtype));
 		for (int j = 0; j < v->rank; j++)
@@ -541,18 +584,63 @@ static char *peak_bytes(ectx *c)
 	return ir_dim_c(c->a, &tot);
 }
 
+/* off[] and total, the arena's size: memplan's fixed offsets first, then
+ * the symbolic slots, each 64-byte aligned. */
+static void emit_offsets(ectx *c, FILE *f, coil_ir *ir, const char *ind)
+{
+	fprintf(f, "%sint64_t off[%d], total = %lld;\n", ind, ir->nslots + 1, (long long)ir->fixed_bytes);
+	for (int j = 0; j < ir->nslots; j++) {
+		if (ir->slots[j].at >= 0)
+			fprintf(f, "%soff[%d] = %lld;\n", ind, j, (long long)ir->slots[j].at);
+		else
+			fprintf(f, "%soff[%d] = total;\n%stotal += ((int64_t)(%s) + 63) & ~(int64_t)63;\n", ind, j, ind,
+				ir_dim_c(c->a, &ir->slots[j].bytes));
+	}
+}
+
+/* coil_model_create's folding (fold.c): buffers for the folded params, then
+ * the create IR's kernels reading the caller's params, their intermediates
+ * in an arena freed right after. */
+static void emit_create_folds(ectx *c, FILE *f)
+{
+	const ir_fold *fd = c->ir->fold;
+	coil_ir *fi = fd ? fd->create : NULL;
+	int np = c->ir->g->nparams;
+	if (!fi)
+		return;
+	for (int j = 0; j < fd->nparam; j++)
+		fprintf(f, "\tif (!(m->par[%d] = malloc(%lld))) {\n\t\tcoil_model_destroy(m);\n\t\treturn fail(\"out of memory\", 0, 0);\n\t}\n",
+			np + j, (long long)(fd->bytes[j] ? fd->bytes[j] : 1));
+	fprintf(f, "\t{\n\t\tconst int64_t sym[8] = {1, 1, 1, 1, 1, 1, 1, 1};\n");
+	emit_offsets(c, f, fi, "\t\t");
+	fprintf(f, "\t\tchar *arena = total ? aligned_alloc(64, (size_t)total) : NULL;\n"
+		   "\t\tif (total && !arena) {\n\t\t\tcoil_model_destroy(m);\n\t\t\treturn fail(\"out of memory\", 0, 0);\n\t\t}\n");
+	fprintf(f, "\t\tcoil_status st = {0, 0, 0};\n");
+	fprintf(f, "\t\tcoil_ctx x = {sym, m->nthreads, NULL, (void *const *)params, m->par + %d, arena, off, &st, NULL};\n", np);
+	for (int k = 0; k < fi->nk; k++) {
+		fprintf(f, "\t\tfold_kernel%d(&x);\n", k);
+		if (c->fold_may_fail[k])
+			fprintf(f, "\t\tif (st.code) {\n\t\t\tfree(arena);\n\t\t\tcoil_model_destroy(m);\n"
+				   "\t\t\treturn fail(coil_errmsg[st.code], st.a, st.b);\n\t\t}\n");
+	}
+	fprintf(f, "\t\tfree(arena);\n\t}\n");
+}
+
 static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 {
 	coil_graph *g = c->ir->g;
 	coil_ir *ir = c->ir;
-	int ns = g->syms.n;
+	const ir_fold *fd = ir->fold;
+	int ns = g->syms.n, npar = g->nparams + (fd ? fd->nparam : 0);
 	fprintf(f, "static const char describe_json[] = \"{\\\"abi_version\\\": %d, \\\"target\\\": \\\"%s\\\", "
 		   "\\\"graph_hash\\\": \\\"%s\\\", \\\"symbols\\\": %d, \\\"inputs\\\": %s, \\\"params\\\": %s, "
 		   "\\\"outputs\\\": %s, \\\"arena_bytes\\\": \\\"%s\\\", \\\"peak_bytes\\\": \\\"%s\\\", "
-		   "\\\"kernels\\\": %d}\";\n\n",
+		   "\\\"kernels\\\": %d, \\\"folded_bytes\\\": \\\"%lld\\\", \\\"folded_params\\\": %d, "
+		   "\\\"folded_constants\\\": %d, \\\"create_kernels\\\": %d}\";\n\n",
 		COIL_ABI_VERSION, target, hash, ns, tensors_json(c, g->ninputs, g->inputs),
 		tensors_json(c, g->nparams, g->params), tensors_json(c, g->noutputs, g->outputs),
-		ir_dim_c(c->a, &ir->arena_bytes), peak_bytes(c), ir->nk);
+		ir_dim_c(c->a, &ir->arena_bytes), peak_bytes(c), ir->nk, (long long)(fd ? fd->folded_bytes : 0),
+		fd ? fd->nparam : 0, fd ? fd->nconst : 0, fd && fd->create ? fd->create->nk : 0);
 	fprintf(f, "static _Thread_local char coil_errbuf[256];\n");
 	if (c->errs.n > 1) {
 		fprintf(f, "static const char *const coil_errmsg[] = {\"\"");
@@ -563,7 +651,7 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	fprintf(f, "static int fail(const char *msg, long long a, long long b)\n{\n"
 		   "\tsnprintf(coil_errbuf, sizeof coil_errbuf, msg, a, b);\n\treturn -1;\n}\n\n");
 	fprintf(f, "struct coil_model {\n\tint nthreads;\n\tvoid *par[%d];\n\tchar *arena;\n\tint64_t arena_cap;\n%s};\n\n",
-		g->nparams + 1, dn_used(ir) ? "\tstruct coil_dn *dn;\n" : "");
+		npar + 1, dn_used(ir) ? "\tstruct coil_dn *dn;\n" : "");
 	dn_emit_model(ir, f);
 	fprintf(f, "COIL_EXPORT int coil_abi_version(void) { return %d; }\n", COIL_ABI_VERSION);
 	fprintf(f, "COIL_EXPORT const char *coil_artifact_describe(void) { return describe_json; }\n");
@@ -577,18 +665,21 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	for (int i = 0; i < g->nparams; i++) {
 		coil_value *v = &g->vals[g->params[i]];
 		int64_t n = (int64_t)dtype_size(v->dtype), d;
+		if (fd && !fd->param_live[i]) /* only folds read it */
+			continue;
 		for (int j = 0; j < v->rank; j++)
 			n *= dim_is_const(&v->shape[j], &d) ? d : 0;
 		fprintf(f, "\tif (!(m->par[%d] = malloc(%lld))) {\n\t\tcoil_model_destroy(m);\n\t\treturn fail(\"out of memory\", 0, 0);\n\t}\n",
 			i, (long long)(n ? n : 1));
 		fprintf(f, "\tmemcpy(m->par[%d], params[%d], %lld);\n", i, i, (long long)n);
 	}
+	emit_create_folds(c, f);
 	if (dn_used(ir) && !g->syms.n) /* oneDNN objects now; with symbols at the first run */
 		fprintf(f, "\tconst int64_t sym0[8] = {1, 1, 1, 1, 1, 1, 1, 1};\n\tif (coil_dn_prepare(m, sym0)) {\n"
 			   "\t\tcoil_model_destroy(m);\n\t\treturn -1;\n\t}\n");
 	fprintf(f, "\t*out = m;\n\treturn 0;\n}\n\n");
 	fprintf(f, "COIL_EXPORT void coil_model_destroy(coil_model *m)\n{\n\tif (!m)\n\t\treturn;\n");
-	fprintf(f, "\tfor (int i = 0; i < %d; i++)\n\t\tfree(m->par[i]);\n\tfree(m->arena);\n%s\tfree(m);\n}\n\n", g->nparams,
+	fprintf(f, "\tfor (int i = 0; i < %d; i++)\n\t\tfree(m->par[i]);\n\tfree(m->arena);\n%s\tfree(m);\n}\n\n", npar,
 		dn_used(ir) ? "\tcoil_dn_free(m->dn);\n" : "");
 	/* symbol binding */
 	fprintf(f, "static int bind(const int64_t *const *shapes, int64_t *sym)\n{\n\tint bound[8] = {0};\n");
@@ -626,13 +717,11 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	}
 	fprintf(f, "\tdefault:\n\t\treturn fail(\"no output %%lld\", output, 0);\n\t}\n}\n\n");
 	fprintf(f, "COIL_EXPORT int coil_model_run(coil_model *m, const void *const *inputs, const int64_t *const *input_shapes, void *const *outputs)\n{\n");
-	fprintf(f, "\tint64_t sym[8], off[%d], total = 0;\n", ir->nslots + 1);
+	fprintf(f, "\tint64_t sym[8];\n");
 	fprintf(f, "\tif (!m)\n\t\treturn fail(\"no model\", 0, 0);\n\tif (bind(input_shapes, sym))\n\t\treturn -1;\n");
 	for (int s = 0; s < g->syms.n; s++)
 		fprintf(f, "\tconst int64_t s%d = sym[%d];\n", s, s);
-	for (int j = 0; j < ir->nslots; j++)
-		fprintf(f, "\toff[%d] = total;\n\ttotal += ((int64_t)(%s) + 63) & ~(int64_t)63;\n", j,
-			ir_dim_c(c->a, &ir->slots[j].bytes));
+	emit_offsets(c, f, ir, "\t");
 	fprintf(f, "\tif (total > m->arena_cap) {\n\t\tchar *a = aligned_alloc(64, (size_t)total);\n"
 		   "\t\tif (!a)\n\t\t\treturn fail(\"out of memory for %%lld arena bytes\", total, 0);\n"
 		   "\t\tfree(m->arena);\n\t\tm->arena = a;\n\t\tm->arena_cap = total;\n\t}\n");
@@ -671,7 +760,7 @@ char *ir_emit_c(coil_ir *ir, const char *target, const char *hash, coil_err *err
 	fprintf(f, "typedef struct coil_model coil_model;\nvoid coil_model_destroy(coil_model *m);\n\n");
 	emit_consts(&c, f);
 	dn_emit_support(ir, f);
-	int rc = 0;
+	int rc = emit_fold_kernels(&c, f);
 	for (int k = 0; k < ir->nk && !rc; k++)
 		rc = emit_kernel(&c, f, k);
 	if (!rc)
