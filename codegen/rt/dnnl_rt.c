@@ -498,6 +498,27 @@ static dnnl_primitive_attr_t make_attr(dnnl_post_ops_t po, int *rc, char *err, s
 	return attr;
 }
 
+/* Where a caller's layout differs from the primitive's: views of the
+ * caller's src/dst (handles set at run), the reorders between them and the
+ * primitive's, and where the primitive-side copies live in the workspace. */
+typedef struct edges {
+	dnnl_primitive_t r_in, r_out;        /* caller src -> prim src, prim dst -> caller dst */
+	dnnl_memory_t u_src, u_dst;
+	size_t off_src, off_dst;
+} edges;
+
+static void edges_free(edges *e)
+{
+	if (e->r_in)
+		dnnl_primitive_destroy(e->r_in);
+	if (e->r_out)
+		dnnl_primitive_destroy(e->r_out);
+	if (e->u_src)
+		dnnl_memory_destroy(e->u_src);
+	if (e->u_dst)
+		dnnl_memory_destroy(e->u_dst);
+}
+
 /* ------------------------------------------------------------------ */
 /* convolution                                                         */
 
@@ -510,10 +531,9 @@ struct rt_conv {
 	 * the same in both layouts. */
 	int via;
 	int src_nhwc, dst_nhwc;              /* via: that side is NHWC already */
-	dnnl_primitive_t r_in, r_out, r_res; /* src nchw->nhwc, dst nhwc->nchw,
-	                                      * dst-shaped nchw->nhwc */
-	dnnl_memory_t u_src, u_dst;          /* caller-layout views (NCHW) */
-	size_t off_src, off_dst, off_bin[RT_MAX_POST];
+	edges e;                             /* via: the caller's side (NCHW, or NHWC for Winograd) */
+	dnnl_primitive_t r_res;              /* dst-shaped operand, caller layout -> prim */
+	size_t off_bin[RT_MAX_POST];
 	int bin_full[RT_MAX_POST];
 	int wino;                            /* Winograd: blocked primitive, via */
 };
@@ -778,14 +798,14 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const float *weigh
 		dnnl_memory_desc_t usrc_md, udst_md;
 		DN(md_dense(&usrc_md, nd, sdims, u_src_order, dnnl_f32));
 		DN(md_dense(&udst_md, nd, ddims, u_dst_order, dnnl_f32));
-		DN(dnnl_memory_create(&c->u_src, &usrc_md, ctx->engine, DNNL_MEMORY_NONE));
-		DN(dnnl_memory_create(&c->u_dst, &udst_md, ctx->engine, DNNL_MEMORY_NONE));
-		if ((rc = reorder_make(ctx, &usrc_md, &src_md, &c->r_in, err, errlen)) ||
-		    (rc = reorder_make(ctx, &dst_md, &udst_md, &c->r_out, err, errlen)))
+		DN(dnnl_memory_create(&c->e.u_src, &usrc_md, ctx->engine, DNNL_MEMORY_NONE));
+		DN(dnnl_memory_create(&c->e.u_dst, &udst_md, ctx->engine, DNNL_MEMORY_NONE));
+		if ((rc = reorder_make(ctx, &usrc_md, &src_md, &c->e.r_in, err, errlen)) ||
+		    (rc = reorder_make(ctx, &dst_md, &udst_md, &c->e.r_out, err, errlen)))
 			goto fail;
-		c->off_src = c->ws_bytes;
+		c->e.off_src = c->ws_bytes;
 		c->ws_bytes += round64(dnnl_memory_desc_get_size(&src_md));
-		c->off_dst = c->ws_bytes;
+		c->e.off_dst = c->ws_bytes;
 		c->ws_bytes += round64(c->p.dst_bytes);
 		int need_res = 0;
 		for (int i = 0; i < d->npost; ++i) {
@@ -835,9 +855,9 @@ static int conv_run_via(rt_conv *c, const float *src, float *dst, const float *c
 	prim *p = &c->p;
 	char *ws = p->ctx->ws;
 	void *ptr[MAX_ARGS] = {0};
-	ptr[ARG_SRC] = c->src_nhwc ? (void *)src : ws + c->off_src;
-	ptr[ARG_DST] = c->dst_nhwc ? (void *)dst : ws + c->off_dst;
-	if (!c->src_nhwc && (rc = reorder_exec(p->ctx, c->r_in, c->u_src, src, p->mem[ARG_SRC],
+	ptr[ARG_SRC] = c->src_nhwc ? (void *)src : ws + c->e.off_src;
+	ptr[ARG_DST] = c->dst_nhwc ? (void *)dst : ws + c->e.off_dst;
+	if (!c->src_nhwc && (rc = reorder_exec(p->ctx, c->e.r_in, c->e.u_src, src, p->mem[ARG_SRC],
 					       ptr[ARG_SRC], err, errlen)))
 		return rc;
 	for (int i = 0; i < p->npost; ++i) {
@@ -847,10 +867,10 @@ static int conv_run_via(rt_conv *c, const float *src, float *dst, const float *c
 		} else if (c->dst_nhwc && p->role[i] == ROLE_BIN)
 			ptr[ARG_POST0 + i] = (void *)post_src[i];
 		else if (p->role[i] == ROLE_SUM)
-			rc = reorder_exec(p->ctx, c->r_res, c->u_dst, post_src[i], p->mem[ARG_DST],
+			rc = reorder_exec(p->ctx, c->r_res, c->e.u_dst, post_src[i], p->mem[ARG_DST],
 					  ptr[ARG_DST], err, errlen);
 		else if (p->role[i] == ROLE_BIN && c->bin_full[i])
-			rc = reorder_exec(p->ctx, c->r_res, c->u_dst, post_src[i],
+			rc = reorder_exec(p->ctx, c->r_res, c->e.u_dst, post_src[i],
 					  p->mem[ARG_POST0 + i], ptr[ARG_POST0 + i] = ws + c->off_bin[i],
 					  err, errlen);
 		else if (p->role[i] == ROLE_BIN)
@@ -862,7 +882,7 @@ static int conv_run_via(rt_conv *c, const float *src, float *dst, const float *c
 		return rc;
 	if (c->dst_nhwc)
 		return RT_OK;
-	if ((rc = reorder_exec(p->ctx, c->r_out, p->mem[ARG_DST], ptr[ARG_DST], c->u_dst, dst, err,
+	if ((rc = reorder_exec(p->ctx, c->e.r_out, p->mem[ARG_DST], ptr[ARG_DST], c->e.u_dst, dst, err,
 			       errlen)))
 		return rc;
 	DN(dnnl_stream_wait(p->ctx->stream));
@@ -898,16 +918,9 @@ RT_API void rt_conv_destroy(rt_conv *c)
 	if (!c)
 		return;
 	prim_free(&c->p);
-	if (c->r_in)
-		dnnl_primitive_destroy(c->r_in);
-	if (c->r_out)
-		dnnl_primitive_destroy(c->r_out);
+	edges_free(&c->e);
 	if (c->r_res)
 		dnnl_primitive_destroy(c->r_res);
-	if (c->u_src)
-		dnnl_memory_destroy(c->u_src);
-	if (c->u_dst)
-		dnnl_memory_destroy(c->u_dst);
 	free(c);
 }
 
@@ -1135,9 +1148,7 @@ struct rt_pool {
 	prim p;
 	size_t ws_bytes;
 	int src_nhwc, dst_nhwc, nhwc;        /* caller layouts; the primitive's */
-	dnnl_primitive_t r_in, r_out;        /* caller src -> prim, prim -> caller dst */
-	dnnl_memory_t u_src, u_dst;
-	size_t off_src, off_dst;
+	edges e;
 };
 
 RT_API int rt_pool_create(rt_ctx *ctx, const rt_pool_desc *d, rt_pool **out, char *err,
@@ -1204,19 +1215,19 @@ RT_API int rt_pool_create(rt_ctx *ctx, const rt_pool_desc *d, rt_pool **out, cha
 	if (pl->nhwc && !pl->src_nhwc) {
 		dnnl_memory_desc_t u;
 		DN(md_dense(&u, 4, sdims, nchw, dnnl_f32));
-		DN(dnnl_memory_create(&pl->u_src, &u, ctx->engine, DNNL_MEMORY_NONE));
-		if ((rc = reorder_make(ctx, &u, &smd, &pl->r_in, err, errlen)))
+		DN(dnnl_memory_create(&pl->e.u_src, &u, ctx->engine, DNNL_MEMORY_NONE));
+		if ((rc = reorder_make(ctx, &u, &smd, &pl->e.r_in, err, errlen)))
 			goto fail;
-		pl->off_src = pl->ws_bytes;
+		pl->e.off_src = pl->ws_bytes;
 		pl->ws_bytes += round64(dnnl_memory_desc_get_size(&smd));
 	}
 	if (pl->nhwc && !pl->dst_nhwc) {
 		dnnl_memory_desc_t u;
 		DN(md_dense(&u, 4, ddims, nchw, dnnl_f32));
-		DN(dnnl_memory_create(&pl->u_dst, &u, ctx->engine, DNNL_MEMORY_NONE));
-		if ((rc = reorder_make(ctx, &dmd, &u, &pl->r_out, err, errlen)))
+		DN(dnnl_memory_create(&pl->e.u_dst, &u, ctx->engine, DNNL_MEMORY_NONE));
+		if ((rc = reorder_make(ctx, &dmd, &u, &pl->e.r_out, err, errlen)))
 			goto fail;
-		pl->off_dst = pl->ws_bytes;
+		pl->e.off_dst = pl->ws_bytes;
 		pl->ws_bytes += round64(pl->p.dst_bytes);
 	}
 	if ((rc = ctx_reserve(ctx, pl->ws_bytes, err, errlen)))
@@ -1244,15 +1255,15 @@ RT_API int rt_pool_run(rt_pool *pl, const float *src, float *dst, char *err, siz
 	int rc = RT_OK, prev = threads_enter(pl->p.ctx);
 	char *ws = pl->p.ctx->ws;
 	void *ptr[MAX_ARGS] = {0};
-	ptr[ARG_SRC] = pl->r_in ? ws + pl->off_src : (void *)src;
-	ptr[ARG_DST] = pl->r_out ? ws + pl->off_dst : (void *)dst;
-	if (pl->r_in && (rc = reorder_exec(pl->p.ctx, pl->r_in, pl->u_src, src, pl->p.mem[ARG_SRC],
+	ptr[ARG_SRC] = pl->e.r_in ? ws + pl->e.off_src : (void *)src;
+	ptr[ARG_DST] = pl->e.r_out ? ws + pl->e.off_dst : (void *)dst;
+	if (pl->e.r_in && (rc = reorder_exec(pl->p.ctx, pl->e.r_in, pl->e.u_src, src, pl->p.mem[ARG_SRC],
 					   ptr[ARG_SRC], err, errlen)))
 		goto out;
 	if ((rc = prim_exec(&pl->p, ptr, MAX_ARGS, err, errlen)))
 		goto out;
-	if (pl->r_out) {
-		if ((rc = reorder_exec(pl->p.ctx, pl->r_out, pl->p.mem[ARG_DST], ptr[ARG_DST], pl->u_dst,
+	if (pl->e.r_out) {
+		if ((rc = reorder_exec(pl->p.ctx, pl->e.r_out, pl->p.mem[ARG_DST], ptr[ARG_DST], pl->e.u_dst,
 				       dst, err, errlen)))
 			goto out;
 		DN(dnnl_stream_wait(pl->p.ctx->stream));
@@ -1268,14 +1279,7 @@ RT_API void rt_pool_destroy(rt_pool *pl)
 	if (!pl)
 		return;
 	prim_free(&pl->p);
-	if (pl->r_in)
-		dnnl_primitive_destroy(pl->r_in);
-	if (pl->r_out)
-		dnnl_primitive_destroy(pl->r_out);
-	if (pl->u_src)
-		dnnl_memory_destroy(pl->u_src);
-	if (pl->u_dst)
-		dnnl_memory_destroy(pl->u_dst);
+	edges_free(&pl->e);
 	free(pl);
 }
 
