@@ -93,6 +93,13 @@ typedef struct dn_pool {
 } dn_pool;
 int dn_pool_window(coil_graph *g, const coil_node *n, dn_pool *w);
 
+/* memplan's hook: the position in extern node ext's xsrc of its residual
+ * (the operand of a conv or matmul fusion's sum post-op), or -1. */
+int dn_residual(coil_ir *ir, int ext);
+/* Whether xsrc[i] of extern node ext is read only when the fusion's object
+ * is created (a conv's weight and bias, a matmul's constant B or bias). */
+int dn_create_only(coil_ir *ir, int ext, int i);
+
 /* Plans g (NULL when nothing runs on oneDNN).  Lives in arena a. */
 dn_plan *dn_plan_graph(coil_graph *g, coil_arena *a, coil_err *err);
 

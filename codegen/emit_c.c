@@ -559,19 +559,34 @@ static char *tensors_json(ectx *c, int n, const int *vals)
 	return arena_printf(c->a, "%s]", j);
 }
 
-/* describe's peak_bytes: the arena, the params create keeps (copied), the
- * folded params and the outputs, for given symbol values; the arena's
- * expression alone if the sum cannot be formed. */
+/* Whether create keeps param i (user's, or folded from nparams on): it is
+ * read by a run kernel, or by oneDNN's objects, which a graph with symbols
+ * rebuilds per binding at run time.  Without symbols, oneDNN reads the
+ * caller's params (and the folded ones) once in create and create keeps
+ * only what the run reads. */
+static int par_kept(const coil_ir *ir, int i)
+{
+	if (i < ir->g->nparams && ir->fold && !ir->fold->param_live[i])
+		return 0; /* only folds read it */
+	return (i < ir->npar_run && ir->par_run[i]) || (dn_used(ir) && ir->g->syms.n);
+}
+
+/* describe's peak_bytes: the arena, the params create keeps (copied or
+ * folded) and the outputs, for given symbol values; the arena's expression
+ * alone if the sum cannot be formed. */
 static char *peak_bytes(ectx *c)
 {
 	coil_graph *g = c->ir->g;
 	const ir_fold *fd = c->ir->fold;
-	coil_dim tot = c->ir->arena_bytes, fb = dim_const(fd ? fd->folded_bytes : 0);
+	int64_t folded = 0;
+	for (int j = 0; fd && j < fd->nparam; j++)
+		folded += par_kept(c->ir, g->nparams + j) ? fd->bytes[j] : 0;
+	coil_dim tot = c->ir->arena_bytes, fb = dim_const(folded);
 	coil_err e;
 	if (dim_add(&tot, &tot, &fb, &e))
 		return ir_dim_c(c->a, &c->ir->arena_bytes);
 	for (int i = 0; i < g->nparams + g->noutputs; i++) {
-		if (i < g->nparams && fd && !fd->param_live[i])
+		if (i < g->nparams && !par_kept(c->ir, i))
 			continue;
 		coil_value *v = &g->vals[i < g->nparams ? g->params[i] : g->outputs[i - g->nparams]];
 		coil_dim b = dim_const((int64_t)dtype_size(v->dtype));
@@ -665,7 +680,7 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	for (int i = 0; i < g->nparams; i++) {
 		coil_value *v = &g->vals[g->params[i]];
 		int64_t n = (int64_t)dtype_size(v->dtype), d;
-		if (fd && !fd->param_live[i]) /* only folds read it */
+		if (!par_kept(ir, i)) /* only folds or oneDNN's create read it */
 			continue;
 		for (int j = 0; j < v->rank; j++)
 			n *= dim_is_const(&v->shape[j], &d) ? d : 0;
@@ -674,9 +689,22 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 		fprintf(f, "\tmemcpy(m->par[%d], params[%d], %lld);\n", i, i, (long long)n);
 	}
 	emit_create_folds(c, f);
-	if (dn_used(ir) && !g->syms.n) /* oneDNN objects now; with symbols at the first run */
-		fprintf(f, "\tconst int64_t sym0[8] = {1, 1, 1, 1, 1, 1, 1, 1};\n\tif (coil_dn_prepare(m, sym0)) {\n"
-			   "\t\tcoil_model_destroy(m);\n\t\treturn -1;\n\t}\n");
+	if (dn_used(ir) && !g->syms.n) { /* oneDNN objects now; with symbols at the first run */
+		/* params only oneDNN reads: the caller's, lent to create; folded ones freed after */
+		fprintf(f, "\tconst int64_t sym0[8] = {1, 1, 1, 1, 1, 1, 1, 1};\n");
+		for (int i = 0; i < g->nparams; i++)
+			if (!par_kept(ir, i) && !(fd && !fd->param_live[i]))
+				fprintf(f, "\tm->par[%d] = (void *)params[%d];\n", i, i);
+		fprintf(f, "\tconst int dn_rc = coil_dn_prepare(m, sym0);\n");
+		for (int i = 0; i < npar; i++) {
+			if (par_kept(ir, i) || (i < g->nparams && fd && !fd->param_live[i]))
+				continue;
+			if (i >= g->nparams)
+				fprintf(f, "\tfree(m->par[%d]);\n", i);
+			fprintf(f, "\tm->par[%d] = NULL;\n", i);
+		}
+		fprintf(f, "\tif (dn_rc) {\n\t\tcoil_model_destroy(m);\n\t\treturn -1;\n\t}\n");
+	}
 	fprintf(f, "\t*out = m;\n\treturn 0;\n}\n\n");
 	fprintf(f, "COIL_EXPORT void coil_model_destroy(coil_model *m)\n{\n\tif (!m)\n\t\treturn;\n");
 	fprintf(f, "\tfor (int i = 0; i < %d; i++)\n\t\tfree(m->par[i]);\n\tfree(m->arena);\n%s\tfree(m);\n}\n\n", npar,

@@ -75,6 +75,41 @@ static int is_const_val(const coil_graph *g, int v)
 
 /* --- kernels ---------------------------------------------------------------- */
 
+int dn_create_only(coil_ir *ir, int ext, int i)
+{
+	const ir_node *e = &ir->nodes[ext];
+	int j;
+	dn_fuse *fz = e->op == IR_EXTERN ? fusion_of(ir, e->gnode, &j) : NULL;
+	if (!fz || fz->is_pool)
+		return 0;
+	const coil_node *h = &ir->g->nodes[fz->head];
+	if (fz->is_conv) /* weight and bias */
+		return i == 1 || (i == 2 && tensor_arg(h, 2) >= 0);
+	int base = h->op == OP_ADDMM;
+	if (i == base + 1)
+		return fz->b_param >= 0;
+	return base && i == 0 && is_const_val(ir->g, tensor_arg(h, 0));
+}
+
+int dn_residual(coil_ir *ir, int ext)
+{
+	const ir_node *e = &ir->nodes[ext];
+	int j;
+	dn_fuse *fz = e->op == IR_EXTERN ? fusion_of(ir, e->gnode, &j) : NULL;
+	if (!fz || fz->is_pool)
+		return -1;
+	const coil_node *h = &ir->g->nodes[fz->head];
+	int at = 0;
+	for (int a = 0; a < op_get(h->op)->nargs; a++)
+		at += tensor_arg(h, a) >= 0;
+	for (int i = 0; i < fz->npost; i++) {
+		if (fz->post[i].kind == DN_ADD_SAME)
+			return at;
+		at += fz->post[i].val >= 0;
+	}
+	return -1;
+}
+
 static char *bufname(coil_ir *ir, int *used, int v)
 {
 	ir_node *n = &ir->nodes[v];
@@ -103,19 +138,24 @@ int dn_emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs)
 	int nin = 0;
 	for (int a = 0; a < op_get(h->op)->nargs; a++)
 		nin += tensor_arg(h, a) >= 0;
-	char *ps = "NULL";
+	char *ps = "NULL", *dst = bufname(ir, used, K->ext);
 	int any = 0;
 	for (int i = 0; i < fz->npost; i++)
 		any |= fz->post[i].val >= 0;
 	if (any) {
 		out(&c, "\tconst float *const ps[%d] = {", fz->npost);
-		for (int i = 0, at = nin; i < fz->npost; i++)
-			out(&c, "%s%s", i ? ", " : "", fz->post[i].val >= 0 ? bufname(ir, used, e->xsrc[at++]) : "NULL");
+		for (int i = 0, at = nin; i < fz->npost; i++) {
+			int v = fz->post[i].val >= 0 ? e->xsrc[at++] : -1;
+			/* memplan put dst in the residual's slot (the residual's last
+			 * reader is this kernel): the sum accumulates in place */
+			int same = v >= 0 && fz->post[i].kind == DN_ADD_SAME && ir->nodes[v].inplace == k + 1 &&
+				   ir->nodes[v].slot == e->slot;
+			out(&c, "%s%s", i ? ", " : "", v < 0 ? "NULL" : same ? dst : bufname(ir, used, v));
+		}
 		out(&c, "};\n");
 		ps = "ps";
 	}
 	int code = emit_err_code(errs, ir, fz->head, "oneDNN failed to run it");
-	char *dst = bufname(ir, used, K->ext);
 	out(&c, "\tstruct coil_dn *dn = x->dn;\n");
 	if (fz->is_pool) {
 		out(&c, "\tif (rt_pool_run((rt_pool *)dn->obj[%d], %s, %s, dn->err, sizeof dn->err))\n", j,

@@ -102,6 +102,10 @@ typedef struct coil_ir {
 	int64_t fixed_bytes; /* the arena's first part, where static slots lie (ir_slot.at) */
 	struct dn_plan *dn; /* oneDNN fusions (lower_dnnl.c), NULL when none */
 	struct ir_fold *fold; /* what fold.c computed ahead of the run, NULL when nothing */
+	/* set by memplan: per param index (folded ones too), whether a kernel of
+	 * the run reads it (not only oneDNN's create: conv weights, constant B) */
+	int npar_run;
+	char *par_run;
 } coil_ir;
 
 /* fold.c: values that do not depend on the inputs, computed ahead.  g is

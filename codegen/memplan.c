@@ -16,10 +16,18 @@
  * broadcast, permute, slice), so each element is read before it is
  * overwritten.  Both buffers are marked (inplace) so that the kernel does not
  * declare them restrict.  COIL_INPLACE=0 in the compiler's environment turns
- * this off (measurement switch, not in the cache key). */
+ * this off (measurement switch, not in the cache key).
+ *
+ * Residual in place: a oneDNN conv or matmul fusion with a residual add
+ * (the rt's sum post-op, which accumulates into dst) writes into the
+ * residual's slot when that is an intermediate this kernel reads last and
+ * only as the residual, of the same dtype and size: the rt then finds dst
+ * pre-filled and copies nothing.  The residual and dst have the same layout
+ * (lower_dnnl.c's layout pass makes a residual NHWC iff its dst is). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/dnnl.h"
 #include "codegen/ir.h"
 
 static coil_dim bytes_of(const ir_node *n, coil_err *err)
@@ -30,13 +38,17 @@ static coil_dim bytes_of(const ir_node *n, coil_err *err)
 	return b;
 }
 
-/* Last kernel reading node v's buffer: found by walking each kernel inline. */
+/* Last kernel reading node v's buffer: found by walking each kernel inline.
+ * The params it reaches are read by the run (par_run), except the ones a
+ * oneDNN fusion reads only when its object is created. */
 static void mark_reads(coil_ir *ir, int v, int k, int *last, char *seen)
 {
 	ir_node *n = &ir->nodes[v];
 	if (seen[v])
 		return;
 	seen[v] = 1;
+	if (n->op == IR_PARAM)
+		ir->par_run[n->index] = 1;
 	int buf = n->slot >= 0 || n->mat;
 	if (buf && n->kernel != k) {
 		if (last[v] < k)
@@ -48,7 +60,8 @@ static void mark_reads(coil_ir *ir, int v, int k, int *last, char *seen)
 	if (n->op == IR_EXTERN && n->kernel != k)
 		return;
 	for (int i = 0; i < cnt; i++)
-		mark_reads(ir, s[i], k, last, seen);
+		if (!(n->op == IR_EXTERN && ir->nodes[s[i]].op == IR_PARAM && dn_create_only(ir, v, i)))
+			mark_reads(ir, s[i], k, last, seen);
 }
 
 /* How kernel k reads buffers, walking inline from node v: how[b] gets 1 for
@@ -93,6 +106,24 @@ static int inplace_src(coil_ir *ir, int k, int o, const int *last, char *how, ch
 			return u;
 	}
 	return -1;
+}
+
+/* The residual whose slot oneDNN fusion kernel k's output o may take, or -1. */
+static int residual_src(coil_ir *ir, int k, int o, const int *last, coil_err *err)
+{
+	ir_node *on = &ir->nodes[o];
+	int r = dn_residual(ir, o);
+	if (r < 0)
+		return -1;
+	int u = on->xsrc[r];
+	ir_node *un = &ir->nodes[u];
+	if (un->slot < 0 || un->out >= 0 || last[u] != k || un->dtype != on->dtype)
+		return -1;
+	for (int i = 0; i < on->nx; i++) /* never the conv's src, a matmul operand, another post's */
+		if (i != r && on->xsrc[i] == u)
+			return -1;
+	coil_dim ub = bytes_of(un, err), ob = bytes_of(on, err);
+	return dim_eq(&ub, &ob) ? u : -1;
 }
 
 /* A free slot (not busy at kernel k) whose size is the expression b, or -1. */
@@ -175,8 +206,15 @@ int ir_memplan(coil_ir *ir, coil_err *err)
 	char *seen = arena_alloc(ir->arena, (size_t)ir->n + 1);
 	if (!last || !slot_free || !ir->slots || !seen || !how || !seen2)
 		return coil_errf(err, "out of memory");
-	for (int v = 0; v < ir->n; v++)
+	ir->npar_run = 0;
+	for (int v = 0; v < ir->n; v++) {
 		last[v] = -1;
+		if (ir->nodes[v].op == IR_PARAM && ir->nodes[v].index >= ir->npar_run)
+			ir->npar_run = ir->nodes[v].index + 1;
+	}
+	if (!(ir->par_run = arena_alloc(ir->arena, (size_t)ir->npar_run + 1)))
+		return coil_errf(err, "out of memory");
+	memset(ir->par_run, 0, (size_t)ir->npar_run + 1);
 	for (int k = 0; k < ir->nk; k++) {
 		ir_kernel *K = &ir->ks[k];
 		memset(seen, 0, (size_t)ir->n);
@@ -203,6 +241,12 @@ int ir_memplan(coil_ir *ir, coil_err *err)
 			int s = -1;
 			if (inplace && K->kind == K_POINTWISE && K->nouts == 1) {
 				int u = inplace_src(ir, k, w[i], last, how, seen2, err);
+				if (u >= 0) {
+					s = ir->nodes[u].slot;
+					ir->nodes[u].inplace = n->inplace = k + 1;
+				}
+			} else if (inplace && K->kind == K_EXTERN && K->nouts == 1 && w[i] == K->ext) {
+				int u = residual_src(ir, k, w[i], last, err);
 				if (u >= 0) {
 					s = ir->nodes[u].slot;
 					ir->nodes[u].inplace = n->inplace = k + 1;

@@ -123,6 +123,10 @@ static long long desc(const art *a, const char *key)
 	return strtoll(p + (*p == '"'), NULL, 10);
 }
 
+/* params of conv stacks: vectors in [0.5, 1.5) (batch norms' variances),
+ * weights in [-0.25, 0.25) (activations stay near 1 through the stack) */
+static int conv_params;
+
 static void fill(const coil_value *v, const int64_t *syms, coil_tensor *t)
 {
 	coil_err err;
@@ -134,7 +138,10 @@ static void fill(const coil_value *v, const int64_t *syms, coil_tensor *t)
 	t->data = malloc((size_t)(n ? n : 1) * dtype_size(v->dtype));
 	for (int64_t e = 0; e < n; e++)
 		dtype_store(v->dtype, t->data, (size_t)e,
-			    dtype_is_float(v->dtype) ? urand() * 4 - 2 : (double)((int)(urand() * 5)));
+			    !dtype_is_float(v->dtype)                  ? (double)((int)(urand() * 5))
+			    : !conv_params || v->kind != VAL_PARAM ? urand() * 4 - 2
+			    : v->rank == 1                         ? urand() + 0.5
+								   : urand() * 0.5 - 0.25);
 }
 
 /* Runs a at batch (symbol s0) and the interpreter on the same data; the
@@ -144,12 +151,13 @@ static int check_at(art *a, int64_t batch, char *errbuf)
 {
 	coil_graph *g = a->g;
 	int64_t syms[8] = {batch, 1, 1, 1, 1, 1, 1, 1};
-	coil_tensor in[8] = {0}, par[8] = {0}, ref[8] = {0}, got[8] = {0};
-	const void *inp[8], *pp[8];
+	coil_tensor in[8] = {0}, par[16] = {0}, ref[8] = {0}, got[8] = {0};
+	const void *inp[8], *pp[16];
 	const int64_t *shp[8];
 	void *outp[8];
 	coil_err err = {{0}};
 	int rc = 0;
+	assert_true(g->ninputs <= 8 && g->nparams <= 16 && g->noutputs <= 8);
 	for (int i = 0; i < g->ninputs; i++) {
 		fill(&g->vals[g->inputs[i]], syms, &in[i]);
 		inp[i] = in[i].data;
@@ -192,9 +200,10 @@ static int check_at(art *a, int64_t batch, char *errbuf)
 		}
 	}
 	a->destroy(m);
+	for (int i = 0; i < 16; i++)
+		tensor_free(&par[i]);
 	for (int i = 0; i < 8; i++) {
 		tensor_free(&in[i]);
-		tensor_free(&par[i]);
 		tensor_free(&ref[i]);
 		tensor_free(&got[i]);
 	}
@@ -489,6 +498,128 @@ static void test_inplace_refused(void **state)
 	}
 }
 
+/* --- oneDNN fusions: residual in place, params only oneDNN reads ---------- */
+
+#define ND2(id, op, args, o1, o2) \
+	"{\"id\":\"" id "\",\"op\":\"" op "\",\"args\":" args ",\"outputs\":[" o1 "," o2 "]}"
+#define CONV(id, x, w, y) ND(id, "aten.convolution.default", "[\"" x "\", \"" w "\", null, [1,1], [1,1], [1,1], false, [0,0], 1]", y)
+#define BN(id, x, k, y) \
+	ND2(id, "aten.native_batch_norm.default", "[\"" x "\", \"g" k "\", \"b" k "\", \"m" k "\", \"v" k "\", false, 0.1, 1e-5]", \
+	    "\"" y "\"", "null,null")
+#define BNP(k) T("g" k, "f32", "[8]") "," T("b" k, "f32", "[8]") "," T("m" k, "f32", "[8]") "," T("v" k, "f32", "[8]")
+/* r = relu(conv(x)); a residual block on r: conv, bn, relu, conv, bn,
+ * add(r), relu = y; then TAIL reading y (and r), outputs OUTS. */
+#define RESBLOCK(batch, tail, outs)                                                                          \
+	G(T("x", "f32", "[" batch ",8,8,8]"),                                                                  \
+	  T("w0", "f32", "[8,8,3,3]") "," T("w1", "f32", "[8,8,3,3]") "," T("w2", "f32", "[8,8,3,3]") ","        \
+	  T("w3", "f32", "[8,8,3,3]") "," BNP("1") "," BNP("2"), "",                                             \
+	  CONV("c0", "x", "w0", "c0") "," ND("r", "aten.relu.default", "[\"c0\"]", "r") ","                   \
+	  CONV("c1", "r", "w1", "c1") "," BN("n1", "c1", "1", "n1") "," ND("a1", "aten.relu.default", "[\"n1\"]", "a1") "," \
+	  CONV("c2", "a1", "w2", "c2") "," BN("n2", "c2", "2", "n2") ","                                        \
+	  ND("s", "aten.add.Tensor", "[\"n2\", \"r\"]", "s") "," ND("y", "aten.relu.default", "[\"s\"]", "y")   \
+	  tail, outs)
+
+/* Fusions whose residual sum runs in place: ps (the post-op operands) holds
+ * the dst the call passes.  -1 when a fusion has other tensor operands. */
+static int sums_in_place(const char *src)
+{
+	int n = 0;
+	for (const char *p = src; (p = strstr(p, "const float *const ps[")); p++) {
+		char res[32], dst[32];
+		const char *call = strstr(p, "_run((rt_");
+		if (!call || sscanf(strchr(p, '{') + 1, "%31[^,}]", res) != 1 ||
+		    sscanf(strchr(call, ']') + 1, ", %*[^,], %31[^,]", dst) != 1)
+			return -1;
+		n += !strcmp(res, dst);
+	}
+	return n;
+}
+
+static int dnnl_off(void)
+{
+	const char *sw = getenv("COIL_DNNL");
+	return sw && !strcmp(sw, "0");
+}
+
+/* The residual r (relu(conv(x)) is an arena intermediate the block's second
+ * conv reads last: the fusion's output takes r's slot and the rt gets the
+ * same buffer as dst and residual (no copy).  NHWC inside a conv chain, at
+ * an NCHW boundary (y read by cat), and not when r is read again. */
+static void test_residual_in_place(void **state)
+{
+	(void)state;
+	if (dnnl_off())
+		skip();
+	static const struct {
+		const char *g, *layout;
+		int in_place;
+	} cs[] = {
+		{RESBLOCK("1", "," CONV("c3", "y", "w3", "o"), "\"o\""), "dd.channels_last = 1", 1},
+		{RESBLOCK("1", "," ND("z", "aten.cat.default", "[[\"y\", \"x\"], 1]", "z"), "\"z\""), "dd.src_nhwc = 1", 1},
+		/* y is an output: the caller's buffer, the rt copies r into it */
+		{RESBLOCK("1", "", "\"y\""), "dd.src_nhwc = 1", 0},
+		{RESBLOCK("1", "," ND("z", "aten.cat.default", "[[\"y\", \"r\"], 1]", "z"), "\"z\""), NULL, 0},
+		/* a symbolic batch: the same, slots laid out at run time */
+		{RESBLOCK("\"b\"", "," CONV("c3", "y", "w3", "o"), "\"o\""), "dd.channels_last = 1", 1},
+	};
+	conv_params = 1;
+	for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
+		art a, b;
+		compile(cs[i].g, &a);
+		compile_without("COIL_INPLACE", cs[i].g, &b);
+		if (cs[i].layout && !strstr(a.src, cs[i].layout))
+			fail_msg("case %zu: no %s", i, cs[i].layout);
+		if (sums_in_place(a.src) != cs[i].in_place || sums_in_place(b.src) != 0)
+			fail_msg("case %zu: %d sums in place (%d without in place), want %d", i, sums_in_place(a.src),
+				 sums_in_place(b.src), cs[i].in_place);
+		check(&a);
+		check(&b);
+		/* [1,8,8,8] f32 is 2 KiB: r, conv1's and conv2's outputs alive at
+		 * once without in place, two of them with */
+		if (i < 2) {
+			assert_int_equal(desc(&a, "arena_bytes"), 2 * 2048);
+			assert_int_equal(desc(&b, "arena_bytes"), 3 * 2048);
+		} else if (i == 2 || i == 3) {
+			assert_int_equal(desc(&a, "arena_bytes"), desc(&b, "arena_bytes"));
+		}
+		release(&a);
+		release(&b);
+	}
+	conv_params = 0;
+}
+
+/* Without symbols, params only oneDNN reads (conv weights, batch norms
+ * folded into them) are read from the caller's during create and not kept:
+ * peak_bytes is below params + arena (check() overwrites the caller's params
+ * after create).  With a symbolic batch the objects are built at the first
+ * run of each batch size, so create keeps them. */
+static void test_params_dropped(void **state)
+{
+	(void)state;
+	if (dnnl_off())
+		skip();
+	const long long params = (4 * 8 * 8 * 9 + 8 * 8) * 4, out = 8 * 8 * 8 * 4;
+	conv_params = 1;
+	art a, b;
+	compile(RESBLOCK("1", "," CONV("c3", "y", "w3", "o"), "\"o\""), &a);
+	compile(RESBLOCK("\"b\"", "," CONV("c3", "y", "w3", "o"), "\"o\""), &b);
+	long long arena = desc(&a, "arena_bytes");
+	if (desc(&a, "peak_bytes") != arena + out)
+		fail_msg("static: peak %lld, arena %lld, params %lld", desc(&a, "peak_bytes"), arena, params);
+	assert_null(strstr(a.src, "memcpy(m->par["));
+	assert_non_null(strstr(a.src, "m->par[0] = (void *)params[0];"));
+	check(&a);
+	/* peak_bytes "K*s0+C": the kept params are in C */
+	const char *pb = strstr(b.describe(), "\"peak_bytes\": \"");
+	assert_true(pb && strchr(pb, '+'));
+	assert_true(strtoll(strchr(pb, '+') + 1, NULL, 10) >= params);
+	assert_non_null(strstr(b.src, "memcpy(m->par[0]"));
+	check(&b); /* batch 1, then 3 */
+	release(&a);
+	release(&b);
+	conv_params = 0;
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -515,6 +646,8 @@ int main(void)
 		cmocka_unit_test(test_linear_not_folded),
 		cmocka_unit_test(test_inplace),
 		cmocka_unit_test(test_inplace_refused),
+		cmocka_unit_test(test_residual_in_place),
+		cmocka_unit_test(test_params_dropped),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
