@@ -178,8 +178,6 @@ typedef struct vctx {
 	int cache_mode;  /* 1: store while reducing, 2: load in the epilogue */
 	int ui;          /* vloop_u: which of the unrolled vectors the body renders */
 	int unroll;      /* nest: vectors per vloop_u block (0, 1: plain vloop) */
-	int ucol;        /* nest: column blocks of ucol vectors, the body called once per block */
-	int uacc;        /* red_body: accumulate into vacc%d_<ui> */
 } vctx;
 
 static void out(vctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -367,7 +365,7 @@ static char *vrv(vctx *c, int v, char **idx)
 		return vlit(c, n->fill);
 	}
 	if (n->op == IR_REDUCE && n->kernel == c->k)
-		return c->red_vec ? (c->uacc ? P("vacc%d_%d", v, c->ui) : P("vacc%d", v)) : P(I->set1, P("acc%d", v));
+		return c->red_vec ? P("vacc%d", v) : P(I->set1, P("acc%d", v));
 	char *key = key_of(c, n, idx), *name = memo_get(c, v, key);
 	if (name)
 		return name;
@@ -581,25 +579,7 @@ static int nest(vctx *c, const coil_dim *shape, int rank, unsigned which, int pa
 		opened++;
 	}
 	scope_push(c);
-	if (c->ucol > 1) {
-		/* whole blocks of ucol vectors (the body sees c->ucol set), then single vectors */
-		int u = c->ucol;
-		out(c, "{\n");
-		c->ind++;
-		out(c, "int64_t %s_u = %s;\n", c->vv, lo);
-		out(c, "for (; %s_u + %d <= %s; %s_u += %d) {\n", c->vv, u * c->I->w, hi, c->vv, u * c->I->w);
-		c->ind++;
-		scope_push(c);
-		body(c, arg);
-		scope_pop(c);
-		c->ind--;
-		out(c, "}\n");
-		c->ucol = 0;
-		vloop(c, P("%s_u", c->vv), hi, body, arg);
-		c->ucol = u;
-		c->ind--;
-		out(c, "}\n");
-	} else if (c->unroll > 1)
+	if (c->unroll > 1)
 		vloop_u(c, lo, hi, c->unroll, body, arg);
 	else
 		vloop(c, lo, hi, body, arg);
@@ -737,7 +717,7 @@ static void red_body(vctx *c, void *arg)
 	}
 	if (c->cache_mode == 1 && n->src[0] == c->cache_v)
 		out(c, "%s;\n", c->tail ? P(I->storem, "row_", c->vv, "tm", x) : P(I->store, "row_", c->vv, x));
-	char *acc = c->uacc ? P("vacc%d_%d", r->v, c->ui) : P("vacc%d", r->v);
+	char *acc = P("vacc%d", r->v);
 	const char *e = comb(c, n->sub, acc, x);
 	if (c->tail && !c->red_vec)
 		e = P(I->blend, "tm", acc, e);
@@ -1073,174 +1053,483 @@ static void emit_rows(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 	}
 }
 
-typedef struct col_arg {
+/* Column reductions: the reduced dims lie outside the kept contiguous inner
+ * dims (sum over dim 0 of [R, C]).  Rows are the outer loop: a task owns a
+ * block of contiguous columns (the blocking dim b and every dim inside it,
+ * CB_FLOATS in all across its buffers) and, for each row, reads the block's
+ * segment of the row in one contiguous sweep, accumulating into a buffer per
+ * reduction that stays in L1 (Welford: mean and M2 buffers, the row count
+ * shared by all columns).  Tasks are (outer kept index, column block), in
+ * one parallel loop; when they are fewer than the team and the kernel has a
+ * single pass, the first reduced dim is split too (nrs_ row slices) into
+ * partial buffers, combined in slice order by a second loop.  A reduction
+ * whose source reads an earlier one of the kernel (softmax over dim 0: max,
+ * then the sum of exp(x - max)) starts a new pass over the rows. */
+#define CB_FLOATS 4096
+
+enum { CB_INIT, CB_ACC, CB_OUT, CB_FULL, CB_COMB };
+
+typedef struct cb_arg {
 	ir_kernel *K;
 	ir_node *s0, *r0;
 	char **full, **outer;
-} col_arg;
+	int b, phase, pass;
+	int rd, ru;         /* the innermost reduced dim and the rows of it per step (CB_ACC) */
+	int *lead, *passof; /* per reduction: its group's leader (Welford twin), its pass */
+	int64_t cb;         /* floats per buffer */
+	char *bo;           /* the current vector's offset in the buffers */
+	char *rcnt;         /* rows per slice but the first dim (Welford combine) */
+} cb_arg;
 
-static void col_body(vctx *c, void *arg);
+static int is_wf(const ir_node *r) { return r->sub == RD_WMEAN || r->sub == RD_WM2; }
 
-/* Column reductions over a block of c->ucol vectors of the kept innermost
- * dim (no Welford): one pass over the reduced rows reading ucol contiguous
- * vectors of each, into ucol accumulators per reduction; then the rest of
- * col_body (stores, epilogue) per vector. */
-static void col_body_u(vctx *c, col_arg *a)
+/* Does v (inside the kernel) read a reduction computed by the kernel? */
+static int reads_red(vctx *c, int v, char *seen)
 {
+	ir_node *n = &c->ir->nodes[v];
+	if (seen[v])
+		return 0;
+	seen[v] = 1;
+	if (n->op == IR_REDUCE && n->kernel == c->k)
+		return 1;
+	if (is_buf(c, n))
+		return 0;
+	for (int i = 0; i < n->nsrc; i++)
+		if (reads_red(c, n->src[i], seen))
+			return 1;
+	return 0;
+}
+
+static char *cb_ld(vctx *c, const char *buf, const char *off)
+{
+	return c->tail ? P(c->I->loadm, "tm", buf, off) : P(c->I->load, buf, off);
+}
+
+static void cb_st(vctx *c, const char *buf, const char *off, const char *x)
+{
+	out(c, "%s;\n", c->tail ? P(c->I->storem, buf, off, "tm", x) : P(c->I->store, buf, off, x));
+}
+
+/* vacc%d of every reduction whose pass is before `upto`, from the buffers. */
+static void cb_vaccs(vctx *c, cb_arg *a, int upto)
+{
+	for (int i = 0; i < a->K->nreds; i++) {
+		int v = a->K->reds[i], l = a->K->reds[a->lead[i]];
+		if (a->passof[i] >= upto)
+			continue;
+		const char *buf = !is_wf(&c->ir->nodes[v]) ? P("cb%d_", l) : c->ir->nodes[v].sub == RD_WMEAN ? P("cm%d_", l) : P("cq%d_", l);
+		out(c, "const %s vacc%d = %s;\n(void)vacc%d;\n", c->I->vt, v, cb_ld(c, buf, a->bo), v);
+	}
+}
+
+static void cb_body(vctx *c, void *arg)
+{
+	cb_arg *a = arg;
 	ir_kernel *K = a->K;
-	unsigned M = a->r0->mask;
-	int U = c->ucol, w = c->I->w;
+	const vec_isa *I = c->I;
+	char *z = P(I->set1, "0.0f");
+	if (a->phase == CB_OUT || a->phase == CB_FULL) {
+		cb_vaccs(c, a, 1 << 30);
+		if (a->phase == CB_FULL) {
+			ep_arg e = {K, a->s0, a->full};
+			ep_full_body(c, &e);
+			return;
+		}
+		for (int i = 0; i < K->nreds && !c->bad; i++)
+			if (c->ir->nodes[K->reds[i]].mat)
+				vstore(c, K->reds[i], a->outer);
+		ep_outer(c, K, a->s0, a->r0, a->outer);
+		return;
+	}
+	if (a->phase == CB_ACC)
+		cb_vaccs(c, a, a->pass);
 	for (int i = 0; i < K->nreds && !c->bad; i++) {
 		int v = K->reds[i];
 		ir_node *r = &c->ir->nodes[v];
-		for (int k = 0; k < U; k++)
-			out(c, "%s vacc%d_%d = %s;\n", c->I->vt, v, k, P(c->I->set1, red_init(r->sub)));
-		red_arg ra = {v, -1, a->full};
-		int opened = 0;
-		for (int d = 0; d < a->s0->rank; d++) {
-			if (!(M >> d & 1) || dim_eq_const(&a->s0->shape[d], 1))
-				continue;
-			out(c, "for (int64_t i%d = 0; i%d < %s; i%d++) {\n", d, d, dimc(c, &a->s0->shape[d]), d);
-			c->ind++;
-			opened++;
+		if (a->lead[i] != i || (a->phase == CB_ACC && a->passof[i] != a->pass))
+			continue;
+		char *cb = P("cb%d_", v), *cm = P("cm%d_", v), *cq = P("cq%d_", v);
+		if (a->phase == CB_INIT) {
+			if (is_wf(r)) {
+				cb_st(c, cm, a->bo, z);
+				cb_st(c, cq, a->bo, z);
+			} else {
+				cb_st(c, cb, a->bo, P(I->set1, red_init(r->sub)));
+			}
+			continue;
 		}
-		c->uacc = 1;
-		for (int k = 0; k < U && !c->bad; k++) {
-			out(c, "{\n");
-			c->ind++;
-			out(c, "const int64_t %s = %s_u + %d, %s0 = %s_u + %d;\n", c->vv, c->vv, k * w, c->vv, c->vv, k * w);
-			out(c, "(void)%s;\n(void)%s0;\n", c->vv, c->vv);
-			c->ui = k;
-			scope_push(c);
-			red_body(c, &ra);
-			scope_pop(c);
-			c->ui = 0;
-			c->ind--;
-			out(c, "}\n");
-		}
-		c->uacc = 0;
-		while (opened--) {
-			c->ind--;
-			out(c, "}\n");
-		}
-	}
-	/* per vector: the accumulators under their usual names, then the epilogue */
-	c->ucol = 0;
-	for (int k = 0; k < U && !c->bad; k++) {
 		out(c, "{\n");
 		c->ind++;
-		out(c, "const int64_t %s = %s_u + %d, %s0 = %s_u + %d;\n", c->vv, c->vv, k * w, c->vv, c->vv, k * w);
-		out(c, "(void)%s;\n(void)%s0;\n", c->vv, c->vv);
-		for (int i = 0; i < K->nreds; i++)
-			out(c, "const %s vacc%d = vacc%d_%d;\n", c->I->vt, K->reds[i], K->reds[i], k);
 		scope_push(c);
-		c->ui = -1; /* col_body: accumulators already done */
-		col_body(c, a);
-		c->ui = 0;
+		if (a->phase == CB_ACC) {
+			/* ru rows a step: the buffers loaded and stored once */
+			char *fk[COIL_MAX_RANK], *acc = is_wf(r) ? "m_" : "a_";
+			memcpy(fk, a->full, sizeof fk);
+			if (is_wf(r))
+				out(c, "%s m_ = %s, q_ = %s;\n", I->vt, cb_ld(c, cm, a->bo), cb_ld(c, cq, a->bo));
+			else
+				out(c, "%s a_ = %s;\n", I->vt, cb_ld(c, cb, a->bo));
+			for (int k = 0; k < a->ru && !c->bad; k++) {
+				fk[a->rd] = k ? P("(i%d + %d)", a->rd, k) : P("i%d", a->rd);
+				char *x = vrv(c, r->src[0], fk);
+				if (c->bad)
+					return;
+				if (is_wf(r)) {
+					/* every column has seen the same rows: m += (x - m)/n, q += (x - m_old)(x - m_new) */
+					out(c, "{\n");
+					out(c, "        const %s d_ = %s;\n", I->vt, P(I->op[PR_SUB], x, "m_"));
+					out(c, "        m_ = %s;\n", P(I->op[PR_ADD], "m_", P(I->op[PR_MUL], "d_", P(I->set1, P("ri%d_", k)))));
+					out(c, "        q_ = %s;\n", P(I->op[PR_ADD], "q_", P(I->op[PR_MUL], "d_", P(I->op[PR_SUB], x, "m_"))));
+					out(c, "}\n");
+				} else {
+					out(c, "a_ = %s;\n", comb(c, r->sub, acc, x));
+				}
+			}
+			if (is_wf(r)) {
+				cb_st(c, cm, a->bo, "m_");
+				cb_st(c, cq, a->bo, "q_");
+			} else {
+				cb_st(c, cb, a->bo, "a_");
+			}
+		} else { /* CB_COMB: the slices' partials, in slice order, into the buffers */
+			char *o0 = P("task_ * %lld + %s", (long long)a->cb, a->bo),
+			     *os = P("(task_ + s_) * %lld + %s", (long long)a->cb, a->bo);
+			if (is_wf(r)) {
+				out(c, "%s m_ = %s, q_ = %s;\n", I->vt, cb_ld(c, P("pm%d_", v), o0), cb_ld(c, P("pq%d_", v), o0));
+				out(c, "double na_ = (double)(rn0_ / nrs_) * %s;\n", a->rcnt);
+				out(c, "for (int64_t s_ = 1; s_ < nrs_; s_++) {\n");
+				c->ind++;
+				out(c, "const double nb_ = (double)(rn0_ * (s_ + 1) / nrs_ - rn0_ * s_ / nrs_) * %s, nn_ = na_ + nb_;\n",
+				    a->rcnt);
+				out(c, "if (nb_ == 0)\n        continue;\n");
+				out(c, "const %s d_ = %s;\n", I->vt, P(I->op[PR_SUB], cb_ld(c, P("pm%d_", v), os), "m_"));
+				out(c, "m_ = %s;\n", P(I->op[PR_ADD], "m_", P(I->op[PR_MUL], "d_", P(I->set1, "(float)(nb_ / nn_)"))));
+				out(c, "q_ = %s;\n",
+				    P(I->op[PR_ADD], P(I->op[PR_ADD], "q_", cb_ld(c, P("pq%d_", v), os)),
+				      P(I->op[PR_MUL], P(I->op[PR_MUL], "d_", "d_"), P(I->set1, "(float)(na_ * nb_ / nn_)"))));
+				out(c, "na_ = nn_;\n");
+				c->ind--;
+				out(c, "}\n");
+				cb_st(c, cm, a->bo, "m_");
+				cb_st(c, cq, a->bo, "q_");
+			} else {
+				out(c, "%s a_ = %s;\n", I->vt, cb_ld(c, P("pb%d_", v), o0));
+				out(c, "for (int64_t s_ = 1; s_ < nrs_; s_++)\n");
+				out(c, "        a_ = %s;\n", comb(c, r->sub, "a_", cb_ld(c, P("pb%d_", v), os)));
+				cb_st(c, cb, a->bo, "a_");
+			}
+		}
 		scope_pop(c);
 		c->ind--;
 		out(c, "}\n");
 	}
-	c->ucol = U;
 }
 
-/* Column reductions: inside one vector of the kept innermost dim. */
-static void col_body(vctx *c, void *arg)
+/* The task's block of columns: dims b (from blo_ to bhi_) to the vector dim,
+ * the body once per vector with a->bo its offset in the buffers. */
+static void cb_cols(vctx *c, cb_arg *a, int phase)
 {
-	col_arg *a = arg;
-	if (c->ucol > 1) {
-		col_body_u(c, a);
-		return;
-	}
-	ir_kernel *K = a->K;
-	unsigned M = a->r0->mask;
-	char *done = arena_alloc(c->a, (size_t)K->nreds + 1);
-	for (int i = 0; i < K->nreds && !c->bad && c->ui >= 0; i++) {
-		if (done[i])
+	ir_node *s0 = a->s0;
+	int opened = 0;
+	a->phase = phase;
+	char *bo = "0";
+	int64_t stride = 1;
+	for (int d = c->vd; d >= a->b; d--) {
+		int64_t sz = 1;
+		if (dim_eq_const(&s0->shape[d], 1))
 			continue;
-		int v = K->reds[i], t = welford_twin(c->ir, K, i), v2 = t >= 0 ? K->reds[t] : -1;
-		ir_node *r = &c->ir->nodes[v];
-		if (r->sub == RD_ARGMAX || r->dtype != COIL_F32) {
-			c->bad = 1;
-			return;
-		}
-		if (t >= 0)
-			done[t] = 1;
-		acc_decl(c, v);
-		red_arg ra = {v, v2, a->full};
-		int opened = 0;
-		for (int d = 0; d < a->s0->rank; d++) {
-			if (!(M >> d & 1) || dim_eq_const(&a->s0->shape[d], 1))
-				continue;
-			out(c, "for (int64_t i%d = 0; i%d < %s; i%d++) {\n", d, d, dimc(c, &a->s0->shape[d]), d);
-			c->ind++;
-			opened++;
-		}
-		scope_push(c);
-		red_body(c, &ra);
-		scope_pop(c);
-		while (opened--) {
-			c->ind--;
-			out(c, "}\n");
-		}
-		if (r->sub == RD_WMEAN || r->sub == RD_WM2) {
-			/* every lane saw the same count: no merge needed */
-			out(c, "const %s vacc%d = %s;\n", c->I->vt, v, r->sub == RD_WMEAN ? P("wm%d", v) : P("wq%d", v));
-			if (v2 >= 0)
-				out(c, "const %s vacc%d = wq%d;\n", c->I->vt, v2, v);
-		}
+		bo = P("%s + (i%d%s) * %lld", bo, d, d == a->b ? " - blo_" : "", (long long)stride);
+		if (d > a->b && dim_is_const(&s0->shape[d], &sz))
+			stride *= sz;
 	}
-	if (c->bad)
-		return;
-	for (int i = 0; i < K->nreds && !c->bad; i++) {
-		ir_node *r = &c->ir->nodes[K->reds[i]];
-		if (r->mat)
-			vstore(c, K->reds[i], a->outer);
+	a->bo = P("(%s)", bo);
+	for (int d = a->b; d < c->vd; d++) {
+		if (dim_eq_const(&s0->shape[d], 1))
+			continue;
+		if (d == a->b)
+			out(c, "for (int64_t i%d = blo_; i%d < bhi_; i%d++) {\n", d, d, d);
+		else
+			out(c, "for (int64_t i%d = 0; i%d < %s; i%d++) {\n", d, d, dimc(c, &s0->shape[d]), d);
+		c->ind++;
+		opened++;
 	}
-	ep_outer(c, K, a->s0, a->r0, a->outer);
-	if (has_full(c, K, a->s0)) {
-		int opened = 0;
-		for (int d = 0; d < a->s0->rank; d++) {
-			if (!(M >> d & 1) || dim_eq_const(&a->s0->shape[d], 1))
-				continue;
-			out(c, "for (int64_t i%d = 0; i%d < %s; i%d++) {\n", d, d, dimc(c, &a->s0->shape[d]), d);
-			c->ind++;
-			opened++;
-		}
-		scope_push(c);
-		ep_arg e = {K, a->s0, a->full};
-		ep_full_body(c, &e);
-		scope_pop(c);
-		while (opened--) {
-			c->ind--;
-			out(c, "}\n");
-		}
+	scope_push(c);
+	if (a->b == c->vd)
+		vloop(c, "blo_", "bhi_", cb_body, a);
+	else
+		vloop(c, "0", dimc(c, &s0->shape[c->vd]), cb_body, a);
+	scope_pop(c);
+	while (opened--) {
+		c->ind--;
+		out(c, "}\n");
 	}
 }
 
-/* vstore of an in-kernel reduction result: vrv gives "vacc%d". */
+/* Loops over the reduced dims (the first from rlo_ to rhi_ when split), the
+ * block of columns inside.  CB_ACC: RU rows of the innermost reduced dim a
+ * step (then one), the Welford counter wn_<pass> kept. */
+#define CB_RU 4
+
+static void cb_rows(vctx *c, cb_arg *a, int split, int phase, int anywf)
+{
+	int opened = 0, first = 1;
+	if (a->rd < 0) { /* only size-1 dims reduced: one row */
+		out(c, "{\n");
+		if (anywf && phase == CB_ACC)
+			out(c, "        const float ri0_ = 1.0f;\n");
+		a->ru = 1;
+		cb_cols(c, a, phase);
+		out(c, "}\n");
+		return;
+	}
+	for (int d = 0; d < a->s0->rank; d++) {
+		if (!(a->r0->mask >> d & 1) || dim_eq_const(&a->s0->shape[d], 1))
+			continue;
+		char *lo = split && first ? "rlo_" : "0", *hi = split && first ? "rhi_" : dimc(c, &a->s0->shape[d]);
+		first = 0;
+		if (d == a->rd && phase == CB_ACC) {
+			out(c, "{\n");
+			c->ind++;
+			out(c, "int64_t i%d = %s;\n", d, lo);
+			for (int ru = CB_RU; ru >= 1; ru /= CB_RU) {
+				if (ru > 1)
+					out(c, "for (; i%d + %d <= %s; i%d += %d) {\n", d, ru, hi, d, ru);
+				else
+					out(c, "for (; i%d < %s; i%d++) {\n", d, hi, d);
+				c->ind++;
+				scope_push(c);
+				if (anywf) {
+					out(c, "const double w0_ = wn_%d;\n", a->pass);
+					for (int k = 0; k < ru; k++)
+						out(c, "const float ri%d_ = (float)(1.0 / (w0_ + %d));\n(void)ri%d_;\n", k, k + 1, k);
+					out(c, "wn_%d += %d;\n", a->pass, ru);
+				}
+				a->ru = ru;
+				cb_cols(c, a, phase);
+				scope_pop(c);
+				c->ind--;
+				out(c, "}\n");
+			}
+			c->ind--;
+			out(c, "}\n");
+			break;
+		}
+		out(c, "for (int64_t i%d = %s; i%d < %s; i%d++) {\n", d, lo, d, hi, d);
+		c->ind++;
+		opened++;
+		if (d == a->rd)
+			cb_cols(c, a, phase);
+	}
+	while (opened--) {
+		c->ind--;
+		out(c, "}\n");
+	}
+}
+
 static void emit_cols(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 {
 	unsigned M = r0->mask;
+	const vec_isa *I = c->I;
+	int w = I->w, nr = K->nreds, np = 0, nbuf = 0, anywf = 0;
 	char *full[COIL_MAX_RANK], *outer[COIL_MAX_RANK];
 	loopvars(c, s0, full, 0);
 	loopvars(c, s0, outer, M);
 	c->red_vec = 1;
+	cb_arg a = {.K = K, .s0 = s0, .r0 = r0, .full = full, .outer = outer};
+	a.lead = arena_alloc(c->a, (size_t)nr * sizeof(int));
+	a.passof = arena_alloc(c->a, (size_t)nr * sizeof(int));
+	for (int i = 0; i < nr; i++) {
+		ir_node *r = &c->ir->nodes[K->reds[i]];
+		if (r->sub == RD_ARGMAX || r->dtype != COIL_F32) {
+			c->bad = 1;
+			return;
+		}
+		a.lead[i] = i;
+		for (int j = 0; j < i; j++)
+			if (welford_twin(c->ir, K, j) == i)
+				a.lead[i] = j;
+		if (a.lead[i] != i) {
+			a.passof[i] = a.passof[a.lead[i]];
+			continue;
+		}
+		if (!np || reads_red(c, r->src[0], arena_alloc(c->a, (size_t)c->ir->n)))
+			np++;
+		a.passof[i] = np - 1;
+		nbuf += is_wf(r) ? 2 : 1;
+		anywf |= is_wf(r);
+	}
+	/* the blocking dim: outward from the vector dim while the block fits */
+	int lastr = -1;
+	for (int d = 0; d < s0->rank; d++)
+		if (M >> d & 1 && !dim_eq_const(&s0->shape[d], 1))
+			lastr = d;
+	a.rd = lastr;
+	int64_t budget = CB_FLOATS / nbuf / w * w, P = 1, sz;
+	if (budget < 4 * w)
+		budget = 4 * w;
+	a.b = c->vd;
+	for (;;) {
+		int d = a.b - 1;
+		while (d > lastr && dim_eq_const(&s0->shape[d], 1))
+			d--;
+		if (d <= lastr || !dim_is_const(&s0->shape[a.b], &sz) || P * sz > budget)
+			break;
+		P *= sz;
+		a.b = d;
+	}
+	int64_t nb = a.b == c->vd ? budget : budget / P > 1 ? budget / P : 1;
+	if (dim_is_const(&s0->shape[a.b], &sz) && nb > (a.b == c->vd ? (sz + w - 1) / w * w : sz))
+		nb = a.b == c->vd ? (sz + w - 1) / w * w : sz;
+	a.cb = (nb * P + 15) / 16 * 16 + 16;
+	/* outer kept dims, the unit index, the first reduced dim and the rest */
+	char *rn0 = "(int64_t)1", *rest = "(int64_t)1", *unit = "(int64_t)0", *nunits = "nbk_";
+	int nouter = 0, rd0 = -1;
+	for (int d = 0; d < s0->rank && rd0 < 0; d++)
+		if (M >> d & 1 && !dim_eq_const(&s0->shape[d], 1))
+			rd0 = d;
+	for (int d = 0; d < s0->rank; d++) {
+		if (dim_eq_const(&s0->shape[d], 1))
+			continue;
+		if (M >> d & 1) {
+			if (d == rd0)
+				rn0 = dimc(c, &s0->shape[d]);
+			else
+				rest = P("%s*%s", rest, dimc(c, &s0->shape[d]));
+		} else if (d < a.b) {
+			unit = P("(%s*%s + i%d)", unit, dimc(c, &s0->shape[d]), d);
+			nunits = P("%s*%s", nunits, dimc(c, &s0->shape[d]));
+			nouter++;
+		}
+	}
+	a.rcnt = rest;
+	unit = P("(%s*nbk_ + jb_)", unit);
+	char *bsz = dimc(c, &s0->shape[a.b]);
+	int split = np == 1;
 	out(c, "const int64_t work = %s;\n", work_expr(c, s0));
 	out(c, "const int nte = coil_team(nt, work);\n");
 	out(c, "(void)nte;\n");
-	col_arg a = {K, s0, r0, full, outer};
-	/* blocks of 4 vectors (256 contiguous bytes a row with AVX-512) when every
-	 * reduction is a plain f32 sum/max/min */
-	int U = 4;
-	for (int i = 0; i < K->nreds; i++) {
-		ir_node *r = &c->ir->nodes[K->reds[i]];
-		if (r->sub > RD_MIN || r->dtype != COIL_F32)
-			U = 1;
+	out(c, "const int64_t nbk_ = (%s + %lld) / %lld, rn0_ = %s;\n", bsz, (long long)nb - 1, (long long)nb, rn0);
+	out(c, "(void)rn0_;\n");
+	out(c, "int64_t nrs_ = 1;\n");
+	if (split) {
+		out(c, "const int64_t units_ = %s;\n", nunits);
+		out(c, "if (units_ < nte && rn0_ > 1)\n        nrs_ = COIL_MIN((nte + units_ - 1) / units_, rn0_);\n");
 	}
-	c->ucol = U;
-	nest(c, s0->shape, s0->rank, ~M, 1, U * c->I->w, -1, col_body, &a);
-	c->ucol = 0;
+	for (int i = 0; i < nr; i++) {
+		int v = K->reds[i];
+		if (a.lead[i] != i || !split)
+			continue;
+		if (is_wf(&c->ir->nodes[v]))
+			out(c, "float *pm%d_ = NULL, *pq%d_ = NULL;\n", v, v);
+		else
+			out(c, "float *pb%d_ = NULL;\n", v);
+	}
+	if (split) {
+		/* partial buffers (each task's own; on failure, no split) */
+		out(c, "if (nrs_ > 1) {\n");
+		c->ind++;
+		out(c, "const size_t pz_ = (size_t)(units_ * nrs_ * %lld) * sizeof(float);\n", (long long)a.cb);
+		char *ok = "1";
+		for (int i = 0; i < nr; i++) {
+			int v = K->reds[i];
+			if (a.lead[i] != i)
+				continue;
+			if (is_wf(&c->ir->nodes[v])) {
+				out(c, "pm%d_ = malloc(pz_);\npq%d_ = malloc(pz_);\n", v, v);
+				ok = P("%s && pm%d_ && pq%d_", ok, v, v);
+			} else {
+				out(c, "pb%d_ = malloc(pz_);\n", v);
+				ok = P("%s && pb%d_", ok, v);
+			}
+		}
+		out(c, "if (!(%s))\n        nrs_ = 1;\n", ok);
+		c->ind--;
+		out(c, "}\n");
+	}
+	for (int pass2 = 0; pass2 < 1 + split && !c->bad; pass2++) {
+		/* pass2 0: the tasks; 1: the combine of the slices */
+		if (pass2) {
+			out(c, "if (nrs_ > 1) {\n");
+			c->ind++;
+		}
+		out(c, "#pragma omp parallel for collapse(%d) num_threads(nte) if (nte > 1) schedule(static)\n",
+		    nouter + 2 - pass2);
+		int opened = 0;
+		for (int d = 0; d < a.b; d++) {
+			if (M >> d & 1 || dim_eq_const(&s0->shape[d], 1))
+				continue;
+			out(c, "for (int64_t i%d = 0; i%d < %s; i%d++) {\n", d, d, dimc(c, &s0->shape[d]), d);
+			c->ind++;
+			opened++;
+		}
+		out(c, "for (int64_t jb_ = 0; jb_ < nbk_; jb_++) {\n");
+		c->ind++;
+		opened++;
+		if (!pass2) {
+			out(c, "for (int64_t rs_ = 0; rs_ < nrs_; rs_++) {\n");
+			c->ind++;
+			opened++;
+		}
+		scope_push(c);
+		out(c, "const int64_t blo_ = jb_ * %lld, bhi_ = COIL_MIN(blo_ + %lld, %s);\n", (long long)nb, (long long)nb, bsz);
+		out(c, "const int64_t task_ = %s * nrs_%s;\n(void)task_;\n", unit, pass2 ? "" : " + rs_");
+		if (!pass2)
+			out(c, "const int64_t rlo_ = rn0_ * rs_ / nrs_, rhi_ = rn0_ * (rs_ + 1) / nrs_;\n(void)rlo_;\n(void)rhi_;\n");
+		for (int i = 0; i < nr; i++) {
+			int v = K->reds[i];
+			if (a.lead[i] != i)
+				continue;
+			int wf = is_wf(&c->ir->nodes[v]);
+			for (int j = 0; j < 1 + wf; j++) {
+				const char *nm = wf ? (j ? "cq" : "cm") : "cb", *pn = wf ? (j ? "pq" : "pm") : "pb";
+				out(c, "float %sl%d_[%lld] __attribute__((aligned(64)));\n", nm, v, (long long)a.cb);
+				if (split && !pass2)
+					out(c, "float *const %s%d_ = nrs_ > 1 ? %s%d_ + task_ * %lld : %sl%d_;\n", nm, v, pn, v,
+					    (long long)a.cb, nm, v);
+				else
+					out(c, "float *const %s%d_ = %sl%d_;\n", nm, v, nm, v);
+			}
+		}
+		if (!pass2) {
+			cb_cols(c, &a, CB_INIT);
+			for (int p = 0; p < np && !c->bad; p++) {
+				if (anywf)
+					out(c, "double wn_%d = 0;\n", p);
+				a.pass = p;
+				cb_rows(c, &a, split, CB_ACC, anywf);
+			}
+			out(c, "if (nrs_ == 1) {\n");
+			c->ind++;
+		} else {
+			cb_cols(c, &a, CB_COMB);
+		}
+		cb_cols(c, &a, CB_OUT);
+		if (has_full(c, K, s0)) {
+			cb_rows(c, &a, 0, CB_FULL, 0);
+		}
+		if (!pass2) {
+			c->ind--;
+			out(c, "}\n");
+		}
+		scope_pop(c);
+		while (opened--) {
+			c->ind--;
+			out(c, "}\n");
+		}
+		if (pass2) {
+			c->ind--;
+			out(c, "}\n");
+		}
+	}
+	for (int i = 0; i < nr && split; i++) {
+		int v = K->reds[i];
+		if (a.lead[i] != i)
+			continue;
+		if (is_wf(&c->ir->nodes[v]))
+			out(c, "free(pm%d_);\nfree(pq%d_);\n", v, v);
+		else
+			out(c, "free(pb%d_);\n", v);
+	}
 }
 
 static void emit_red(vctx *c, ir_kernel *K)
