@@ -178,7 +178,17 @@ typedef struct vctx {
 	int cache_mode;  /* 1: store while reducing, 2: load in the epilogue */
 	int ui;          /* vloop_u: which of the unrolled vectors the body renders */
 	int unroll;      /* nest: vectors per vloop_u block (0, 1: plain vloop) */
+	int uacc;        /* red_body: accumulate into vacc%d_<ui> */
+	/* Prefetch (a row epilogue, which runs from cache): each contiguous
+	 * read indexed by row variable pf_var also touches row pf_var + pf_d. */
+	char *pf_var;
+	int pf_d;
 } vctx;
+
+/* Pointwise 2D tiles (a gathered read contiguous along another loop dim):
+ * TILE_T of that dim by TILE_B of the vector dim. */
+#define TILE_T 32
+#define TILE_B 64
 
 static void out(vctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void out(vctx *c, const char *fmt, ...)
@@ -378,8 +388,21 @@ static char *vrv(vctx *c, int v, char **idx)
 			char *s = P("%s[%s]", b, lin);
 			return tmp(c, v, key, mask, mask ? P("(%s ? %s : %s)", s, I->mtrue, I->mfalse) : P(I->set1, s));
 		}
-		if (kind == ACC_CONTIG && !mask)
+		if (kind == ACC_CONTIG && !mask) {
+			char *pidx[COIL_MAX_RANK];
+			int pf = c->pf_var && !c->tail;
+			for (int d = 0; d < n->rank; d++) {
+				pidx[d] = idx[d];
+				if (!c->pf_var || !mentions(idx[d], c->pf_var))
+					continue;
+				if (strcmp(idx[d], c->pf_var))
+					pf = 0;
+				pidx[d] = P("(%s + %d)", c->pf_var, c->pf_d);
+			}
+			if (pf && strcmp(ix_linear(c->ir, n, pidx), lin))
+				out(c, "_mm_prefetch((const char *)&%s[%s], _MM_HINT_T0);\n", b, ix_linear(c->ir, n, pidx));
 			return tmp(c, v, key, 0, c->tail ? P(I->loadm, "tm", b, lin) : P(I->load, b, lin));
+		}
 		/* gather lane by lane (converted to float) */
 		char *g = P("g%d", c->ntmp++);
 		out(c, "float %s[%d] = {0};\n", g, I->w);
@@ -542,7 +565,10 @@ static void loopvars(vctx *c, const ir_node *n, char **idx, unsigned zero)
  * loops over all but the vector dim c->vd, then blocks of `block` elements of
  * the vector dim (block 0: one block), each a vloop.  With par, every loop
  * but the vloop is collapsed into one parallel loop of team "nte".  tile >= 0:
- * that dim is tiled by 32 and its inner loop sits inside the block loop. */
+ * that dim is tiled by TILE_T, the tile loop just outside the block loop (a
+ * slab of the other outer dims is read while it is in cache: both the
+ * source's and the destination's contiguous dims are swept in tiles) and the
+ * inner loop inside it. */
 static int nest(vctx *c, const coil_dim *shape, int rank, unsigned which, int par, int block, int tile, body_fn body,
 		void *arg)
 {
@@ -558,9 +584,13 @@ static int nest(vctx *c, const coil_dim *shape, int rank, unsigned which, int pa
 		if (!(which >> d & 1) || d == c->vd || dim_eq_const(&shape[d], 1))
 			continue;
 		if (d == tile)
-			out(c, "for (int64_t t%d = 0; t%d < %s; t%d += 32) {\n", d, d, dimc(c, &shape[d]), d);
-		else
-			out(c, "for (int64_t i%d = 0; i%d < %s; i%d++) {\n", d, d, dimc(c, &shape[d]), d);
+			continue;
+		out(c, "for (int64_t i%d = 0; i%d < %s; i%d++) {\n", d, d, dimc(c, &shape[d]), d);
+		c->ind++;
+		opened++;
+	}
+	if (tile >= 0) {
+		out(c, "for (int64_t t%d = 0; t%d < %s; t%d += %d) {\n", tile, tile, dimc(c, &shape[tile]), tile, TILE_T);
 		c->ind++;
 		opened++;
 	}
@@ -573,7 +603,7 @@ static int nest(vctx *c, const coil_dim *shape, int rank, unsigned which, int pa
 		hi = P("COIL_MIN(j%d + %d, %s)", c->vd, block, vsz);
 	}
 	if (tile >= 0) {
-		out(c, "for (int64_t i%d = t%d; i%d < COIL_MIN(t%d + 32, %s); i%d++) {\n", tile, tile, tile, tile,
+		out(c, "for (int64_t i%d = t%d; i%d < COIL_MIN(t%d + %d, %s); i%d++) {\n", tile, tile, tile, tile, TILE_T,
 		    dimc(c, &shape[tile]), tile);
 		c->ind++;
 		opened++;
@@ -670,7 +700,7 @@ static void emit_pw(vctx *c, ir_kernel *K)
 	out(c, "const int nte = coil_team(nt, work);\n");
 	out(c, "(void)nte;\n");
 	pw_arg p = {K, idx};
-	nest(c, n->shape, n->rank, ~0u, 1, tile >= 0 ? 64 : 64 * c->I->w, tile, pw_body, &p);
+	nest(c, n->shape, n->rank, ~0u, 1, tile >= 0 ? TILE_B : 64 * c->I->w, tile, pw_body, &p);
 }
 
 /* --- reductions ---------------------------------------------------------- */
@@ -717,7 +747,7 @@ static void red_body(vctx *c, void *arg)
 	}
 	if (c->cache_mode == 1 && n->src[0] == c->cache_v)
 		out(c, "%s;\n", c->tail ? P(I->storem, "row_", c->vv, "tm", x) : P(I->store, "row_", c->vv, x));
-	char *acc = P("vacc%d", r->v);
+	char *acc = c->uacc ? P("vacc%d_%d", r->v, c->ui) : P("vacc%d", r->v);
 	const char *e = comb(c, n->sub, acc, x);
 	if (c->tail && !c->red_vec)
 		e = P(I->blend, "tm", acc, e);
@@ -760,7 +790,7 @@ static void tp_body(vctx *c, void *arg)
 	out(c, "%s = %s;\n", acc, e);
 }
 
-static void emit_twopass(vctx *c, ir_node *s0, unsigned M, int v, int v2, char **full)
+static void emit_twopass(vctx *c, ir_node *s0, unsigned M, int v, int v2, char **full, char *pf_var)
 {
 	const vec_isa *I = c->I;
 	char *z = P(I->set1, "0.0f"), *cnt = "(int64_t)1";
@@ -773,7 +803,9 @@ static void emit_twopass(vctx *c, ir_node *s0, unsigned M, int v, int v2, char *
 		    nm, v, z);
 		tp_arg ta = {v, pass, full};
 		c->unroll = TP_U;
+		c->pf_var = pass == 2 ? pf_var : NULL;
 		nest(c, s0->shape, s0->rank, M, 0, 0, -1, tp_body, &ta);
+		c->pf_var = NULL;
 		c->unroll = 0;
 		char *tot = P(I->hred[RD_SUM], P(I->op[PR_ADD], P(I->op[PR_ADD], P("%s%d_0", nm, v), P("%s%d_1", nm, v)),
 					      P(I->op[PR_ADD], P("%s%d_2", nm, v), P("%s%d_3", nm, v))));
@@ -906,6 +938,17 @@ static void emit_rows(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 	for (int d = 0; d < s0->rank; d++)
 		nkept += !(M >> d & 1) && !dim_eq_const(&s0->shape[d], 1);
 	int split = nkept == 0; /* one row: split each reduction across the team */
+	/* Passes over a row after the first run from cache: they prefetch the
+	 * row pf_d ahead (about 8 KiB on) of the innermost kept dim. */
+	char *pf_var = NULL;
+	int64_t rlen = 1, sz;
+	for (int d = 0; d < s0->rank; d++)
+		if (M >> d & 1)
+			rlen = dim_is_const(&s0->shape[d], &sz) && rlen > 0 ? rlen * sz : -1;
+	for (int d = 0; d < s0->rank && !split; d++)
+		if (!(M >> d & 1) && !dim_eq_const(&s0->shape[d], 1))
+			pf_var = P("i%d", d);
+	c->pf_d = rlen > 0 && rlen < 2048 ? (int)(2048 / rlen) : 1;
 	out(c, "const int64_t work = %s;\n", work_expr(c, s0));
 	out(c, "const int nte = coil_team(nt, work) < 64 ? coil_team(nt, work) : 64;\n");
 	out(c, "(void)nte;\n");
@@ -958,10 +1001,22 @@ static void emit_rows(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 			out(c, "{\n");
 			c->ind++;
 			if (r->sub == RD_WMEAN || r->sub == RD_WM2) {
-				emit_twopass(c, s0, M, v, v2, full);
+				emit_twopass(c, s0, M, v, v2, full, pf_var);
 			} else {
-				acc_decl(c, v);
+				/* TP_U interleaved accumulators (no chain through one register) */
+				const vec_isa *I = c->I;
+				for (int u = 0; u < TP_U; u++)
+					out(c, "%s vacc%d_%d = %s;\n", I->vt, v, u, P(I->set1, red_init(r->sub)));
+				c->pf_var = i ? pf_var : NULL;
+				c->unroll = TP_U;
+				c->uacc = 1;
 				nest(c, s0->shape, s0->rank, M, 0, 0, -1, red_body, &ra);
+				c->uacc = 0;
+				c->unroll = 0;
+				c->pf_var = NULL;
+				out(c, "const %s vacc%d = %s;\n", I->vt, v,
+				    comb(c, r->sub, comb(c, r->sub, P("vacc%d_0", v), P("vacc%d_1", v)),
+					 comb(c, r->sub, P("vacc%d_2", v), P("vacc%d_3", v))));
 				acc_fold(c, v, v2, 0);
 			}
 			c->ind--;
@@ -1042,8 +1097,10 @@ static void emit_rows(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 		if (has_full(c, K, s0) && M) {
 			ep_arg e = {K, s0, full};
 			c->cache_mode = c->cache_v >= 0 ? 2 : 0;
+			c->pf_var = pf_var;
 			nest(c, s0->shape, s0->rank, M, split, split ? 64 * c->I->w : 0, -1, ep_full_body, &e);
 			c->cache_mode = 0;
+			c->pf_var = NULL;
 		}
 	}
 	scope_pop(c);
@@ -1067,7 +1124,7 @@ static void emit_rows(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
  * then the sum of exp(x - max)) starts a new pass over the rows. */
 #define CB_FLOATS 4096
 
-enum { CB_INIT, CB_ACC, CB_OUT, CB_FULL, CB_COMB };
+enum { CB_INIT, CB_ACC, CB_OUT, CB_FULL, CB_COMB, CB_REGROW };
 
 typedef struct cb_arg {
 	ir_kernel *K;
@@ -1075,6 +1132,8 @@ typedef struct cb_arg {
 	char **full, **outer;
 	int b, phase, pass;
 	int rd, ru;         /* the innermost reduced dim and the rows of it per step (CB_ACC) */
+	int anywf;
+	int64_t regn;       /* register mode: the block's length (0: buffer mode) */
 	int *lead, *passof; /* per reduction: its group's leader (Welford twin), its pass */
 	int64_t cb;         /* floats per buffer */
 	char *bo;           /* the current vector's offset in the buffers */
@@ -1122,6 +1181,82 @@ static void cb_vaccs(vctx *c, cb_arg *a, int upto)
 	}
 }
 
+/* One row into accumulator a<sfx> (Welford: m<sfx>, q<sfx>; ri: 1/count).
+ * Every column has seen the same rows: m += (x - m)/n, q += (x - m_old)(x - m_new). */
+static void cb_step(vctx *c, ir_node *r, const char *sfx, const char *x, const char *ri)
+{
+	const vec_isa *I = c->I;
+	char *m = P("m%s", sfx), *q = P("q%s", sfx), *acc = P("a%s", sfx);
+	if (!is_wf(r)) {
+		out(c, "%s = %s;\n", acc, comb(c, r->sub, acc, x));
+		return;
+	}
+	out(c, "{\n");
+	out(c, "        const %s d_ = %s;\n", I->vt, P(I->op[PR_SUB], x, m));
+	out(c, "        %s = %s;\n", m, P(I->op[PR_ADD], m, P(I->op[PR_MUL], "d_", P(I->set1, ri))));
+	out(c, "        %s = %s;\n", q, P(I->op[PR_ADD], q, P(I->op[PR_MUL], "d_", P(I->op[PR_SUB], x, m))));
+	out(c, "}\n");
+}
+
+/* Register mode (a block of at most CB_REG floats along the vector dim alone,
+ * whose rows are adjacent): accumulators a<v>_<k> per vector k of the block,
+ * loaded from (io 0) or stored to (io 1) the buffers around the rows loop. */
+#define CB_REG 64
+
+static void cb_reg_io(vctx *c, cb_arg *a, int io)
+{
+	int w = c->I->w, nv = (int)((a->regn + w - 1) / w);
+	for (int k = 0; k < nv; k++) {
+		c->tail = k == nv - 1 && a->regn % w;
+		char *bo = P("%d", k * w);
+		for (int i = 0; i < a->K->nreds; i++) {
+			int v = a->K->reds[i];
+			ir_node *r = &c->ir->nodes[v];
+			if (a->lead[i] != i || a->passof[i] != a->pass)
+				continue;
+			for (int j = 0; j < 1 + is_wf(r); j++) {
+				char *buf = P("%s%d_", is_wf(r) ? (j ? "cq" : "cm") : "cb", v);
+				char *acc = P("%s%d_%d", is_wf(r) ? (j ? "q" : "m") : "a", v, k);
+				if (io)
+					cb_st(c, buf, bo, acc);
+				else
+					out(c, "%s %s = %s;\n", c->I->vt, acc, cb_ld(c, buf, bo));
+			}
+		}
+	}
+	c->tail = 0;
+}
+
+/* Register mode: one row of the block, every vector of it. */
+static void cb_regrow(vctx *c, cb_arg *a, int anywf)
+{
+	int w = c->I->w, nv = (int)((a->regn + w - 1) / w);
+	if (anywf)
+		out(c, "wn_%d += 1;\nconst float ri0_ = (float)(1.0 / wn_%d);\n", a->pass, a->pass);
+	for (int k = 0; k < nv && !c->bad; k++) {
+		out(c, "{\n");
+		c->ind++;
+		scope_push(c);
+		c->tail = k == nv - 1 && a->regn % w;
+		out(c, "const int64_t %s = %d, %s0 = %d;\n(void)%s;\n(void)%s0;\n", c->vv, k * w, c->vv, k * w, c->vv, c->vv);
+		a->bo = P("%d", k * w);
+		cb_vaccs(c, a, a->pass);
+		for (int i = 0; i < a->K->nreds && !c->bad; i++) {
+			int v = a->K->reds[i];
+			ir_node *r = &c->ir->nodes[v];
+			if (a->lead[i] != i || a->passof[i] != a->pass)
+				continue;
+			char *x = vrv(c, r->src[0], a->full);
+			if (!c->bad)
+				cb_step(c, r, P("%d_%d", v, k), x, "ri0_");
+		}
+		c->tail = 0;
+		scope_pop(c);
+		c->ind--;
+		out(c, "}\n");
+	}
+}
+
 static void cb_body(vctx *c, void *arg)
 {
 	cb_arg *a = arg;
@@ -1163,7 +1298,7 @@ static void cb_body(vctx *c, void *arg)
 		scope_push(c);
 		if (a->phase == CB_ACC) {
 			/* ru rows a step: the buffers loaded and stored once */
-			char *fk[COIL_MAX_RANK], *acc = is_wf(r) ? "m_" : "a_";
+			char *fk[COIL_MAX_RANK];
 			memcpy(fk, a->full, sizeof fk);
 			if (is_wf(r))
 				out(c, "%s m_ = %s, q_ = %s;\n", I->vt, cb_ld(c, cm, a->bo), cb_ld(c, cq, a->bo));
@@ -1174,16 +1309,7 @@ static void cb_body(vctx *c, void *arg)
 				char *x = vrv(c, r->src[0], fk);
 				if (c->bad)
 					return;
-				if (is_wf(r)) {
-					/* every column has seen the same rows: m += (x - m)/n, q += (x - m_old)(x - m_new) */
-					out(c, "{\n");
-					out(c, "        const %s d_ = %s;\n", I->vt, P(I->op[PR_SUB], x, "m_"));
-					out(c, "        m_ = %s;\n", P(I->op[PR_ADD], "m_", P(I->op[PR_MUL], "d_", P(I->set1, P("ri%d_", k)))));
-					out(c, "        q_ = %s;\n", P(I->op[PR_ADD], "q_", P(I->op[PR_MUL], "d_", P(I->op[PR_SUB], x, "m_"))));
-					out(c, "}\n");
-				} else {
-					out(c, "a_ = %s;\n", comb(c, r->sub, acc, x));
-				}
+				cb_step(c, r, "_", x, P("ri%d_", k));
 			}
 			if (is_wf(r)) {
 				cb_st(c, cm, a->bo, "m_");
@@ -1227,9 +1353,15 @@ static void cb_body(vctx *c, void *arg)
 
 /* The task's block of columns: dims b (from blo_ to bhi_) to the vector dim,
  * the body once per vector with a->bo its offset in the buffers. */
+static void cb_regrow(vctx *c, cb_arg *a, int anywf);
+
 static void cb_cols(vctx *c, cb_arg *a, int phase)
 {
 	ir_node *s0 = a->s0;
+	if (phase == CB_REGROW) {
+		cb_regrow(c, a, a->anywf);
+		return;
+	}
 	int opened = 0;
 	a->phase = phase;
 	char *bo = "0";
@@ -1381,6 +1513,10 @@ static void emit_cols(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 	if (dim_is_const(&s0->shape[a.b], &sz) && nb > (a.b == c->vd ? (sz + w - 1) / w * w : sz))
 		nb = a.b == c->vd ? (sz + w - 1) / w * w : sz;
 	a.cb = (nb * P + 15) / 16 * 16 + 16;
+	/* register mode: the block is the whole of a short vector dim (rows adjacent) */
+	a.anywf = anywf;
+	if (a.b == c->vd && dim_is_const(&s0->shape[a.b], &sz) && sz <= CB_REG && sz <= nb)
+		a.regn = sz;
 	/* outer kept dims, the unit index, the first reduced dim and the rest */
 	char *rn0 = "(int64_t)1", *rest = "(int64_t)1", *unit = "(int64_t)0", *nunits = "nbk_";
 	int nouter = 0, rd0 = -1;
@@ -1496,7 +1632,21 @@ static void emit_cols(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 				if (anywf)
 					out(c, "double wn_%d = 0;\n", p);
 				a.pass = p;
-				cb_rows(c, &a, split, CB_ACC, anywf);
+				if (a.regn) {
+					int w = I->w;
+					out(c, "{\n");
+					c->ind++;
+					if (a.regn % w)
+						out(c, "const int64_t tn = %lld;\nconst %s tm = %s;\n(void)tn;\n", (long long)(a.regn % w),
+						    I->mt, P(I->tail, "tn"));
+					cb_reg_io(c, &a, 0);
+					cb_rows(c, &a, split, CB_REGROW, anywf);
+					cb_reg_io(c, &a, 1);
+					c->ind--;
+					out(c, "}\n");
+				} else {
+					cb_rows(c, &a, split, CB_ACC, anywf);
+				}
 			}
 			out(c, "if (nrs_ == 1) {\n");
 			c->ind++;
