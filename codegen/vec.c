@@ -19,12 +19,14 @@
  * COIL_GRAIN elements, at most one thread per COIL_GRAIN above, so small
  * kernels run on the caller's thread and large ones split evenly.
  *
- * Reductions.  Over the innermost dim: vector accumulators and a horizontal
- * reduction per row, parallel over rows; when there is a single row (a
- * reduction over every dim) each reduction is split across the team and the
- * partial results combined in a fixed order.  Over outer dims: the kept
- * innermost dim is vectorized and each lane accumulates its own column, in
- * blocks of 4 vectors (contiguous reads of each reduced row) for sum/max/min.
+ * Reductions.  Over the innermost dim: 4 interleaved vector accumulators and
+ * a horizontal reduction per row, parallel over rows; passes over a row after
+ * the first (it is in cache by then) prefetch a later row.  When there is a
+ * single row (a reduction over every dim) each reduction is split across the
+ * team and the partial results combined in a fixed order.  Over outer dims
+ * (columns, emit_cols): rows in the outer loop, each task accumulating a
+ * block of contiguous columns in L1 buffers (or registers when short), row
+ * slices combined in order when blocks are fewer than threads.
  * RD_WMEAN/RD_WM2 (layer norm, var): per row, two passes (sum, then squared
  * deviations) in 4 accumulators each; Welford when split across threads or
  * over columns. */
