@@ -1542,14 +1542,21 @@ static void emit_cols(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 	a.rcnt = rest;
 	unit = P("(%s*nbk_ + jb_)", unit);
 	char *bsz = dimc(c, &s0->shape[a.b]);
-	int split = np == 1;
+	/* row slices: one pass, and tasks possibly fewer than a team (64 at most) */
+	int64_t su = 1;
+	for (int d = 0; d <= a.b && su > 0; d++)
+		if (d == a.b)
+			su = dim_is_const(&s0->shape[d], &sz) ? su * ((sz + nb - 1) / nb) : -1;
+		else if (!(M >> d & 1))
+			su = dim_is_const(&s0->shape[d], &sz) ? su * sz : -1;
+	int split = np == 1 && !(su >= 64);
 	out(c, "const int64_t work = %s;\n", work_expr(c, s0));
 	out(c, "const int nte = coil_team(nt, work);\n");
 	out(c, "(void)nte;\n");
 	out(c, "const int64_t nbk_ = (%s + %lld) / %lld, rn0_ = %s;\n", bsz, (long long)nb - 1, (long long)nb, rn0);
 	out(c, "(void)rn0_;\n");
-	out(c, "int64_t nrs_ = 1;\n");
 	if (split) {
+		out(c, "int64_t nrs_ = 1;\n");
 		out(c, "const int64_t units_ = %s;\n", nunits);
 		out(c, "if (units_ < nte && rn0_ > 1)\n        nrs_ = COIL_MIN((nte + units_ - 1) / units_, rn0_);\n");
 	}
@@ -1591,7 +1598,7 @@ static void emit_cols(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 			c->ind++;
 		}
 		out(c, "#pragma omp parallel for collapse(%d) num_threads(nte) if (nte > 1) schedule(static)\n",
-		    nouter + 2 - pass2);
+		    nouter + 1 + (split && !pass2));
 		int opened = 0;
 		for (int d = 0; d < a.b; d++) {
 			if (M >> d & 1 || dim_eq_const(&s0->shape[d], 1))
@@ -1603,15 +1610,16 @@ static void emit_cols(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 		out(c, "for (int64_t jb_ = 0; jb_ < nbk_; jb_++) {\n");
 		c->ind++;
 		opened++;
-		if (!pass2) {
+		if (!pass2 && split) {
 			out(c, "for (int64_t rs_ = 0; rs_ < nrs_; rs_++) {\n");
 			c->ind++;
 			opened++;
 		}
 		scope_push(c);
 		out(c, "const int64_t blo_ = jb_ * %lld, bhi_ = COIL_MIN(blo_ + %lld, %s);\n", (long long)nb, (long long)nb, bsz);
-		out(c, "const int64_t task_ = %s * nrs_%s;\n(void)task_;\n", unit, pass2 ? "" : " + rs_");
-		if (!pass2)
+		if (split)
+			out(c, "const int64_t task_ = %s * nrs_%s;\n(void)task_;\n", unit, pass2 ? "" : " + rs_");
+		if (!pass2 && split)
 			out(c, "const int64_t rlo_ = rn0_ * rs_ / nrs_, rhi_ = rn0_ * (rs_ + 1) / nrs_;\n(void)rlo_;\n(void)rhi_;\n");
 		for (int i = 0; i < nr; i++) {
 			int v = K->reds[i];
@@ -1650,7 +1658,7 @@ static void emit_cols(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 					cb_rows(c, &a, split, CB_ACC, anywf);
 				}
 			}
-			out(c, "if (nrs_ == 1) {\n");
+			out(c, split ? "if (nrs_ == 1) {\n" : "{\n");
 			c->ind++;
 		} else {
 			cb_cols(c, &a, CB_COMB);

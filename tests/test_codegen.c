@@ -956,6 +956,11 @@ static const char *const layout_graphs[] = {
 	  ND("a", "aten.sum.dim_IntList", "[\"x\", [0,3]]", "s") "," ND("b", "aten.var.correction", "[\"x\", [0,3]]", "v") ","
 	  ND("c", "aten.sum.dim_IntList", "[\"z\", [0]]", "t") "," ND("d", "aten.amin", "[\"z\", [0]]", "u"),
 	  "\"s\",\"v\",\"t\",\"u\""),
+	/* 64 tasks or more (no row slices), short blocks in registers */
+	G(T("x", "f32", "[70,9,5]"), "",
+	  ND("a", "aten.sum.dim_IntList", "[\"x\", [1]]", "s") "," ND("b", "aten.var.correction", "[\"x\", [1]]", "v") ","
+	  ND("c", "aten.amax", "[\"x\", [1]]", "m"),
+	  "\"s\",\"v\",\"m\""),
 	/* permutes: (2,0,1) of odd sizes, a transpose with a tail, and a 4D one */
 	G(T("x", "f32", "[67,33,21]") "," T("y", "f32", "[19,130]") "," T("w", "f32", "[3,17,5,40]"), "",
 	  ND("a", "aten.permute", "[\"x\", [2,0,1]]", "p") "," ND("b", "aten.clone", "[\"p\"]", "q") ","
