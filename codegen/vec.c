@@ -19,12 +19,14 @@
  * COIL_GRAIN elements, at most one thread per COIL_GRAIN above, so small
  * kernels run on the caller's thread and large ones split evenly.
  *
- * Reductions.  Over the innermost dim: vector accumulators and a horizontal
- * reduction per row, parallel over rows; when there is a single row (a
- * reduction over every dim) each reduction is split across the team and the
- * partial results combined in a fixed order.  Over outer dims: the kept
- * innermost dim is vectorized and each lane accumulates its own column, in
- * blocks of 4 vectors (contiguous reads of each reduced row) for sum/max/min.
+ * Reductions.  Over the innermost dim: 4 interleaved vector accumulators and
+ * a horizontal reduction per row, parallel over rows; passes over a row after
+ * the first (it is in cache by then) prefetch a later row.  When there is a
+ * single row (a reduction over every dim) each reduction is split across the
+ * team and the partial results combined in a fixed order.  Over outer dims
+ * (columns, emit_cols): rows in the outer loop, each task accumulating a
+ * block of contiguous columns in L1 buffers (or registers when short), row
+ * slices combined in order when blocks are fewer than threads.
  * RD_WMEAN/RD_WM2 (layer norm, var): per row, two passes (sum, then squared
  * deviations) in 4 accumulators each; Welford when split across threads or
  * over columns. */
@@ -178,9 +180,17 @@ typedef struct vctx {
 	int cache_mode;  /* 1: store while reducing, 2: load in the epilogue */
 	int ui;          /* vloop_u: which of the unrolled vectors the body renders */
 	int unroll;      /* nest: vectors per vloop_u block (0, 1: plain vloop) */
-	int ucol;        /* nest: column blocks of ucol vectors, the body called once per block */
 	int uacc;        /* red_body: accumulate into vacc%d_<ui> */
+	/* Prefetch (a row epilogue, which runs from cache): each contiguous
+	 * read indexed by row variable pf_var also touches row pf_var + pf_d. */
+	char *pf_var;
+	int pf_d;
 } vctx;
+
+/* Pointwise 2D tiles (a gathered read contiguous along another loop dim):
+ * TILE_T of that dim by TILE_B of the vector dim. */
+#define TILE_T 32
+#define TILE_B 64
 
 static void out(vctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void out(vctx *c, const char *fmt, ...)
@@ -367,7 +377,7 @@ static char *vrv(vctx *c, int v, char **idx)
 		return vlit(c, n->fill);
 	}
 	if (n->op == IR_REDUCE && n->kernel == c->k)
-		return c->red_vec ? (c->uacc ? P("vacc%d_%d", v, c->ui) : P("vacc%d", v)) : P(I->set1, P("acc%d", v));
+		return c->red_vec ? P("vacc%d", v) : P(I->set1, P("acc%d", v));
 	char *key = key_of(c, n, idx), *name = memo_get(c, v, key);
 	if (name)
 		return name;
@@ -380,8 +390,21 @@ static char *vrv(vctx *c, int v, char **idx)
 			char *s = P("%s[%s]", b, lin);
 			return tmp(c, v, key, mask, mask ? P("(%s ? %s : %s)", s, I->mtrue, I->mfalse) : P(I->set1, s));
 		}
-		if (kind == ACC_CONTIG && !mask)
+		if (kind == ACC_CONTIG && !mask) {
+			char *pidx[COIL_MAX_RANK];
+			int pf = c->pf_var && !c->tail;
+			for (int d = 0; d < n->rank; d++) {
+				pidx[d] = idx[d];
+				if (!c->pf_var || !mentions(idx[d], c->pf_var))
+					continue;
+				if (strcmp(idx[d], c->pf_var))
+					pf = 0;
+				pidx[d] = P("(%s + %d)", c->pf_var, c->pf_d);
+			}
+			if (pf && strcmp(ix_linear(c->ir, n, pidx), lin))
+				out(c, "_mm_prefetch((const char *)&%s[%s], _MM_HINT_T0);\n", b, ix_linear(c->ir, n, pidx));
 			return tmp(c, v, key, 0, c->tail ? P(I->loadm, "tm", b, lin) : P(I->load, b, lin));
+		}
 		/* gather lane by lane (converted to float) */
 		char *g = P("g%d", c->ntmp++);
 		out(c, "float %s[%d] = {0};\n", g, I->w);
@@ -544,7 +567,10 @@ static void loopvars(vctx *c, const ir_node *n, char **idx, unsigned zero)
  * loops over all but the vector dim c->vd, then blocks of `block` elements of
  * the vector dim (block 0: one block), each a vloop.  With par, every loop
  * but the vloop is collapsed into one parallel loop of team "nte".  tile >= 0:
- * that dim is tiled by 32 and its inner loop sits inside the block loop. */
+ * that dim is tiled by TILE_T, the tile loop just outside the block loop (a
+ * slab of the other outer dims is read while it is in cache: both the
+ * source's and the destination's contiguous dims are swept in tiles) and the
+ * inner loop inside it. */
 static int nest(vctx *c, const coil_dim *shape, int rank, unsigned which, int par, int block, int tile, body_fn body,
 		void *arg)
 {
@@ -560,9 +586,13 @@ static int nest(vctx *c, const coil_dim *shape, int rank, unsigned which, int pa
 		if (!(which >> d & 1) || d == c->vd || dim_eq_const(&shape[d], 1))
 			continue;
 		if (d == tile)
-			out(c, "for (int64_t t%d = 0; t%d < %s; t%d += 32) {\n", d, d, dimc(c, &shape[d]), d);
-		else
-			out(c, "for (int64_t i%d = 0; i%d < %s; i%d++) {\n", d, d, dimc(c, &shape[d]), d);
+			continue;
+		out(c, "for (int64_t i%d = 0; i%d < %s; i%d++) {\n", d, d, dimc(c, &shape[d]), d);
+		c->ind++;
+		opened++;
+	}
+	if (tile >= 0) {
+		out(c, "for (int64_t t%d = 0; t%d < %s; t%d += %d) {\n", tile, tile, dimc(c, &shape[tile]), tile, TILE_T);
 		c->ind++;
 		opened++;
 	}
@@ -575,31 +605,13 @@ static int nest(vctx *c, const coil_dim *shape, int rank, unsigned which, int pa
 		hi = P("COIL_MIN(j%d + %d, %s)", c->vd, block, vsz);
 	}
 	if (tile >= 0) {
-		out(c, "for (int64_t i%d = t%d; i%d < COIL_MIN(t%d + 32, %s); i%d++) {\n", tile, tile, tile, tile,
+		out(c, "for (int64_t i%d = t%d; i%d < COIL_MIN(t%d + %d, %s); i%d++) {\n", tile, tile, tile, tile, TILE_T,
 		    dimc(c, &shape[tile]), tile);
 		c->ind++;
 		opened++;
 	}
 	scope_push(c);
-	if (c->ucol > 1) {
-		/* whole blocks of ucol vectors (the body sees c->ucol set), then single vectors */
-		int u = c->ucol;
-		out(c, "{\n");
-		c->ind++;
-		out(c, "int64_t %s_u = %s;\n", c->vv, lo);
-		out(c, "for (; %s_u + %d <= %s; %s_u += %d) {\n", c->vv, u * c->I->w, hi, c->vv, u * c->I->w);
-		c->ind++;
-		scope_push(c);
-		body(c, arg);
-		scope_pop(c);
-		c->ind--;
-		out(c, "}\n");
-		c->ucol = 0;
-		vloop(c, P("%s_u", c->vv), hi, body, arg);
-		c->ucol = u;
-		c->ind--;
-		out(c, "}\n");
-	} else if (c->unroll > 1)
+	if (c->unroll > 1)
 		vloop_u(c, lo, hi, c->unroll, body, arg);
 	else
 		vloop(c, lo, hi, body, arg);
@@ -690,7 +702,7 @@ static void emit_pw(vctx *c, ir_kernel *K)
 	out(c, "const int nte = coil_team(nt, work);\n");
 	out(c, "(void)nte;\n");
 	pw_arg p = {K, idx};
-	nest(c, n->shape, n->rank, ~0u, 1, tile >= 0 ? 64 : 64 * c->I->w, tile, pw_body, &p);
+	nest(c, n->shape, n->rank, ~0u, 1, tile >= 0 ? TILE_B : 64 * c->I->w, tile, pw_body, &p);
 }
 
 /* --- reductions ---------------------------------------------------------- */
@@ -780,7 +792,7 @@ static void tp_body(vctx *c, void *arg)
 	out(c, "%s = %s;\n", acc, e);
 }
 
-static void emit_twopass(vctx *c, ir_node *s0, unsigned M, int v, int v2, char **full)
+static void emit_twopass(vctx *c, ir_node *s0, unsigned M, int v, int v2, char **full, char *pf_var)
 {
 	const vec_isa *I = c->I;
 	char *z = P(I->set1, "0.0f"), *cnt = "(int64_t)1";
@@ -793,7 +805,9 @@ static void emit_twopass(vctx *c, ir_node *s0, unsigned M, int v, int v2, char *
 		    nm, v, z);
 		tp_arg ta = {v, pass, full};
 		c->unroll = TP_U;
+		c->pf_var = pass == 2 ? pf_var : NULL;
 		nest(c, s0->shape, s0->rank, M, 0, 0, -1, tp_body, &ta);
+		c->pf_var = NULL;
 		c->unroll = 0;
 		char *tot = P(I->hred[RD_SUM], P(I->op[PR_ADD], P(I->op[PR_ADD], P("%s%d_0", nm, v), P("%s%d_1", nm, v)),
 					      P(I->op[PR_ADD], P("%s%d_2", nm, v), P("%s%d_3", nm, v))));
@@ -926,6 +940,17 @@ static void emit_rows(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 	for (int d = 0; d < s0->rank; d++)
 		nkept += !(M >> d & 1) && !dim_eq_const(&s0->shape[d], 1);
 	int split = nkept == 0; /* one row: split each reduction across the team */
+	/* Passes over a row after the first run from cache: they prefetch the
+	 * row pf_d ahead (about 8 KiB on) of the innermost kept dim. */
+	char *pf_var = NULL;
+	int64_t rlen = 1, sz;
+	for (int d = 0; d < s0->rank; d++)
+		if (M >> d & 1)
+			rlen = dim_is_const(&s0->shape[d], &sz) && rlen > 0 ? rlen * sz : -1;
+	for (int d = 0; d < s0->rank && !split; d++)
+		if (!(M >> d & 1) && !dim_eq_const(&s0->shape[d], 1))
+			pf_var = P("i%d", d);
+	c->pf_d = rlen > 0 && rlen < 2048 ? (int)(2048 / rlen) : 1;
 	out(c, "const int64_t work = %s;\n", work_expr(c, s0));
 	out(c, "const int nte = coil_team(nt, work) < 64 ? coil_team(nt, work) : 64;\n");
 	out(c, "(void)nte;\n");
@@ -978,10 +1003,22 @@ static void emit_rows(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 			out(c, "{\n");
 			c->ind++;
 			if (r->sub == RD_WMEAN || r->sub == RD_WM2) {
-				emit_twopass(c, s0, M, v, v2, full);
+				emit_twopass(c, s0, M, v, v2, full, pf_var);
 			} else {
-				acc_decl(c, v);
+				/* TP_U interleaved accumulators (no chain through one register) */
+				const vec_isa *I = c->I;
+				for (int u = 0; u < TP_U; u++)
+					out(c, "%s vacc%d_%d = %s;\n", I->vt, v, u, P(I->set1, red_init(r->sub)));
+				c->pf_var = i ? pf_var : NULL;
+				c->unroll = TP_U;
+				c->uacc = 1;
 				nest(c, s0->shape, s0->rank, M, 0, 0, -1, red_body, &ra);
+				c->uacc = 0;
+				c->unroll = 0;
+				c->pf_var = NULL;
+				out(c, "const %s vacc%d = %s;\n", I->vt, v,
+				    comb(c, r->sub, comb(c, r->sub, P("vacc%d_0", v), P("vacc%d_1", v)),
+					 comb(c, r->sub, P("vacc%d_2", v), P("vacc%d_3", v))));
 				acc_fold(c, v, v2, 0);
 			}
 			c->ind--;
@@ -1062,8 +1099,10 @@ static void emit_rows(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 		if (has_full(c, K, s0) && M) {
 			ep_arg e = {K, s0, full};
 			c->cache_mode = c->cache_v >= 0 ? 2 : 0;
+			c->pf_var = pf_var;
 			nest(c, s0->shape, s0->rank, M, split, split ? 64 * c->I->w : 0, -1, ep_full_body, &e);
 			c->cache_mode = 0;
+			c->pf_var = NULL;
 		}
 	}
 	scope_pop(c);
@@ -1073,174 +1112,584 @@ static void emit_rows(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 	}
 }
 
-typedef struct col_arg {
+/* Column reductions: the reduced dims lie outside the kept contiguous inner
+ * dims (sum over dim 0 of [R, C]).  Rows are the outer loop: a task owns a
+ * block of contiguous columns (the blocking dim b and every dim inside it,
+ * CB_FLOATS in all across its buffers) and, for each row, reads the block's
+ * segment of the row in one contiguous sweep, accumulating into a buffer per
+ * reduction that stays in L1 (Welford: mean and M2 buffers, the row count
+ * shared by all columns).  Tasks are (outer kept index, column block), in
+ * one parallel loop; when they are fewer than the team and the kernel has a
+ * single pass, the first reduced dim is split too (nrs_ row slices) into
+ * partial buffers, combined in slice order by a second loop.  A reduction
+ * whose source reads an earlier one of the kernel (softmax over dim 0: max,
+ * then the sum of exp(x - max)) starts a new pass over the rows. */
+#define CB_FLOATS 4096
+
+enum { CB_INIT, CB_ACC, CB_OUT, CB_FULL, CB_COMB, CB_REGROW };
+
+typedef struct cb_arg {
 	ir_kernel *K;
 	ir_node *s0, *r0;
 	char **full, **outer;
-} col_arg;
+	int b, phase, pass;
+	int rd, ru;         /* the innermost reduced dim and the rows of it per step (CB_ACC) */
+	int anywf;
+	int64_t regn;       /* register mode: the block's length (0: buffer mode) */
+	int *lead, *passof; /* per reduction: its group's leader (Welford twin), its pass */
+	int64_t cb;         /* floats per buffer */
+	char *bo;           /* the current vector's offset in the buffers */
+	char *rcnt;         /* rows per slice but the first dim (Welford combine) */
+} cb_arg;
 
-static void col_body(vctx *c, void *arg);
+static int is_wf(const ir_node *r) { return r->sub == RD_WMEAN || r->sub == RD_WM2; }
 
-/* Column reductions over a block of c->ucol vectors of the kept innermost
- * dim (no Welford): one pass over the reduced rows reading ucol contiguous
- * vectors of each, into ucol accumulators per reduction; then the rest of
- * col_body (stores, epilogue) per vector. */
-static void col_body_u(vctx *c, col_arg *a)
+/* Does v (inside the kernel) read a reduction computed by the kernel? */
+static int reads_red(vctx *c, int v, char *seen)
 {
-	ir_kernel *K = a->K;
-	unsigned M = a->r0->mask;
-	int U = c->ucol, w = c->I->w;
-	for (int i = 0; i < K->nreds && !c->bad; i++) {
-		int v = K->reds[i];
-		ir_node *r = &c->ir->nodes[v];
-		for (int k = 0; k < U; k++)
-			out(c, "%s vacc%d_%d = %s;\n", c->I->vt, v, k, P(c->I->set1, red_init(r->sub)));
-		red_arg ra = {v, -1, a->full};
-		int opened = 0;
-		for (int d = 0; d < a->s0->rank; d++) {
-			if (!(M >> d & 1) || dim_eq_const(&a->s0->shape[d], 1))
+	ir_node *n = &c->ir->nodes[v];
+	if (seen[v])
+		return 0;
+	seen[v] = 1;
+	if (n->op == IR_REDUCE && n->kernel == c->k)
+		return 1;
+	if (is_buf(c, n))
+		return 0;
+	for (int i = 0; i < n->nsrc; i++)
+		if (reads_red(c, n->src[i], seen))
+			return 1;
+	return 0;
+}
+
+static char *cb_ld(vctx *c, const char *buf, const char *off)
+{
+	return c->tail ? P(c->I->loadm, "tm", buf, off) : P(c->I->load, buf, off);
+}
+
+static void cb_st(vctx *c, const char *buf, const char *off, const char *x)
+{
+	out(c, "%s;\n", c->tail ? P(c->I->storem, buf, off, "tm", x) : P(c->I->store, buf, off, x));
+}
+
+/* vacc%d of every reduction whose pass is before `upto`, from the buffers. */
+static void cb_vaccs(vctx *c, cb_arg *a, int upto)
+{
+	for (int i = 0; i < a->K->nreds; i++) {
+		int v = a->K->reds[i], l = a->K->reds[a->lead[i]];
+		if (a->passof[i] >= upto)
+			continue;
+		const char *buf = !is_wf(&c->ir->nodes[v]) ? P("cb%d_", l) : c->ir->nodes[v].sub == RD_WMEAN ? P("cm%d_", l) : P("cq%d_", l);
+		out(c, "const %s vacc%d = %s;\n(void)vacc%d;\n", c->I->vt, v, cb_ld(c, buf, a->bo), v);
+	}
+}
+
+/* One row into accumulator a<sfx> (Welford: m<sfx>, q<sfx>; ri: 1/count).
+ * Every column has seen the same rows: m += (x - m)/n, q += (x - m_old)(x - m_new). */
+static void cb_step(vctx *c, ir_node *r, const char *sfx, const char *x, const char *ri)
+{
+	const vec_isa *I = c->I;
+	char *m = P("m%s", sfx), *q = P("q%s", sfx), *acc = P("a%s", sfx);
+	if (!is_wf(r)) {
+		out(c, "%s = %s;\n", acc, comb(c, r->sub, acc, x));
+		return;
+	}
+	out(c, "{\n");
+	out(c, "        const %s d_ = %s;\n", I->vt, P(I->op[PR_SUB], x, m));
+	out(c, "        %s = %s;\n", m, P(I->op[PR_ADD], m, P(I->op[PR_MUL], "d_", P(I->set1, ri))));
+	out(c, "        %s = %s;\n", q, P(I->op[PR_ADD], q, P(I->op[PR_MUL], "d_", P(I->op[PR_SUB], x, m))));
+	out(c, "}\n");
+}
+
+/* Register mode (a block of at most CB_REG floats along the vector dim alone,
+ * whose rows are adjacent): accumulators a<v>_<k> per vector k of the block,
+ * loaded from (io 0) or stored to (io 1) the buffers around the rows loop. */
+#define CB_REG 64
+
+static void cb_reg_io(vctx *c, cb_arg *a, int io)
+{
+	int w = c->I->w, nv = (int)((a->regn + w - 1) / w);
+	for (int k = 0; k < nv; k++) {
+		c->tail = k == nv - 1 && a->regn % w;
+		char *bo = P("%d", k * w);
+		for (int i = 0; i < a->K->nreds; i++) {
+			int v = a->K->reds[i];
+			ir_node *r = &c->ir->nodes[v];
+			if (a->lead[i] != i || a->passof[i] != a->pass)
 				continue;
-			out(c, "for (int64_t i%d = 0; i%d < %s; i%d++) {\n", d, d, dimc(c, &a->s0->shape[d]), d);
-			c->ind++;
-			opened++;
-		}
-		c->uacc = 1;
-		for (int k = 0; k < U && !c->bad; k++) {
-			out(c, "{\n");
-			c->ind++;
-			out(c, "const int64_t %s = %s_u + %d, %s0 = %s_u + %d;\n", c->vv, c->vv, k * w, c->vv, c->vv, k * w);
-			out(c, "(void)%s;\n(void)%s0;\n", c->vv, c->vv);
-			c->ui = k;
-			scope_push(c);
-			red_body(c, &ra);
-			scope_pop(c);
-			c->ui = 0;
-			c->ind--;
-			out(c, "}\n");
-		}
-		c->uacc = 0;
-		while (opened--) {
-			c->ind--;
-			out(c, "}\n");
+			for (int j = 0; j < 1 + is_wf(r); j++) {
+				char *buf = P("%s%d_", is_wf(r) ? (j ? "cq" : "cm") : "cb", v);
+				char *acc = P("%s%d_%d", is_wf(r) ? (j ? "q" : "m") : "a", v, k);
+				if (io)
+					cb_st(c, buf, bo, acc);
+				else
+					out(c, "%s %s = %s;\n", c->I->vt, acc, cb_ld(c, buf, bo));
+			}
 		}
 	}
-	/* per vector: the accumulators under their usual names, then the epilogue */
-	c->ucol = 0;
-	for (int k = 0; k < U && !c->bad; k++) {
+	c->tail = 0;
+}
+
+/* Register mode: one row of the block, every vector of it. */
+static void cb_regrow(vctx *c, cb_arg *a, int anywf)
+{
+	int w = c->I->w, nv = (int)((a->regn + w - 1) / w);
+	if (anywf)
+		out(c, "wn_%d += 1;\nconst float ri0_ = (float)(1.0 / wn_%d);\n", a->pass, a->pass);
+	for (int k = 0; k < nv && !c->bad; k++) {
 		out(c, "{\n");
 		c->ind++;
-		out(c, "const int64_t %s = %s_u + %d, %s0 = %s_u + %d;\n", c->vv, c->vv, k * w, c->vv, c->vv, k * w);
-		out(c, "(void)%s;\n(void)%s0;\n", c->vv, c->vv);
-		for (int i = 0; i < K->nreds; i++)
-			out(c, "const %s vacc%d = vacc%d_%d;\n", c->I->vt, K->reds[i], K->reds[i], k);
 		scope_push(c);
-		c->ui = -1; /* col_body: accumulators already done */
-		col_body(c, a);
-		c->ui = 0;
+		c->tail = k == nv - 1 && a->regn % w;
+		out(c, "const int64_t %s = %d, %s0 = %d;\n(void)%s;\n(void)%s0;\n", c->vv, k * w, c->vv, k * w, c->vv, c->vv);
+		a->bo = P("%d", k * w);
+		cb_vaccs(c, a, a->pass);
+		for (int i = 0; i < a->K->nreds && !c->bad; i++) {
+			int v = a->K->reds[i];
+			ir_node *r = &c->ir->nodes[v];
+			if (a->lead[i] != i || a->passof[i] != a->pass)
+				continue;
+			char *x = vrv(c, r->src[0], a->full);
+			if (!c->bad)
+				cb_step(c, r, P("%d_%d", v, k), x, "ri0_");
+		}
+		c->tail = 0;
 		scope_pop(c);
 		c->ind--;
 		out(c, "}\n");
 	}
-	c->ucol = U;
 }
 
-/* Column reductions: inside one vector of the kept innermost dim. */
-static void col_body(vctx *c, void *arg)
+static void cb_body(vctx *c, void *arg)
 {
-	col_arg *a = arg;
-	if (c->ucol > 1) {
-		col_body_u(c, a);
-		return;
-	}
+	cb_arg *a = arg;
 	ir_kernel *K = a->K;
-	unsigned M = a->r0->mask;
-	char *done = arena_alloc(c->a, (size_t)K->nreds + 1);
-	for (int i = 0; i < K->nreds && !c->bad && c->ui >= 0; i++) {
-		if (done[i])
-			continue;
-		int v = K->reds[i], t = welford_twin(c->ir, K, i), v2 = t >= 0 ? K->reds[t] : -1;
-		ir_node *r = &c->ir->nodes[v];
-		if (r->sub == RD_ARGMAX || r->dtype != COIL_F32) {
-			c->bad = 1;
+	const vec_isa *I = c->I;
+	char *z = P(I->set1, "0.0f");
+	if (a->phase == CB_OUT || a->phase == CB_FULL) {
+		cb_vaccs(c, a, 1 << 30);
+		if (a->phase == CB_FULL) {
+			ep_arg e = {K, a->s0, a->full};
+			ep_full_body(c, &e);
 			return;
 		}
-		if (t >= 0)
-			done[t] = 1;
-		acc_decl(c, v);
-		red_arg ra = {v, v2, a->full};
-		int opened = 0;
-		for (int d = 0; d < a->s0->rank; d++) {
-			if (!(M >> d & 1) || dim_eq_const(&a->s0->shape[d], 1))
-				continue;
-			out(c, "for (int64_t i%d = 0; i%d < %s; i%d++) {\n", d, d, dimc(c, &a->s0->shape[d]), d);
-			c->ind++;
-			opened++;
-		}
-		scope_push(c);
-		red_body(c, &ra);
-		scope_pop(c);
-		while (opened--) {
-			c->ind--;
-			out(c, "}\n");
-		}
-		if (r->sub == RD_WMEAN || r->sub == RD_WM2) {
-			/* every lane saw the same count: no merge needed */
-			out(c, "const %s vacc%d = %s;\n", c->I->vt, v, r->sub == RD_WMEAN ? P("wm%d", v) : P("wq%d", v));
-			if (v2 >= 0)
-				out(c, "const %s vacc%d = wq%d;\n", c->I->vt, v2, v);
-		}
-	}
-	if (c->bad)
+		for (int i = 0; i < K->nreds && !c->bad; i++)
+			if (c->ir->nodes[K->reds[i]].mat)
+				vstore(c, K->reds[i], a->outer);
+		ep_outer(c, K, a->s0, a->r0, a->outer);
 		return;
-	for (int i = 0; i < K->nreds && !c->bad; i++) {
-		ir_node *r = &c->ir->nodes[K->reds[i]];
-		if (r->mat)
-			vstore(c, K->reds[i], a->outer);
 	}
-	ep_outer(c, K, a->s0, a->r0, a->outer);
-	if (has_full(c, K, a->s0)) {
-		int opened = 0;
-		for (int d = 0; d < a->s0->rank; d++) {
-			if (!(M >> d & 1) || dim_eq_const(&a->s0->shape[d], 1))
-				continue;
-			out(c, "for (int64_t i%d = 0; i%d < %s; i%d++) {\n", d, d, dimc(c, &a->s0->shape[d]), d);
-			c->ind++;
-			opened++;
+	if (a->phase == CB_ACC)
+		cb_vaccs(c, a, a->pass);
+	for (int i = 0; i < K->nreds && !c->bad; i++) {
+		int v = K->reds[i];
+		ir_node *r = &c->ir->nodes[v];
+		if (a->lead[i] != i || (a->phase == CB_ACC && a->passof[i] != a->pass))
+			continue;
+		char *cb = P("cb%d_", v), *cm = P("cm%d_", v), *cq = P("cq%d_", v);
+		if (a->phase == CB_INIT) {
+			if (is_wf(r)) {
+				cb_st(c, cm, a->bo, z);
+				cb_st(c, cq, a->bo, z);
+			} else {
+				cb_st(c, cb, a->bo, P(I->set1, red_init(r->sub)));
+			}
+			continue;
 		}
+		out(c, "{\n");
+		c->ind++;
 		scope_push(c);
-		ep_arg e = {K, a->s0, a->full};
-		ep_full_body(c, &e);
-		scope_pop(c);
-		while (opened--) {
-			c->ind--;
-			out(c, "}\n");
+		if (a->phase == CB_ACC) {
+			/* ru rows a step: the buffers loaded and stored once */
+			char *fk[COIL_MAX_RANK];
+			memcpy(fk, a->full, sizeof fk);
+			if (is_wf(r))
+				out(c, "%s m_ = %s, q_ = %s;\n", I->vt, cb_ld(c, cm, a->bo), cb_ld(c, cq, a->bo));
+			else
+				out(c, "%s a_ = %s;\n", I->vt, cb_ld(c, cb, a->bo));
+			for (int k = 0; k < a->ru && !c->bad; k++) {
+				fk[a->rd] = k ? P("(i%d + %d)", a->rd, k) : P("i%d", a->rd);
+				char *x = vrv(c, r->src[0], fk);
+				if (c->bad)
+					return;
+				cb_step(c, r, "_", x, P("ri%d_", k));
+			}
+			if (is_wf(r)) {
+				cb_st(c, cm, a->bo, "m_");
+				cb_st(c, cq, a->bo, "q_");
+			} else {
+				cb_st(c, cb, a->bo, "a_");
+			}
+		} else { /* CB_COMB: the slices' partials, in slice order, into the buffers */
+			char *o0 = P("task_ * %lld + %s", (long long)a->cb, a->bo),
+			     *os = P("(task_ + s_) * %lld + %s", (long long)a->cb, a->bo);
+			if (is_wf(r)) {
+				out(c, "%s m_ = %s, q_ = %s;\n", I->vt, cb_ld(c, P("pm%d_", v), o0), cb_ld(c, P("pq%d_", v), o0));
+				out(c, "double na_ = (double)(rn0_ / nrs_) * %s;\n", a->rcnt);
+				out(c, "for (int64_t s_ = 1; s_ < nrs_; s_++) {\n");
+				c->ind++;
+				out(c, "const double nb_ = (double)(rn0_ * (s_ + 1) / nrs_ - rn0_ * s_ / nrs_) * %s, nn_ = na_ + nb_;\n",
+				    a->rcnt);
+				out(c, "if (nb_ == 0)\n        continue;\n");
+				out(c, "const %s d_ = %s;\n", I->vt, P(I->op[PR_SUB], cb_ld(c, P("pm%d_", v), os), "m_"));
+				out(c, "m_ = %s;\n", P(I->op[PR_ADD], "m_", P(I->op[PR_MUL], "d_", P(I->set1, "(float)(nb_ / nn_)"))));
+				out(c, "q_ = %s;\n",
+				    P(I->op[PR_ADD], P(I->op[PR_ADD], "q_", cb_ld(c, P("pq%d_", v), os)),
+				      P(I->op[PR_MUL], P(I->op[PR_MUL], "d_", "d_"), P(I->set1, "(float)(na_ * nb_ / nn_)"))));
+				out(c, "na_ = nn_;\n");
+				c->ind--;
+				out(c, "}\n");
+				cb_st(c, cm, a->bo, "m_");
+				cb_st(c, cq, a->bo, "q_");
+			} else {
+				out(c, "%s a_ = %s;\n", I->vt, cb_ld(c, P("pb%d_", v), o0));
+				out(c, "for (int64_t s_ = 1; s_ < nrs_; s_++)\n");
+				out(c, "        a_ = %s;\n", comb(c, r->sub, "a_", cb_ld(c, P("pb%d_", v), os)));
+				cb_st(c, cb, a->bo, "a_");
+			}
 		}
+		scope_pop(c);
+		c->ind--;
+		out(c, "}\n");
 	}
 }
 
-/* vstore of an in-kernel reduction result: vrv gives "vacc%d". */
+/* The task's block of columns: dims b (from blo_ to bhi_) to the vector dim,
+ * the body once per vector with a->bo its offset in the buffers. */
+static void cb_regrow(vctx *c, cb_arg *a, int anywf);
+
+static void cb_cols(vctx *c, cb_arg *a, int phase)
+{
+	ir_node *s0 = a->s0;
+	if (phase == CB_REGROW) {
+		cb_regrow(c, a, a->anywf);
+		return;
+	}
+	int opened = 0;
+	a->phase = phase;
+	char *bo = "0";
+	int64_t stride = 1;
+	for (int d = c->vd; d >= a->b; d--) {
+		int64_t sz = 1;
+		if (dim_eq_const(&s0->shape[d], 1))
+			continue;
+		bo = P("%s + (i%d%s) * %lld", bo, d, d == a->b ? " - blo_" : "", (long long)stride);
+		if (d > a->b && dim_is_const(&s0->shape[d], &sz))
+			stride *= sz;
+	}
+	a->bo = P("(%s)", bo);
+	for (int d = a->b; d < c->vd; d++) {
+		if (dim_eq_const(&s0->shape[d], 1))
+			continue;
+		if (d == a->b)
+			out(c, "for (int64_t i%d = blo_; i%d < bhi_; i%d++) {\n", d, d, d);
+		else
+			out(c, "for (int64_t i%d = 0; i%d < %s; i%d++) {\n", d, d, dimc(c, &s0->shape[d]), d);
+		c->ind++;
+		opened++;
+	}
+	scope_push(c);
+	if (a->b == c->vd)
+		vloop(c, "blo_", "bhi_", cb_body, a);
+	else
+		vloop(c, "0", dimc(c, &s0->shape[c->vd]), cb_body, a);
+	scope_pop(c);
+	while (opened--) {
+		c->ind--;
+		out(c, "}\n");
+	}
+}
+
+/* Loops over the reduced dims (the first from rlo_ to rhi_ when split), the
+ * block of columns inside.  CB_ACC: RU rows of the innermost reduced dim a
+ * step (then one), the Welford counter wn_<pass> kept. */
+#define CB_RU 4
+
+static void cb_rows(vctx *c, cb_arg *a, int split, int phase, int anywf)
+{
+	int opened = 0, first = 1;
+	if (a->rd < 0) { /* only size-1 dims reduced: one row */
+		out(c, "{\n");
+		if (anywf && phase == CB_ACC)
+			out(c, "        const float ri0_ = 1.0f;\n");
+		a->ru = 1;
+		cb_cols(c, a, phase);
+		out(c, "}\n");
+		return;
+	}
+	for (int d = 0; d < a->s0->rank; d++) {
+		if (!(a->r0->mask >> d & 1) || dim_eq_const(&a->s0->shape[d], 1))
+			continue;
+		char *lo = split && first ? "rlo_" : "0", *hi = split && first ? "rhi_" : dimc(c, &a->s0->shape[d]);
+		first = 0;
+		if (d == a->rd && phase == CB_ACC) {
+			out(c, "{\n");
+			c->ind++;
+			out(c, "int64_t i%d = %s;\n", d, lo);
+			for (int ru = CB_RU; ru >= 1; ru /= CB_RU) {
+				if (ru > 1)
+					out(c, "for (; i%d + %d <= %s; i%d += %d) {\n", d, ru, hi, d, ru);
+				else
+					out(c, "for (; i%d < %s; i%d++) {\n", d, hi, d);
+				c->ind++;
+				scope_push(c);
+				if (anywf) {
+					out(c, "const double w0_ = wn_%d;\n", a->pass);
+					for (int k = 0; k < ru; k++)
+						out(c, "const float ri%d_ = (float)(1.0 / (w0_ + %d));\n(void)ri%d_;\n", k, k + 1, k);
+					out(c, "wn_%d += %d;\n", a->pass, ru);
+				}
+				a->ru = ru;
+				cb_cols(c, a, phase);
+				scope_pop(c);
+				c->ind--;
+				out(c, "}\n");
+			}
+			c->ind--;
+			out(c, "}\n");
+			break;
+		}
+		out(c, "for (int64_t i%d = %s; i%d < %s; i%d++) {\n", d, lo, d, hi, d);
+		c->ind++;
+		opened++;
+		if (d == a->rd)
+			cb_cols(c, a, phase);
+	}
+	while (opened--) {
+		c->ind--;
+		out(c, "}\n");
+	}
+}
+
 static void emit_cols(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 {
 	unsigned M = r0->mask;
+	const vec_isa *I = c->I;
+	int w = I->w, nr = K->nreds, np = 0, nbuf = 0, anywf = 0;
 	char *full[COIL_MAX_RANK], *outer[COIL_MAX_RANK];
 	loopvars(c, s0, full, 0);
 	loopvars(c, s0, outer, M);
 	c->red_vec = 1;
+	cb_arg a = {.K = K, .s0 = s0, .r0 = r0, .full = full, .outer = outer};
+	a.lead = arena_alloc(c->a, (size_t)nr * sizeof(int));
+	a.passof = arena_alloc(c->a, (size_t)nr * sizeof(int));
+	for (int i = 0; i < nr; i++) {
+		ir_node *r = &c->ir->nodes[K->reds[i]];
+		if (r->sub == RD_ARGMAX || r->dtype != COIL_F32) {
+			c->bad = 1;
+			return;
+		}
+		a.lead[i] = i;
+		for (int j = 0; j < i; j++)
+			if (welford_twin(c->ir, K, j) == i)
+				a.lead[i] = j;
+		if (a.lead[i] != i) {
+			a.passof[i] = a.passof[a.lead[i]];
+			continue;
+		}
+		if (!np || reads_red(c, r->src[0], arena_alloc(c->a, (size_t)c->ir->n)))
+			np++;
+		a.passof[i] = np - 1;
+		nbuf += is_wf(r) ? 2 : 1;
+		anywf |= is_wf(r);
+	}
+	/* the blocking dim: outward from the vector dim while the block fits */
+	int lastr = -1;
+	for (int d = 0; d < s0->rank; d++)
+		if (M >> d & 1 && !dim_eq_const(&s0->shape[d], 1))
+			lastr = d;
+	a.rd = lastr;
+	int64_t budget = CB_FLOATS / nbuf / w * w, P = 1, sz;
+	if (budget < 4 * w)
+		budget = 4 * w;
+	a.b = c->vd;
+	for (;;) {
+		int d = a.b - 1;
+		while (d > lastr && dim_eq_const(&s0->shape[d], 1))
+			d--;
+		if (d <= lastr || !dim_is_const(&s0->shape[a.b], &sz) || P * sz > budget)
+			break;
+		P *= sz;
+		a.b = d;
+	}
+	int64_t nb = a.b == c->vd ? budget : budget / P > 1 ? budget / P : 1;
+	if (dim_is_const(&s0->shape[a.b], &sz) && nb > (a.b == c->vd ? (sz + w - 1) / w * w : sz))
+		nb = a.b == c->vd ? (sz + w - 1) / w * w : sz;
+	a.cb = (nb * P + 15) / 16 * 16 + 16;
+	/* register mode: the block is the whole of a short vector dim (rows adjacent) */
+	a.anywf = anywf;
+	if (a.b == c->vd && dim_is_const(&s0->shape[a.b], &sz) && sz <= CB_REG && sz <= nb)
+		a.regn = sz;
+	/* outer kept dims, the unit index, the first reduced dim and the rest */
+	char *rn0 = "(int64_t)1", *rest = "(int64_t)1", *unit = "(int64_t)0", *nunits = "nbk_";
+	int nouter = 0, rd0 = -1;
+	for (int d = 0; d < s0->rank && rd0 < 0; d++)
+		if (M >> d & 1 && !dim_eq_const(&s0->shape[d], 1))
+			rd0 = d;
+	for (int d = 0; d < s0->rank; d++) {
+		if (dim_eq_const(&s0->shape[d], 1))
+			continue;
+		if (M >> d & 1) {
+			if (d == rd0)
+				rn0 = dimc(c, &s0->shape[d]);
+			else
+				rest = P("%s*%s", rest, dimc(c, &s0->shape[d]));
+		} else if (d < a.b) {
+			unit = P("(%s*%s + i%d)", unit, dimc(c, &s0->shape[d]), d);
+			nunits = P("%s*%s", nunits, dimc(c, &s0->shape[d]));
+			nouter++;
+		}
+	}
+	a.rcnt = rest;
+	unit = P("(%s*nbk_ + jb_)", unit);
+	char *bsz = dimc(c, &s0->shape[a.b]);
+	/* row slices: one pass, and tasks possibly fewer than a team (64 at most) */
+	int64_t su = 1;
+	for (int d = 0; d <= a.b && su > 0; d++)
+		if (d == a.b)
+			su = dim_is_const(&s0->shape[d], &sz) ? su * ((sz + nb - 1) / nb) : -1;
+		else if (!(M >> d & 1))
+			su = dim_is_const(&s0->shape[d], &sz) ? su * sz : -1;
+	int split = np == 1 && !(su >= 64);
 	out(c, "const int64_t work = %s;\n", work_expr(c, s0));
 	out(c, "const int nte = coil_team(nt, work);\n");
 	out(c, "(void)nte;\n");
-	col_arg a = {K, s0, r0, full, outer};
-	/* blocks of 4 vectors (256 contiguous bytes a row with AVX-512) when every
-	 * reduction is a plain f32 sum/max/min */
-	int U = 4;
-	for (int i = 0; i < K->nreds; i++) {
-		ir_node *r = &c->ir->nodes[K->reds[i]];
-		if (r->sub > RD_MIN || r->dtype != COIL_F32)
-			U = 1;
+	out(c, "const int64_t nbk_ = (%s + %lld) / %lld, rn0_ = %s;\n", bsz, (long long)nb - 1, (long long)nb, rn0);
+	out(c, "(void)rn0_;\n");
+	if (split) {
+		out(c, "int64_t nrs_ = 1;\n");
+		out(c, "const int64_t units_ = %s;\n", nunits);
+		out(c, "if (units_ < nte && rn0_ > 1)\n        nrs_ = COIL_MIN((nte + units_ - 1) / units_, rn0_);\n");
 	}
-	c->ucol = U;
-	nest(c, s0->shape, s0->rank, ~M, 1, U * c->I->w, -1, col_body, &a);
-	c->ucol = 0;
+	for (int i = 0; i < nr; i++) {
+		int v = K->reds[i];
+		if (a.lead[i] != i || !split)
+			continue;
+		if (is_wf(&c->ir->nodes[v]))
+			out(c, "float *pm%d_ = NULL, *pq%d_ = NULL;\n", v, v);
+		else
+			out(c, "float *pb%d_ = NULL;\n", v);
+	}
+	if (split) {
+		/* partial buffers (each task's own; on failure, no split) */
+		out(c, "if (nrs_ > 1) {\n");
+		c->ind++;
+		out(c, "const size_t pz_ = (size_t)(units_ * nrs_ * %lld) * sizeof(float);\n", (long long)a.cb);
+		char *ok = "1";
+		for (int i = 0; i < nr; i++) {
+			int v = K->reds[i];
+			if (a.lead[i] != i)
+				continue;
+			if (is_wf(&c->ir->nodes[v])) {
+				out(c, "pm%d_ = malloc(pz_);\npq%d_ = malloc(pz_);\n", v, v);
+				ok = P("%s && pm%d_ && pq%d_", ok, v, v);
+			} else {
+				out(c, "pb%d_ = malloc(pz_);\n", v);
+				ok = P("%s && pb%d_", ok, v);
+			}
+		}
+		out(c, "if (!(%s))\n        nrs_ = 1;\n", ok);
+		c->ind--;
+		out(c, "}\n");
+	}
+	for (int pass2 = 0; pass2 < 1 + split && !c->bad; pass2++) {
+		/* pass2 0: the tasks; 1: the combine of the slices */
+		if (pass2) {
+			out(c, "if (nrs_ > 1) {\n");
+			c->ind++;
+		}
+		out(c, "#pragma omp parallel for collapse(%d) num_threads(nte) if (nte > 1) schedule(static)\n",
+		    nouter + 1 + (split && !pass2));
+		int opened = 0;
+		for (int d = 0; d < a.b; d++) {
+			if (M >> d & 1 || dim_eq_const(&s0->shape[d], 1))
+				continue;
+			out(c, "for (int64_t i%d = 0; i%d < %s; i%d++) {\n", d, d, dimc(c, &s0->shape[d]), d);
+			c->ind++;
+			opened++;
+		}
+		out(c, "for (int64_t jb_ = 0; jb_ < nbk_; jb_++) {\n");
+		c->ind++;
+		opened++;
+		if (!pass2 && split) {
+			out(c, "for (int64_t rs_ = 0; rs_ < nrs_; rs_++) {\n");
+			c->ind++;
+			opened++;
+		}
+		scope_push(c);
+		out(c, "const int64_t blo_ = jb_ * %lld, bhi_ = COIL_MIN(blo_ + %lld, %s);\n", (long long)nb, (long long)nb, bsz);
+		if (split)
+			out(c, "const int64_t task_ = %s * nrs_%s;\n(void)task_;\n", unit, pass2 ? "" : " + rs_");
+		if (!pass2 && split)
+			out(c, "const int64_t rlo_ = rn0_ * rs_ / nrs_, rhi_ = rn0_ * (rs_ + 1) / nrs_;\n(void)rlo_;\n(void)rhi_;\n");
+		for (int i = 0; i < nr; i++) {
+			int v = K->reds[i];
+			if (a.lead[i] != i)
+				continue;
+			int wf = is_wf(&c->ir->nodes[v]);
+			for (int j = 0; j < 1 + wf; j++) {
+				const char *nm = wf ? (j ? "cq" : "cm") : "cb", *pn = wf ? (j ? "pq" : "pm") : "pb";
+				out(c, "float %sl%d_[%lld] __attribute__((aligned(64)));\n", nm, v, (long long)a.cb);
+				if (split && !pass2)
+					out(c, "float *const %s%d_ = nrs_ > 1 ? %s%d_ + task_ * %lld : %sl%d_;\n", nm, v, pn, v,
+					    (long long)a.cb, nm, v);
+				else
+					out(c, "float *const %s%d_ = %sl%d_;\n", nm, v, nm, v);
+			}
+		}
+		if (!pass2) {
+			cb_cols(c, &a, CB_INIT);
+			for (int p = 0; p < np && !c->bad; p++) {
+				if (anywf)
+					out(c, "double wn_%d = 0;\n", p);
+				a.pass = p;
+				if (a.regn) {
+					int w = I->w;
+					out(c, "{\n");
+					c->ind++;
+					if (a.regn % w)
+						out(c, "const int64_t tn = %lld;\nconst %s tm = %s;\n(void)tn;\n", (long long)(a.regn % w),
+						    I->mt, P(I->tail, "tn"));
+					cb_reg_io(c, &a, 0);
+					cb_rows(c, &a, split, CB_REGROW, anywf);
+					cb_reg_io(c, &a, 1);
+					c->ind--;
+					out(c, "}\n");
+				} else {
+					cb_rows(c, &a, split, CB_ACC, anywf);
+				}
+			}
+			out(c, split ? "if (nrs_ == 1) {\n" : "{\n");
+			c->ind++;
+		} else {
+			cb_cols(c, &a, CB_COMB);
+		}
+		cb_cols(c, &a, CB_OUT);
+		if (has_full(c, K, s0)) {
+			cb_rows(c, &a, 0, CB_FULL, 0);
+		}
+		if (!pass2) {
+			c->ind--;
+			out(c, "}\n");
+		}
+		scope_pop(c);
+		while (opened--) {
+			c->ind--;
+			out(c, "}\n");
+		}
+		if (pass2) {
+			c->ind--;
+			out(c, "}\n");
+		}
+	}
+	for (int i = 0; i < nr && split; i++) {
+		int v = K->reds[i];
+		if (a.lead[i] != i)
+			continue;
+		if (is_wf(&c->ir->nodes[v]))
+			out(c, "free(pm%d_);\nfree(pq%d_);\n", v, v);
+		else
+			out(c, "free(pb%d_);\n", v);
+	}
 }
 
 static void emit_red(vctx *c, ir_kernel *K)

@@ -934,6 +934,68 @@ static void test_errors(void **state)
 	assert_null(strstr(t->flags, "native"));
 }
 
+/* Column reductions (rows outer, blocks of columns in buffers; row slices
+ * combined when the blocks are fewer than the team) and 2D-tiled permutes,
+ * at odd sizes and a symbolic batch, on every target. */
+static const char *const layout_graphs[] = {
+	/* blocks over dim 1 (inner 21), a second pass (softmax, log_softmax over dim 0), Welford */
+	G(T("x", "f32", "[37,19,21]"), "",
+	  ND("a", "aten.sum.dim_IntList", "[\"x\", [0]]", "s") "," ND("b", "aten.amax", "[\"x\", [0]]", "mx") ","
+	  ND("c", "aten.amin", "[\"x\", [0], true]", "mn") "," ND("d", "aten.var.correction", "[\"x\", [0]]", "v") ","
+	  ND("e", "aten._softmax", "[\"x\", 0, false]", "sm") "," ND("f", "aten._log_softmax", "[\"x\", 0, false]", "ls") ","
+	  ND("g", "aten.mean.dim", "[\"x\", [0,1]]", "m2"),
+	  "\"s\",\"mx\",\"mn\",\"v\",\"sm\",\"ls\",\"m2\""),
+	/* few columns: row slices per thread and their combine (sum, max, Welford) */
+	G(T("x", "f32", "[4099,17]"), "",
+	  ND("a", "aten.sum.dim_IntList", "[\"x\", [0]]", "s") "," ND("b", "aten.amax", "[\"x\", [0]]", "mx") ","
+	  ND("c", "aten.var.correction", "[\"x\", [0]]", "v") "," ND("d", "aten.mean.dim", "[\"x\", [0], true]", "m") ","
+	  ND("e", "aten.sub.Tensor", "[\"x\", \"m\"]", "y"),
+	  "\"s\",\"mx\",\"v\",\"y\""),
+	/* reduced dims around a kept one, a size-1 dim, a wide inner dim (several blocks) */
+	G(T("x", "f32", "[30,3,1,7,19]") "," T("z", "f32", "[9,5000]"), "",
+	  ND("a", "aten.sum.dim_IntList", "[\"x\", [0,3]]", "s") "," ND("b", "aten.var.correction", "[\"x\", [0,3]]", "v") ","
+	  ND("c", "aten.sum.dim_IntList", "[\"z\", [0]]", "t") "," ND("d", "aten.amin", "[\"z\", [0]]", "u"),
+	  "\"s\",\"v\",\"t\",\"u\""),
+	/* 64 tasks or more (no row slices), short blocks in registers */
+	G(T("x", "f32", "[70,9,5]"), "",
+	  ND("a", "aten.sum.dim_IntList", "[\"x\", [1]]", "s") "," ND("b", "aten.var.correction", "[\"x\", [1]]", "v") ","
+	  ND("c", "aten.amax", "[\"x\", [1]]", "m"),
+	  "\"s\",\"v\",\"m\""),
+	/* permutes: (2,0,1) of odd sizes, a transpose with a tail, and a 4D one */
+	G(T("x", "f32", "[67,33,21]") "," T("y", "f32", "[19,130]") "," T("w", "f32", "[3,17,5,40]"), "",
+	  ND("a", "aten.permute", "[\"x\", [2,0,1]]", "p") "," ND("b", "aten.clone", "[\"p\"]", "q") ","
+	  ND("c", "aten.t", "[\"y\"]", "yt") "," ND("d", "aten.clone", "[\"yt\"]", "r") ","
+	  ND("e", "aten.permute", "[\"w\", [0,3,1,2]]", "wp") "," ND("f", "aten.mul.Scalar", "[\"wp\", 2.0]", "o"),
+	  "\"q\",\"r\",\"o\""),
+};
+
+static void test_layouts(void **state)
+{
+	(void)state;
+	static const char *const targets[] = {"generic", "x86-64-v3", "x86-64-v4"};
+	static const int64_t b[3][8] = {{1}, {3001}, {64}};
+	const char *sym = G(T("x", "f32", "[\"batch\",37]") "," T("y", "f32", "[\"batch\",3,40]"), "",
+			    ND("a", "aten.sum.dim_IntList", "[\"x\", [0]]", "s") "," ND("b", "aten.var.correction", "[\"x\", [0]]", "v") ","
+			    ND("c", "aten._softmax", "[\"x\", 0, false]", "sm") "," ND("d", "aten.permute", "[\"y\", [2,0,1]]", "p") ","
+			    ND("e", "aten.clone", "[\"p\"]", "q") "," ND("f", "aten.amax", "[\"y\", [0]]", "m"),
+			    "\"s\",\"v\",\"sm\",\"q\",\"m\"");
+	int fails = 0;
+	for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
+		if (!target_runs_here(targets[t])) {
+			print_message("# %s does not run here: skipped\n", targets[t]);
+			continue;
+		}
+		force_target = targets[t];
+		for (size_t i = 0; i < sizeof layout_graphs / sizeof *layout_graphs; i++)
+			if (check_graph(layout_graphs[i], 0, NULL))
+				fails++, print_error("layout graph %zu failed on %s\n", i, targets[t]);
+		if (check_graph(sym, 3, b))
+			fails++, print_error("symbolic layout graph failed on %s\n", targets[t]);
+		force_target = NULL;
+	}
+	assert_int_equal(fails, 0);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -964,6 +1026,7 @@ int main(void)
 		cmocka_unit_test(test_runtime_errors),
 		cmocka_unit_test(test_random_graphs),
 		cmocka_unit_test(test_simd_targets),
+		cmocka_unit_test(test_layouts),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -10,7 +10,12 @@ torch's y.copy_(x); the reference is the larger of the two.  A kernel's bandwidt
 bytes it must move (inputs read once + outputs written once).
 
 Usage: /usr/bin/python3 bench/kernels/run.py [--coil build/coil] [--repeat 50] [--target T]
-Writes a markdown table to stdout (and bench/results/kernels.md)."""
+Writes a markdown table to stdout (and bench/results/kernels.md).
+
+A/B mode (a noisy, shared machine): --base OLD_COIL --rounds K [--only REGEX] [--threads 1]
+times the same kernels with two coil binaries (separate caches), alternating A and B K times,
+and prints per kernel the median of the K medians and their spread (min..max) for each, and
+B's speedup over A; eager and copy are not timed.  Writes nothing unless --out is given."""
 import argparse, json, os, re, struct, subprocess, sys, tempfile, time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -125,8 +130,17 @@ def main():
     ap.add_argument("--coil", default="build/coil")
     ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--target", default=None)
-    ap.add_argument("--out", default="bench/results/kernels.md")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--only", default=None, help="regex: only kernels whose name matches")
+    ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    ap.add_argument("--base", default=None, help="A/B mode: the baseline coil binary")
+    ap.add_argument("--rounds", type=int, default=7, help="A/B mode: alternations")
     a = ap.parse_args()
+    threads = [int(t) for t in a.threads.split(",")]
+    if a.base:
+        return ab(a, threads)
+    if a.out is None:
+        a.out = "bench/results/kernels.md"
     d = tempfile.mkdtemp(prefix="coil-bench-")
     env = dict(os.environ, COIL_CACHE_DIR=os.path.join(d, "cache"), OPENBLAS_NUM_THREADS="1")
     lines = [f"# bench/kernels ({time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, "
@@ -134,7 +148,7 @@ def main():
     copy_bw = {}
     lines += ["| copy | threads | coil ms | coil GB/s | torch copy_ GB/s | reference GB/s |", "|---|---|---|---|---|---|"]
     for nbytes, gj, ins in copy_cases():
-        for t in (1, 2):
+        for t in threads:
             ct = coil_time(a.coil, d, f"copy{nbytes}", gj, ins, {}, t, a.repeat, a.target, env)
             x = ins["x"]
             y = torch.empty_like(x)
@@ -146,8 +160,10 @@ def main():
     lines += ["", "| kernel | threads | coil ms | eager ms | speedup | coil GB/s | % of copy |",
               "|---|---|---|---|---|---|---|"]
     for name, gj, ins, pars, fn, nbytes, membound in cases():
+        if a.only and not re.search(a.only, name):
+            continue
         tag = re.sub(r"[^a-z0-9]+", "_", name)
-        for t in (1, 2):
+        for t in threads:
             ct = coil_time(a.coil, d, tag, gj, ins, pars, t, a.repeat, a.target, env)
             et = eager_time(fn, t, a.repeat)
             ref = min(copy_bw.items(), key=lambda kv: (abs(kv[0][0] - nbytes / 2), kv[0][1] != t))[1]
@@ -163,6 +179,30 @@ def main():
         os.makedirs(os.path.dirname(a.out), exist_ok=True)
         with open(a.out, "w") as f:
             f.write(text)
+
+
+def ab(a, threads):
+    """Interleaved A (--base) / B (--coil) timings of the same kernels."""
+    d = tempfile.mkdtemp(prefix="coil-ab-")
+    envs = [dict(os.environ, COIL_CACHE_DIR=os.path.join(d, f"cache{i}"), OPENBLAS_NUM_THREADS="1")
+            for i in range(2)]
+    med = lambda v: sorted(v)[len(v) // 2]
+    print("| kernel | threads | A ms (min..max) | B ms (min..max) | B/A | eager ms | B/eager | B GB/s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, gj, ins, pars, fn, nbytes, membound in cases():
+        if a.only and not re.search(a.only, name):
+            continue
+        tag = re.sub(r"[^a-z0-9]+", "_", name)
+        for t in threads:
+            ts = [[], [], []]
+            for _ in range(a.rounds):
+                for i, coil in enumerate((a.base, a.coil)):
+                    ts[i].append(coil_time(coil, d, tag, gj, ins, pars, t, a.repeat, a.target, envs[i]))
+                ts[2].append(eager_time(fn, t, a.repeat))
+            ma, mb, me = med(ts[0]), med(ts[1]), med(ts[2])
+            print(f"| {name} | {t} | {ma * 1e3:.3f} ({min(ts[0]) * 1e3:.3f}..{max(ts[0]) * 1e3:.3f}) | "
+                  f"{mb * 1e3:.3f} ({min(ts[1]) * 1e3:.3f}..{max(ts[1]) * 1e3:.3f}) | {ma / mb:.2f}x | "
+                  f"{me * 1e3:.3f} | {me / mb:.2f}x | {nbytes / mb / 1e9:.1f} |", flush=True)
 
 
 if __name__ == "__main__":
