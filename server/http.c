@@ -479,13 +479,14 @@ int server_start(coild *s, const coild_config *cfg, coil_err *err)
 		goto fail_jobs;
 	s->mhd = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
 				  NULL, NULL, on_request, s,
+				  /* first, or MHD's complaints about the options bypass it */
+				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
 				  MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
 				  MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
 				  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
 				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
 				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
 				  MHD_OPTION_END);
 	if (!s->mhd) {
 		coil_errf(err, "cannot start the HTTP daemon on %s", cfg->listen);
