@@ -210,6 +210,9 @@ typedef struct request {
 	job *job;               /* a compile waiting on or answered from a job */
 	int receiving;          /* counted in coild.receiving */
 	int async;
+	unsigned refused;       /* a refusal decided from the headers: its status, */
+	char refusal[320];      /* message */
+	char allow[64];         /* and, for 405, the Allow header */
 	char note[320];         /* extra words for the log line */
 } request;
 
