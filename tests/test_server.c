@@ -294,6 +294,45 @@ static double metric(const server *s, const char *name)
 	return v;
 }
 
+/* The value of a metric, read with the given headers (a token). */
+static double metric_as(const server *s, const char *name, const char *const *hdrs)
+{
+	resp r = req(s, "GET", "/metrics", NULL, 0, hdrs);
+	assert_int_equal(r.status, 200);
+	double v = 0;
+	size_t n = strlen(name);
+	for (char *p = r.body; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		if (!strncmp(p, name, n) && p[n] == ' ')
+			v = strtod(p + n + 1, NULL);
+	resp_free(&r);
+	return v;
+}
+
+/* The metric once it has reached want (coild counts a request after its
+ * response has gone out, so a count can lag the answer briefly), or its value
+ * after 5 s. */
+static double metric_reaching(const server *s, const char *name, const char *const *hdrs, double want)
+{
+	double v = metric_as(s, name, hdrs);
+	for (int i = 0; i < 500 && v < want; i++) {
+		sleep_ms(10);
+		v = metric_as(s, name, hdrs);
+	}
+	return v;
+}
+
+/* The metric once two readings 50 ms apart agree (earlier requests counted). */
+static double metric_settled(const server *s, const char *name, const char *const *hdrs)
+{
+	double v = metric_as(s, name, hdrs), prev;
+	do {
+		prev = v;
+		sleep_ms(50);
+		v = metric_as(s, name, hdrs);
+	} while (v != prev);
+	return v;
+}
+
 /* Put a fake artifact straight into the server's cache directory (shared
  * by design): returns its key in key_out and its sha256. */
 static void store_fake(const server *s, const char *seed, char key[65], char sha[65])
@@ -409,6 +448,7 @@ static void test_metrics_format(void **state)
 	server *s = *state;
 	resp x = get(s, "/nope");
 	resp_free(&x);
+	assert_true(metric_reaching(s, "coild_requests_total{route=\"unknown\",code=\"404\"}", NULL, 1) >= 1);
 	resp r = get(s, "/metrics");
 	assert_int_equal(r.status, 200);
 	char ct[128];
@@ -957,45 +997,6 @@ static void test_tokens(void **state)
 		fail_msg("compile with token: %s", e);
 	}
 	coil_client_destroy(c);
-}
-
-/* The value of a metric, read with the given headers (a token). */
-static double metric_as(const server *s, const char *name, const char *const *hdrs)
-{
-	resp r = req(s, "GET", "/metrics", NULL, 0, hdrs);
-	assert_int_equal(r.status, 200);
-	double v = 0;
-	size_t n = strlen(name);
-	for (char *p = r.body; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-		if (!strncmp(p, name, n) && p[n] == ' ')
-			v = strtod(p + n + 1, NULL);
-	resp_free(&r);
-	return v;
-}
-
-/* The metric once it has reached want (coild counts a request after its
- * response has gone out, so a count can lag the answer briefly), or its value
- * after 5 s. */
-static double metric_reaching(const server *s, const char *name, const char *const *hdrs, double want)
-{
-	double v = metric_as(s, name, hdrs);
-	for (int i = 0; i < 500 && v < want; i++) {
-		sleep_ms(10);
-		v = metric_as(s, name, hdrs);
-	}
-	return v;
-}
-
-/* The metric once two readings 50 ms apart agree (earlier requests counted). */
-static double metric_settled(const server *s, const char *name, const char *const *hdrs)
-{
-	double v = metric_as(s, name, hdrs), prev;
-	do {
-		prev = v;
-		sleep_ms(50);
-		v = metric_as(s, name, hdrs);
-	} while (v != prev);
-	return v;
 }
 
 /* One request on a kept-alive handle: the next request on it goes over the
