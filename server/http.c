@@ -6,9 +6,12 @@
  * A request's life:
  *   first callback  route by path (404), method (405), token (401/403), the
  *                   key or job id in the path (400), Content-Length against
- *                   --max-body (413), Content-Type (415); a refusal is
- *                   answered at once (and the connection closed)
- *   body callbacks  the body accumulates, or is discarded once too big
+ *                   --max-body (413), Content-Type (415); a 413, or a refusal
+ *                   of a client waiting for 100 Continue, is answered at once
+ *                   (and the connection closed); other refusals once the
+ *                   body is read (see refuse_now)
+ *   body callbacks  the body accumulates, or is discarded once too big or
+ *                   refused
  *   last callback   the handler runs (answering earlier would cost the
  *                   keep-alive); a synchronous compile that has to wait
  *                   suspends the connection and is called again when its job
@@ -24,6 +27,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -170,79 +174,90 @@ static enum MHD_Result dispatch(request *r)
 	return reply_error(r, 404, "no route for %s %s", r->method, r->url);
 }
 
+/* Record why a request is refused (answered by answer_refusal); returns status. */
+static unsigned refuse(request *r, unsigned status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static unsigned refuse(request *r, unsigned status, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->refusal, sizeof r->refusal, fmt, ap);
+	va_end(ap);
+	r->refused = status;
+	return status;
+}
+
+static enum MHD_Result answer_refusal(request *r)
+{
+	if (r->refused != 405)
+		return reply_error(r, r->refused, "%s", r->refusal);
+	json_t *o = json_pack("{s:s}", "error", r->refusal);
+	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	struct MHD_Response *resp = text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
+	if (!resp) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
+	snprintf(r->note, sizeof r->note, "error=\"method not allowed\"");
+	return reply(r, 405, resp, strlen(text));
+}
+
 /* The first callback: everything that can be decided from the headers.
- * Returns 1 when a response was queued (*ret set), 0 to go on. */
-static int first_call(request *r, const char *url, enum MHD_Result *ret)
+ * Returns 0 to go on, or the status of a refusal (recorded with refuse). */
+static unsigned first_call(request *r, const char *url)
 {
 	coild *s = r->s;
 	unsigned m = http_method_bit(r->method), allowed = 0;
 	int path_known = 0;
 	const route_def *hit = route_find(r->method, url, r->param, sizeof r->param, &path_known, &allowed);
-	if (!path_known) {
-		*ret = reply_error(r, 404, "no route for %s; see docs/api.md", r->url);
-		return 1;
-	}
+	if (!path_known)
+		return refuse(r, 404, "no route for %s; see docs/api.md", r->url);
 	if (!hit) {
-		char allow[64];
-		route_allow_list(allowed, allow, sizeof allow);
-		char msg[256];
-		snprintf(msg, sizeof msg, "method %.20s is not allowed on %.80s (allowed: %s)", r->method, r->url, allow);
-		json_t *o = json_pack("{s:s}", "error", msg);
-		char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
-		json_decref(o);
-		struct MHD_Response *resp =
-			text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
-		if (!resp) {
-			free(text);
-			*ret = MHD_NO;
-			return 1;
-		}
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
-		snprintf(r->note, sizeof r->note, "error=\"method not allowed\"");
-		*ret = reply(r, 405, resp, strlen(text));
-		return 1;
+		route_allow_list(allowed, r->allow, sizeof r->allow);
+		return refuse(r, 405, "method %.20s is not allowed on %.80s (allowed: %s)", r->method, r->url, r->allow);
 	}
 	r->route = hit->route;
 
 	const char *authz = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 	int a = auth_check(&s->auth, authz, hit->roles);
-	if (a == 401) {
-		*ret = reply_error(r, 401, authz ? "the bearer token is not valid"
-						 : "this server needs 'Authorization: Bearer TOKEN'");
-		return 1;
-	}
-	if (a == 403) {
-		*ret = reply_error(r, 403, "the token lacks the '%s' role needed for %s %s", auth_role_name(hit->roles),
-				   r->method, hit->pattern);
-		return 1;
-	}
+	if (a == 401)
+		return refuse(r, 401, "%s", authz ? "the bearer token is not valid"
+						  : "this server needs 'Authorization: Bearer TOKEN'");
+	if (a == 403)
+		return refuse(r, 403, "the token lacks the '%s' role needed for %s %s", auth_role_name(hit->roles),
+			      r->method, hit->pattern);
 
-	if (strstr(hit->pattern, "{key}") && !cache_key_valid(r->param)) {
-		*ret = reply_error(r, 400, "artifact key '%.70s' is not 64 lowercase hex digits", r->param);
-		return 1;
-	}
-	if (strstr(hit->pattern, "{id}") && !job_id_valid(r->param)) {
-		*ret = reply_error(r, 400, "job id '%.70s' is not %d lowercase hex digits", r->param, JOB_ID_HEX);
-		return 1;
-	}
+	if (strstr(hit->pattern, "{key}") && !cache_key_valid(r->param))
+		return refuse(r, 400, "artifact key '%.70s' is not 64 lowercase hex digits", r->param);
+	if (strstr(hit->pattern, "{id}") && !job_id_valid(r->param))
+		return refuse(r, 400, "job id '%.70s' is not %d lowercase hex digits", r->param, JOB_ID_HEX);
 
 	if (m == M_POST) {
 		const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 		unsigned long long n;
-		if (content_length_over(cl, s->cfg.max_body, &n)) {
-			*ret = reply_error(r, 413, "request body of %llu bytes exceeds this server's limit of %llu bytes",
-					   (unsigned long long)n, (unsigned long long)s->cfg.max_body);
-			return 1;
-		}
+		if (content_length_over(cl, s->cfg.max_body, &n))
+			return refuse(r, 413, "request body of %llu bytes exceeds this server's limit of %llu bytes",
+				      (unsigned long long)n, (unsigned long long)s->cfg.max_body);
 		const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-		if (!content_type_ok(ct)) {
-			*ret = reply_error(r, 415, "Content-Type '%.60s' is not accepted: send the graph as application/json",
-					   ct);
-			return 1;
-		}
+		if (!content_type_ok(ct))
+			return refuse(r, 415, "Content-Type '%.60s' is not accepted: send the graph as application/json",
+				      ct);
 	}
 	return 0;
+}
+
+/* Answer a refusal now, before the body?  Only when the body is not coming
+ * (the client waits for 100 Continue) or is over the limit anyway.  Other
+ * refusals wait until the body is read: libmicrohttpd closes a connection
+ * answered early, and closing a socket with unread data sends a TCP reset,
+ * which can reach the client before it has read the answer (curl, still
+ * sending, then reports "failed sending data" or "server returned nothing"). */
+static int refuse_now(request *r)
+{
+	const char *expect = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+	return r->refused == 413 || (expect && !strcasecmp(expect, "100-continue"));
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -263,18 +278,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		r->method = method;
 		r->start = now_s();
 		snprintf(r->url, sizeof r->url, "%s", url);
-		enum MHD_Result ret;
-		if (first_call(r, url, &ret))
-			return ret;
+		if (first_call(r, url) && refuse_now(r))
+			return answer_refusal(r);
 		r->receiving = 1;
 		atomic_fetch_add(&s->receiving, 1);
-		return MHD_YES; /* the handler runs on the last callback */
+		return MHD_YES; /* the handler (or the refusal) comes on the last callback */
 	}
 	if (*upload_data_size) {
 		size_t n = *upload_data_size;
 		*upload_data_size = 0;
 		if (r->too_big)
 			return MHD_YES;
+		if (r->refused) {
+			/* Read and dropped, as much as a body we would accept; past
+			 * that (chunked: no length to refuse early on) the connection
+			 * closes, as libmicrohttpd takes no answer in mid-body. */
+			r->len += n;
+			return r->len > r->s->cfg.max_body ? MHD_NO : MHD_YES;
+		}
 		if (r->len + n > r->s->cfg.max_body) {
 			r->too_big = 1;
 			free(r->body);
@@ -301,6 +322,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		r->receiving = 0;
 		atomic_fetch_sub(&s->receiving, 1);
 	}
+	if (r->refused)
+		return answer_refusal(r);
 	if (r->job)
 		return route_compile_resume(r);
 	if (r->too_big)
@@ -479,13 +502,14 @@ int server_start(coild *s, const coild_config *cfg, coil_err *err)
 		goto fail_jobs;
 	s->mhd = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
 				  NULL, NULL, on_request, s,
+				  /* first, or MHD's complaints about the options bypass it */
+				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
 				  MHD_OPTION_LISTEN_SOCKET, s->listen_fd,
 				  MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
 				  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
 				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
 				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
 				  MHD_OPTION_END);
 	if (!s->mhd) {
 		coil_errf(err, "cannot start the HTTP daemon on %s", cfg->listen);

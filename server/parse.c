@@ -42,6 +42,8 @@ unsigned http_method_bit(const char *m)
 int route_match(const char *pattern, const char *url, char *param, size_t cap)
 {
 	const char *p = pattern, *u = url;
+	if (cap) /* a pattern without a placeholder matches with an empty parameter */
+		param[0] = 0;
 	while (*p) {
 		if (*p == '{') {
 			const char *close = strchr(p, '}');
@@ -64,7 +66,7 @@ const route_def *route_find(const char *method, const char *url, char *param, si
 			    unsigned *allowed)
 {
 	unsigned m = http_method_bit(method);
-	char tmp[sizeof ((request *)0)->param];
+	char tmp[sizeof ((request *)0)->param] = "";
 	*path_known = 0;
 	*allowed = 0;
 	if (cap)

@@ -210,6 +210,9 @@ typedef struct request {
 	job *job;               /* a compile waiting on or answered from a job */
 	int receiving;          /* counted in coild.receiving */
 	int async;
+	unsigned refused;       /* a refusal decided from the headers: its status, */
+	char refusal[320];      /* message */
+	char allow[64];         /* and, for 405, the Allow header */
 	char note[320];         /* extra words for the log line */
 } request;
 
@@ -236,7 +239,8 @@ typedef struct route_def {
 /* M_* for a method name, 0 for any other. */
 unsigned http_method_bit(const char *method);
 /* Does url match pattern?  The segment under a placeholder is copied into
- * param (truncated to cap - 1; validating it is the caller's business). */
+ * param (truncated to cap - 1; validating it is the caller's business), which
+ * is "" for a pattern without one. */
 int route_match(const char *pattern, const char *url, char *param, size_t cap);
 /* The route for method and url, with its path parameter in param; NULL if
  * none.  *path_known: some route has this path; *allowed: the methods the

@@ -120,12 +120,31 @@ static int server_stop(server *s)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-static void server_free(server *s)
+/* Stop s and remove its directory.  Returns 0, or -1 when coild had not
+ * exited cleanly (a crash, or an ASan report): the end of its log, which goes
+ * with the directory, is printed first. */
+static int server_free(server *s)
 {
-	server_stop(s);
+	int st = server_stop(s), rc = 0;
+	if (st > 0) {
+		char log[PATH_MAX + 16], buf[4096];
+		snprintf(log, sizeof log, "%s/log", s->dir);
+		fprintf(stderr, "# coild exited with status %d; the end of its log:\n", st);
+		FILE *f = fopen(log, "r");
+		if (f) {
+			fseek(f, 0, SEEK_END);
+			long size = ftell(f);
+			fseek(f, size > (long)sizeof buf ? size - (long)sizeof buf : 0, SEEK_SET);
+			while (fgets(buf, sizeof buf, f))
+				fprintf(stderr, "# %s", buf);
+			fclose(f);
+		}
+		rc = -1;
+	}
 	if (s->dir[0])
 		nftw(s->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 	free(s);
+	return rc;
 }
 
 /* ---- HTTP with libcurl ---- */
@@ -275,6 +294,45 @@ static double metric(const server *s, const char *name)
 	return v;
 }
 
+/* The value of a metric, read with the given headers (a token). */
+static double metric_as(const server *s, const char *name, const char *const *hdrs)
+{
+	resp r = req(s, "GET", "/metrics", NULL, 0, hdrs);
+	assert_int_equal(r.status, 200);
+	double v = 0;
+	size_t n = strlen(name);
+	for (char *p = r.body; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		if (!strncmp(p, name, n) && p[n] == ' ')
+			v = strtod(p + n + 1, NULL);
+	resp_free(&r);
+	return v;
+}
+
+/* The metric once it has reached want (coild counts a request after its
+ * response has gone out, so a count can lag the answer briefly), or its value
+ * after 5 s. */
+static double metric_reaching(const server *s, const char *name, const char *const *hdrs, double want)
+{
+	double v = metric_as(s, name, hdrs);
+	for (int i = 0; i < 500 && v < want; i++) {
+		sleep_ms(10);
+		v = metric_as(s, name, hdrs);
+	}
+	return v;
+}
+
+/* The metric once two readings 50 ms apart agree (earlier requests counted). */
+static double metric_settled(const server *s, const char *name, const char *const *hdrs)
+{
+	double v = metric_as(s, name, hdrs), prev;
+	do {
+		prev = v;
+		sleep_ms(50);
+		v = metric_as(s, name, hdrs);
+	} while (v != prev);
+	return v;
+}
+
 /* Put a fake artifact straight into the server's cache directory (shared
  * by design): returns its key in key_out and its sha256. */
 static void store_fake(const server *s, const char *seed, char key[65], char sha[65])
@@ -337,8 +395,7 @@ static int plain_setup(void **state)
 
 static int group_teardown(void **state)
 {
-	server_free(*state);
-	return 0;
+	return server_free(*state);
 }
 
 static void test_healthz(void **state)
@@ -391,6 +448,7 @@ static void test_metrics_format(void **state)
 	server *s = *state;
 	resp x = get(s, "/nope");
 	resp_free(&x);
+	assert_true(metric_reaching(s, "coild_requests_total{route=\"unknown\",code=\"404\"}", NULL, 1) >= 1);
 	resp r = get(s, "/metrics");
 	assert_int_equal(r.status, 200);
 	char ct[128];
@@ -941,6 +999,118 @@ static void test_tokens(void **state)
 	coil_client_destroy(c);
 }
 
+/* One request on a kept-alive handle: the next request on it goes over the
+ * same connection, so the same libmicrohttpd thread (and stack) serves it. */
+static long on_conn(CURL *e, const char *url, const char *body, size_t len, const char *token, char **out)
+{
+	resp r = {0};
+	struct curl_slist *hl = curl_slist_append(NULL, "Expect:");
+	if (token)
+		hl = curl_slist_append(hl, token);
+	curl_easy_reset(e);
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, &r);
+	curl_easy_setopt(e, CURLOPT_TIMEOUT, 60L);
+	if (body) {
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+	}
+	CURLcode rc = curl_easy_perform(e);
+	curl_slist_free_all(hl);
+	if (rc != CURLE_OK)
+		fail_msg("%s %s: %s", body ? "POST" : "GET", url, curl_easy_strerror(rc));
+	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &r.status);
+	if (out)
+		*out = r.body;
+	else
+		free(r.body);
+	return r.status;
+}
+
+/* Issue #8: for routes without a path parameter (/v1/compile, /healthz, ...)
+ * the router copied its scratch buffer without having written it.  A request
+ * with a long segment where a key goes fills that buffer; its log line then
+ * overwrites the buffer's end (and its NUL) on the handler thread's stack,
+ * and the next request on the connection read past the buffer: under ASan
+ * coild aborted and the client saw "server returned nothing". */
+static void test_refusals_after_long_urls(void **state)
+{
+	server *s = *state;
+	static const char *const rd[] = {"Authorization: Bearer read-token-12", NULL};
+	char url[512], path[300];
+	snprintf(path, sizeof path, "/v1/artifacts/%0200d/nope", 7);
+	CURL *e = curl_easy_init();
+	assert_non_null(e);
+	const char *routes[] = {"/healthz", "/v1/compile", "/v1/targets", "/metrics"};
+	for (int i = 0; i < 40; i++) {
+		const char *to = routes[i % 4];
+		snprintf(url, sizeof url, "%s%s", s->url, path);
+		assert_int_equal(on_conn(e, url, NULL, 0, rd[0], NULL), 404);
+		snprintf(url, sizeof url, "%s%s", s->url, to);
+		int post = !strcmp(to, "/v1/compile");
+		char *body = NULL;
+		long st = on_conn(e, url, post ? "{}" : NULL, 2, rd[0], &body);
+		if (st != (post ? 403 : 200))
+			fail_msg("%s after a 404: HTTP %ld: %s", to, st, body ? body : "");
+		free(body);
+	}
+	curl_easy_cleanup(e);
+	resp r = get(s, "/healthz");
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+}
+
+/* A refusal that comes before a large body is read (403 here) reaches the
+ * client every time, and libcoil, retries or not, sends a refused request
+ * once: only 503 and lost connections are worth another try. */
+static void test_refused_large_bodies(void **state)
+{
+	server *s = *state;
+	static const char *const rd[] = {"Authorization: Bearer read-token-12", NULL};
+	const char *m403 = "coild_requests_total{route=\"compile\",code=\"403\"}";
+	const char *m400 = "coild_requests_total{route=\"compile\",code=\"400\"}";
+	size_t n = 4 << 20;
+	char *big = malloc(n);
+	assert_non_null(big);
+	memset(big, ' ', n);
+	big[0] = '{';
+	big[n - 1] = '}';
+	double before = metric_settled(s, m403, rd);
+	coil_client *c;
+	coil_client_opts o = {.retries = 3, .backoff_ms = 10};
+	assert_int_equal(coil_client_create(s->url, "read-token-12", &o, &c), 0);
+	int rounds = 20;
+	for (int i = 0; i < rounds; i++) {
+		size_t len = i % 2 ? n : 300 + (size_t)i * 4096; /* from 300 B to 80 kB, or far beyond the socket buffers */
+		coil_compile_info info;
+		int rc = coil_compile(c, big, len, NULL, &info);
+		if (rc != -1 || !strstr(coil_last_error(), "HTTP 403"))
+			fail_msg("refused compile %d (%zu bytes): rc %d, '%s'", i, len, rc, coil_last_error());
+	}
+	coil_client_destroy(c);
+	/* the raw curl path too, with the body far from read */
+	for (int i = 0; i < 5; i++)
+		expect_error(req(s, "POST", "/v1/compile", big, (long)n, rd), 403, "'compile' role");
+	double after = metric_reaching(s, m403, rd, before + rounds + 5);
+	if (after != before + rounds + 5)
+		fail_msg("%g refusals counted for %d refused requests", after - before, rounds + 5);
+
+	/* a 400 (the body was read and is not a graph) is not retried either */
+	static const char *const cp[] = {"Authorization: Bearer compile-token-1", NULL};
+	before = metric_settled(s, m400, rd);
+	assert_int_equal(coil_client_create(s->url, "compile-token-1", &o, &c), 0);
+	coil_compile_info info;
+	assert_int_equal(coil_compile(c, "{}", 2, NULL, &info), -1);
+	assert_non_null(strstr(coil_last_error(), "HTTP 400"));
+	coil_client_destroy(c);
+	after = metric_reaching(s, m400, cp, before + 1);
+	if (after != before + 1)
+		fail_msg("%g answers of 400 counted for one bad compile", after - before);
+	free(big);
+}
+
 /* ---- servers started per test ---- */
 
 /* A full queue answers 503 with Retry-After; libcoil retries it. */
@@ -1095,6 +1265,8 @@ int main(int argc, char **argv)
 	};
 	const struct CMUnitTest tokens[] = {
 		cmocka_unit_test(test_tokens),
+		cmocka_unit_test(test_refusals_after_long_urls),
+		cmocka_unit_test(test_refused_large_bodies),
 	};
 	const struct CMUnitTest own[] = {
 		cmocka_unit_test(test_queue_full),
