@@ -144,7 +144,11 @@ int cache_tmpdir_create(coil_cache *c, char *buf, size_t cap, int *fd_out, coil_
 		if (!mkdtemp(buf))
 			return coil_errf(err, "cannot create a build directory in %s/tmp: %s", c->dir,
 					 strerror(errno));
+		/* Until it is held, another handle's sweep may take the new
+		 * directory for a dead build's and remove it: then try again. */
 		int fd = open(buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT)
+			continue;
 		int h = fd < 0 ? -1 : hold(fd, buf);
 		if (h == 0) {
 			*fd_out = fd;
