@@ -11,6 +11,7 @@
 
 #include <stdio.h>
 
+#include "codegen/codegen.h"
 #include "codegen/ir.h"
 
 typedef struct emit_errs {
@@ -39,5 +40,24 @@ int vec_width(const vec_isa *isa);
 void vec_prelude(FILE *f);
 const char *vec_vmath_source(void);
 int vec_emit_kernel(coil_ir *ir, const vec_isa *isa, FILE *f, int k, char *used, coil_err *err);
+
+/* The generated C's layout (emit_c.c).  Every kernel renders once into a
+ * canonical text (its buffers are parameters a0, a1, ..); kernels with the
+ * same text share one function kfn<N>, which run calls with each kernel's
+ * buffers.  units 0: one file, model.c, that #includes the oneDNN runtime;
+ * units N > 0: split into model.h (shared declarations), model.c (the ABI
+ * and some kernel functions) and up to N - 1 more files k1.c .. of kernel
+ * functions, spread by size, and the runtime compiled on its own; units -1:
+ * chosen from the text's size and cpus (split when it pays with cpus > 1). */
+#define EMIT_MAX_UNITS 16
+#define EMIT_UNIT_BYTES 100000  /* C per file in the automatic layout, about */
+#define EMIT_RT_WEIGHT 250000   /* the runtime's compile time, in bytes of kernel C */
+typedef struct emit_layout {
+	int units;
+	int cpus;
+} emit_layout;
+
+int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_layout *lay, codegen_src *out,
+		coil_err *err);
 
 #endif
