@@ -178,6 +178,7 @@ typedef struct job {
 	char log_path[PATH_MAX + 32];
 	char obj[PATH_MAX + 32];
 	size_t cost;                  /* for the order of starting */
+	int light;                    /* -O1 (unless -O0) */
 	pid_t pid;                    /* 0: not started, -1: finished */
 	int status;
 } job;
@@ -389,6 +390,7 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 		if (!u || len < 3 || strcmp(u + len - 2, ".c"))
 			continue;
 		J[nu].unit = u;
+		J[nu].light = i < src->n && src->light[i];
 		J[nu].cost = i < src->n ? strlen(src->text[i]) : (size_t)-1; /* the runtime: the longest */
 		nu++;
 	}
@@ -407,7 +409,7 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 		job *j = &J[u];
 		int n = 0;
 		j->argv[n++] = name;
-		j->argv[n++] = opt ? opt : "-O3";
+		j->argv[n++] = j->light && !(opt && !strcmp(opt, "-O0")) ? "-O1" : opt ? opt : "-O3";
 		j->argv[n++] = "-std=c11";
 		j->argv[n++] = "-fPIC";
 		j->argv[n++] = nu == 1 ? "-shared" : "-c";

@@ -57,12 +57,14 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 
 /* Generated C in files (emit_c's layouts, emit.h): model.c alone, or
  * model.h, model.c, k1.c, ..; every .c is a translation unit, and with
- * rt_unit the oneDNN runtime's dnnl_rt.c too (build writes it). */
-#define CODEGEN_MAX_FILES 18
+ * rt_unit the oneDNN runtime's dnnl_rt.c too (build writes it).  A light
+ * unit holds no hot loops: it is built at -O1 unless opt is -O0. */
+#define CODEGEN_MAX_FILES 16
 typedef struct codegen_src {
 	int n;
 	const char *name[CODEGEN_MAX_FILES];
 	char *text[CODEGEN_MAX_FILES];
+	unsigned char light[CODEGEN_MAX_FILES];
 	int rt_unit;
 	int nkernels, nfuncs;
 } codegen_src;

@@ -45,13 +45,13 @@ int vec_emit_kernel(coil_ir *ir, const vec_isa *isa, FILE *f, int k, char *used,
  * canonical text (its buffers are parameters a0, a1, ..); kernels with the
  * same text share one function kfn<N>, which run calls with each kernel's
  * buffers.  units 0: one file, model.c, that #includes the oneDNN runtime;
- * units N > 0: split into model.h (shared declarations), model.c (the ABI
- * and some kernel functions) and up to N - 1 more files k1.c .. of kernel
- * functions, spread by size, and the runtime compiled on its own; units -1:
- * chosen from the text's size and cpus (split when it pays with cpus > 1). */
-#define EMIT_MAX_UNITS 16
-#define EMIT_UNIT_BYTES 100000  /* C per file in the automatic layout, about */
-#define EMIT_RT_WEIGHT 250000   /* the runtime's compile time, in bytes of kernel C */
+ * units N > 0: split into model.h (shared declarations), model.c (constants,
+ * create-time code and the ABI: "light", built at -O1) and up to N files
+ * k1.c .. of kernel functions, spread by size, the runtime compiled on its
+ * own; units -1: chosen from the kernels' size and cpus (one file with one
+ * CPU, or when small and without the runtime). */
+#define EMIT_MAX_UNITS 12
+#define EMIT_UNIT_BYTES 150000  /* kernel C per file in the automatic layout, about */
 typedef struct emit_layout {
 	int units;
 	int cpus;

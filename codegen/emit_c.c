@@ -647,6 +647,7 @@ static int emit_kernel(ectx *c, int k)
 		kfn *F = &c->fn[fi];
 		F->key = key;
 		F->hash = h;
+		F->file = 0;
 		F->proto = arena_printf(c->a, "void kfn%d(%s)", fi, params);
 		char *syms = "";
 		for (int s = 0; s < c->ir->g->syms.n; s++)
@@ -888,16 +889,11 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	fprintf(f, "\treturn 0;\n}\n");
 }
 
-/* The split layout's file for each function: longest processing time first
- * over cpus files, the ABI's text (main) preloaded on file 0 and the oneDNN
- * runtime's estimated cost on the last (compiled beside them; its own file
- * takes the fewest kernels).  Returns the number of files. */
-static int spread(ectx *c, int nfiles, size_t main_size, int rt)
+/* The split layout's kernel file (1..nfiles) for each function: longest
+ * processing time first, largest function to the least loaded file. */
+static int spread(ectx *c, int nfiles)
 {
-	size_t load[EMIT_MAX_UNITS] = {0};
-	load[0] = main_size;
-	if (rt && nfiles > 1)
-		load[nfiles - 1] += EMIT_RT_WEIGHT;
+	size_t load[EMIT_MAX_UNITS + 1] = {0};
 	int *order = arena_alloc(c->a, (size_t)(c->nfn + 1) * sizeof *order);
 	if (!order)
 		return -1;
@@ -910,14 +906,14 @@ static int spread(ectx *c, int nfiles, size_t main_size, int rt)
 			order[j - 1] = t;
 		}
 	for (int i = 0; i < c->nfn; i++) {
-		int best = 0;
-		for (int b = 1; b < nfiles; b++)
+		int best = 1;
+		for (int b = 2; b <= nfiles; b++)
 			if (load[b] < load[best])
 				best = b;
 		c->fn[order[i]].file = best;
 		load[best] += c->fn[order[i]].size;
 	}
-	return nfiles;
+	return 0;
 }
 
 /* Appends text to *s (a memstream's buffer through f). */
@@ -977,21 +973,21 @@ int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_la
 	int rt = dn_used(ir), nfiles = lay ? lay->units : 0;
 	if (nfiles < 0) { /* automatic */
 		int cpus = lay->cpus < 1 ? 1 : lay->cpus;
-		size_t want = (total + alen + (rt ? EMIT_RT_WEIGHT : 0)) / EMIT_UNIT_BYTES;
-		nfiles = (int)(want < (size_t)cpus ? want : (size_t)cpus);
-		if (nfiles < 1)
-			nfiles = 1;
-		if (cpus < 2 || (nfiles == 1 && !rt))
+		size_t k = (total + EMIT_UNIT_BYTES - 1) / EMIT_UNIT_BYTES;
+		nfiles = k < 1 ? 1 : k > (size_t)cpus ? cpus : (int)k;
+		if (cpus < 2 || (!rt && total + alen < EMIT_UNIT_BYTES))
 			nfiles = 0;
 	}
 	if (nfiles > EMIT_MAX_UNITS)
 		nfiles = EMIT_MAX_UNITS;
-	if (nfiles > 0 && spread(&c, nfiles, alen, rt) < 0) {
+	if (nfiles > 0 && spread(&c, nfiles) < 0) {
 		free(abi);
 		free(dnsup);
 		return coil_errf(err, "out of memory");
 	}
-	int split = nfiles > 0, nf = split ? nfiles + 1 : 1, bad = 0, used_files[EMIT_MAX_UNITS] = {1};
+	/* files: model.h and model.c (the ABI) when split, then the kernel files
+	 * that got functions; model.c alone otherwise */
+	int split = nfiles > 0, nf = split ? nfiles + 2 : 1, bad = 0, used_files[EMIT_MAX_UNITS + 1] = {1};
 	for (int i = 0; split && i < c.nfn; i++)
 		used_files[c.fn[i].file] = 1;
 	char *head = NULL;
@@ -1025,7 +1021,6 @@ int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_la
 	free(dnsup);
 	int n = 0;
 	for (int u = 0; u < nf && !bad; u++) {
-		/* u 0: model.h when split; then model.c, k1.c, .. (those with kernels) */
 		char *text = NULL;
 		size_t tlen = 0;
 		if (split && u == 0) {
@@ -1047,7 +1042,7 @@ int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_la
 		if (file == 0)
 			fputs(pin_openmp, f);
 		for (int i = 0; i < c.nfn; i++)
-			if (!split || c.fn[i].file == file)
+			if (c.fn[i].file == file)
 				fputs(c.fn[i].text, f);
 		if (file == 0)
 			fputs(abi, f);
@@ -1056,6 +1051,7 @@ int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_la
 			break;
 		}
 		out->name[n] = file == 0 ? "model.c" : arena_printf(ir->arena, "k%d.c", n - 1);
+		out->light[n] = split && file == 0;
 		out->text[n] = arena_strdup(ir->arena, text);
 		free(text);
 		bad = !out->name[n] || !out->text[n];
