@@ -1,7 +1,9 @@
-/* emit_c: renders the scheduled IR as one C file: one function per kernel
- * (a comment names the graph nodes it covers by index and op, never by user
- * name), OpenMP over the outer loop, and the ABI of include/coil/artifact.h.
- * Pointwise primitives render through one table per element type family. */
+/* emit_c: renders the scheduled IR as C: one function per distinct kernel
+ * (kernels whose text is the same but for their buffers share it; a comment
+ * names the graph nodes by index and op, never by user name), OpenMP over
+ * the outer loop, and the ABI of include/coil/artifact.h; in one file or in
+ * several translation units (emit.h).  Pointwise primitives render through
+ * one table per element type family. */
 #include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
