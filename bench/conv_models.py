@@ -86,7 +86,10 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "conv-models.md"),
+                    help="markdown copy of the tables ('' for none)")
     a = ap.parse_args()
+    load_before = "%.2f" % os.getloadavg()[0]
     threads = [int(t) for t in a.threads.split(",")]
     rows = {t: [] for t in threads}
     r50 = {}
@@ -125,21 +128,31 @@ def main():
                     r50[t] = (flops, coil_ms, sgemm_gflops(tmp, t))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    lines = ["# bench/conv_models (%s, %d CPUs, load average before %s, coil %s)" % (
+        time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), os.cpu_count(), load_before, commit())]
     for t in threads:
-        print("\n### %d thread%s\n" % (t, "s" if t > 1 else ""))
-        print("| model | cold compile (s) | coil (ms) | eager (ms) | speedup | max rel err |")
-        print("|---|---|---|---|---|---|")
+        lines += ["", "### %d thread%s" % (t, "s" if t > 1 else ""), "",
+                  "| model | cold compile (s) | coil (ms) | eager (ms) | speedup | max rel err |",
+                  "|---|---|---|---|---|---|"]
         for row in rows[t]:
-            print("| " + " | ".join(str(x) for x in row[:6]) + " |")
+            lines.append("| " + " | ".join(str(x) for x in row[:6]) + " |")
         sp = [row[6] for row in rows[t] if row[6]]
         if sp:
-            print("| **geomean** | | | | **%.2fx** | |" % math.exp(sum(map(math.log, sp)) / len(sp)))
+            lines.append("| **geomean** | | | | **%.2fx** | |" % math.exp(sum(map(math.log, sp)) / len(sp)))
         if t in r50:
             flops, ms, rate = r50[t]
             roof = flops / (rate * 1e9) * 1e3
-            print("\nresnet50 roofline: %.2f GFLOP of convolutions / oneDNN sgemm %.1f GFLOP/s = %.2f ms; "
-                  "coil %.2f ms = %.2fx the roofline" % (flops / 1e9, rate, roof, ms, ms / roof))
+            lines += ["", "resnet50 roofline: %.2f GFLOP of convolutions / oneDNN sgemm %.1f GFLOP/s = %.2f ms; "
+                      "coil %.2f ms = %.2fx the roofline" % (flops / 1e9, rate, roof, ms, ms / roof)]
+    print("\n".join(lines))
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
 
+
+def commit():
+    r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return r.stdout.strip() or "?"
 
 if __name__ == "__main__":
     main()

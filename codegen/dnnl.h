@@ -18,6 +18,9 @@
  *
  * Layout (lower_dnnl.c, layout()): activations between consecutive 2-d
  * convs stay NHWC; only chain boundaries reorder (inside the rt call).
+ * Pooling between such convs (resnet's stem max pool, a global average pool
+ * feeding the classifier) runs on oneDNN too, in NHWC; a pool with NCHW on
+ * both sides stays generated code.
  *
  * NaNs: fused eltwise post-ops follow oneDNN (relu(NaN) = 0), not ATen.
  *
@@ -62,6 +65,7 @@ typedef struct dn_fold {
 typedef struct dn_fuse {
 	int head, last;  /* graph nodes */
 	int is_conv;
+	int is_pool;     /* 2-d max/avg pooling: no chain; only between NHWC convs */
 	int b_param;     /* matmul: graph value of the constant B (or of W in B = t(W)), -1 */
 	int b_trans;
 	int nfold;
@@ -77,6 +81,17 @@ typedef struct dn_plan {
 	dn_fuse *f;
 	int *at;         /* per graph node: -1, -2 absorbed into a fusion, or the fusion ending there */
 } dn_plan;
+
+/* A pooling node's window as oneDNN takes it (kind: rt_pool_kind's order:
+ * 0 max, 1 avg counting padding, 2 avg over the input only).  0, or -1 when
+ * oneDNN cannot compute exactly what ATen does (divisor_override, an
+ * averaging window that overhangs with ceil_mode and counts padding, an
+ * adaptive pool whose windows differ in size, symbolic spatial sizes). */
+typedef struct dn_pool {
+	int kind;
+	int64_t k[2], s[2], pl[2], pr[2], d[2];
+} dn_pool;
+int dn_pool_window(coil_graph *g, const coil_node *n, dn_pool *w);
 
 /* Plans g (NULL when nothing runs on oneDNN).  Lives in arena a. */
 dn_plan *dn_plan_graph(coil_graph *g, coil_arena *a, coil_err *err);

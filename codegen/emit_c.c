@@ -2,8 +2,10 @@
  * (kernels whose text is the same but for their buffers share it; a comment
  * names the graph nodes by index and op, never by user name), OpenMP over
  * the outer loop, and the ABI of include/coil/artifact.h; in one file or in
- * several translation units (emit.h).  Pointwise primitives render through
- * one table per element type family. */
+ * several translation units (emit.h).  The kernels folding runs in
+ * coil_model_create (fold.c's create IR) are functions of their own,
+ * fold_kfn<N>, static in the ABI's file.  Pointwise primitives render
+ * through one table per element type family. */
 #include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
@@ -50,6 +52,9 @@ typedef struct ectx {
 	int *ht, htcap;   /* canonical text -> function */
 	int *fn_of;       /* per kernel: its function */
 	char **call;      /* per kernel: its call in run */
+	const char *fname;   /* the functions' names: kfn (run), fold_kfn (create) */
+	const char *storage; /* COIL_KFN, or static for create's functions (in model.c) */
+	struct ectx *fold;   /* the create IR's kernels (fold.c), NULL */
 } ectx;
 
 static const char *ctype(coil_dtype t)
@@ -599,8 +604,11 @@ static int emit_kernel(ectx *c, int k)
 				ptr[nn] = arena_printf(c->a, "(%s *)(x.arena + off[%d])", t, n->slot);
 			}
 		}
+		/* the pair a kernel reads and writes in place (memplan) is not
+		 * restrict; being part of the signature, it is part of the key */
 		int ro = n->op == IR_INPUT || n->op == IR_PARAM || n->op == IR_CONST;
-		decl[nn++] = arena_printf(c->a, "%s%s *restrict", ro ? "const " : "", t);
+		int alias = !ro && n->out < 0 && (n->inplace == k + 1 || n->inplace_by == k + 1);
+		decl[nn++] = arena_printf(c->a, "%s%s *%s", ro ? "const " : "", t, alias ? "" : "restrict ");
 	}
 	int np;
 	char *canon = canonical(c, body, blen, names, nn, param, &np);
@@ -621,7 +629,7 @@ static int emit_kernel(ectx *c, int k)
 	}
 	char *params = "const coil_ctx *x", *args = "&x";
 	for (int i = 0; i < np; i++) {
-		params = arena_printf(c->a, "%s, %s a%d", params, sig[i], i);
+		params = arena_printf(c->a, "%s, %sa%d", params, sig[i], i);
 		args = arena_printf(c->a, "%s, %s", args, arg[i]);
 	}
 	char *key = arena_printf(c->a, "%s)\n%s", params, canon);
@@ -650,18 +658,18 @@ static int emit_kernel(ectx *c, int k)
 		F->key = key;
 		F->hash = h;
 		F->file = 0;
-		F->proto = arena_printf(c->a, "void kfn%d(%s)", fi, params);
+		F->proto = arena_printf(c->a, "void %s%d(%s)", c->fname, fi, params);
 		char *syms = "";
 		for (int s = 0; s < c->ir->g->syms.n; s++)
 			syms = arena_printf(c->a, "%s\tconst int64_t s%d = x->sym[%d];\n", syms, s, s);
-		F->text = arena_printf(c->a, "/* first use: %s */\nCOIL_KFN %s\n{\n%s\tconst int nt = x->nt;\n\t(void)nt;\n%s}\n\n",
-				       note, F->proto, syms, key + strlen(params) + 2);
+		F->text = arena_printf(c->a, "/* first use: %s */\n%s %s\n{\n%s\tconst int nt = x->nt;\n\t(void)nt;\n%s}\n\n",
+				       note, c->storage, F->proto, syms, key + strlen(params) + 2);
 		if (!F->proto || !F->text)
 			return coil_errf(c->err, "out of memory");
 		F->size = strlen(F->text);
 	}
 	c->fn_of[k] = fi;
-	c->call[k] = arena_printf(c->a, "\tkfn%d(%s); /* %s */\n", fi, args, note);
+	c->call[k] = arena_printf(c->a, "\t%s%d(%s); /* %s */\n", c->fname, fi, args, note);
 	return c->call[k] ? 0 : coil_errf(c->err, "out of memory");
 }
 
@@ -724,6 +732,9 @@ int emit_err_code(emit_errs *e, coil_ir *ir, int gnode, const char *fmt)
 	return e->n++;
 }
 
+/* Constants: small ones as initializers; from 256 elements on, as the bytes
+ * of a string literal, which the C compiler reads about ten times faster
+ * (a union gives the bytes their element type; b holds the literal's NUL). */
 static void emit_consts(ectx *c, FILE *f)
 {
 	coil_graph *g = c->ir->g;
@@ -732,12 +743,65 @@ static void emit_consts(ectx *c, FILE *f)
 		int64_t n = 1, d;
 		for (int j = 0; j < v->rank; j++)
 			n *= dim_is_const(&v->shape[j], &d) ? d : 0;
+		if (n >= 256) {
+			size_t bytes = (size_t)n * dtype_size(v->dtype);
+			fprintf(f, "static const union {\n\tunsigned char b[%zu];\n\t%s v[%lld];\n} c%d_ = {.b = \"", bytes + 1,
+				ctype(v->dtype), (long long)n, i);
+			for (size_t e = 0; e < bytes; e++)
+				fprintf(f, "%s\\x%02x", e && e % 32 == 0 ? "\"\n\t\"" : "", ((const unsigned char *)v->data)[e]);
+			fprintf(f, "\"};\nstatic const %s *const c%d = c%d_.v;\n", ctype(v->dtype), i, i);
+			continue;
+		}
 		fprintf(f, "static const %s c%d[%lld] = {", ctype(v->dtype), i, (long long)(n ? n : 1));
 		for (int64_t e = 0; e < n; e++)
 			fprintf(f, "%s%s", e ? ", " : "", literal(c, dtype_load(v->dtype, v->data, (size_t)e), v->dtype));
 		fprintf(f, "%s};\n", n ? "" : "0");
 	}
 	fprintf(f, "\n");
+}
+
+/* The tables of c's kernels and functions; fname and storage name and
+ * qualify its functions. */
+static int ectx_init(ectx *c, const char *fname, const char *storage)
+{
+	coil_ir *ir = c->ir;
+	c->fname = fname;
+	c->storage = storage;
+	c->used = arena_alloc(c->a, (size_t)ir->n + 1);
+	c->may_fail = arena_alloc(c->a, (size_t)ir->nk + 1);
+	c->fn_of = arena_alloc(c->a, (size_t)(ir->nk + 1) * sizeof(int));
+	c->call = arena_alloc(c->a, (size_t)(ir->nk + 1) * sizeof(char *));
+	for (c->htcap = 64; c->htcap < 2 * ir->nk + 2; c->htcap *= 2)
+		;
+	c->ht = arena_alloc(c->a, (size_t)c->htcap * sizeof(int));
+	if (!c->used || !c->may_fail || !c->fn_of || !c->call || !c->ht)
+		return coil_errf(c->err, "out of memory");
+	memset(c->may_fail, 0, (size_t)ir->nk + 1);
+	for (int i = 0; i < c->htcap; i++)
+		c->ht[i] = -1;
+	return 0;
+}
+
+/* The kernels of fold.c's create IR, as functions of their own
+ * (fold_kfn<N>, static, in model.c): coil_model_create calls them once to
+ * compute the folded params.  Runtime error codes share run's table. */
+static int emit_fold_kernels(ectx *c)
+{
+	coil_ir *fi = c->ir->fold ? c->ir->fold->create : NULL;
+	if (!fi)
+		return 0;
+	ectx *d = arena_alloc(fi->arena, sizeof *d);
+	if (!d)
+		return coil_errf(c->err, "out of memory");
+	*d = (ectx){.ir = fi, .a = fi->arena, .err = c->err, .isa = c->isa, .errs = c->errs};
+	if (ectx_init(d, "fold_kfn", "static"))
+		return -1;
+	for (int k = 0; k < fi->nk; k++)
+		if (emit_kernel(d, k))
+			return -1;
+	c->errs = d->errs;
+	c->fold = d;
+	return 0;
 }
 
 /* describe's JSON: positions, dtypes and shape expressions (symbols s0..),
@@ -764,15 +828,20 @@ static char *tensors_json(ectx *c, int n, const int *vals)
 	return arena_printf(c->a, "%s]", j);
 }
 
-/* describe's peak_bytes: the arena, the params (copied at create) and the
- * outputs, for given symbol values; the arena's expression alone if the sum
- * cannot be formed. */
+/* describe's peak_bytes: the arena, the params create keeps (copied), the
+ * folded params and the outputs, for given symbol values; the arena's
+ * expression alone if the sum cannot be formed. */
 static char *peak_bytes(ectx *c)
 {
 	coil_graph *g = c->ir->g;
-	coil_dim tot = c->ir->arena_bytes;
+	const ir_fold *fd = c->ir->fold;
+	coil_dim tot = c->ir->arena_bytes, fb = dim_const(fd ? fd->folded_bytes : 0);
 	coil_err e;
+	if (dim_add(&tot, &tot, &fb, &e))
+		return ir_dim_c(c->a, &c->ir->arena_bytes);
 	for (int i = 0; i < g->nparams + g->noutputs; i++) {
+		if (i < g->nparams && fd && !fd->param_live[i])
+			continue;
 		coil_value *v = &g->vals[i < g->nparams ? g->params[i] : g->outputs[i - g->nparams]];
 		coil_dim b = dim_const((int64_t)dtype_size(v->dtype));
 		for (int j = 0; j < v->rank; j++)
@@ -784,18 +853,63 @@ static char *peak_bytes(ectx *c)
 	return ir_dim_c(c->a, &tot);
 }
 
+/* off[] and total, the arena's size: memplan's fixed offsets first, then
+ * the symbolic slots, each 64-byte aligned. */
+static void emit_offsets(ectx *c, FILE *f, coil_ir *ir, const char *ind)
+{
+	fprintf(f, "%sint64_t off[%d], total = %lld;\n", ind, ir->nslots + 1, (long long)ir->fixed_bytes);
+	for (int j = 0; j < ir->nslots; j++) {
+		if (ir->slots[j].at >= 0)
+			fprintf(f, "%soff[%d] = %lld;\n", ind, j, (long long)ir->slots[j].at);
+		else
+			fprintf(f, "%soff[%d] = total;\n%stotal += ((int64_t)(%s) + 63) & ~(int64_t)63;\n", ind, j, ind,
+				ir_dim_c(c->a, &ir->slots[j].bytes));
+	}
+}
+
+/* coil_model_create's folding (fold.c): buffers for the folded params, then
+ * the create IR's kernels reading the caller's params, their intermediates
+ * in an arena freed right after. */
+static void emit_create_folds(ectx *c, FILE *f)
+{
+	const ir_fold *fd = c->ir->fold;
+	coil_ir *fi = fd ? fd->create : NULL;
+	int np = c->ir->g->nparams;
+	if (!fi)
+		return;
+	for (int j = 0; j < fd->nparam; j++)
+		fprintf(f, "\tif (!(m->par[%d] = malloc(%lld))) {\n\t\tcoil_model_destroy(m);\n\t\treturn fail(\"out of memory\", 0, 0);\n\t}\n",
+			np + j, (long long)(fd->bytes[j] ? fd->bytes[j] : 1));
+	fprintf(f, "\t{\n\t\tconst int64_t sym[8] = {1, 1, 1, 1, 1, 1, 1, 1};\n");
+	emit_offsets(c, f, fi, "\t\t");
+	fprintf(f, "\t\tchar *arena = total ? aligned_alloc(64, (size_t)total) : NULL;\n"
+		   "\t\tif (total && !arena) {\n\t\t\tcoil_model_destroy(m);\n\t\t\treturn fail(\"out of memory\", 0, 0);\n\t\t}\n");
+	fprintf(f, "\t\tcoil_status st = {0, 0, 0};\n");
+	fprintf(f, "\t\tcoil_ctx x = {sym, m->nthreads, NULL, (void *const *)params, m->par + %d, arena, off, &st, NULL};\n", np);
+	for (int k = 0; k < fi->nk; k++) {
+		fprintf(f, "\t%s", c->fold->call[k]);
+		if (c->fold->may_fail[k])
+			fprintf(f, "\t\tif (st.code) {\n\t\t\tfree(arena);\n\t\t\tcoil_model_destroy(m);\n"
+				   "\t\t\treturn fail(coil_errmsg[st.code], st.a, st.b);\n\t\t}\n");
+	}
+	fprintf(f, "\t\tfree(arena);\n\t}\n");
+}
+
 static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 {
 	coil_graph *g = c->ir->g;
 	coil_ir *ir = c->ir;
-	int ns = g->syms.n;
+	const ir_fold *fd = ir->fold;
+	int ns = g->syms.n, npar = g->nparams + (fd ? fd->nparam : 0);
 	fprintf(f, "static const char describe_json[] = \"{\\\"abi_version\\\": %d, \\\"target\\\": \\\"%s\\\", "
 		   "\\\"graph_hash\\\": \\\"%s\\\", \\\"symbols\\\": %d, \\\"inputs\\\": %s, \\\"params\\\": %s, "
 		   "\\\"outputs\\\": %s, \\\"arena_bytes\\\": \\\"%s\\\", \\\"peak_bytes\\\": \\\"%s\\\", "
-		   "\\\"kernels\\\": %d, \\\"functions\\\": %d}\";\n\n",
+		   "\\\"kernels\\\": %d, \\\"functions\\\": %d, \\\"folded_bytes\\\": \\\"%lld\\\", "
+		   "\\\"folded_params\\\": %d, \\\"folded_constants\\\": %d, \\\"create_kernels\\\": %d}\";\n\n",
 		COIL_ABI_VERSION, target, hash, ns, tensors_json(c, g->ninputs, g->inputs),
 		tensors_json(c, g->nparams, g->params), tensors_json(c, g->noutputs, g->outputs),
-		ir_dim_c(c->a, &ir->arena_bytes), peak_bytes(c), ir->nk, c->nfn);
+		ir_dim_c(c->a, &ir->arena_bytes), peak_bytes(c), ir->nk, c->nfn, (long long)(fd ? fd->folded_bytes : 0),
+		fd ? fd->nparam : 0, fd ? fd->nconst : 0, fd && fd->create ? fd->create->nk : 0);
 	fprintf(f, "static _Thread_local char coil_errbuf[256];\n");
 	if (c->errs.n > 1) {
 		fprintf(f, "static const char *const coil_errmsg[] = {\"\"");
@@ -806,7 +920,7 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	fprintf(f, "static int fail(const char *msg, long long a, long long b)\n{\n"
 		   "\tsnprintf(coil_errbuf, sizeof coil_errbuf, msg, a, b);\n\treturn -1;\n}\n\n");
 	fprintf(f, "struct coil_model {\n\tint nthreads;\n\tvoid *par[%d];\n\tchar *arena;\n\tint64_t arena_cap;\n%s};\n\n",
-		g->nparams + 1, dn_used(ir) ? "\tstruct coil_dn *dn;\n" : "");
+		npar + 1, dn_used(ir) ? "\tstruct coil_dn *dn;\n" : "");
 	dn_emit_model(ir, f);
 	fprintf(f, "COIL_EXPORT int coil_abi_version(void) { return %d; }\n", COIL_ABI_VERSION);
 	fprintf(f, "COIL_EXPORT const char *coil_artifact_describe(void) { return describe_json; }\n");
@@ -820,18 +934,21 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	for (int i = 0; i < g->nparams; i++) {
 		coil_value *v = &g->vals[g->params[i]];
 		int64_t n = (int64_t)dtype_size(v->dtype), d;
+		if (fd && !fd->param_live[i]) /* only folds read it */
+			continue;
 		for (int j = 0; j < v->rank; j++)
 			n *= dim_is_const(&v->shape[j], &d) ? d : 0;
 		fprintf(f, "\tif (!(m->par[%d] = malloc(%lld))) {\n\t\tcoil_model_destroy(m);\n\t\treturn fail(\"out of memory\", 0, 0);\n\t}\n",
 			i, (long long)(n ? n : 1));
 		fprintf(f, "\tmemcpy(m->par[%d], params[%d], %lld);\n", i, i, (long long)n);
 	}
+	emit_create_folds(c, f);
 	if (dn_used(ir) && !g->syms.n) /* oneDNN objects now; with symbols at the first run */
 		fprintf(f, "\tconst int64_t sym0[8] = {1, 1, 1, 1, 1, 1, 1, 1};\n\tif (coil_dn_prepare(m, sym0)) {\n"
 			   "\t\tcoil_model_destroy(m);\n\t\treturn -1;\n\t}\n");
 	fprintf(f, "\t*out = m;\n\treturn 0;\n}\n\n");
 	fprintf(f, "COIL_EXPORT void coil_model_destroy(coil_model *m)\n{\n\tif (!m)\n\t\treturn;\n");
-	fprintf(f, "\tfor (int i = 0; i < %d; i++)\n\t\tfree(m->par[i]);\n\tfree(m->arena);\n%s\tfree(m);\n}\n\n", g->nparams,
+	fprintf(f, "\tfor (int i = 0; i < %d; i++)\n\t\tfree(m->par[i]);\n\tfree(m->arena);\n%s\tfree(m);\n}\n\n", npar,
 		dn_used(ir) ? "\tcoil_dn_free(m->dn);\n" : "");
 	/* symbol binding */
 	fprintf(f, "static int bind(const int64_t *const *shapes, int64_t *sym)\n{\n\tint bound[8] = {0};\n");
@@ -869,13 +986,11 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	}
 	fprintf(f, "\tdefault:\n\t\treturn fail(\"no output %%lld\", output, 0);\n\t}\n}\n\n");
 	fprintf(f, "COIL_EXPORT int coil_model_run(coil_model *m, const void *const *inputs, const int64_t *const *input_shapes, void *const *outputs)\n{\n");
-	fprintf(f, "\tint64_t sym[8], off[%d], total = 0;\n", ir->nslots + 1);
+	fprintf(f, "\tint64_t sym[8];\n");
 	fprintf(f, "\tif (!m)\n\t\treturn fail(\"no model\", 0, 0);\n\tif (bind(input_shapes, sym))\n\t\treturn -1;\n");
 	for (int s = 0; s < g->syms.n; s++)
 		fprintf(f, "\tconst int64_t s%d = sym[%d];\n", s, s);
-	for (int j = 0; j < ir->nslots; j++)
-		fprintf(f, "\toff[%d] = total;\n\ttotal += ((int64_t)(%s) + 63) & ~(int64_t)63;\n", j,
-			ir_dim_c(c->a, &ir->slots[j].bytes));
+	emit_offsets(c, f, ir, "\t");
 	fprintf(f, "\tif (total > m->arena_cap) {\n\t\tchar *a = aligned_alloc(64, (size_t)total);\n"
 		   "\t\tif (!a)\n\t\t\treturn fail(\"out of memory for %%lld arena bytes\", total, 0);\n"
 		   "\t\tfree(m->arena);\n\t\tm->arena = a;\n\t\tm->arena_cap = total;\n\t}\n");
@@ -933,19 +1048,9 @@ int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_la
 {
 	ectx c = {.ir = ir, .a = ir->arena, .err = err, .isa = vec_isa_for(target)};
 	memset(out, 0, sizeof *out);
-	c.used = arena_alloc(ir->arena, (size_t)ir->n + 1);
-	c.may_fail = arena_alloc(ir->arena, (size_t)ir->nk + 1);
-	c.fn_of = arena_alloc(ir->arena, (size_t)(ir->nk + 1) * sizeof(int));
-	c.call = arena_alloc(ir->arena, (size_t)(ir->nk + 1) * sizeof(char *));
-	for (c.htcap = 64; c.htcap < 2 * ir->nk + 2; c.htcap *= 2)
-		;
-	c.ht = arena_alloc(ir->arena, (size_t)c.htcap * sizeof(int));
 	c.errs.arena = ir->arena;
-	if (!c.used || !c.may_fail || !c.fn_of || !c.call || !c.ht)
-		return coil_errf(err, "out of memory");
-	memset(c.may_fail, 0, (size_t)ir->nk + 1);
-	for (int i = 0; i < c.htcap; i++)
-		c.ht[i] = -1;
+	if (ectx_init(&c, "kfn", "COIL_KFN") || emit_fold_kernels(&c))
+		return -1;
 	for (int k = 0; k < ir->nk; k++)
 		if (emit_kernel(&c, k))
 			return -1;
@@ -1043,6 +1148,8 @@ int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_la
 			fputs(head, f);
 		if (file == 0)
 			fputs(pin_openmp, f);
+		for (int i = 0; file == 0 && c.fold && i < c.fold->nfn; i++)
+			fputs(c.fold->fn[i].text, f);
 		for (int i = 0; i < c.nfn; i++)
 			if (c.fn[i].file == file)
 				fputs(c.fn[i].text, f);

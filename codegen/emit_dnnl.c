@@ -117,7 +117,10 @@ int dn_emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs)
 	int code = emit_err_code(errs, ir, fz->head, "oneDNN failed to run it");
 	char *dst = bufname(ir, used, K->ext);
 	out(&c, "\tstruct coil_dn *dn = x->dn;\n");
-	if (fz->is_conv) {
+	if (fz->is_pool) {
+		out(&c, "\tif (rt_pool_run((rt_pool *)dn->obj[%d], %s, %s, dn->err, sizeof dn->err))\n", j,
+		    bufname(ir, used, e->xsrc[0]), dst);
+	} else if (fz->is_conv) {
 		out(&c, "\tif (rt_conv_run((rt_conv *)dn->obj[%d], %s, %s, %s, dn->err, sizeof dn->err))\n", j,
 		    bufname(ir, used, e->xsrc[0]), dst, ps);
 	} else {
@@ -254,6 +257,26 @@ static void make_conv(nctx *c, int j, const dn_fuse *fz)
 	out(c, "\tfree(wf);\n\tfree(bf);\n\treturn rc ? -1 : 0;\n");
 }
 
+static void make_pool(nctx *c, int j, const dn_fuse *fz)
+{
+	coil_graph *g = c->ir->g;
+	const coil_node *n = &g->nodes[fz->head];
+	const coil_value *x = node_in(g, n, 0), *o = node_out(g, n, 0);
+	dn_pool w;
+	dn_pool_window(g, n, &w); /* planned, so representable */
+	out(c, "\trt_pool_desc dd;\n\tmemset(&dd, 0, sizeof dd);\n");
+	out(c, "\tdd.kind = (enum rt_pool_kind)%d;\n\tdd.n = %s;\n\tdd.c = %s;\n", w.kind, dimc(c, &x->shape[0]),
+	    dimc(c, &x->shape[1]));
+	for (int i = 0; i < 2; i++) {
+		out(c, "\tdd.in[%d] = %s;\n\tdd.out[%d] = %s;\n", i, dimc(c, &x->shape[2 + i]), i, dimc(c, &o->shape[2 + i]));
+		out(c, "\tdd.k[%d] = %lld;\n\tdd.stride[%d] = %lld;\n\tdd.dil[%d] = %lld;\n", i, (long long)w.k[i], i,
+		    (long long)w.s[i], i, (long long)w.d[i]);
+		out(c, "\tdd.pad_l[%d] = %lld;\n\tdd.pad_r[%d] = %lld;\n", i, (long long)w.pl[i], i, (long long)w.pr[i]);
+	}
+	out(c, "\tdd.src_nhwc = %d;\n\tdd.dst_nhwc = %d;\n", fz->src_nhwc, fz->dst_nhwc);
+	out(c, "\treturn rt_pool_create(d->ctx, &dd, (rt_pool **)&d->obj[%d], d->err, sizeof d->err) ? -1 : 0;\n", j);
+}
+
 static void make_matmul(nctx *c, int j, const dn_fuse *fz)
 {
 	coil_graph *g = c->ir->g;
@@ -306,17 +329,20 @@ void dn_emit_model(coil_ir *ir, FILE *f)
 		out(&c, "\t(void)m;\n\t(void)sym;\n");
 		for (int s = 0; s < ns; s++)
 			out(&c, "\tconst int64_t s%d = sym[%d];\n\t(void)s%d;\n", s, s, s);
-		if (fz->is_conv)
+		if (fz->is_pool)
+			make_pool(&c, j, fz);
+		else if (fz->is_conv)
 			make_conv(&c, j, fz);
 		else
 			make_matmul(&c, j, fz);
 		out(&c, "}\n\n");
 	}
 	out(&c, "static void coil_dn_release(struct coil_dn *d)\n{\n");
-	for (int j = 0; j < p->nf; j++)
+	for (int j = 0; j < p->nf; j++) {
+		const char *t = p->f[j].is_pool ? "pool" : p->f[j].is_conv ? "conv" : "matmul";
 		if (p->f[j].emitted)
-			out(&c, "\trt_%s_destroy((rt_%s *)d->obj[%d]);\n\td->obj[%d] = NULL;\n", p->f[j].is_conv ? "conv" : "matmul",
-			    p->f[j].is_conv ? "conv" : "matmul", j, j);
+			out(&c, "\trt_%s_destroy((rt_%s *)d->obj[%d]);\n\td->obj[%d] = NULL;\n", t, t, j, j);
+	}
 	out(&c, "\td->ready = 0;\n}\n\n");
 	out(&c, "static void coil_dn_free(struct coil_dn *d)\n{\n\tif (!d)\n\t\treturn;\n\tcoil_dn_release(d);\n"
 		"\trt_ctx_destroy(d->ctx);\n\tfree(d);\n}\n\n");

@@ -341,6 +341,89 @@ static void adaptive_pool2d(xctx *c)
 	out(c, "\t\t}\n\t}\n");
 }
 
+/* --- resampling ---------------------------------------------------------------- */
+
+/* A table of n entries, one per output position, as a static array. */
+static void table_i(xctx *c, const char *name, const int64_t *v, int64_t n)
+{
+	out(c, "\tstatic const int32_t %s[%lld] = {", name, (long long)n);
+	for (int64_t i = 0; i < n; i++)
+		out(c, "%s%lld", i ? (i % 16 ? ", " : ",\n\t\t") : "", (long long)v[i]);
+	out(c, "};\n");
+}
+
+static void table_f(xctx *c, const char *name, const double *v, int64_t n)
+{
+	out(c, "\tstatic const double %s[%lld] = {", name, (long long)n);
+	for (int64_t i = 0; i < n; i++)
+		out(c, "%s%.17g", i ? (i % 8 ? ", " : ",\n\t\t") : "", v[i]);
+	out(c, "};\n");
+}
+
+/* upsample_bilinear2d / upsample_nearest2d over [N, C, H, W]: the source rows
+ * and columns and their weights are computed here, once, by the interpreter's
+ * rule (common/infer.c), and emitted as tables; the loop gathers and mixes in
+ * double in the interpreter's order. */
+static void upsample2d(xctx *c)
+{
+	int ov = result(c, 0);
+	if (ov < 0)
+		return;
+	ir_node *xn = argn(c, 0), *o = &c->ir->nodes[ov];
+	upsample_params up;
+	upsample_get_params(c->n, &up);
+	const char *t = ct(o->dtype);
+	long long H = sdim(xn, 2), W = sdim(xn, 3), OH = sdim(o, 2), OW = sdim(o, 3);
+	long long L = OH > OW ? OH : OW;
+	int64_t *ix[4];
+	double *wt[4];
+	for (int k = 0; k < 4; k++) {
+		ix[k] = arena_alloc(c->ir->arena, (size_t)L * sizeof(int64_t));
+		wt[k] = arena_alloc(c->ir->arena, (size_t)L * sizeof(double));
+		if (!ix[k] || !wt[k]) {
+			*c->bad = 1;
+			node_errf(c->err, c->n, "out of memory");
+			return;
+		}
+	}
+	for (int d = 0; d < 2; d++)
+		for (int64_t i = 0; i < (d ? OW : OH); i++) {
+			int64_t s[2];
+			double w[2];
+			upsample_source(&up, d, o->dtype, d ? W : H, d ? OW : OH, i, s, w);
+			ix[2 * d][i] = s[0], ix[2 * d + 1][i] = s[1];
+			wt[2 * d][i] = w[0], wt[2 * d + 1][i] = w[1];
+		}
+	table_i(c, "h0", ix[0], OH);
+	table_i(c, "w0", ix[2], OW);
+	if (up.linear) {
+		table_i(c, "h1", ix[1], OH);
+		table_i(c, "w1", ix[3], OW);
+		table_f(c, "hl0", wt[0], OH);
+		table_f(c, "hl1", wt[1], OH);
+		table_f(c, "wl0", wt[2], OW);
+		table_f(c, "wl1", wt[3], OW);
+	}
+	out(c, "\tconst int64_t planes = %s, work = planes * %lld;\n", prod(c, xn, 0, 2), OH * OW * (up.linear ? 4 : 1));
+	out(c, "\tconst %s *restrict src = %s;\n\t%s *restrict dst = %s;\n", t, arg(c, 0), t, buf(c, ov));
+	out(c, PAR(2));
+	out(c, "\tfor (int64_t pl = 0; pl < planes; pl++)\n\tfor (int64_t oh = 0; oh < %lld; oh++) {\n", OH);
+	out(c, "\t\tconst %s *restrict r0 = src + pl * %lld + h0[oh] * %lld;\n", t, H * W, W);
+	out(c, "\t\t%s *restrict po = dst + (pl * %lld + oh) * %lld;\n", t, OH, OW);
+	if (up.linear) {
+		out(c, "\t\tconst %s *restrict r1 = src + pl * %lld + h1[oh] * %lld;\n", t, H * W, W);
+		out(c, "\t\tconst double a0 = hl0[oh], a1 = hl1[oh];\n");
+		out(c, "\t\tfor (int64_t ow = 0; ow < %lld; ow++) {\n", OW);
+		out(c, "\t\t\tconst double b0 = wl0[ow], b1 = wl1[ow];\n");
+		out(c, "\t\t\tconst double t0 = (double)r0[w0[ow]] * b0 + (double)r0[w1[ow]] * b1;\n");
+		out(c, "\t\t\tconst double t1 = (double)r1[w0[ow]] * b0 + (double)r1[w1[ow]] * b1;\n");
+		out(c, "\t\t\tpo[ow] = (%s)(t0 * a0 + t1 * a1);\n\t\t}\n", t);
+	} else {
+		out(c, "\t\tfor (int64_t ow = 0; ow < %lld; ow++)\n\t\t\tpo[ow] = r0[w0[ow]];\n", OW);
+	}
+	out(c, "\t}\n");
+}
+
 /* --- data movement ------------------------------------------------------------ */
 
 /* Copies blocks along dim d: [outer][size_d * inner]. */
@@ -478,6 +561,11 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 	case OP_MAX_POOL2D_WI: case OP_MAX_POOL2D: case OP_AVG_POOL2D: pool2d(&c); return;
 	case OP_ADAPTIVE_AVG_POOL2D_: case OP_ADAPTIVE_AVG_POOL2D: case OP_ADAPTIVE_MAX_POOL2D:
 		adaptive_pool2d(&c);
+		return;
+	/* resampling */
+	case OP_UPSAMPLE_BILINEAR2D_VEC: case OP_UPSAMPLE_BILINEAR2D: case OP_UPSAMPLE_NEAREST2D_VEC:
+	case OP_UPSAMPLE_NEAREST2D:
+		upsample2d(&c);
 		return;
 	/* data movement */
 	case OP_CAT: cat(&c); return;

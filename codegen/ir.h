@@ -68,6 +68,9 @@ typedef struct ir_node {
 	/* set by memplan */
 	int slot;          /* arena slot, -1 when not in the arena */
 	int out;           /* graph output position, -1 if none */
+	int inplace;       /* kernel + 1 that writes it in the slot of a buffer it reads, 0 */
+	int inplace_by;    /* kernel + 1 that writes another buffer in its slot, 0 (a buffer
+			    * can be both: written in place, then overwritten in place) */
 } ir_node;
 
 enum kernel_kind { K_POINTWISE, K_REDUCE, K_EXTERN };
@@ -82,6 +85,8 @@ typedef struct ir_kernel {
 
 typedef struct ir_slot {
 	coil_dim bytes;
+	int64_t at;        /* static size: byte offset in the arena's fixed part; -1: laid out after it */
+	int first, last;   /* kernels from its first writer to its last reader */
 } ir_slot;
 
 typedef struct coil_ir {
@@ -96,10 +101,30 @@ typedef struct coil_ir {
 	int nslots;
 	ir_slot *slots;
 	coil_dim arena_bytes;
+	int64_t fixed_bytes; /* the arena's first part, where static slots lie (ir_slot.at) */
 	struct dn_plan *dn; /* oneDNN fusions (lower_dnnl.c), NULL when none */
+	struct ir_fold *fold; /* what fold.c computed ahead of the run, NULL when nothing */
 } coil_ir;
 
+/* fold.c: values that do not depend on the inputs, computed ahead.  g is
+ * the graph the rest of the pipeline compiles (the user's own when nothing
+ * folds): constants g->consts[nconsts - nconst ..] were computed at compile
+ * time; params nparams .. nparams + nparam - 1 (not in g->params) are
+ * computed in coil_model_create by the kernels of `create` (its outputs, in
+ * order, bytes[j] each) from the user's params and the constants. */
+typedef struct ir_fold {
+	coil_arena *arena;
+	coil_graph *g;
+	int nconst, nparam;
+	struct coil_ir *create; /* NULL when nparam is 0 */
+	int64_t *bytes;
+	int64_t folded_bytes;   /* sum of bytes */
+	char *param_live;       /* per user param: read by the run (else create does not keep it) */
+} ir_fold;
+
 /* The passes, in pipeline order. */
+int ir_fold_graph(coil_graph *g, ir_fold **out, coil_err *err);
+void ir_fold_free(ir_fold *f);
 coil_ir *ir_decompose(coil_graph *g, coil_err *err);
 int ir_fuse(coil_ir *ir, coil_err *err);
 int ir_schedule(coil_ir *ir, coil_err *err);

@@ -88,6 +88,51 @@ static int all_static(const coil_value *v, int from)
 	return 1;
 }
 
+int dn_pool_window(coil_graph *g, const coil_node *n, dn_pool *w)
+{
+	const coil_value *x = node_in(g, n, 0), *o = node_out(g, n, 0);
+	if (x->dtype != COIL_F32 || x->rank != 4 || !all_static(x, 1) || !all_static(o, 1))
+		return -1;
+	int64_t in[2], out[2];
+	for (int i = 0; i < 2; i++) {
+		dim_is_const(&x->shape[2 + i], &in[i]);
+		dim_is_const(&o->shape[2 + i], &out[i]);
+		if (in[i] < 1 || out[i] < 1)
+			return -1;
+	}
+	memset(w, 0, sizeof *w);
+	if (n->op == OP_ADAPTIVE_AVG_POOL2D || n->op == OP_ADAPTIVE_AVG_POOL2D_) {
+		/* equal windows only: out divides in */
+		for (int i = 0; i < 2; i++) {
+			if (in[i] % out[i])
+				return -1;
+			w->k[i] = w->s[i] = in[i] / out[i], w->d[i] = 1;
+		}
+		w->kind = 2;
+		return 0;
+	}
+	pool_params pp;
+	pool_get_params(n, &pp);
+	if (pp.divisor)
+		return -1;
+	w->kind = n->op != OP_AVG_POOL2D ? 0 : pp.count_pad ? 1 : 2;
+	for (int i = 0; i < 2; i++) {
+		int64_t span = pp.d[i] * (pp.k[i] - 1) + 1;
+		w->k[i] = pp.k[i], w->s[i] = pp.s[i], w->d[i] = pp.d[i], w->pl[i] = w->pr[i] = pp.p[i];
+		if (in[i] + 2 * pp.p[i] < span)
+			return -1;
+		if ((in[i] + 2 * pp.p[i] - span) / pp.s[i] + 1 != out[i]) {
+			/* ceil_mode: the last window overhangs past in + pad */
+			w->pr[i] = (out[i] - 1) * pp.s[i] + span - in[i] - pp.p[i];
+			if (w->kind == 1)
+				return -1; /* ATen's divisor clips there, oneDNN's does not */
+		}
+		if (w->pl[i] >= span || w->pr[i] >= span || w->pr[i] < 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* Whether head node h can run on oneDNN at all; fills the matmul B fields. */
 static int eligible(pctx *c, int h, dn_fuse *f)
 {
@@ -108,6 +153,14 @@ static int eligible(pctx *c, int h, dn_fuse *f)
 				return 0;
 		f->is_conv = 1;
 		return 1;
+	}
+	if (n->op == OP_MAX_POOL2D_WI || n->op == OP_MAX_POOL2D || n->op == OP_AVG_POOL2D ||
+	    n->op == OP_ADAPTIVE_AVG_POOL2D || n->op == OP_ADAPTIVE_AVG_POOL2D_) {
+		dn_pool w;
+		if (n->nout > 1 && n->outs[1] >= 0 && (c->nuse[n->outs[1]] || c->is_out[n->outs[1]]))
+			return 0; /* the indices are wanted */
+		f->is_pool = 1;
+		return dn_pool_window(g, n, &w) == 0;
 	}
 	if (n->op != OP_MM && n->op != OP_ADDMM && n->op != OP_BMM)
 		return 0;
@@ -304,7 +357,7 @@ static void chain(pctx *c, dn_fuse *f, int *at)
 {
 	coil_graph *g = c->g;
 	int cur = g->nodes[f->head].outs[0], pend[64], np = 0, view_free = 1;
-	for (;;) {
+	while (!f->is_pool) {
 		if (c->nuse[cur] != 1 || c->is_out[cur])
 			return;
 		int ui = c->user[cur];
@@ -351,7 +404,7 @@ static void layout(pctx *c, dn_plan *p, int *owner)
 	for (int j = 0; j < p->nf; j++) {
 		dn_fuse *f = &p->f[j];
 		outv[j] = g->nodes[f->last].outs[0];
-		ok[j] = f->is_conv && node_in(g, &g->nodes[f->head], 0)->rank == 4;
+		ok[j] = (f->is_conv || f->is_pool) && node_in(g, &g->nodes[f->head], 0)->rank == 4;
 		for (int k = 0; k < f->npost; k++)
 			ok[j] &= f->post[k].kind < DN_ADD_BCAST;
 	}
@@ -394,8 +447,12 @@ static void layout(pctx *c, dn_plan *p, int *owner)
 			}
 	}
 	for (int j = 0; j < p->nf; j++) {
-		p->f[j].dst_nhwc = nhwc[outv[j]];
-		p->f[j].src_nhwc = p->f[j].is_conv && nhwc[g->nodes[p->f[j].head].args[0].v[0]];
+		dn_fuse *f = &p->f[j];
+		f->dst_nhwc = nhwc[outv[j]];
+		f->src_nhwc = (f->is_conv || f->is_pool) && nhwc[g->nodes[f->head].args[0].v[0]];
+		const coil_value *o = &g->vals[outv[j]];
+		if (f->is_pool && dim_eq_const(&o->shape[2], 1) && dim_eq_const(&o->shape[3], 1))
+			f->dst_nhwc = f->src_nhwc; /* [n, c, 1, 1]: both layouts are the same bytes */
 	}
 out:
 	free(ok);
@@ -475,7 +532,16 @@ dn_plan *dn_plan_graph(coil_graph *g, coil_arena *a, coil_err *err)
 	const char *lay = getenv("COIL_DNNL_NHWC");
 	if (!lay || strcmp(lay, "0"))
 		layout(&c, p, owner);
-	return p->nf ? p : NULL;
+	/* a pool with NCHW on both sides stays generated code */
+	int live = 0;
+	for (int j = 0; j < p->nf; j++) {
+		dn_fuse *f = &p->f[j];
+		if (f->is_pool && !f->src_nhwc && !f->dst_nhwc)
+			p->at[f->head] = -1;
+		else
+			live++;
+	}
+	return live ? p : NULL;
 }
 
 /* The IR node of graph value v, seen through reshapes: a materialized node
@@ -521,7 +587,8 @@ int dn_decompose_node(coil_ir *ir, int i, int *res, coil_err *err)
 	int r = ir_add(ir, &e, err);
 	if (r < 0)
 		return -1;
-	res[0] = r;
+	for (int k = 0; k < g->nodes[f->last].nout; k++)
+		res[k] = r; /* a max pool's unread indices: dead, dropped by fuse */
 	return 1;
 }
 

@@ -1,9 +1,23 @@
 /* memplan: intermediates (buffers that are not graph inputs, params,
- * constants or outputs) get slots in one arena, reused by liveness over the
- * kernel schedule.  A free slot is reused when its size is the same
- * expression, or both are static and it is large enough.  Slot offsets are
- * laid out at run time from the symbol values (64-byte aligned); the arena's
- * size is sum(slot bytes) + 64 per slot. */
+ * constants or outputs) get slots in one arena, by liveness over the kernel
+ * schedule (a slot is alive from its first writer to its last reader).
+ *   - Static sizes: a slot per buffer (or per in-place chain), placed at a
+ *     fixed offset of the arena's first part by greedy-by-size packing: the
+ *     largest first, each at the lowest 64-byte aligned offset clear of the
+ *     slots alive at the same time.
+ *   - Symbolic sizes: a free slot is reused when its size is the same
+ *     expression; their offsets follow the fixed part, laid out at run time
+ *     from the symbol values (64-byte aligned, + 64 bytes per slot).
+ *
+ * In place: a pointwise kernel's buffer takes the slot of an intermediate it
+ * reads when this kernel is that buffer's last reader, both have the same
+ * dtype and size, and every read of it in the kernel is at the element being
+ * written (through pointwise ops of the output's shape and reshapes only: no
+ * broadcast, permute, slice), so each element is read before it is
+ * overwritten.  Both buffers are marked (inplace, inplace_by) so that the
+ * kernel does not declare them restrict.  COIL_INPLACE=0 in the compiler's environment turns
+ * this off (measurement switch, not in the cache key). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/ir.h"
@@ -37,13 +51,129 @@ static void mark_reads(coil_ir *ir, int v, int k, int *last, char *seen)
 		mark_reads(ir, s[i], k, last, seen);
 }
 
+/* How kernel k reads buffers, walking inline from node v: how[b] gets 1 for
+ * a read of buffer b at the linear offset being written (same), 2 for any
+ * other read.  seen: per node, the `same` values already walked (bits). */
+static void reads(coil_ir *ir, int v, int k, int same, char *how, char *seen)
+{
+	ir_node *n = &ir->nodes[v];
+	int bit = same ? 1 : 2;
+	if (seen[v] & bit)
+		return;
+	seen[v] |= (char)bit;
+	int buf = n->op == IR_INPUT || n->op == IR_PARAM || n->op == IR_CONST || n->op == IR_EXTERN ||
+		  ((n->mat || n->op == IR_REDUCE) && n->kernel != k);
+	if (buf) {
+		how[v] |= (char)bit;
+		return;
+	}
+	for (int i = 0; i < n->nsrc; i++) {
+		ir_node *s = &ir->nodes[n->src[i]];
+		int keep = same && (n->op != IR_VIEW || n->sub == V_RESHAPE || n->sub == V_EXPAND);
+		if (n->op != IR_VIEW || n->sub == V_EXPAND)
+			keep = keep && s->rank == n->rank && dims_equal(s->shape, n->shape, n->rank);
+		reads(ir, n->src[i], k, keep, how, seen);
+	}
+}
+
+/* The buffer whose slot pointwise kernel k's output o may take, or -1. */
+static int inplace_src(coil_ir *ir, int k, int o, const int *last, char *how, char *seen, coil_err *err)
+{
+	ir_node *on = &ir->nodes[o];
+	memset(how, 0, (size_t)ir->n);
+	memset(seen, 0, (size_t)ir->n);
+	reads(ir, o, k, 1, how, seen);
+	coil_dim ob = bytes_of(on, err);
+	for (int u = 0; u < ir->n; u++) {
+		ir_node *un = &ir->nodes[u];
+		if (how[u] != 1 || un->slot < 0 || un->out >= 0 || last[u] != k || un->dtype != on->dtype)
+			continue;
+		coil_dim ub = bytes_of(un, err);
+		if (dim_eq(&ub, &ob))
+			return u;
+	}
+	return -1;
+}
+
+/* A free slot (not busy at kernel k) whose size is the expression b, or -1. */
+static int free_slot(coil_ir *ir, const int *slot_free, int k, const coil_dim *b)
+{
+	for (int j = 0; j < ir->nslots; j++)
+		if (ir->slots[j].at < 0 && slot_free[j] < k && dim_eq(&ir->slots[j].bytes, b))
+			return j;
+	return -1;
+}
+
+static int by_size(const void *a, const void *b, void *arg)
+{
+	const ir_slot *s = arg;
+	int x = *(const int *)a, y = *(const int *)b;
+	int64_t bx = s[x].at, by = s[y].at; /* sizes, before placement */
+	return bx != by ? (bx < by ? 1 : -1) : s[x].first != s[y].first ? s[x].first - s[y].first : x - y;
+}
+
+static int by_at(const void *a, const void *b, void *arg)
+{
+	const ir_slot *s = arg;
+	int64_t x = s[*(const int *)a].at, y = s[*(const int *)b].at;
+	return x < y ? -1 : x > y;
+}
+
+/* Greedy by size: each static slot, largest first, at the lowest 64-byte
+ * aligned offset where it overlaps no placed slot alive at the same time. */
+static int place_static(coil_ir *ir, coil_err *err)
+{
+	int *ord = arena_alloc(ir->arena, (size_t)(ir->nslots + 1) * sizeof(int)), n = 0;
+	int *near = arena_alloc(ir->arena, (size_t)(ir->nslots + 1) * sizeof(int));
+	int64_t *size = arena_alloc(ir->arena, (size_t)(ir->nslots + 1) * sizeof(int64_t));
+	if (!ord || !near || !size)
+		return coil_errf(err, "out of memory");
+	for (int j = 0; j < ir->nslots; j++) {
+		if (ir->slots[j].at < 0)
+			continue;
+		int64_t b = 0;
+		dim_is_const(&ir->slots[j].bytes, &b);
+		size[j] = (b + 63) & ~(int64_t)63;
+		ir->slots[j].at = size[j];
+		ord[n++] = j;
+	}
+	qsort_r(ord, (size_t)n, sizeof *ord, by_size, ir->slots);
+	ir->fixed_bytes = 0;
+	for (int i = 0; i < n; i++) {
+		ir_slot *s = &ir->slots[ord[i]];
+		int nn = 0;
+		/* placed slots alive with s, by offset */
+		for (int p = 0; p < i; p++) {
+			ir_slot *q = &ir->slots[ord[p]];
+			if (q->first <= s->last && s->first <= q->last)
+				near[nn++] = ord[p];
+		}
+		qsort_r(near, (size_t)nn, sizeof *near, by_at, ir->slots);
+		int64_t off = 0;
+		for (int p = 0; p < nn; p++) {
+			ir_slot *q = &ir->slots[near[p]];
+			if (off + size[ord[i]] <= q->at)
+				break;
+			if (q->at + size[near[p]] > off)
+				off = q->at + size[near[p]];
+		}
+		s->at = off;
+		if (off + size[ord[i]] > ir->fixed_bytes)
+			ir->fixed_bytes = off + size[ord[i]];
+	}
+	return 0;
+}
+
 int ir_memplan(coil_ir *ir, coil_err *err)
 {
+	const char *sw = getenv("COIL_INPLACE");
+	int inplace = !(sw && !strcmp(sw, "0"));
+	char *how = arena_alloc(ir->arena, (size_t)ir->n + 1), *seen2 = arena_alloc(ir->arena, (size_t)ir->n + 1);
 	int *last = arena_alloc(ir->arena, (size_t)(ir->n + 1) * sizeof(int));
 	int *slot_free = arena_alloc(ir->arena, (size_t)(ir->n + 1) * sizeof(int));
 	ir->slots = arena_alloc(ir->arena, (size_t)(ir->n + 1) * sizeof(ir_slot));
 	char *seen = arena_alloc(ir->arena, (size_t)ir->n + 1);
-	if (!last || !slot_free || !ir->slots || !seen)
+	if (!last || !slot_free || !ir->slots || !seen || !how || !seen2)
 		return coil_errf(err, "out of memory");
 	for (int v = 0; v < ir->n; v++)
 		last[v] = -1;
@@ -70,26 +200,33 @@ int ir_memplan(coil_ir *ir, coil_err *err)
 			if (n->out >= 0 || !n->mat)
 				continue;
 			coil_dim b = bytes_of(n, err);
-			int64_t bs, fs;
 			int s = -1;
-			for (int j = 0; j < ir->nslots && s < 0; j++) {
-				if (slot_free[j] >= k)
-					continue;
-				if (dim_eq(&ir->slots[j].bytes, &b) ||
-				    (dim_is_const(&b, &bs) && dim_is_const(&ir->slots[j].bytes, &fs) && fs >= bs))
-					s = j;
+			if (inplace && K->kind == K_POINTWISE && K->nouts == 1) {
+				int u = inplace_src(ir, k, w[i], last, how, seen2, err);
+				if (u >= 0) {
+					s = ir->nodes[u].slot;
+					ir->nodes[u].inplace_by = n->inplace = k + 1;
+				}
 			}
-			if (s < 0) {
+			int64_t bs;
+			if (s < 0 && !dim_is_const(&b, &bs))
+				s = free_slot(ir, slot_free, k, &b);
+			if (s < 0) { /* static: a slot of its own, placed below */
 				s = ir->nslots++;
-				ir->slots[s].bytes = b;
+				ir->slots[s] = (ir_slot){.bytes = b, .at = dim_is_const(&b, &bs) ? 0 : -1, .first = k};
 			}
 			n->slot = s;
 			/* busy until its last reader (at least this kernel) */
 			slot_free[s] = last[w[i]] > k ? last[w[i]] : k;
+			ir->slots[s].last = slot_free[s];
 		}
 	}
-	coil_dim total = dim_const(0), pad = dim_const(64);
+	if (place_static(ir, err))
+		return -1;
+	coil_dim total = dim_const(ir->fixed_bytes), pad = dim_const(64);
 	for (int j = 0; j < ir->nslots; j++) {
+		if (ir->slots[j].at >= 0)
+			continue;
 		if (dim_add(&total, &total, &ir->slots[j].bytes, err) || dim_add(&total, &total, &pad, err))
 			return -1;
 	}

@@ -74,9 +74,15 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 	char hash[65];
 	if (!t || graph_hash(g, hash, err))
 		return -1;
-	coil_ir *ir = ir_decompose(g, err);
-	if (!ir)
+	ir_fold *fd;
+	if (ir_fold_graph(g, &fd, err))
+		return -1;
+	coil_ir *ir = ir_decompose(fd->g, err);
+	if (!ir) {
+		ir_fold_free(fd);
 		return err && !err->msg[0] ? coil_errf(err, "codegen: out of memory") : -1;
+	}
+	ir->fold = fd;
 	int rc = -1;
 	codegen_src src;
 	if (dump(ir, o, "decompose") || ir_fuse(ir, err) || dump(ir, o, "fuse") || ir_schedule(ir, err) ||
@@ -113,6 +119,7 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 	rc = 0;
 out:
 	ir_free(ir);
+	ir_fold_free(fd);
 	/* Every failure says something (a pass that ran out of memory may not). */
 	if (rc && err && !err->msg[0])
 		coil_errf(err, "codegen: out of memory");

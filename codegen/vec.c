@@ -28,6 +28,7 @@
  * RD_WMEAN/RD_WM2 (layer norm, var): per row, two passes (sum, then squared
  * deviations) in 4 accumulators each; Welford when split across threads or
  * over columns. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -307,6 +308,45 @@ static char *tmp(vctx *c, int v, char *key, int mask, char *e)
 	return memo_put(c, v, key, name);
 }
 
+static int is_fill(coil_ir *ir, int v, double x)
+{
+	ir_node *n = &ir->nodes[v];
+	return n->op == IR_FILL && !n->sub && n->fill == x;
+}
+
+static int is_prim(coil_ir *ir, int v, enum ir_op op, int sub)
+{
+	return ir->nodes[v].op == op && ir->nodes[v].sub == sub && ir->nodes[v].dtype == COIL_F32;
+}
+
+/* decompose's exact gelu, (0.5*x) * (1 + erf(x*sqrt(1/2))), at v: x's node
+ * (and its index in xidx), or -1.  It becomes one coil_gelu call (vmath.h). */
+static int gelu_of(vctx *c, int v, char **idx, char **xidx)
+{
+	coil_ir *ir = c->ir;
+	ir_node *n = &ir->nodes[v];
+	if (!is_prim(ir, v, IR_BINARY, PR_MUL))
+		return -1;
+	int h = n->src[0], o = n->src[1];
+	if (!is_prim(ir, h, IR_BINARY, PR_MUL) || !is_fill(ir, ir->nodes[h].src[0], 0.5) ||
+	    !is_prim(ir, o, IR_BINARY, PR_ADD) || !is_fill(ir, ir->nodes[o].src[0], 1))
+		return -1;
+	int e = ir->nodes[o].src[1];
+	if (!is_prim(ir, e, IR_UNARY, PR_ERF))
+		return -1;
+	int m = ir->nodes[e].src[0], x = ir->nodes[h].src[1];
+	if (!is_prim(ir, m, IR_BINARY, PR_MUL) || ir->nodes[m].src[0] != x || !is_fill(ir, ir->nodes[m].src[1], M_SQRT1_2))
+		return -1;
+	char *i1[COIL_MAX_RANK], *i2[COIL_MAX_RANK], *i3[COIL_MAX_RANK], *i4[COIL_MAX_RANK];
+	ix_operand(ir, n, 0, idx, i1);
+	ix_operand(ir, &ir->nodes[h], 1, i1, xidx);
+	ix_operand(ir, n, 1, idx, i1);
+	ix_operand(ir, &ir->nodes[o], 1, i1, i2);
+	ix_operand(ir, &ir->nodes[e], 0, i2, i3);
+	ix_operand(ir, &ir->nodes[m], 0, i3, i4);
+	return strcmp(key_of(c, &ir->nodes[x], xidx), key_of(c, &ir->nodes[x], i4)) ? -1 : x;
+}
+
 /* The value of node v at index idx as a vector (f32) or mask (bool). */
 static char *vrv(vctx *c, int v, char **idx)
 {
@@ -351,6 +391,12 @@ static char *vrv(vctx *c, int v, char **idx)
 		out(c, "}\n");
 		char *e = P(I->load, g, "0");
 		return tmp(c, v, key, mask, mask ? P(I->f2m, e) : e);
+	}
+	char *xidx[COIL_MAX_RANK];
+	int gx = mask ? -1 : gelu_of(c, v, idx, xidx);
+	if (gx >= 0) {
+		char *xv = vrv(c, gx, xidx);
+		return c->bad ? "0" : tmp(c, v, key, 0, P("coil_gelu%s(%s)", I->sfx, xv));
 	}
 	char *a[3] = {0};
 	for (int i = 0; i < n->nsrc; i++) {

@@ -435,6 +435,22 @@ static int parse_arg(pstate *ps, coil_node *n, int i, json_t *j)
 		}
 		a->kind = ARG_SCALAR;
 		return 0;
+	case S_FLOAT_LIST: {
+		if (!json_is_array(j))
+			return arg_errf(ps, n, i, "expected an array of numbers");
+		size_t cnt = json_array_size(j);
+		if (cnt > 64)
+			return arg_errf(ps, n, i, "list longer than 64");
+		a->kind = ARG_FLOATS;
+		a->n = (int)cnt;
+		a->floats = arena_alloc(ar, (cnt + 1) * sizeof(double));
+		if (!a->floats)
+			return oom(ps->err);
+		for (size_t k = 0; k < cnt; k++)
+			if (get_number(json_array_get(j, k), &a->floats[k]))
+				return arg_errf(ps, n, i, "entry %zu is not a number", k);
+		return 0;
+	}
 	case S_BOOL:
 		if (!json_is_boolean(j))
 			return arg_errf(ps, n, i, "expected true or false");

@@ -44,6 +44,7 @@ enum arg_kind {
 	ARG_INTS,    /* ints[0..n) */
 	ARG_DIMS,    /* dims[0..n) (SymInt, SymInt[]); ints filled too when all static */
 	ARG_DTYPE,   /* i */
+	ARG_FLOATS,  /* floats[0..n) (float[]) */
 };
 
 typedef struct coil_arg {
@@ -56,6 +57,7 @@ typedef struct coil_arg {
 	const char *s;
 	int *v;
 	int64_t *ints;
+	double *floats;
 	coil_dim *dims;
 } coil_arg;
 

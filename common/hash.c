@@ -71,6 +71,11 @@ static json_t *jarg(canon *c, const coil_arg *a)
 	case ARG_BOOL: return json_boolean(a->i);
 	case ARG_STR: return json_string(a->s);
 	case ARG_DTYPE: return json_string(dtype_name((coil_dtype)a->i));
+	case ARG_FLOATS:
+		j = json_array();
+		for (int k = 0; k < a->n; k++)
+			json_array_append_new(j, jnum(a->floats[k], 0, 0));
+		return j;
 	case ARG_INTS:
 	case ARG_DIMS:
 		j = json_array();

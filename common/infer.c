@@ -2,6 +2,7 @@
  * with the ATen schema) and sets its results; errors name node, op and arg. */
 #include "common/infer.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -467,6 +468,116 @@ static int infer_adaptive_pool2d(coil_graph *g, coil_node *n, coil_err *err)
 	set_out(g, n, 0, x->dtype, r, out);
 	if (n->nout == 2)
 		set_out(g, n, 1, COIL_I64, r, out);
+	return 0;
+}
+
+/* --- resampling ------------------------------------------------------------- */
+
+void upsample_get_params(const coil_node *n, upsample_params *up)
+{
+	const coil_arg *a = n->args;
+	int vec = n->op == OP_UPSAMPLE_BILINEAR2D_VEC || n->op == OP_UPSAMPLE_NEAREST2D_VEC;
+	memset(up, 0, sizeof *up);
+	up->linear = n->op == OP_UPSAMPLE_BILINEAR2D_VEC || n->op == OP_UPSAMPLE_BILINEAR2D;
+	up->align_corners = up->linear && a[2].i;
+	int sa = up->linear ? 3 : 2; /* scale_factors, or scales_h then scales_w */
+	for (int i = 0; i < 2; i++) {
+		const coil_arg *s = vec ? &a[sa] : &a[sa + i];
+		if (vec && s->kind == ARG_FLOATS && s->n == 2)
+			up->scale[i] = s->floats[i];
+		else if (!vec && s->kind == ARG_SCALAR)
+			up->scale[i] = s->f;
+	}
+}
+
+/* x rounded to the opmath type: float unless dbl */
+static double opm(int dbl, double x) { return dbl ? x : (double)(float)x; }
+
+/* ATen's UpSample.h: area_pixel_compute_scale, area_pixel_compute_source_index,
+ * compute_source_index_and_lambda and nearest_idx.  Each step rounds to the
+ * opmath type where ATen's expression has that type (double arithmetic then
+ * rounding to float is exact for one +, -, * or /). */
+void upsample_source(const upsample_params *up, int dim, coil_dtype t, int64_t in, int64_t out, int64_t i,
+		     int64_t src[2], double w[2])
+{
+	double given = up->scale[dim];
+	if (!up->linear) {
+		/* always float: floorf(dst_index * scale), clamped */
+		double s = given > 0 ? opm(0, 1.0 / given) : opm(0, opm(0, (double)in) / opm(0, (double)out));
+		int64_t k = (int64_t)floor(opm(0, opm(0, (double)i) * s));
+		src[0] = src[1] = k < in - 1 ? k : in - 1;
+		w[0] = 1, w[1] = 0;
+		return;
+	}
+	if (out == in) { /* a plain copy, whatever the scale */
+		src[0] = src[1] = i;
+		w[0] = 1, w[1] = 0;
+		return;
+	}
+	int dbl = t == COIL_F64;
+	double s, x;
+	if (up->align_corners)
+		s = out > 1 ? opm(dbl, opm(dbl, (double)(in - 1)) / opm(dbl, (double)(out - 1))) : 0;
+	else
+		s = given > 0 ? opm(dbl, 1.0 / given) : opm(dbl, opm(dbl, (double)in) / opm(dbl, (double)out));
+	if (up->align_corners)
+		x = opm(dbl, s * opm(dbl, (double)i));
+	else {
+		x = opm(dbl, s * ((double)i + 0.5) - 0.5); /* computed in double, as in ATen */
+		x = x < 0 ? 0 : x;
+	}
+	int64_t k = (int64_t)x;
+	k = k < in - 1 ? k : in - 1;
+	src[0] = k;
+	src[1] = k + (k < in - 1);
+	/* With align_corners, ATen's compiled kernel fuses scale * i - k into one
+	 * fused multiply-add: the weight sees the unrounded product. */
+	double l1 = !up->align_corners ? opm(dbl, x - (double)k)
+		    : dbl ? fma(s, (double)i, -(double)k) : (double)fmaf((float)s, (float)i, -(float)k);
+	l1 = l1 < 0 ? 0 : l1 > 1 ? 1 : l1;
+	w[0] = opm(dbl, 1 - l1);
+	w[1] = l1;
+}
+
+/* Output H, W from output_size, or from the input's and scale_factors
+ * (floor(in * scale)); N and C pass through (symbolic ones too). */
+static int infer_upsample2d(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	int linear = n->op == OP_UPSAMPLE_BILINEAR2D_VEC || n->op == OP_UPSAMPLE_BILINEAR2D;
+	int vec = n->op == OP_UPSAMPLE_BILINEAR2D_VEC || n->op == OP_UPSAMPLE_NEAREST2D_VEC;
+	int sa = linear ? 3 : 2;
+	if (x->rank != 4)
+		return ARGERR(0, "expected rank 4 (N, C, H, W), got %d", x->rank);
+	if (!dtype_is_float(x->dtype) && (linear || x->dtype != COIL_U8))
+		return ARGERR(0, "dtype %s is not supported (a floating dtype%s is required)", dtype_name(x->dtype),
+			      linear ? "" : " or u8");
+	if (need_static(g, n, err, 0, 2))
+		return -1;
+	if (cdim(x, 2) == 0 || cdim(x, 3) == 0)
+		return ARGERR(0, "H and W must be non-empty");
+	const coil_arg *os = &n->args[1], *sf = &n->args[sa];
+	if (vec && has(n, 1) == has(n, sa))
+		return node_errf(err, n, "exactly one of 'output_size' and 'scale_factors' must be given");
+	coil_dim out[4] = {x->shape[0], x->shape[1]};
+	for (int i = 0; i < 2; i++) {
+		double o;
+		if (has(n, 1)) {
+			if (os->n != 2)
+				return ARGERR(1, "expected 2 values, got %d", os->n);
+			if (!os->ints)
+				return ARGERR(1, "must be static");
+			o = (double)os->ints[i];
+		} else {
+			if (sf->n != 2)
+				return ARGERR(sa, "expected 2 values, got %d", sf->n);
+			o = floor((double)cdim(x, 2 + i) * sf->floats[i]);
+		}
+		if (!(o >= 1 && o <= (1 << 20)))
+			return ARGERR(has(n, 1) ? 1 : sa, "output size %g out of range", o);
+		out[2 + i] = dim_const((int64_t)o);
+	}
+	set_out(g, n, 0, x->dtype, 4, out);
 	return 0;
 }
 

@@ -29,6 +29,19 @@ typedef struct pool_params {
 void pool_get_params(const coil_node *n, pool_params *pp);
 int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int ceil);
 
+/* Resampling of an upsample node (bilinear or nearest, over the last two dims),
+ * with PyTorch 1.13's CPU index and weight rules.  Output position i of a dim
+ * that resizes in -> out reads input positions src[0], src[1] with weights
+ * w[0], w[1] (nearest: src[0] == src[1], w = {1, 0}).  The arithmetic runs in
+ * t's opmath type (double for f64, else float), as in ATen. */
+typedef struct upsample_params {
+	int linear, align_corners;
+	double scale[2]; /* scale factors as given (height, width); used when > 0 */
+} upsample_params;
+void upsample_get_params(const coil_node *n, upsample_params *up);
+void upsample_source(const upsample_params *up, int dim, coil_dtype t, int64_t in, int64_t out, int64_t i,
+		     int64_t src[2], double w[2]);
+
 /* Views as index arithmetic: output dim i of a permute/transpose/t reads input
  * dim perm[i] (returns the arg index at fault, or 0); a slice/select reads dim
  * *dim from start in steps of step. */

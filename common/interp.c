@@ -734,6 +734,40 @@ static int eval_adaptive_pool2d(ictx *c, coil_node *n)
 	return 0;
 }
 
+/* --- resampling --------------------------------------------------------------- */
+
+/* Bilinear: the two source rows, each interpolated along W, then mixed along H
+ * (ATen's order); nearest: a gather. */
+static int eval_upsample2d(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	upsample_params up;
+	upsample_get_params(n, &up);
+	int64_t H = x->shape[2], W = x->shape[3], OH = o->shape[2], OW = o->shape[3];
+	int64_t planes = x->shape[0] * x->shape[1];
+	for (int64_t oh = 0; oh < OH; oh++) {
+		int64_t hs[2], ws[2];
+		double hw[2], ww[2];
+		upsample_source(&up, 0, o->dtype, H, OH, oh, hs, hw);
+		for (int64_t ow = 0; ow < OW; ow++) {
+			upsample_source(&up, 1, o->dtype, W, OW, ow, ws, ww);
+			for (int64_t pl = 0; pl < planes; pl++) {
+				const real *p = x->d + pl * H * W;
+				real v;
+				if (up.linear) {
+					real r0 = p[hs[0] * W + ws[0]] * ww[0] + p[hs[0] * W + ws[1]] * ww[1];
+					real r1 = p[hs[1] * W + ws[0]] * ww[0] + p[hs[1] * W + ws[1]] * ww[1];
+					v = r0 * hw[0] + r1 * hw[1];
+				} else {
+					v = p[hs[0] * W + ws[0]];
+				}
+				o->d[(pl * OH + oh) * OW + ow] = rnd(o->dtype, v);
+			}
+		}
+	}
+	return 0;
+}
+
 /* --- convolution and matrix products ------------------------------------------- */
 
 static double *to_double(const itensor *t)

@@ -74,7 +74,7 @@ static void parse_arg(sch_arg *a, char *txt, int kw_only, const char *schema)
 	else if (!strcmp(type, "SymInt"))
 		a->type = list ? S_SYMINT_LIST : S_SYMINT;
 	else if (!strcmp(type, "float"))
-		a->type = S_FLOAT;
+		a->type = list ? S_FLOAT_LIST : S_FLOAT;
 	else if (!strcmp(type, "Scalar"))
 		a->type = S_SCALAR;
 	else if (!strcmp(type, "bool"))

@@ -40,6 +40,11 @@
 	X(ADAPTIVE_AVG_POOL2D_, "aten._adaptive_avg_pool2d.default", "Tensor self, SymInt[2] output_size", 1, MOVE, adaptive_pool2d, adaptive_pool2d) \
 	X(ADAPTIVE_AVG_POOL2D, "aten.adaptive_avg_pool2d.default", "Tensor self, SymInt[2] output_size", 1, MOVE, adaptive_pool2d, adaptive_pool2d) \
 	X(ADAPTIVE_MAX_POOL2D, "aten.adaptive_max_pool2d.default", "Tensor self, int[2] output_size", 2, MOVE, adaptive_pool2d, adaptive_pool2d) \
+	/* resampling (N, C, H, W): bilinear and nearest, as PyTorch's CPU kernels */                 \
+	X(UPSAMPLE_BILINEAR2D_VEC, "aten.upsample_bilinear2d.vec", "Tensor input, SymInt[]? output_size, bool align_corners, float[]? scale_factors", 1, MOVE, upsample2d, upsample2d) \
+	X(UPSAMPLE_BILINEAR2D, "aten.upsample_bilinear2d.default", "Tensor self, SymInt[2] output_size, bool align_corners, float? scales_h=None, float? scales_w=None", 1, MOVE, upsample2d, upsample2d) \
+	X(UPSAMPLE_NEAREST2D_VEC, "aten.upsample_nearest2d.vec", "Tensor input, SymInt[]? output_size, float[]? scale_factors", 1, MOVE, upsample2d, upsample2d) \
+	X(UPSAMPLE_NEAREST2D, "aten.upsample_nearest2d.default", "Tensor self, SymInt[2] output_size, float? scales_h=None, float? scales_w=None", 1, MOVE, upsample2d, upsample2d) \
 	/* activations and unary math */                                                               \
 	X(RELU, "aten.relu.default", "Tensor self", 1, PW, unary, pointwise)                            \
 	X(GELU, "aten.gelu.default", "Tensor self, *, str approximate='none'", 1, PW, unary_float, pointwise) \
@@ -159,7 +164,7 @@ enum op_kind { PW, RED, VIEW, MOVE, EXT, COMP };
 /* Schema argument types. */
 enum sch_type {
 	S_TENSOR, S_TENSOR_LIST, S_INT, S_SYMINT, S_INT_LIST, S_SYMINT_LIST,
-	S_FLOAT, S_SCALAR, S_BOOL, S_STR, S_DTYPE, S_IGNORED
+	S_FLOAT, S_FLOAT_LIST, S_SCALAR, S_BOOL, S_STR, S_DTYPE, S_IGNORED
 };
 
 typedef struct sch_arg {

@@ -599,6 +599,77 @@ static const char *const fusions[] = {
 	  "\"y\""),
 };
 
+/* Pooling between convs runs on oneDNN in NHWC (rt_pool_run) when oneDNN
+ * computes exactly what ATen does; the rest stays generated. */
+#define CONV_POOL(pool, out_shape_w2)                                                                      \
+	G(T("x", "f32", "[2,16,14,14]"), T("w1", "f32", "[16,16,3,3]") "," T("w2", "f32", out_shape_w2),           \
+	  ND("a", "aten.convolution.default", "[\"x\", \"w1\", null, [1,1], [1,1], [1,1], false, [0,0], 1]", "c1") "," \
+	  ND("r", "aten.relu.default", "[\"c1\"]", "r1") "," pool ","                                             \
+	  ND("b", "aten.convolution.default", "[\"p\", \"w2\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "y"),  \
+	  "\"y\"")
+static const char *const dnnl_pools[] = {
+	/* resnet's stem: max pool 3x3 s2 p1, indices unread */
+	CONV_POOL(ND2("m", "aten.max_pool2d_with_indices.default", "[\"r1\", [3,3], [2,2], [1,1]]", "\"p\"", "null"),
+		  "[8,16,1,1]"),
+	/* ceil_mode overhang: max, and an average that excludes padding */
+	CONV_POOL(ND("m", "aten.max_pool2d.default", "[\"r1\", [3,3], [2,2], [0,0], [1,1], true]", "p"), "[8,16,1,1]"),
+	CONV_POOL(ND("m", "aten.avg_pool2d.default", "[\"r1\", [3,3], [2,2], [1,1], true, false]", "p"), "[8,16,1,1]"),
+	/* averages counting padding, plain 2x2, equal adaptive windows, global */
+	CONV_POOL(ND("m", "aten.avg_pool2d.default", "[\"r1\", [3,3], [2,2], [1,1]]", "p"), "[8,16,1,1]"),
+	CONV_POOL(ND("m", "aten.avg_pool2d.default", "[\"r1\", [2,2]]", "p"), "[8,16,1,1]"),
+	CONV_POOL(ND("m", "aten.adaptive_avg_pool2d.default", "[\"r1\", [7,2]]", "p"), "[8,16,1,1]"),
+	CONV_POOL(ND("m", "aten.adaptive_avg_pool2d.default", "[\"r1\", [1,1]]", "p"), "[8,16,1,1]"),
+	/* not on oneDNN: ceil overhang counting padding (ATen's divisor clips),
+	 * divisor_override, unequal adaptive windows, wanted indices */
+	CONV_POOL(ND("m", "aten.avg_pool2d.default", "[\"r1\", [3,3], [2,2], [1,1], true, true]", "p"), "[8,16,1,1]"),
+	CONV_POOL(ND("m", "aten.avg_pool2d.default", "[\"r1\", [2,2], [2,2], [0,0], false, true, 3]", "p"), "[8,16,1,1]"),
+	CONV_POOL(ND("m", "aten.adaptive_avg_pool2d.default", "[\"r1\", [4,5]]", "p"), "[8,16,1,1]"),
+	G(T("x", "f32", "[1,16,14,14]"), T("w1", "f32", "[16,16,3,3]") "," T("w2", "f32", "[8,16,1,1]"),
+	  ND("a", "aten.convolution.default", "[\"x\", \"w1\", null, [1,1], [1,1], [1,1], false, [0,0], 1]", "c1") ","
+	  ND2("m", "aten.max_pool2d_with_indices.default", "[\"c1\", [2,2]]", "\"p\"", "\"i\"") ","
+	  ND("b", "aten.convolution.default", "[\"p\", \"w2\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "y"),
+	  "\"y\",\"i\""),
+	/* a global pool feeding a classifier: NHWC in, [n,c,1,1] out */
+	G(T("x", "f32", "[3,16,9,9]"), T("w1", "f32", "[16,16,3,3]") "," T("fw", "f32", "[5,16]") "," T("fb", "f32", "[5]"),
+	  ND("a", "aten.convolution.default", "[\"x\", \"w1\", null, [1,1], [1,1], [1,1], false, [0,0], 1]", "c1") ","
+	  ND("r", "aten.relu.default", "[\"c1\"]", "r1") ","
+	  ND("m", "aten.adaptive_avg_pool2d.default", "[\"r1\", [1,1]]", "p") ","
+	  ND("f", "aten.view.default", "[\"p\", [3,16]]", "v") "," ND("t", "aten.t.default", "[\"fw\"]", "wt") ","
+	  ND("l", "aten.addmm.default", "[\"fb\", \"v\", \"wt\"]", "y"),
+	  "\"y\""),
+};
+
+/* The generated C of graph j (generic target). */
+static char *emitted_c(const char *j)
+{
+	coil_err err;
+	coil_graph *g = graph_parse(j, strlen(j), &err);
+	assert_non_null(g);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	codegen_opts o = {.target = "generic", .dump_after = "emit_c", .dump_file = f};
+	assert_int_equal(codegen_compile(g, &o, NULL, NULL, &err), 0);
+	fclose(f);
+	graph_free(g);
+	return buf;
+}
+
+static void test_dnnl_pooling(void **state)
+{
+	(void)state;
+	const size_t n = sizeof dnnl_pools / sizeof *dnnl_pools;
+	assert_int_equal(check_close(dnnl_pools, n, "pool fusion"), 0);
+	for (size_t i = 0; i < n; i++) {
+		char *c = emitted_c(dnnl_pools[i]);
+		int want = i < 7 || i == n - 1;
+		if (!!strstr(c, "rt_pool_run(") != want)
+			fail_msg("pool graph %zu: %s on oneDNN", i, want ? "not" : "wrongly");
+		free(c);
+	}
+}
+
 static void test_dnnl_fusions(void **state)
 {
 	(void)state;
@@ -909,7 +980,7 @@ static void test_shared_functions(void **state)
 		/* the first softmax reads an input, the last roll writes an output */
 		assert_true(last_res.nfuncs <= 4);
 		char want[64];
-		snprintf(want, sizeof want, "\"kernels\": %d, \"functions\": %d}", last_res.nkernels, last_res.nfuncs);
+		snprintf(want, sizeof want, "\"kernels\": %d, \"functions\": %d,", last_res.nkernels, last_res.nfuncs);
 		assert_non_null(strstr(a.describe(), want));
 		static const int64_t one[8] = {1, 1, 1, 1, 1, 1, 1, 1};
 		assert_int_equal(check_run(g, &a, one, j), 0);
@@ -1044,6 +1115,7 @@ int main(void)
 		cmocka_unit_test(test_roll),
 		cmocka_unit_test(test_convolution),
 		cmocka_unit_test(test_dnnl_fusions),
+		cmocka_unit_test(test_dnnl_pooling),
 		cmocka_unit_test(test_bn_folding),
 		cmocka_unit_test(test_runtime_errors),
 		cmocka_unit_test(test_random_graphs),

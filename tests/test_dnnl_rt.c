@@ -1,5 +1,6 @@
-/* Tests for the oneDNN runtime (codegen/rt/dnnl_rt.h): every convolution and
- * matmul is compared with naive reference loops (double accumulation). */
+/* Tests for the oneDNN runtime (codegen/rt/dnnl_rt.h): every convolution,
+ * matmul and pooling is compared with naive reference loops (double
+ * accumulation). */
 #include <dlfcn.h>
 #include <math.h>
 #include <setjmp.h>
@@ -924,7 +925,10 @@ static void test_threads_same_result(void **state)
 	*(void **)&get = dlsym(RTLD_DEFAULT, "omp_get_max_threads");
 	int before = get ? get() : -1;
 
-	rt_conv_desc d = cdesc(2, 2, 32, 64, 1, 14, 3, 1, 1, 1);
+	/* grouped, so not Winograd: which Winograd variant oneDNN picks depends
+	 * on the thread count, and so does its rounding (both are checked
+	 * against the reference in test_conv_winograd) */
+	rt_conv_desc d = cdesc(2, 2, 32, 64, 2, 14, 3, 1, 1, 1);
 	d.has_bias = 1, d.channels_last = 1;
 	d.npost = 1;
 	d.post[0] = (rt_post){.kind = RT_RELU};
@@ -1046,6 +1050,152 @@ static void test_invalid(void **state)
 	assert_true(rt_ctx_create(1, NULL, err, sizeof err) != 0);
 }
 
+/* Dense 3x3 stride-1 convs run oneDNN's Winograd kernels (blocked layout,
+ * reordered from and to the caller's): same results as the reference, with
+ * bias, activations and a residual sum, from NCHW and NHWC callers. */
+static void test_conv_winograd(void **state)
+{
+	rt_ctx *ctx = *state;
+	char err[512] = "";
+	rt_conv_desc d = cdesc(2, 1, 64, 64, 1, 14, 3, 1, 1, 1);
+	d.has_bias = 1;
+	float *w = rnd(64 * 64 * 9), *b = rnd(64);
+	rt_conv *c = NULL;
+	if (rt_conv_create(ctx, &d, w, b, &c, err, sizeof err))
+		fail_msg("rt_conv_create: %s", err);
+	if (!strstr(rt_conv_impl(c), "wino"))
+		fail_msg("64->64 3x3 s1 runs %s, not Winograd", rt_conv_impl(c));
+	rt_conv_destroy(c);
+	/* not for strided, dilated, grouped convs or with binary operands */
+	rt_conv_desc s2 = cdesc(2, 1, 64, 64, 1, 14, 3, 2, 1, 1);
+	if (rt_conv_create(ctx, &s2, w, b, &c, err, sizeof err))
+		fail_msg("rt_conv_create: %s", err);
+	assert_null(strstr(rt_conv_impl(c), "wino"));
+	rt_conv_destroy(c);
+	free(w);
+	free(b);
+
+	static const struct { int n, ic, oc, hw; } shapes[] = {{1, 64, 64, 14}, {2, 32, 48, 9}, {1, 16, 16, 28}, {1, 128, 128, 7}};
+	for (size_t i = 0; i < sizeof shapes / sizeof *shapes; ++i)
+		for (int cl = 0; cl < 2; ++cl)
+			for (int v = 0; v < 3; ++v) {
+				char nm[128];
+				d = cdesc(2, shapes[i].n, shapes[i].ic, shapes[i].oc, 1, shapes[i].hw, 3, 1, 1, 1);
+				d.has_bias = 1, d.channels_last = cl;
+				if (v >= 1) /* batch-norm-like activation, then a residual and relu */
+					d.post[d.npost++] = (rt_post){.kind = RT_LINEAR, .a = 0.5f, .b = 0.1f};
+				if (v == 2) {
+					d.post[d.npost++] = (rt_post){.kind = RT_ADD_SAME};
+					d.post[d.npost++] = (rt_post){.kind = RT_RELU};
+				}
+				snprintf(nm, sizeof nm, "wino %dx%d->%d %dx%d %s v%d", shapes[i].n, shapes[i].ic,
+					 shapes[i].oc, shapes[i].hw, shapes[i].hw, cl ? "nhwc" : "nchw", v);
+				run_conv_ex(ctx, &d, nm, 0, NULL);
+				if (v == 2) /* the residual given in dst itself */
+					run_conv_ex(ctx, &d, nm, 1, NULL);
+			}
+}
+
+/* ------------------------------------------------------------------ */
+/* pooling                                                             */
+
+static void ref_pool(const rt_pool_desc *d, const float *x, double *y)
+{
+	for (int64_t nc = 0; nc < d->n * d->c; ++nc)
+		for (int64_t oh = 0; oh < d->out[0]; ++oh)
+			for (int64_t ow = 0; ow < d->out[1]; ++ow) {
+				double m = -INFINITY, sum = 0;
+				int64_t cnt = 0;
+				for (int64_t kh = 0; kh < d->k[0]; ++kh)
+					for (int64_t kw = 0; kw < d->k[1]; ++kw) {
+						int64_t h = oh * d->stride[0] - d->pad_l[0] + kh * (d->dil[0] ? d->dil[0] : 1);
+						int64_t ww = ow * d->stride[1] - d->pad_l[1] + kw * (d->dil[1] ? d->dil[1] : 1);
+						if (h < 0 || h >= d->in[0] || ww < 0 || ww >= d->in[1])
+							continue;
+						double v = x[(nc * d->in[0] + h) * d->in[1] + ww];
+						m = v > m ? v : m;
+						sum += v;
+						cnt++;
+					}
+				y[(nc * d->out[0] + oh) * d->out[1] + ow] =
+					d->kind == RT_POOL_MAX ? m
+					: d->kind == RT_POOL_AVG_INCL ? sum / (double)(d->k[0] * d->k[1]) : sum / (double)cnt;
+			}
+}
+
+static void run_pool(rt_ctx *ctx, rt_pool_desc d, const char *name)
+{
+	const size_t ssz = (size_t)(d.n * d.c * d.in[0] * d.in[1]), dsz = (size_t)(d.n * d.c * d.out[0] * d.out[1]);
+	const int64_t sdims[4] = {d.n, d.c, d.in[0], d.in[1]}, ddims[4] = {d.n, d.c, d.out[0], d.out[1]};
+	float *x = rnd(ssz), *xin = malloc(ssz * sizeof(float)), *dst = malloc(dsz * sizeof(float));
+	float *got = malloc(dsz * sizeof(float));
+	double *want = malloc(dsz * sizeof(double));
+	assert_true(xin && dst && got && want);
+	ref_pool(&d, x, want);
+	for (int lay = 0; lay < 4; ++lay) {
+		char err[512] = "", nm[160];
+		d.src_nhwc = lay & 1, d.dst_nhwc = lay >> 1;
+		snprintf(nm, sizeof nm, "%s src %s dst %s", name, d.src_nhwc ? "nhwc" : "nchw", d.dst_nhwc ? "nhwc" : "nchw");
+		rt_pool *p = NULL;
+		if (rt_pool_create(ctx, &d, &p, err, sizeof err))
+			fail_msg("%s: rt_pool_create: %s", nm, err);
+		if (d.src_nhwc)
+			to_cl(x, xin, 4, sdims);
+		else
+			memcpy(xin, x, ssz * sizeof(float));
+		for (size_t i = 0; i < dsz; ++i)
+			dst[i] = NAN;
+		if (rt_pool_run(p, xin, dst, err, sizeof err))
+			fail_msg("%s: rt_pool_run: %s", nm, err);
+		if (d.dst_nhwc)
+			from_cl(dst, got, 4, ddims);
+		else
+			memcpy(got, dst, dsz * sizeof(float));
+		check_close(nm, got, want, dsz);
+		rt_pool_destroy(p);
+	}
+	free(x);
+	free(xin);
+	free(dst);
+	free(got);
+	free(want);
+}
+
+static rt_pool_desc pdesc(enum rt_pool_kind kind, int64_t n, int64_t c, int64_t in, int64_t k, int64_t s, int64_t pl,
+			  int64_t pr, int64_t dil)
+{
+	rt_pool_desc d;
+	memset(&d, 0, sizeof d);
+	d.kind = kind, d.n = n, d.c = c;
+	for (int i = 0; i < 2; ++i) {
+		d.in[i] = in, d.k[i] = k, d.stride[i] = s, d.pad_l[i] = pl, d.pad_r[i] = pr, d.dil[i] = dil;
+		d.out[i] = (in + pl + pr - dil * (k - 1) - 1) / s + 1;
+	}
+	return d;
+}
+
+static void test_pool(void **state)
+{
+	rt_ctx *ctx = *state;
+	run_pool(ctx, pdesc(RT_POOL_MAX, 2, 16, 13, 3, 2, 1, 1, 1), "max 3x3 s2 p1");
+	run_pool(ctx, pdesc(RT_POOL_MAX, 1, 24, 14, 3, 2, 1, 2, 1), "max ceil overhang");
+	run_pool(ctx, pdesc(RT_POOL_MAX, 1, 8, 11, 2, 1, 1, 1, 2), "max dilated");
+	run_pool(ctx, pdesc(RT_POOL_AVG_INCL, 2, 16, 9, 3, 2, 1, 1, 1), "avg incl pad");
+	run_pool(ctx, pdesc(RT_POOL_AVG_EXCL, 1, 16, 14, 3, 2, 1, 2, 1), "avg excl ceil");
+	run_pool(ctx, pdesc(RT_POOL_AVG_EXCL, 1, 32, 8, 2, 2, 0, 0, 1), "avg 2x2");
+	run_pool(ctx, pdesc(RT_POOL_AVG_EXCL, 3, 40, 7, 7, 7, 0, 0, 1), "global avg");
+	/* bad windows are refused with a message, never crash */
+	char err[256] = "";
+	rt_pool *p = NULL;
+	rt_pool_desc d = pdesc(RT_POOL_MAX, 1, 4, 8, 3, 2, 1, 1, 1);
+	d.out[0] = 9;
+	assert_int_equal(rt_pool_create(ctx, &d, &p, err, sizeof err), RT_EINVAL);
+	assert_non_null(strstr(err, "out is 9"));
+	d = pdesc(RT_POOL_MAX, 1, 4, 8, 3, 2, 3, 3, 1);
+	assert_int_equal(rt_pool_create(ctx, &d, &p, err, sizeof err), RT_EINVAL);
+	assert_null(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1064,6 +1214,8 @@ int main(void)
 		cmocka_unit_test(test_matmul_post),
 		cmocka_unit_test(test_threads_same_result),
 		cmocka_unit_test(test_invalid),
+		cmocka_unit_test(test_conv_winograd),
+		cmocka_unit_test(test_pool),
 	};
 	return cmocka_run_group_tests_name("dnnl_rt", tests, setup, teardown);
 }

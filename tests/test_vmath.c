@@ -23,13 +23,14 @@
 
 static double ref_exp(double x) { return exp(x); }
 static double ref_sigmoid(double x) { return 1 / (1 + exp(-x)); }
+static double ref_gelu(double x) { return 0.5 * x * erfc(-x * M_SQRT1_2); }
 
 static const struct {
 	const char *name;
 	double (*ref)(double);
 	double bound; /* ulp, as documented in vmath.h */
 } funcs[] = {
-	{"exp", ref_exp, 1}, {"log", log, 1}, {"tanh", tanh, 1.5}, {"erf", erf, 3}, {"sigmoid", ref_sigmoid, 2.5},
+	{"exp", ref_exp, 1}, {"log", log, 1}, {"tanh", tanh, 1.5}, {"erf", erf, 3}, {"sigmoid", ref_sigmoid, 2.5}, {"gelu", ref_gelu, 11},
 };
 
 static const char harness[] =
@@ -38,7 +39,7 @@ static const char harness[] =
 	"#else\n#define W 1\n#define F(n) coil_##n##1\ntypedef coil_v1f V;\n#endif\n"
 	"#define E __attribute__((visibility(\"default\")))\n#define T(n) E void t_##n(const float *x, float *y, long cnt) { for (long i = 0; i < cnt; i += W) "
 	"{ V v; memcpy(&v, x + i, sizeof v); v = F(n)(v); memcpy(y + i, &v, sizeof v); } }\n"
-	"T(exp) T(log) T(tanh) T(erf) T(sigmoid)\nE int t_width(void) { return W; }\n";
+	"T(exp) T(log) T(tanh) T(erf) T(sigmoid) T(gelu)\nE int t_width(void) { return W; }\n";
 
 /* Error of got in ulps of the correctly rounded ref (2^-149 below 2^-126). */
 static double ulp_err(float got, double ref)
@@ -70,7 +71,8 @@ static void test_vmath_bounds(void **state)
 		memcpy(&x[k++], &b, 4);
 	}
 	static const float special[] = {0, -0.0f, INFINITY, -INFINITY, NAN, 1, -1, 88.72f, 88.73f, -103.97f, -87.5f,
-					0.625f, -0.625f, 1.0f, 3.92f, -3.92f, 1e-40f, -1e-40f, 1.17549435e-38f};
+					0.625f, -0.625f, 1.0f, 3.92f, -3.92f, 1e-40f, -1e-40f, 1.17549435e-38f,
+					-13.1209393f, 14.85f, -14.85f, -20.0f, 1e30f, -1e30f};
 	for (size_t i = 0; i < sizeof special / sizeof *special; i++)
 		x[k++] = special[i];
 	while (k % 16)

@@ -15,7 +15,8 @@ CLI (run with Debian's /usr/bin/python3, where torch lives):
                                 [--no-coil-check]
     torchvision weights are random (seeded; no downloads); BatchNorm running stats and
     all-zero weight matrices (ViT's head) are randomized too so outputs are not trivial.
-    MODEL: torchvision:<name> | transformer:<layers> | mlp
+    MODEL: torchvision:<name> (classification or segmentation, e.g. lraspp_mobilenet_v3_large)
+           | transformer:<layers> | mlp
 
 Tracing: module.eval(); functorch functionalize(remove="mutations") + make_fx, with grad mode
 on and float params requiring grad, so PyTorch's fused inference fast paths
@@ -1148,9 +1149,12 @@ def make_model(spec, batch=1, seed=0, size=224, d_model=64, seq=16, nhead=4, ff=
         import torchvision
         name = spec.split(":", 1)[1]
         ctor = getattr(torchvision.models, name, None)
+        kw = {"weights": None}
+        if ctor is None or not callable(ctor):  # segmentation models live in their own module
+            ctor = getattr(torchvision.models.segmentation, name, None)
+            kw["weights_backbone"] = None  # else the backbone's pretrained weights are fetched
         if ctor is None or not callable(ctor):
             raise ExportError("unknown torchvision model %r" % name)
-        kw = {"weights": None}
         if name in ("inception_v3", "googlenet"):
             kw["aux_logits"] = False
             kw["init_weights"] = True

@@ -12,6 +12,7 @@
  *   rt_matmul  post-ops, resp. one (batched) matrix product; built once at
  *              load time (primitive created, constant weights reordered into
  *              the layout the primitive prefers), run many times.
+ *   rt_pool    one 2-d max or average pooling.
  *
  * Errors
  *   Every function that can fail returns 0 on success or a negative RT_E*
@@ -43,6 +44,11 @@
  *              [m, n] (broadcast over batches)
  *
  * Shapes are fixed at create time; a new shape needs a new object.
+ *
+ * Winograd: dense 3x3 stride-1 2-d convs without binary post-ops run
+ * oneDNN's Winograd kernels when it has them for the shape (their blocked
+ * layout is reordered from and to the caller's; see rt_conv_impl), unless
+ * the path is RT_PATH_DIRECT or RT_WINOGRAD=0 is in the environment.
  *
  * Post-ops (applied in order to the result, after bias)
  *   Elementwise kinds take parameters a, b as noted on the enum.
@@ -220,6 +226,38 @@ RT_API void rt_matmul_destroy(rt_matmul *mm);
 /* Bytes of context workspace (oneDNN scratchpad) this matmul uses. */
 RT_API size_t rt_matmul_scratch_bytes(const rt_matmul *mm);
 RT_API const char *rt_matmul_impl(const rt_matmul *mm);
+
+/* 2-d pooling, for the boundaries and insides of NHWC conv chains (a max
+ * pool after a stem conv, a global average pool before a classifier).
+ *   RT_POOL_MAX       max over the window; padding never wins
+ *   RT_POOL_AVG_INCL  sum / (k[0]*k[1]): padding counts (PyTorch's
+ *                     count_include_pad=True when no window reaches past
+ *                     in + pad, i.e. no ceil_mode overhang)
+ *   RT_POOL_AVG_EXCL  sum / (elements inside the input)
+ * Padding as for convs: pad_r may exceed pad_l (ceil_mode); out[] must
+ * satisfy out = (in + pad_l + pad_r - dil*(k-1) - 1) / stride + 1 (checked).
+ * src and dst are NCHW, or NHWC where src_nhwc / dst_nhwc say so; the
+ * primitive runs NHWC when either side is, the other side is reordered in
+ * the context's workspace. */
+enum rt_pool_kind { RT_POOL_MAX, RT_POOL_AVG_INCL, RT_POOL_AVG_EXCL };
+
+typedef struct rt_pool rt_pool;
+
+typedef struct rt_pool_desc {
+	enum rt_dtype dtype; /* RT_F32 */
+	enum rt_pool_kind kind;
+	int64_t n, c;
+	int64_t in[2], out[2], k[2], stride[2], pad_l[2], pad_r[2], dil[2]; /* dil 0 taken as 1 */
+	int src_nhwc, dst_nhwc;
+} rt_pool_desc;
+
+RT_API int rt_pool_create(rt_ctx *ctx, const rt_pool_desc *d, rt_pool **out, char *err,
+			  size_t errlen);
+/* dst = pool(src).  src and dst must not overlap. */
+RT_API int rt_pool_run(rt_pool *p, const float *src, float *dst, char *err, size_t errlen);
+RT_API void rt_pool_destroy(rt_pool *p);
+RT_API size_t rt_pool_scratch_bytes(const rt_pool *p);
+RT_API const char *rt_pool_impl(const rt_pool *p);
 
 #ifdef __cplusplus
 }

@@ -1,11 +1,14 @@
 """Exported real models through coil's code generator versus the interpreter and PyTorch eager.
 
 Each model is exported with client/python/coil_export.py at a small image size (plus
-a module of extern-kernel ops: pooling variants, roll, convolutions, NaN inputs), then
+a module of extern-kernel ops: pooling variants, roll, convolutions, bilinear and nearest
+upsampling, NaN inputs), then
   * `coil check` compiles it and compares the compiled outputs with the interpreter's;
   * `coil run` compiles (a cache hit by then) and runs it, and its outputs (output0..)
     are compared with the eager outputs the exporter saved: max abs error <= 1e-4
     relative to the output's scale (max |eager|); NaN where eager has NaN.
+Then torchvision's lraspp_mobilenet_v3_large (random weights, 1x3x224x224) goes through
+coil.compile and must match eager within 1e-3 of max |eager|.
 A private cache directory keeps the user's cache untouched.
 
 Run: COIL=build/coil PYTHONPATH=client/python /usr/bin/python3 tests/py/test_compiled_models.py
@@ -31,7 +34,12 @@ MODELS = [
     ("torchvision:mobilenet_v2", ["--size", "64"]),
     # symbolic batch through convolution, pooling and linear layers (run at batch 2)
     ("torchvision:resnet18", ["--size", "32", "--batch", "2", "--dynamic-batch"]),
+    # segmentation: bilinear upsampling back to the image size, symbolic batch
+    ("torchvision:lraspp_mobilenet_v3_large", ["--size", "64", "--batch", "2", "--dynamic-batch"]),
 ]
+# through coil.compile at full size: |compiled - eager| <= SEG_TOL * max |eager|
+SEG_MODELS = ["lraspp_mobilenet_v3_large"]
+SEG_TOL = 1e-3
 
 
 def run(cmd, env=None):
@@ -83,7 +91,13 @@ def export_ops(d):
                     F.adaptive_avg_pool2d(x, (4, 5)), F.adaptive_avg_pool2d(x, 1),
                     torch.roll(x, (1, -2), (1, 3)), torch.roll(x, 5),
                     self.c1(x), self.dw(x), self.pw(x), self.ct(x), self.c1d(x.flatten(2)),
-                    self.ct1d(x.flatten(2)), self.c3d(x.unsqueeze(1)))
+                    self.ct1d(x.flatten(2)), self.c3d(x.unsqueeze(1)),
+                    F.interpolate(x, size=(13, 7), mode="bilinear", align_corners=False),
+                    F.interpolate(x, size=(4, 20), mode="bilinear", align_corners=True),
+                    F.interpolate(x, scale_factor=1.7, mode="bilinear", align_corners=True),
+                    F.interpolate(x, scale_factor=(0.5, 2.5), mode="bilinear", align_corners=False),
+                    F.interpolate(x, size=(4, 20), mode="nearest"),
+                    F.interpolate(x, scale_factor=(1.5, 0.7), mode="nearest"))
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 4, 9, 11, generator=g)
@@ -92,6 +106,36 @@ def export_ops(d):
     y[0, 1, 0, 0] = float("inf")
     y[0, 0, 4, 5] = -float("inf")
     coil_export.export(Ops(), (x, y), d, input_names=["x", "y"], coil=COIL)
+
+
+def compile_segmentation(t, cache):
+    """torchvision segmentation models (random weights) at 1x3x224x224 through coil.compile."""
+    import time
+    import torch
+    import torchvision
+    import coil
+    for name in SEG_MODELS:
+        torch.manual_seed(0)
+        m = getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None).eval()
+        x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))
+        t0 = time.perf_counter()
+        try:
+            f = coil.compile(m, (x,), cache_dir=cache, coil=COIL)
+        except coil.CoilError as e:
+            t.ok(False, "coil.compile %s" % name, "%s: %s" % (type(e).__name__, e))
+            continue
+        dt = time.perf_counter() - t0
+        with torch.no_grad():
+            want = m(x)
+        got = f(x)
+        if not t.ok(isinstance(got, dict) and sorted(got) == sorted(want), "coil.compile %s: same outputs" % name,
+                    "%r vs %r" % (sorted(got) if isinstance(got, dict) else type(got), sorted(want))):
+            continue
+        for k in sorted(want):
+            same_shape = tuple(want[k].shape) == tuple(got[k].shape)
+            err = rel_err(want[k], got[k]) if same_shape else float("inf")
+            t.ok(err <= SEG_TOL, "coil.compile %s[%r] 224px matches eager (rel err %.2e, %.1f s)" % (name, k, err, dt),
+                 "shapes %s vs %s" % (tuple(want[k].shape), tuple(got[k].shape)))
 
 
 def main():
@@ -133,6 +177,7 @@ def main():
                     err = rel_err(want[k], got[k]) if same_shape else float("inf")
                     t.ok(err <= 1e-4, "%s %s compiled matches eager (rel err %.2e)" % (tname, k, err),
                          "shapes %s vs %s" % (tuple(want[k].shape), tuple(got[k].shape)))
+        t.run("coil.compile segmentation", compile_segmentation, t, os.path.join(tmp, "cache"))
     t.done()
 
 

@@ -616,6 +616,82 @@ def pool_cases():
     case(op, R(1, 2, 7, 7, dt=f64), [3, 2])
 
 
+def upsample_cases():
+    x = R(2, 3, 5, 7)
+    # two channels: eager takes its channels-last kernel for C == 1, which mixes the four
+    # corners in one sum and so spreads inf and nan differently
+    nan = T([[[[1.0, float("nan"), 2.0], [float("inf"), 0.5, -1.0]], [[-float("inf"), 1.0, 2.0], [3.0, 4.0, 5.0]]]])
+    for ac in (False, True):
+        op = "aten.upsample_bilinear2d.vec"
+        pre = "upsample_bilinear2d.vec align_corners=%s " % ac
+        case(op, x, [10, 14], ac, None, name=pre + "upscale x2 (output_size)")
+        case(op, x, [3, 4], ac, None, name=pre + "downscale (output_size)")
+        case(op, x, [7, 11], ac, None, name=pre + "non-integer ratio (output_size)")
+        case(op, x, [5, 16], ac, None, name=pre + "H same, W up")
+        case(op, x, None, ac, [2.0, 2.0], name=pre + "scale_factors 2")
+        case(op, x, None, ac, [0.5, 0.75], name=pre + "scale_factors 0.5, 0.75")
+        case(op, x, None, ac, [1.7, 2.3], name=pre + "scale_factors 1.7, 2.3")
+        case(op, x, None, ac, [1.1, 1.1], name=pre + "scale_factors 1.1 (same size: a copy)")
+        case(op, R(1, 4, 9, 13), None, ac, [0.37, 3.3], name=pre + "scale_factors 0.37, 3.3")
+        case(op, R(1, 2, 1, 1), [4, 5], ac, None, name=pre + "from 1x1")
+        case(op, R(1, 2, 6, 5), [1, 1], ac, None, name=pre + "to 1x1")
+        case(op, R(1, 2, 1, 7), [3, 1], ac, None, name=pre + "size-1 dims")
+        case(op, R(1, 2, 1, 7), None, ac, [4.0, 0.2], name=pre + "size-1 dims (scale_factors)")
+        case(op, R(2, 3, 6, 6, dt=f64), [11, 4], ac, None, name=pre + "f64")
+        case(op, R(2, 3, 6, 6, dt=f64), None, ac, [1.3, 0.6], name=pre + "f64 scale_factors")
+        case(op, R(1, 2, 4, 5, dt=bf16), [7, 9], ac, None, tolx=2, name=pre + "bf16")
+        case(op, nan, [4, 5], ac, None, name=pre + "nan and inf")
+        case(op, Sym(x, ["n", 3, 5, 7]), [9, 12], ac, None, name=pre + "symbolic batch")
+        case(op, Sym(x, ["n", "c", 5, 7]), None, ac, [1.5, 2.5], name=pre + "symbolic batch, channels")
+        op = "aten.upsample_bilinear2d"
+        pre = "upsample_bilinear2d align_corners=%s " % ac
+        case(op, x, [10, 14], ac, name=pre + "upscale x2")
+        case(op, x, [4, 3], ac, name=pre + "downscale")
+        case(op, x, [8, 9], ac, 1.7, 1.3, name=pre + "scales_h, scales_w")
+        case(op, x, [8, 9], ac, None, 1.3, name=pre + "scales_w only")
+        case(op, x, [5, 9], ac, 1.2, -1.0, name=pre + "same H with a scale, scales_w -1 (sizes used)")
+        case(op, Sym(x, ["n", 3, 5, 7]), [6, 15], ac, name=pre + "symbolic batch")
+    op = "aten.upsample_bilinear2d.vec"
+    case(op, x, [10, 14], False, [2.0, 2.0], expect_error=True, name="upsample_bilinear2d.vec size and scales")
+    case(op, x, None, False, None, expect_error=True, name="upsample_bilinear2d.vec neither size nor scales")
+    case(op, x, [0, 3], False, None, expect_error=True, name="upsample_bilinear2d.vec output size 0")
+    case(op, x, None, False, [0.1, 1.0], expect_error=True, name="upsample_bilinear2d.vec scale to size 0")
+    case(op, x, [3], False, None, expect_error=True, name="upsample_bilinear2d.vec one output size")
+    case(op, R(3, 5, 7), [4, 4], False, None, expect_error=True, name="upsample_bilinear2d.vec rank 3")
+    case(op, R(2, 3, 4, 5, dt=i64), [4, 4], False, None, expect_error=True, name="upsample_bilinear2d.vec i64")
+    for op in ("aten.upsample_nearest2d.vec", "aten.upsample_nearest2d"):
+        vec = op.endswith(".vec")
+        pre = op[5:] + " "
+        if vec:
+            case(op, x, [10, 14], None, name=pre + "upscale x2 (output_size)")
+            case(op, x, [3, 4], None, name=pre + "downscale (output_size)")
+            case(op, x, [7, 11], None, name=pre + "non-integer ratio (output_size)")
+            case(op, x, None, [2.0, 3.0], name=pre + "scale_factors 2, 3")
+            case(op, x, None, [0.5, 0.75], name=pre + "scale_factors 0.5, 0.75")
+            case(op, x, None, [1.7, 2.3], name=pre + "scale_factors 1.7, 2.3")
+            case(op, x, None, [1.1, 1.1], name=pre + "scale_factors 1.1 (same size, not a copy)")
+            case(op, R(1, 4, 9, 13), None, [0.37, 3.3], name=pre + "scale_factors 0.37, 3.3")
+            case(op, R(1, 2, 1, 1), [4, 5], None, name=pre + "from 1x1")
+            case(op, R(1, 2, 6, 5), [1, 1], None, name=pre + "to 1x1")
+            case(op, R(1, 2, 1, 7), None, [4.0, 0.2], name=pre + "size-1 dims (scale_factors)")
+            case(op, R(2, 3, 6, 6, dt=f64), None, [1.3, 0.6], name=pre + "f64")
+            case(op, R(2, 3, 4, 5, dt=u8), [7, 9], None, name=pre + "u8")
+            case(op, R(1, 2, 4, 5, dt=bf16), [7, 9], None, name=pre + "bf16")
+            case(op, nan, None, [2.0, 1.5], name=pre + "nan and inf")
+            case(op, Sym(x, ["n", 3, 5, 7]), [9, 12], None, name=pre + "symbolic batch")
+            case(op, Sym(x, ["n", "c", 5, 7]), None, [1.5, 2.5], name=pre + "symbolic batch, channels")
+            case(op, x, [10, 14], [2.0, 2.0], expect_error=True, name=pre + "size and scales")
+            case(op, x, None, None, expect_error=True, name=pre + "neither size nor scales")
+            case(op, R(2, 3, 4, 5, dt=i64), [4, 4], None, expect_error=True, name=pre + "i64")
+        else:
+            case(op, x, [10, 14], name=pre + "upscale x2")
+            case(op, x, [4, 3], name=pre + "downscale")
+            case(op, x, [8, 9], 1.7, 1.3, name=pre + "scales_h, scales_w")
+            case(op, x, [10, 21], None, 3.0, name=pre + "scales_w only")
+            case(op, R(1, 2, 1, 1), [3, 2], name=pre + "from 1x1")
+            case(op, Sym(x, ["n", 3, 5, 7]), [6, 15], name=pre + "symbolic batch")
+
+
 UNARY = {  # op: (lo, hi) for random inputs
     "relu": None, "gelu": None, "silu": None, "sigmoid": None, "tanh": None, "hardswish": (-5, 5),
     "hardsigmoid": (-5, 5), "exp": None, "log": (0.01, 5), "log1p": (-0.9, 5), "sqrt": (0, 5),
@@ -1425,6 +1501,7 @@ def all_cases():
     norm_cases()
     softmax_cases()
     pool_cases()
+    upsample_cases()
     unary_cases()
     clamp_pow_cases()
     binary_cases()
