@@ -13,7 +13,13 @@
  *     thread that started it (PR_SET_PDEATHSIG).
  * A compiler that runs away is reported as an error; the caller goes on.
  * The command line holds only fixed flags, the target's flags and paths
- * made here: nothing from the graph. */
+ * made here: nothing from the graph.
+ *
+ * Several translation units (emit_c's split layout) compile to objects in
+ * parallel, each run of the compiler sandboxed as above, then one more run
+ * links them; the wall-clock limit is the whole build's.  The shared object
+ * is made inside the private directory and renamed to its place only when
+ * everything succeeded: a failed or killed build leaves nothing. */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -22,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -154,15 +161,196 @@ static void read_log(const char *log_path, char *log, size_t cap)
 		snprintf(log, cap, "(no output)");
 }
 
-int build_so(const char *src, const char *cc, const char *opt, const char *tflags, int werror, int timeout_s,
-	     const char *out_so, double *secs, coil_err *err)
+int build_cpus(void)
 {
-	char dir[PATH_MAX], c_path[PATH_MAX + 16], log_path[PATH_MAX + 16], out_abs[PATH_MAX + 8], tf[256];
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	if (sched_getaffinity(0, sizeof set, &set) != 0)
+		return 1;
+	int n = CPU_COUNT(&set);
+	return n < 1 ? 1 : n;
+}
+
+/* One run of the compiler. */
+typedef struct job {
+	const char *unit;             /* the file it compiles, NULL: the link */
+	const char *argv[48];
+	char log_path[PATH_MAX + 32];
+	char obj[PATH_MAX + 32];
+	size_t cost;                  /* for the order of starting */
+	int light;                    /* -O1 (unless -O0) */
+	pid_t pid;                    /* 0: not started, -1: finished */
+	int status;
+} job;
+
+static int start(job *j, const char *exe, char *const *envp, const char *dir, int limit_s)
+{
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0)
+		child(exe, (char *const *)j->argv, envp, dir, j->log_path, limit_s, parent);
+	setpgid(pid, pid); /* also here: no killpg may miss the group */
+	j->pid = pid;
+	return 0;
+}
+
+static void kill_job(job *j)
+{
+	if (j->pid <= 0)
+		return;
+	kill(-j->pid, SIGKILL);
+	kill(j->pid, SIGKILL);
+	while (waitpid(j->pid, &j->status, 0) < 0 && errno == EINTR)
+		;
+	j->pid = -1;
+}
+
+/* The error for a job that did not succeed. */
+static int job_error(const job *j, const char *name, const char *exe, int many, coil_err *err)
+{
+	char log[300], on[PATH_MAX + 16] = "";
+	read_log(j->log_path, log, sizeof log);
+	if (many)
+		snprintf(on, sizeof on, " on %s", j->unit ? j->unit : "the link");
+	int status = j->status;
+	if (WIFSIGNALED(status)) {
+		int sig = WTERMSIG(status);
+		const char *why = sig == SIGXCPU  ? " (CPU time limit)"
+				  : sig == SIGXFSZ ? " (file size limit)"
+				  : sig == SIGKILL ? " (killed; CPU time or memory limit?)"
+						   : "";
+		return coil_errf(err, "build: %s died of signal %d%s%s: %s", name, sig, why, on, log);
+	}
+	if (WEXITSTATUS(status) == 126)
+		return coil_errf(err, "build: cannot set up the sandbox for %s", name);
+	if (WEXITSTATUS(status) == 127)
+		return coil_errf(err, "build: cannot run %s (%s)", name, exe);
+	return coil_errf(err, "build: %s failed (status %d)%s: %s", name, WEXITSTATUS(status), on, log);
+}
+
+/* Runs jobs[0..n) (at most par at once, by cost, largest first), then
+ * link when given; stops at the first failure, killing the rest. */
+static int run_jobs(job *jobs, int n, job *link, int par, const char *name, const char *exe, char *const *envp,
+		    const char *dir, int limit_s, double t0, coil_err *err)
+{
+	int running = 0, left = n, failed = -1, timed_out = 0, linking = 0;
+	long nap_us = 1000;
+	for (;;) {
+		/* start what may start */
+		while (failed < 0 && !linking && running < par) {
+			int best = -1;
+			for (int i = 0; i < n; i++)
+				if (jobs[i].pid == 0 && (best < 0 || jobs[i].cost > jobs[best].cost))
+					best = i;
+			if (best < 0)
+				break;
+			if (start(&jobs[best], exe, envp, dir, limit_s) != 0) {
+				int e = errno;
+				for (int i = 0; i < n; i++)
+					kill_job(&jobs[i]);
+				return coil_errf(err, "build: cannot start %s: fork: %s", name, strerror(e));
+			}
+			running++;
+		}
+		if (failed < 0 && !left && link && !linking) {
+			if (start(link, exe, envp, dir, limit_s) != 0) {
+				int e = errno;
+				return coil_errf(err, "build: cannot start %s: fork: %s", name, strerror(e));
+			}
+			linking = 1;
+			running++;
+		}
+		if (!running)
+			break;
+		/* reap */
+		int any = 0;
+		for (int i = 0; i < n + 1; i++) {
+			job *j = i < n ? &jobs[i] : link;
+			if (!j || j->pid <= 0)
+				continue;
+			int st;
+			pid_t r = waitpid(j->pid, &st, WNOHANG);
+			if (r == j->pid || (r < 0 && errno != EINTR)) {
+				kill(-j->pid, SIGKILL); /* whatever the compiler left running in its group */
+				j->status = r == j->pid ? st : (1 << 8);
+				j->pid = -1;
+				running--;
+				any = 1;
+				if (i < n)
+					left--;
+				if (failed < 0 && (!WIFEXITED(j->status) || WEXITSTATUS(j->status)))
+					failed = i;
+			}
+		}
+		if (failed >= 0) {
+			for (int i = 0; i < n; i++)
+				kill_job(&jobs[i]);
+			break;
+		}
+		if (now() - t0 > limit_s) {
+			for (int i = 0; i < n; i++)
+				kill_job(&jobs[i]);
+			if (link)
+				kill_job(link);
+			timed_out = 1;
+			break;
+		}
+		if (any) {
+			nap_us = 1000;
+		} else {
+			struct timespec ts = {0, nap_us * 1000};
+			nanosleep(&ts, NULL);
+			if (nap_us < 20000)
+				nap_us += nap_us / 2;
+		}
+	}
+	if (timed_out)
+		return coil_errf(err, "build: %s ran longer than the limit of %d s and was killed", name, limit_s);
+	if (failed >= 0)
+		return job_error(failed < n ? &jobs[failed] : link, name, exe, n > 1 || link != NULL, err);
+	return 0;
+}
+
+static int write_text(const char *dir, const char *name, const char *text)
+{
+	char path[PATH_MAX + 64];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	FILE *f = fopen(path, "w");
+	int bad = !f || fputs(text, f) < 0;
+	if (f && fclose(f) != 0)
+		bad = 1;
+	return bad ? -1 : 0;
+}
+
+/* A file name emit_c made: letters, digits, '.', '_' and '-', no slash. */
+static int plain_name(const char *s)
+{
+	if (!s || !*s || *s == '.' || strlen(s) > 64)
+		return 0;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '.' ||
+		      *s == '_' || *s == '-'))
+			return 0;
+	return 1;
+}
+
+int build_files(const codegen_src *src, const char *cc, const char *opt, const char *tflags, int werror,
+		int timeout_s, int jobs, const char *out_so, double *secs, coil_err *err)
+{
+	char dir[PATH_MAX], out_abs[PATH_MAX + 8], tmp_so[PATH_MAX + 16], tf[256];
 	char exe[PATH_MAX], env_tmp[PATH_MAX + 16], env_home[PATH_MAX + 16];
 	const char *name = cc ? cc : "cc";
 	*secs = 0;
 	if (!out_so || !*out_so)
 		return coil_errf(err, "build: no output path");
+	if (!src || src->n < 1 || src->n > CODEGEN_MAX_FILES)
+		return coil_errf(err, "build: no source");
+	for (int i = 0; i < src->n; i++)
+		if (!plain_name(src->name[i]) || !src->text[i] || !strcmp(src->name[i], "dnnl_rt.c") ||
+		    !strcmp(src->name[i], "dnnl_rt.h"))
+			return coil_errf(err, "build: bad source file name");
 	if (resolve_cc(name, exe, sizeof exe) != 0)
 		return coil_errf(err, "build: compiler '%s' not found", name);
 	/* The private directory sits beside the output (inside the cache's tmp/
@@ -175,111 +363,116 @@ int build_so(const char *src, const char *cc, const char *opt, const char *tflag
 	strcat(dir, "/.coil-cc-XXXXXX");
 	if (!mkdtemp(dir))
 		return coil_errf(err, "build: cannot make a private directory beside %s: %s", out_so, strerror(errno));
-	snprintf(c_path, sizeof c_path, "%s/model.c", dir);
-	snprintf(log_path, sizeof log_path, "%s/cc.log", dir);
+	snprintf(tmp_so, sizeof tmp_so, "%s/model.so", dir);
 	snprintf(env_tmp, sizeof env_tmp, "TMPDIR=%s", dir);
 	snprintf(env_home, sizeof env_home, "HOME=%s", dir);
 	char *const envp[] = {"PATH=" BUILD_PATH, "LC_ALL=C", env_tmp, env_home, NULL};
-	FILE *f = fopen(c_path, "w");
-	int bad = !f || fputs(src, f) < 0;
-	if (f && fclose(f) != 0)
-		bad = 1;
-	if (bad) {
-		rm_tree(dir);
-		return coil_errf(err, "build: cannot write %s", c_path);
-	}
-	/* the oneDNN runtime's source, which model.c includes when it uses it */
+	for (int i = 0; i < src->n; i++)
+		if (write_text(dir, src->name[i], src->text[i]) != 0) {
+			rm_tree(dir);
+			return coil_errf(err, "build: cannot write %s/%s", dir, src->name[i]);
+		}
+	/* the oneDNN runtime's source: model.c includes it, or it is a unit */
 	if (dn_write_rt_source(dir) != 0) {
 		rm_tree(dir);
 		return coil_errf(err, "build: cannot write the oneDNN runtime's source into %s", dir);
 	}
-	/* argv: cc opt -std=c11 -fPIC -shared -fopenmp ... <target flags> [-W...] -o out model.c -lm */
-	const char *argv[40];
-	int n = 0;
-	argv[n++] = name;
-	argv[n++] = opt ? opt : "-O3";
-	argv[n++] = "-std=c11";
-	argv[n++] = "-fPIC";
-	argv[n++] = "-shared";
-	argv[n++] = "-fopenmp";
-	argv[n++] = "-fno-math-errno";
-	argv[n++] = "-fvisibility=hidden";
+	/* the units: every .c, and the runtime */
+	int nu = 0;
+	job *J = calloc(CODEGEN_MAX_FILES + 2, sizeof *J), *L = NULL;
+	if (!J) {
+		rm_tree(dir);
+		return coil_errf(err, "build: out of memory");
+	}
+	for (int i = 0; i <= src->n; i++) {
+		const char *u = i < src->n ? src->name[i] : src->rt_unit ? "dnnl_rt.c" : NULL;
+		size_t len = u ? strlen(u) : 0;
+		if (!u || len < 3 || strcmp(u + len - 2, ".c"))
+			continue;
+		J[nu].unit = u;
+		J[nu].light = i < src->n && src->light[i];
+		J[nu].cost = i < src->n ? strlen(src->text[i]) : (size_t)-1; /* the runtime: the longest */
+		nu++;
+	}
+	if (!nu) {
+		free(J);
+		rm_tree(dir);
+		return coil_errf(err, "build: no translation unit");
+	}
 	snprintf(tf, sizeof tf, "%s", tflags ? tflags : "");
-	for (char *save = NULL, *t = strtok_r(tf, " ", &save); t && n < 24; t = strtok_r(NULL, " ", &save))
-		argv[n++] = t;
-	if (werror) {
-		argv[n++] = "-Wall";
-		argv[n++] = "-Wextra";
-		argv[n++] = "-Werror";
-		argv[n++] = "-Wno-unused-variable";
-		argv[n++] = "-Wno-unused-parameter";
+	const char *tv[24];
+	int ntv = 0;
+	for (char *save = NULL, *t = strtok_r(tf, " ", &save); t && ntv < 16; t = strtok_r(NULL, " ", &save))
+		tv[ntv++] = t;
+	/* argv: cc opt -std=c11 -fPIC [-shared | -c] -fopenmp ... <target flags> [-W...] -o out unit.c [-lm ...] */
+	for (int u = 0; u < nu; u++) {
+		job *j = &J[u];
+		int n = 0;
+		j->argv[n++] = name;
+		j->argv[n++] = j->light && !(opt && !strcmp(opt, "-O0")) ? "-O1" : opt ? opt : "-O3";
+		j->argv[n++] = "-std=c11";
+		j->argv[n++] = "-fPIC";
+		j->argv[n++] = nu == 1 ? "-shared" : "-c";
+		j->argv[n++] = "-fopenmp";
+		j->argv[n++] = "-fno-math-errno";
+		j->argv[n++] = "-fvisibility=hidden";
+		for (int t = 0; t < ntv; t++)
+			j->argv[n++] = tv[t];
+		if (werror) {
+			j->argv[n++] = "-Wall";
+			j->argv[n++] = "-Wextra";
+			j->argv[n++] = "-Werror";
+			j->argv[n++] = "-Wno-unused-variable";
+			j->argv[n++] = "-Wno-unused-parameter";
+		}
+		snprintf(j->obj, sizeof j->obj, "%s/%.*s.o", dir, (int)strlen(j->unit) - 2, j->unit);
+		snprintf(j->log_path, sizeof j->log_path, "%s/%s.log", dir, j->unit);
+		j->argv[n++] = "-o";
+		j->argv[n++] = nu == 1 ? tmp_so : j->obj;
+		j->argv[n++] = j->unit;
+		if (nu == 1) {
+			j->argv[n++] = "-lm";
+			j->argv[n++] = "-Wl,--as-needed"; /* libdnnl only where the rt is used */
+			j->argv[n++] = "-ldnnl";
+		}
+		j->argv[n] = NULL;
 	}
-	argv[n++] = "-o";
-	argv[n++] = out_abs;
-	argv[n++] = c_path;
-	argv[n++] = "-lm";
-	argv[n++] = "-Wl,--as-needed"; /* libdnnl only where the rt is used */
-	argv[n++] = "-ldnnl";
-	argv[n] = NULL;
+	if (nu > 1) {
+		/* the link: cc opt -shared -fopenmp -fPIC -o model.so *.o -lm -Wl,--as-needed -ldnnl */
+		L = &J[nu];
+		int n = 0;
+		L->argv[n++] = name;
+		L->argv[n++] = opt ? opt : "-O3";
+		L->argv[n++] = "-shared";
+		L->argv[n++] = "-fPIC";
+		L->argv[n++] = "-fopenmp";
+		L->argv[n++] = "-o";
+		L->argv[n++] = tmp_so;
+		for (int u = 0; u < nu; u++)
+			L->argv[n++] = J[u].obj;
+		L->argv[n++] = "-lm";
+		L->argv[n++] = "-Wl,--as-needed";
+		L->argv[n++] = "-ldnnl";
+		L->argv[n] = NULL;
+		snprintf(L->log_path, sizeof L->log_path, "%s/link.log", dir);
+	}
 	int limit_s = timeout_s > 0 ? timeout_s : BUILD_DEFAULT_TIMEOUT_S;
-	pid_t parent = getpid();
+	int par = jobs > 0 ? jobs : build_cpus();
+	if (par > BUILD_MAX_JOBS)
+		par = BUILD_MAX_JOBS;
 	double t0 = now();
-	pid_t pid = fork();
-	if (pid < 0) {
-		int e = errno;
-		rm_tree(dir);
-		return coil_errf(err, "build: cannot start %s: fork: %s", name, strerror(e));
-	}
-	if (pid == 0)
-		child(exe, (char *const *)argv, envp, dir, log_path, limit_s, parent);
-	setpgid(pid, pid); /* also here: no killpg may miss the group */
-
-	int status = 0, done = 0, timed_out = 0;
-	long nap_us = 1000;
-	while (!done) {
-		pid_t r = waitpid(pid, &status, WNOHANG);
-		if (r == pid) {
-			done = 1;
-		} else if (r < 0 && errno != EINTR) {
-			break;
-		} else if (now() - t0 > limit_s) {
-			kill(-pid, SIGKILL);
-			kill(pid, SIGKILL);
-			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-				;
-			timed_out = 1;
-			break;
-		} else {
-			struct timespec ts = {0, nap_us * 1000};
-			nanosleep(&ts, NULL);
-			if (nap_us < 20000)
-				nap_us += nap_us / 2;
-		}
-	}
-	kill(-pid, SIGKILL); /* whatever the compiler left running in its group */
+	int rc = run_jobs(J, nu, L, par, name, exe, envp, dir, limit_s, t0, err);
 	*secs = now() - t0;
-	if (timed_out) {
-		rm_tree(dir);
-		return coil_errf(err, "build: %s ran longer than the limit of %d s and was killed", name, limit_s);
-	}
-	if (!done || !WIFEXITED(status) || WEXITSTATUS(status)) {
-		char log[300];
-		read_log(log_path, log, sizeof log);
-		rm_tree(dir);
-		if (done && WIFSIGNALED(status)) {
-			int sig = WTERMSIG(status);
-			const char *why = sig == SIGXCPU  ? " (CPU time limit)"
-					  : sig == SIGXFSZ ? " (file size limit)"
-					  : sig == SIGKILL ? " (killed; CPU time or memory limit?)"
-							   : "";
-			return coil_errf(err, "build: %s died of signal %d%s: %s", name, sig, why, log);
-		}
-		if (done && WEXITSTATUS(status) == 126)
-			return coil_errf(err, "build: cannot set up the sandbox for %s", name);
-		if (done && WEXITSTATUS(status) == 127)
-			return coil_errf(err, "build: cannot run %s (%s)", name, exe);
-		return coil_errf(err, "build: %s failed (status %d): %s", name, done ? WEXITSTATUS(status) : -1, log);
-	}
+	if (!rc && rename(tmp_so, out_abs) != 0)
+		rc = coil_errf(err, "build: %s made no shared object (%s)", name, strerror(errno));
+	free(J);
 	rm_tree(dir);
-	return 0;
+	return rc;
+}
+
+int build_so(const char *src, const char *cc, const char *opt, const char *tflags, int werror, int timeout_s,
+	     const char *out_so, double *secs, coil_err *err)
+{
+	codegen_src one = {.n = 1, .name = {"model.c"}, .text = {(char *)src}};
+	return build_files(&one, cc, opt, tflags, werror, timeout_s, 1, out_so, secs, err);
 }

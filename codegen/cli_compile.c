@@ -28,7 +28,7 @@ int codegen_cli(int argc, char **argv)
 			return fprintf(stderr, "coil: compile: too many arguments\n"), 2;
 	}
 	if (!path)
-		return fprintf(stderr, "coil: usage: coil compile GRAPH.json [--target T] [-o m.so] [--dump-after=PASS] [--emit-c F]\n"), 2;
+		return fprintf(stderr, "coil: usage: coil compile GRAPH.json [--target T] [-o m.so] [--dump-after=PASS] [--emit-c F|DIR]\n"), 2;
 	coil_err err = {{0}};
 	coil_graph *g = graph_load_file(path, &err);
 	if (!g)
@@ -41,7 +41,8 @@ int codegen_cli(int argc, char **argv)
 	if (rc)
 		return fprintf(stderr, "coil: compile: %s\n", err.msg), 1;
 	if (out)
-		fprintf(stderr, "coil: wrote %s (%d kernels, target %s, arena %s bytes, cc %.2fs)\n", out, res.nkernels,
-			res.target, res.arena_bytes, res.compile_s);
+		fprintf(stderr, "coil: wrote %s (%d kernels in %d functions, %zu bytes of C in %d unit%s, target %s, arena %s bytes, cc %.2fs)\n",
+			out, res.nkernels, res.nfuncs, res.c_bytes, res.nunits, res.nunits == 1 ? "" : "s", res.target,
+			res.arena_bytes, res.compile_s);
 	return 0;
 }

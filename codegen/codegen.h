@@ -32,12 +32,21 @@ typedef struct codegen_opts {
 	const char *opt;         /* NULL: "-O3" */
 	int timeout_s;           /* compiler timeout; 0: 120 */
 	int werror;              /* build the C with -Wall -Wextra -Werror */
-	const char *keep_c;      /* if set, write the generated C there too */
+	const char *keep_c;      /* if set, write the generated C there too: the files
+	                          * into it when it is a directory, else one after
+	                          * another into one file */
+	int units;               /* translation units: 0 automatic ($COIL_CC_UNITS
+	                          * when set, else by size and CPUs), -1 one file,
+	                          * N > 0 split into up to N (emit.h) */
+	int jobs;                /* compilers at once; 0: the CPUs */
 } codegen_opts;
 
 typedef struct codegen_result {
 	int nkernels;
-	double compile_s;        /* seconds spent in the C compiler */
+	int nfuncs;              /* distinct kernel functions */
+	int nunits;              /* translation units compiled */
+	size_t c_bytes;          /* generated C */
+	double compile_s;        /* seconds spent in the C compiler (the whole build) */
 	char target[32];
 	char arena_bytes[128];   /* expression over s0..s7 */
 } codegen_result;
@@ -45,6 +54,20 @@ typedef struct codegen_result {
 /* Compiles g into the shared object out_so (out_so NULL: stop after emit_c,
  * useful with dump_after).  0 on success, -1 with err. */
 int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, codegen_result *res, coil_err *err);
+
+/* Generated C in files (emit_c's layouts, emit.h): model.c alone, or
+ * model.h, model.c, k1.c, ..; every .c is a translation unit, and with
+ * rt_unit the oneDNN runtime's dnnl_rt.c too (build writes it).  A light
+ * unit holds no hot loops: it is built at -O1 unless opt is -O0. */
+#define CODEGEN_MAX_FILES 16
+typedef struct codegen_src {
+	int n;
+	const char *name[CODEGEN_MAX_FILES];
+	char *text[CODEGEN_MAX_FILES];
+	unsigned char light[CODEGEN_MAX_FILES];
+	int rt_unit;
+	int nkernels, nfuncs;
+} codegen_src;
 
 /* Runs the C compiler cc (NULL: "cc", searched in PATH) on src producing
  * out_so, sandboxed (see build.c): a private temp dir beside out_so, a clean
@@ -58,6 +81,16 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 #define BUILD_NPROC 1024                        /* RLIMIT_NPROC (per user) */
 int build_so(const char *src, const char *cc, const char *opt, const char *tflags, int werror, int timeout_s,
 	     const char *out_so, double *secs, coil_err *err);
+/* The same for files: one unit is compiled and linked in one run of cc;
+ * several are compiled to objects, up to jobs at once (0: one per CPU this
+ * thread may run on, at most BUILD_MAX_JOBS), then linked.  The timeout is
+ * the whole build's; the first unit that fails ends it (the others are
+ * killed) and names its file.  out_so appears only when all went well. */
+#define BUILD_MAX_JOBS 8
+int build_files(const codegen_src *src, const char *cc, const char *opt, const char *tflags, int werror,
+		int timeout_s, int jobs, const char *out_so, double *secs, coil_err *err);
+/* CPUs this thread may run on (sched_getaffinity), at least 1. */
+int build_cpus(void);
 
 /* `coil compile GRAPH.json [--target T] [-o m.so] [--dump-after=PASS] [--emit-c F]`:
  * argv[0] is the first argument after "compile".  Returns the exit status. */

@@ -11,6 +11,7 @@
 
 #include <stdio.h>
 
+#include "codegen/codegen.h"
 #include "codegen/ir.h"
 
 typedef struct emit_errs {
@@ -39,5 +40,24 @@ int vec_width(const vec_isa *isa);
 void vec_prelude(FILE *f);
 const char *vec_vmath_source(void);
 int vec_emit_kernel(coil_ir *ir, const vec_isa *isa, FILE *f, int k, char *used, coil_err *err);
+
+/* The generated C's layout (emit_c.c).  Every kernel renders once into a
+ * canonical text (its buffers are parameters a0, a1, ..); kernels with the
+ * same text share one function kfn<N>, which run calls with each kernel's
+ * buffers.  units 0: one file, model.c, that #includes the oneDNN runtime;
+ * units N > 0: split into model.h (shared declarations), model.c (constants,
+ * create-time code and the ABI: "light", built at -O1) and up to N files
+ * k1.c .. of kernel functions, spread by size, the runtime compiled on its
+ * own; units -1: chosen from the kernels' size and cpus (one file with one
+ * CPU, or when small and without the runtime). */
+#define EMIT_MAX_UNITS 12
+#define EMIT_UNIT_BYTES 150000  /* kernel C per file in the automatic layout, about */
+typedef struct emit_layout {
+	int units;
+	int cpus;
+} emit_layout;
+
+int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_layout *lay, codegen_src *out,
+		coil_err *err);
 
 #endif

@@ -1,7 +1,12 @@
-/* emit_c: renders the scheduled IR as one C file: one function per kernel
- * (a comment names the graph nodes it covers by index and op, never by user
- * name), OpenMP over the outer loop, and the ABI of include/coil/artifact.h.
- * Pointwise primitives render through one table per element type family. */
+/* emit_c: renders the scheduled IR as C: one function per distinct kernel
+ * (kernels whose text is the same but for their buffers share it; a comment
+ * names the graph nodes by index and op, never by user name), OpenMP over
+ * the outer loop, and the ABI of include/coil/artifact.h; in one file or in
+ * several translation units (emit.h).  The kernels folding runs in
+ * coil_model_create (fold.c's create IR) are functions of their own,
+ * fold_kfn<N>, static in the ABI's file.  Pointwise primitives render
+ * through one table per element type family. */
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,6 +24,16 @@ typedef struct memo {
 	char *key, *name;
 } memo;
 
+/* A distinct kernel function: its canonical text is the key. */
+typedef struct kfn {
+	char *key;
+	unsigned long hash;
+	char *proto;  /* "void kfn<N>(...)" */
+	char *text;   /* the definition */
+	size_t size;
+	int file;     /* the file it goes in (split layout) */
+} kfn;
+
 typedef struct ectx {
 	coil_ir *ir;
 	coil_arena *a;
@@ -32,7 +47,14 @@ typedef struct ectx {
 	coil_err *err;
 	int bad;
 	const vec_isa *isa; /* NULL: scalar */
-	char *fold_may_fail; /* per kernel of the create IR (fold.c) */
+	kfn *fn;          /* the distinct kernel functions */
+	int nfn, capfn;
+	int *ht, htcap;   /* canonical text -> function */
+	int *fn_of;       /* per kernel: its function */
+	char **call;      /* per kernel: its call in run */
+	const char *fname;   /* the functions' names: kfn (run), fold_kfn (create) */
+	const char *storage; /* COIL_KFN, or static for create's functions (in model.c) */
+	struct ectx *fold;   /* the create IR's kernels (fold.c), NULL */
 } ectx;
 
 static const char *ctype(coil_dtype t)
@@ -363,9 +385,148 @@ static void emit_reduce(ectx *c, ir_kernel *K)
 	close_loops(c, no);
 }
 
-/* One kernel function; its body is rendered first so that only the buffers
- * it touches are declared. */
-static int emit_kernel(ectx *c, FILE *f, int k)
+/* Local names that carry a node number (reductions' accumulators and
+ * partials, in emit_c and vec.c): renumbered in a kernel's canonical text so
+ * that kernels differing only in the nodes they cover share one function.
+ * A name is <prefix><digits> or <prefix><digits>_<rest>. */
+static const char *const numbered_locals[] = {"acc", "vacc", "pacc", "pn", "pm", "pq", "pt", "wn",
+					      "wm", "wq", "ws", "wmv", "mean", "m", "pos"};
+
+static int is_numbered_local(const char *p, size_t len, size_t *pl, size_t *dl)
+{
+	size_t a = 0, d;
+	while (a < len && p[a] >= 'a' && p[a] <= 'z')
+		a++;
+	if (!a || a == len || !isdigit((unsigned char)p[a]))
+		return 0;
+	for (d = a; d < len && isdigit((unsigned char)p[d]); d++)
+		;
+	if (d < len && p[d] != '_')
+		return 0;
+	for (size_t i = 0; i < sizeof numbered_locals / sizeof *numbered_locals; i++)
+		if (strlen(numbered_locals[i]) == a && !memcmp(numbered_locals[i], p, a)) {
+			*pl = a;
+			*dl = d;
+			return 1;
+		}
+	return 0;
+}
+
+/* The canonical form of a kernel body: the buffers' names (names[0..nn))
+ * become the parameters a0, a1, .. in order of first use (param[i], -1 for a
+ * name the text never uses) and numbered locals are renumbered in order of
+ * first appearance.  Identifiers are rewritten as whole tokens; numbers and
+ * string literals are copied. */
+static char *canonical(ectx *c, const char *body, size_t blen, char **names, int nn, int *param, int *np)
+{
+	char *s = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&s, &len);
+	if (!f)
+		return NULL;
+	const char **num = NULL;
+	size_t *numlen = NULL;
+	int nnum = 0, capnum = 0;
+	for (int i = 0; i < nn; i++)
+		param[i] = -1;
+	*np = 0;
+	const char *p = body, *end = body + blen;
+	while (p < end) {
+		const char *q = p;
+		if (*p == '"' || *p == '\'') {
+			for (q++; q < end && *q != *p; q++)
+				q += *q == '\\' && q + 1 < end;
+			q += q < end;
+		} else if (isdigit((unsigned char)*p)) {
+			while (q < end && (isalnum((unsigned char)*q) || *q == '_' || *q == '.'))
+				q++;
+		} else if (isalpha((unsigned char)*p) || *p == '_') {
+			while (q < end && (isalnum((unsigned char)*q) || *q == '_'))
+				q++;
+			size_t n = (size_t)(q - p), pl, dl;
+			int i = 0;
+			while (i < nn && (strlen(names[i]) != n || memcmp(names[i], p, n)))
+				i++;
+			if (i < nn) {
+				if (param[i] < 0)
+					param[i] = (*np)++;
+				fprintf(f, "a%d", param[i]);
+				p = q;
+				continue;
+			}
+			if (is_numbered_local(p, n, &pl, &dl)) {
+				int j = 0;
+				while (j < nnum && (numlen[j] != dl - pl || memcmp(num[j], p + pl, dl - pl)))
+					j++;
+				if (j == nnum) {
+					if (nnum == capnum) {
+						capnum = capnum ? 2 * capnum : 16;
+						const char **nnm = arena_alloc(c->a, (size_t)capnum * sizeof *nnm);
+						size_t *nl = arena_alloc(c->a, (size_t)capnum * sizeof *nl);
+						if (!nnm || !nl)
+							break;
+						if (nnum) {
+							memcpy(nnm, num, (size_t)nnum * sizeof *nnm);
+							memcpy(nl, numlen, (size_t)nnum * sizeof *nl);
+						}
+						num = nnm;
+						numlen = nl;
+					}
+					num[nnum] = p + pl;
+					numlen[nnum++] = dl - pl;
+				}
+				fprintf(f, "%.*s%d%.*s", (int)pl, p, j, (int)(n - dl), p + dl);
+				p = q;
+				continue;
+			}
+		} else {
+			while (q < end && !isalnum((unsigned char)*q) && *q != '_' && *q != '"' && *q != '\'')
+				q++;
+		}
+		fwrite(p, 1, (size_t)(q - p), f);
+		p = q;
+	}
+	int bad = p < end;
+	if (fclose(f) != 0 || bad) {
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+static unsigned long hash_str(const char *s)
+{
+	unsigned long h = 14695981039346656037ul;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ul;
+	return h;
+}
+
+/* The function of canonical key key: an existing one, or -1 after noting
+ * where a new one goes (*slot). */
+static int fn_find(ectx *c, const char *key, unsigned long h, int *slot)
+{
+	int m = c->htcap - 1, i = (int)(h & (unsigned long)m);
+	while (c->ht[i] >= 0) {
+		kfn *F = &c->fn[c->ht[i]];
+		if (F->hash == h && !strcmp(F->key, key))
+			return c->ht[i];
+		i = (i + 1) & m;
+	}
+	*slot = i;
+	return -1;
+}
+
+static const char *kind_name(const ir_kernel *K)
+{
+	return K->kind == K_POINTWISE ? "pointwise" : K->kind == K_REDUCE ? "reduction" : "extern";
+}
+
+/* One kernel: its body is rendered with the buffers' own names (only those
+ * it touches are parameters), put in canonical form, and looked up among the
+ * functions so far; a new form becomes a new function kfn<N>.  The kernel's
+ * call in run passes its buffers. */
+static int emit_kernel(ectx *c, int k)
 {
 	ir_kernel *K = &c->ir->ks[k];
 	char *body = NULL;
@@ -395,36 +556,121 @@ static int emit_kernel(ectx *c, FILE *f, int k)
 		for (int v = 0; v < c->ir->n; v++)
 			c->used[v] = (char)u[v];
 	}
-	fclose(c->f);
-	fprintf(f, "/* kernel %d (%s): graph nodes", k,
-		K->kind == K_POINTWISE ? "pointwise" : K->kind == K_REDUCE ? "reduction" : "extern");
-	for (int i = 0; i < K->ncover; i++)
-		fprintf(f, " %d:%s", K->cover[i], op_name(c->ir->g->nodes[K->cover[i]].op));
-	fprintf(f, " */\nstatic void kernel%d(const coil_ctx *x)\n{\n", k);
-	for (int s = 0; s < c->ir->g->syms.n; s++)
-		fprintf(f, "\tconst int64_t s%d = x->sym[%d];\n", s, s);
-	fprintf(f, "\tconst int nt = x->nt;\n\t(void)nt;\n");
+	if (fclose(c->f) != 0 || !body) {
+		free(body);
+		return coil_errf(c->err, "out of memory");
+	}
+	if (c->bad) {
+		free(body);
+		return -1;
+	}
+	/* the buffers: names in the body, types, and how run points at them */
+	int nn = 0;
+	for (int v = 0; v < c->ir->n; v++)
+		nn += c->used[v] != 0;
+	char **names = arena_alloc(c->a, (size_t)(nn + 1) * sizeof *names);
+	char **decl = arena_alloc(c->a, (size_t)(nn + 1) * sizeof *decl);
+	char **ptr = arena_alloc(c->a, (size_t)(nn + 1) * sizeof *ptr);
+	int *param = arena_alloc(c->a, (size_t)(nn + 1) * sizeof *param);
+	if (!names || !decl || !ptr || !param) {
+		free(body);
+		return coil_errf(c->err, "out of memory");
+	}
+	nn = 0;
 	for (int v = 0; v < c->ir->n; v++) {
 		ir_node *n = &c->ir->nodes[v];
 		if (!c->used[v])
 			continue;
 		const char *t = ctype(n->dtype);
 		switch (n->op) {
-		case IR_INPUT: fprintf(f, "\tconst %s *restrict in%d = x->in[%d];\n", t, n->index, n->index); break;
-		case IR_PARAM: fprintf(f, "\tconst %s *restrict p%d = x->par[%d];\n", t, n->index, n->index); break;
-		case IR_CONST: break;
+		case IR_INPUT:
+			names[nn] = arena_printf(c->a, "in%d", n->index);
+			ptr[nn] = arena_printf(c->a, "(const %s *)x.in[%d]", t, n->index);
+			break;
+		case IR_PARAM:
+			names[nn] = arena_printf(c->a, "p%d", n->index);
+			ptr[nn] = arena_printf(c->a, "(const %s *)x.par[%d]", t, n->index);
+			break;
+		case IR_CONST:
+			names[nn] = arena_printf(c->a, "c%d", n->index);
+			ptr[nn] = names[nn];
+			break;
 		default:
-			if (n->out >= 0)
-				fprintf(f, "\t%s *restrict o%d = x->out[%d];\n", t, n->out, n->out);
-			else
-				fprintf(f, "\t%s *%sb%d = (%s *)(x->arena + x->off[%d]);\n", t,
-					n->inplace == k + 1 ? "" : "restrict ", v, t, n->slot);
+			if (n->out >= 0) {
+				names[nn] = arena_printf(c->a, "o%d", n->out);
+				ptr[nn] = arena_printf(c->a, "(%s *)x.out[%d]", t, n->out);
+			} else {
+				names[nn] = arena_printf(c->a, "b%d", v);
+				ptr[nn] = arena_printf(c->a, "(%s *)(x.arena + off[%d])", t, n->slot);
+			}
 		}
+		/* the pair a kernel reads and writes in place (memplan) is not
+		 * restrict; being part of the signature, it is part of the key */
+		int ro = n->op == IR_INPUT || n->op == IR_PARAM || n->op == IR_CONST;
+		int alias = !ro && n->out < 0 && (n->inplace == k + 1 || n->inplace_by == k + 1);
+		decl[nn++] = arena_printf(c->a, "%s%s *%s", ro ? "const " : "", t, alias ? "" : "restrict ");
 	}
-	fwrite(body, 1, blen, f);
-	fprintf(f, "}\n\n");
+	int np;
+	char *canon = canonical(c, body, blen, names, nn, param, &np);
 	free(body);
-	return c->bad ? -1 : 0;
+	if (!canon)
+		return coil_errf(c->err, "out of memory");
+	for (int i = 0; i < nn; i++) /* touched but not named in the text: parameters all the same */
+		if (param[i] < 0)
+			param[i] = np++;
+	char **sig = arena_alloc(c->a, (size_t)(np + 1) * sizeof *sig), **arg = arena_alloc(c->a, (size_t)(np + 1) * sizeof *arg);
+	if (!sig || !arg) {
+		free(canon);
+		return coil_errf(c->err, "out of memory");
+	}
+	for (int i = 0; i < nn; i++) {
+		sig[param[i]] = decl[i];
+		arg[param[i]] = ptr[i];
+	}
+	char *params = "const coil_ctx *x", *args = "&x";
+	for (int i = 0; i < np; i++) {
+		params = arena_printf(c->a, "%s, %sa%d", params, sig[i], i);
+		args = arena_printf(c->a, "%s, %s", args, arg[i]);
+	}
+	char *key = arena_printf(c->a, "%s)\n%s", params, canon);
+	free(canon);
+	if (!key)
+		return coil_errf(c->err, "out of memory");
+	unsigned long h = hash_str(key);
+	int slot = 0, fi = fn_find(c, key, h, &slot);
+	char *note = arena_printf(c->a, "kernel %d (%s): graph nodes", k, kind_name(K));
+	for (int i = 0; i < K->ncover; i++)
+		note = arena_printf(c->a, "%s %d:%s", note, K->cover[i], op_name(c->ir->g->nodes[K->cover[i]].op));
+	if (fi < 0) {
+		if (c->nfn == c->capfn) {
+			int cap = c->capfn ? 2 * c->capfn : 64;
+			kfn *nf = arena_alloc(c->a, (size_t)cap * sizeof *nf);
+			if (!nf)
+				return coil_errf(c->err, "out of memory");
+			if (c->nfn)
+				memcpy(nf, c->fn, (size_t)c->nfn * sizeof *nf);
+			c->fn = nf;
+			c->capfn = cap;
+		}
+		fi = c->nfn++;
+		c->ht[slot] = fi;
+		kfn *F = &c->fn[fi];
+		F->key = key;
+		F->hash = h;
+		F->file = 0;
+		F->proto = arena_printf(c->a, "void %s%d(%s)", c->fname, fi, params);
+		char *syms = "";
+		for (int s = 0; s < c->ir->g->syms.n; s++)
+			syms = arena_printf(c->a, "%s\tconst int64_t s%d = x->sym[%d];\n", syms, s, s);
+		F->text = arena_printf(c->a, "/* first use: %s */\n%s %s\n{\n%s\tconst int nt = x->nt;\n\t(void)nt;\n%s}\n\n",
+				       note, c->storage, F->proto, syms, key + strlen(params) + 2);
+		if (!F->proto || !F->text)
+			return coil_errf(c->err, "out of memory");
+		F->size = strlen(F->text);
+	}
+	c->fn_of[k] = fi;
+	c->call[k] = arena_printf(c->a, "\t%s%d(%s); /* %s */\n", c->fname, fi, args, note);
+	return c->call[k] ? 0 : coil_errf(c->err, "out of memory");
 }
 
 static const char prelude[] =
@@ -452,12 +698,15 @@ static const char prelude[] =
 	"/* floor(a / b) for b > 0 */\n"
 	"static inline int64_t coil_fdiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }\n"
 	"static inline int64_t coil_ipow(int64_t a, int64_t b) { return (int64_t)pow((double)a, (double)b); }\n\n"
+	"typedef struct coil_ctx {\n\tconst int64_t *sym;\n\tint nt;\n\tconst void *const *in;\n"
+	"\tvoid *const *par;\n\tvoid *const *out;\n\tchar *arena;\n\tconst int64_t *off;\n\tcoil_status *st;\n\tstruct coil_dn *dn; /* oneDNN objects, when any */\n} coil_ctx;\n\n";
+
+/* In the file with the ABI. */
+static const char pin_openmp[] =
 	"/* OpenMP's worker threads outlive parallel regions: keep libgomp loaded\n"
 	" * when this artifact is dlclose'd (else they run unmapped code). */\n"
 	"__attribute__((constructor)) static void coil_pin_openmp(void)\n{\n"
-	"\t(void)dlopen(\"libgomp.so.1\", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);\n}\n\n"
-	"typedef struct coil_ctx {\n\tconst int64_t *sym;\n\tint nt;\n\tconst void *const *in;\n"
-	"\tvoid *const *par;\n\tvoid *const *out;\n\tchar *arena;\n\tconst int64_t *off;\n\tcoil_status *st;\n\tstruct coil_dn *dn; /* oneDNN objects, when any */\n} coil_ctx;\n\n";
+	"\t(void)dlopen(\"libgomp.so.1\", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);\n}\n\n";
 
 int emit_err_code(emit_errs *e, coil_ir *ir, int gnode, const char *fmt)
 {
@@ -511,28 +760,48 @@ static void emit_consts(ectx *c, FILE *f)
 	fprintf(f, "\n");
 }
 
-/* The kernels of fold.c's create IR, renamed fold_kernelK: coil_model_create
- * runs them once to compute the folded params. */
-static int emit_fold_kernels(ectx *c, FILE *f)
+/* The tables of c's kernels and functions; fname and storage name and
+ * qualify its functions. */
+static int ectx_init(ectx *c, const char *fname, const char *storage)
+{
+	coil_ir *ir = c->ir;
+	c->fname = fname;
+	c->storage = storage;
+	c->used = arena_alloc(c->a, (size_t)ir->n + 1);
+	c->may_fail = arena_alloc(c->a, (size_t)ir->nk + 1);
+	c->fn_of = arena_alloc(c->a, (size_t)(ir->nk + 1) * sizeof(int));
+	c->call = arena_alloc(c->a, (size_t)(ir->nk + 1) * sizeof(char *));
+	for (c->htcap = 64; c->htcap < 2 * ir->nk + 2; c->htcap *= 2)
+		;
+	c->ht = arena_alloc(c->a, (size_t)c->htcap * sizeof(int));
+	if (!c->used || !c->may_fail || !c->fn_of || !c->call || !c->ht)
+		return coil_errf(c->err, "out of memory");
+	memset(c->may_fail, 0, (size_t)ir->nk + 1);
+	for (int i = 0; i < c->htcap; i++)
+		c->ht[i] = -1;
+	return 0;
+}
+
+/* The kernels of fold.c's create IR, as functions of their own
+ * (fold_kfn<N>, static, in model.c): coil_model_create calls them once to
+ * compute the folded params.  Runtime error codes share run's table. */
+static int emit_fold_kernels(ectx *c)
 {
 	coil_ir *fi = c->ir->fold ? c->ir->fold->create : NULL;
 	if (!fi)
 		return 0;
-	ectx d = {.ir = fi, .a = fi->arena, .err = c->err, .isa = c->isa, .errs = c->errs};
-	d.used = arena_alloc(fi->arena, (size_t)fi->n + 1);
-	d.may_fail = c->fold_may_fail = arena_alloc(fi->arena, (size_t)fi->nk + 1);
-	if (!d.used || !d.may_fail)
+	ectx *d = arena_alloc(fi->arena, sizeof *d);
+	if (!d)
 		return coil_errf(c->err, "out of memory");
-	int rc = 0;
+	*d = (ectx){.ir = fi, .a = fi->arena, .err = c->err, .isa = c->isa, .errs = c->errs};
+	if (ectx_init(d, "fold_kfn", "static"))
+		return -1;
 	for (int k = 0; k < fi->nk; k++)
-		fprintf(f, "#define kernel%d fold_kernel%d\n", k, k);
-	for (int k = 0; k < fi->nk && !rc; k++)
-		rc = emit_kernel(&d, f, k);
-	for (int k = 0; k < fi->nk; k++)
-		fprintf(f, "#undef kernel%d\n", k);
-	fprintf(f, "\n");
-	c->errs = d.errs;
-	return rc;
+		if (emit_kernel(d, k))
+			return -1;
+	c->errs = d->errs;
+	c->fold = d;
+	return 0;
 }
 
 /* describe's JSON: positions, dtypes and shape expressions (symbols s0..),
@@ -633,8 +902,8 @@ static void emit_create_folds(ectx *c, FILE *f)
 	fprintf(f, "\t\tcoil_status st = {0, 0, 0};\n");
 	fprintf(f, "\t\tcoil_ctx x = {sym, m->nthreads, NULL, (void *const *)params, m->par + %d, arena, off, &st, NULL};\n", np);
 	for (int k = 0; k < fi->nk; k++) {
-		fprintf(f, "\t\tfold_kernel%d(&x);\n", k);
-		if (c->fold_may_fail[k])
+		fprintf(f, "\t%s", c->fold->call[k]);
+		if (c->fold->may_fail[k])
 			fprintf(f, "\t\tif (st.code) {\n\t\t\tfree(arena);\n\t\t\tcoil_model_destroy(m);\n"
 				   "\t\t\treturn fail(coil_errmsg[st.code], st.a, st.b);\n\t\t}\n");
 	}
@@ -650,11 +919,11 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	fprintf(f, "static const char describe_json[] = \"{\\\"abi_version\\\": %d, \\\"target\\\": \\\"%s\\\", "
 		   "\\\"graph_hash\\\": \\\"%s\\\", \\\"symbols\\\": %d, \\\"inputs\\\": %s, \\\"params\\\": %s, "
 		   "\\\"outputs\\\": %s, \\\"arena_bytes\\\": \\\"%s\\\", \\\"peak_bytes\\\": \\\"%s\\\", "
-		   "\\\"kernels\\\": %d, \\\"folded_bytes\\\": \\\"%lld\\\", \\\"folded_params\\\": %d, "
-		   "\\\"folded_constants\\\": %d, \\\"create_kernels\\\": %d}\";\n\n",
+		   "\\\"kernels\\\": %d, \\\"functions\\\": %d, \\\"folded_bytes\\\": \\\"%lld\\\", "
+		   "\\\"folded_params\\\": %d, \\\"folded_constants\\\": %d, \\\"create_kernels\\\": %d}\";\n\n",
 		COIL_ABI_VERSION, target, hash, ns, tensors_json(c, g->ninputs, g->inputs),
 		tensors_json(c, g->nparams, g->params), tensors_json(c, g->noutputs, g->outputs),
-		ir_dim_c(c->a, &ir->arena_bytes), peak_bytes(c), ir->nk, (long long)(fd ? fd->folded_bytes : 0),
+		ir_dim_c(c->a, &ir->arena_bytes), peak_bytes(c), ir->nk, c->nfn, (long long)(fd ? fd->folded_bytes : 0),
 		fd ? fd->nparam : 0, fd ? fd->nconst : 0, fd && fd->create ? fd->create->nk : 0);
 	fprintf(f, "static _Thread_local char coil_errbuf[256];\n");
 	if (c->errs.n > 1) {
@@ -758,47 +1027,187 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	if (dn_used(ir))
 		fprintf(f, "\tif (coil_dn_prepare(m, sym))\n\t\treturn -1;\n\tx.dn = m->dn;\n");
 	for (int k = 0; k < ir->nk; k++) {
-		fprintf(f, "\tkernel%d(&x);\n", k);
+		fputs(c->call[k], f);
 		if (c->may_fail[k])
 			fprintf(f, "\tif (st.code)\n\t\treturn fail(coil_errmsg[st.code], st.a, st.b);\n");
 	}
 	fprintf(f, "\treturn 0;\n}\n");
 }
 
-char *ir_emit_c(coil_ir *ir, const char *target, const char *hash, coil_err *err)
+/* The split layout's kernel file (1..nfiles) for each function: longest
+ * processing time first, largest function to the least loaded file. */
+static int spread(ectx *c, int nfiles)
+{
+	size_t load[EMIT_MAX_UNITS + 1] = {0};
+	int *order = arena_alloc(c->a, (size_t)(c->nfn + 1) * sizeof *order);
+	if (!order)
+		return -1;
+	for (int i = 0; i < c->nfn; i++)
+		order[i] = i;
+	for (int i = 1; i < c->nfn; i++) /* by size, largest first (stable) */
+		for (int j = i; j > 0 && c->fn[order[j]].size > c->fn[order[j - 1]].size; j--) {
+			int t = order[j];
+			order[j] = order[j - 1];
+			order[j - 1] = t;
+		}
+	for (int i = 0; i < c->nfn; i++) {
+		int best = 1;
+		for (int b = 2; b <= nfiles; b++)
+			if (load[b] < load[best])
+				best = b;
+		c->fn[order[i]].file = best;
+		load[best] += c->fn[order[i]].size;
+	}
+	return 0;
+}
+
+/* Appends text to *s (a memstream's buffer through f). */
+static char *finish(FILE *f, char **buf)
+{
+	if (fclose(f) != 0) {
+		free(*buf);
+		*buf = NULL;
+	}
+	return *buf;
+}
+
+int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_layout *lay, codegen_src *out,
+		coil_err *err)
 {
 	ectx c = {.ir = ir, .a = ir->arena, .err = err, .isa = vec_isa_for(target)};
-	char *src = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&src, &len);
-	c.used = arena_alloc(ir->arena, (size_t)ir->n + 1);
-	c.may_fail = arena_alloc(ir->arena, (size_t)ir->nk + 1);
+	memset(out, 0, sizeof *out);
 	c.errs.arena = ir->arena;
-	if (!f || !c.used || !c.may_fail) {
-		if (f)
-			fclose(f);
-		free(src);
-		coil_errf(err, "out of memory");
-		return NULL;
-	}
-	fprintf(f, "/* Generated by coil codegen (ABI %d) for target %s, graph %s.\n * %d kernels. */\n",
-		COIL_ABI_VERSION, target, hash, ir->nk);
-	fprintf(f, "#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <stdio.h>\n%s", prelude);
-	vec_prelude(f);
-	fprintf(f, "typedef struct coil_model coil_model;\nvoid coil_model_destroy(coil_model *m);\n\n");
+	if (ectx_init(&c, "kfn", "COIL_KFN") || emit_fold_kernels(&c))
+		return -1;
+	for (int k = 0; k < ir->nk; k++)
+		if (emit_kernel(&c, k))
+			return -1;
+	/* the ABI: constants, oneDNN's create/prepare, create/run/destroy */
+	char *abi = NULL, *dnsup = NULL;
+	size_t alen = 0, dlen = 0;
+	FILE *f = open_memstream(&abi, &alen);
+	if (!f)
+		return coil_errf(err, "out of memory");
 	emit_consts(&c, f);
-	dn_emit_support(ir, f);
-	int rc = emit_fold_kernels(&c, f);
-	for (int k = 0; k < ir->nk && !rc; k++)
-		rc = emit_kernel(&c, f, k);
-	if (!rc)
-		emit_abi(&c, f, target, hash);
-	fclose(f);
-	if (rc) {
-		free(src);
-		return NULL;
+	emit_abi(&c, f, target, hash);
+	if (!finish(f, &abi))
+		return coil_errf(err, "out of memory");
+	if (!(f = open_memstream(&dnsup, &dlen))) {
+		free(abi);
+		return coil_errf(err, "out of memory");
 	}
-	char *s = arena_strdup(ir->arena, src);
-	free(src);
-	return s;
+	dn_emit_support(ir, f);
+	if (!finish(f, &dnsup)) {
+		free(abi);
+		return coil_errf(err, "out of memory");
+	}
+	/* the layout: one file, or split */
+	size_t total = 0;
+	for (int i = 0; i < c.nfn; i++)
+		total += c.fn[i].size;
+	int rt = dn_used(ir), nfiles = lay ? lay->units : 0;
+	if (nfiles < 0) { /* automatic */
+		int cpus = lay->cpus < 1 ? 1 : lay->cpus;
+		size_t k = (total + EMIT_UNIT_BYTES - 1) / EMIT_UNIT_BYTES;
+		nfiles = k < 1 ? 1 : k > (size_t)cpus ? cpus : (int)k;
+		if (cpus < 2 || (!rt && total + alen < EMIT_UNIT_BYTES))
+			nfiles = 0;
+	}
+	if (nfiles > EMIT_MAX_UNITS)
+		nfiles = EMIT_MAX_UNITS;
+	if (nfiles > 0 && spread(&c, nfiles) < 0) {
+		free(abi);
+		free(dnsup);
+		return coil_errf(err, "out of memory");
+	}
+	/* files: model.h and model.c (the ABI) when split, then the kernel files
+	 * that got functions; model.c alone otherwise */
+	int split = nfiles > 0, nf = split ? nfiles + 2 : 1, bad = 0, used_files[EMIT_MAX_UNITS + 1] = {1};
+	for (int i = 0; split && i < c.nfn; i++)
+		used_files[c.fn[i].file] = 1;
+	char *head = NULL;
+	size_t hlen = 0;
+	/* the shared part: model.h, or the top of model.c */
+	if (!(f = open_memstream(&head, &hlen)))
+		bad = 1;
+	else {
+		fprintf(f, "/* Generated by coil codegen (ABI %d) for target %s, graph %s.\n * %d kernels, %d functions. */\n",
+			COIL_ABI_VERSION, target, hash, ir->nk, c.nfn);
+		fprintf(f, "#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <stdio.h>\n%s", prelude);
+		vec_prelude(f);
+		fprintf(f, "typedef struct coil_model coil_model;\nvoid coil_model_destroy(coil_model *m);\n\n");
+		if (split) {
+			/* the runtime is a unit of its own: its header here */
+			const char *inc = strstr(dnsup, "#include \"dnnl_rt.c\"");
+			if (inc)
+				fprintf(f, "%.*s#include \"dnnl_rt.h\"%s", (int)(inc - dnsup), dnsup, inc + 21);
+			else
+				fputs(dnsup, f);
+			fprintf(f, "#define COIL_KFN\n");
+			for (int i = 0; i < c.nfn; i++)
+				fprintf(f, "%s;\n", c.fn[i].proto);
+			fprintf(f, "\n");
+		} else {
+			fputs(dnsup, f);
+			fprintf(f, "#define COIL_KFN static\n\n");
+		}
+		bad = !finish(f, &head);
+	}
+	free(dnsup);
+	int n = 0;
+	for (int u = 0; u < nf && !bad; u++) {
+		char *text = NULL;
+		size_t tlen = 0;
+		if (split && u == 0) {
+			out->name[n] = "model.h";
+			out->text[n++] = arena_strdup(ir->arena, head);
+			continue;
+		}
+		int file = split ? u - 1 : 0;
+		if (!used_files[file])
+			continue;
+		if (!(f = open_memstream(&text, &tlen))) {
+			bad = 1;
+			break;
+		}
+		if (split)
+			fprintf(f, "#include \"model.h\"\n\n");
+		else
+			fputs(head, f);
+		if (file == 0)
+			fputs(pin_openmp, f);
+		for (int i = 0; file == 0 && c.fold && i < c.fold->nfn; i++)
+			fputs(c.fold->fn[i].text, f);
+		for (int i = 0; i < c.nfn; i++)
+			if (c.fn[i].file == file)
+				fputs(c.fn[i].text, f);
+		if (file == 0)
+			fputs(abi, f);
+		if (!finish(f, &text)) {
+			bad = 1;
+			break;
+		}
+		out->name[n] = file == 0 ? "model.c" : arena_printf(ir->arena, "k%d.c", n - 1);
+		out->light[n] = split && file == 0;
+		out->text[n] = arena_strdup(ir->arena, text);
+		free(text);
+		bad = !out->name[n] || !out->text[n];
+		n++;
+	}
+	free(head);
+	free(abi);
+	if (bad)
+		return coil_errf(err, "out of memory");
+	out->n = n;
+	out->rt_unit = split && rt;
+	out->nkernels = ir->nk;
+	out->nfuncs = c.nfn;
+	return 0;
+}
+
+char *ir_emit_c(coil_ir *ir, const char *target, const char *hash, coil_err *err)
+{
+	codegen_src src;
+	emit_layout one = {0, 1};
+	return ir_emit_src(ir, target, hash, &one, &src, err) ? NULL : src.text[0];
 }

@@ -68,7 +68,9 @@ typedef struct ir_node {
 	/* set by memplan */
 	int slot;          /* arena slot, -1 when not in the arena */
 	int out;           /* graph output position, -1 if none */
-	int inplace;       /* kernel + 1 that reads and writes its slot in place (no restrict there), 0 */
+	int inplace;       /* kernel + 1 that writes it in the slot of a buffer it reads, 0 */
+	int inplace_by;    /* kernel + 1 that writes another buffer in its slot, 0 (a buffer
+			    * can be both: written in place, then overwritten in place) */
 } ir_node;
 
 enum kernel_kind { K_POINTWISE, K_REDUCE, K_EXTERN };

@@ -14,8 +14,8 @@
  * dtype and size, and every read of it in the kernel is at the element being
  * written (through pointwise ops of the output's shape and reshapes only: no
  * broadcast, permute, slice), so each element is read before it is
- * overwritten.  Both buffers are marked (inplace) so that the kernel does not
- * declare them restrict.  COIL_INPLACE=0 in the compiler's environment turns
+ * overwritten.  Both buffers are marked (inplace, inplace_by) so that the
+ * kernel does not declare them restrict.  COIL_INPLACE=0 in the compiler's environment turns
  * this off (measurement switch, not in the cache key).
  *
  * Residual in place: a oneDNN conv or matmul fusion with a residual add
@@ -243,7 +243,7 @@ int ir_memplan(coil_ir *ir, coil_err *err)
 				int u = inplace_src(ir, k, w[i], last, how, seen2, err);
 				if (u >= 0) {
 					s = ir->nodes[u].slot;
-					ir->nodes[u].inplace = n->inplace = k + 1;
+					ir->nodes[u].inplace_by = n->inplace = k + 1;
 				}
 			} else if (inplace && K->kind == K_EXTERN && K->nouts == 1 && w[i] == K->ext) {
 				int u = residual_src(ir, k, w[i], last, err);

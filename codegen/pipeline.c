@@ -1,7 +1,11 @@
 /* The pipeline: one function listing the passes in order. */
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "codegen/codegen.h"
+#include "codegen/emit.h"
 #include "codegen/ir.h"
 
 static int dump(coil_ir *ir, const codegen_opts *o, const char *pass)
@@ -12,6 +16,45 @@ static int dump(coil_ir *ir, const codegen_opts *o, const char *pass)
 		ir_dump(ir, f);
 	}
 	return 0;
+}
+
+/* The generated files one after another, each under a banner with its name. */
+static int write_src(const codegen_src *src, FILE *f)
+{
+	int bad = 0;
+	for (int i = 0; i < src->n; i++) {
+		if (src->n > 1)
+			bad |= fprintf(f, "/* ==== %s ==== */\n", src->name[i]) < 0;
+		bad |= fputs(src->text[i], f) < 0;
+	}
+	if (src->rt_unit)
+		bad |= fprintf(f, "/* ==== dnnl_rt.c: the oneDNN runtime (codegen/rt), a unit of its own ==== */\n") < 0;
+	return bad ? -1 : 0;
+}
+
+/* --emit-c PATH: the files into PATH when it is a directory, else the lot
+ * into the file PATH. */
+static int keep_src(const codegen_src *src, const char *path, coil_err *err)
+{
+	struct stat st;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		for (int i = 0; i < src->n; i++) {
+			char p[4096];
+			snprintf(p, sizeof p, "%s/%s", path, src->name[i]);
+			FILE *f = fopen(p, "w");
+			int bad = !f || fputs(src->text[i], f) < 0;
+			if (f && fclose(f) != 0)
+				bad = 1;
+			if (bad)
+				return coil_errf(err, "cannot write %s: %s", p, strerror(errno));
+		}
+		return 0;
+	}
+	FILE *f = fopen(path, "w");
+	int bad = !f || write_src(src, f) != 0;
+	if (f && fclose(f) != 0)
+		bad = 1;
+	return bad ? coil_errf(err, "cannot write %s", path) : 0;
 }
 
 int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, codegen_result *res, coil_err *err)
@@ -41,30 +84,33 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 	}
 	ir->fold = fd;
 	int rc = -1;
-	char *src = NULL;
+	codegen_src src;
 	if (dump(ir, o, "decompose") || ir_fuse(ir, err) || dump(ir, o, "fuse") || ir_schedule(ir, err) ||
 	    dump(ir, o, "schedule") || ir_memplan(ir, err) || dump(ir, o, "memplan"))
 		goto out;
-	if (!(src = ir_emit_c(ir, t->name, hash, err)))
+	emit_layout lay = {-1, build_cpus()};
+	const char *env = getenv("COIL_CC_UNITS");
+	int units = o->units ? o->units : env && *env ? atoi(env) : 0;
+	if (units)
+		lay.units = units < 0 ? 0 : units > EMIT_MAX_UNITS ? EMIT_MAX_UNITS : units;
+	if (ir_emit_src(ir, t->name, hash, &lay, &src, err))
 		goto out;
 	if (o->dump_after && !strcmp(o->dump_after, "emit_c"))
-		fputs(src, o->dump_file ? o->dump_file : stdout);
-	if (o->keep_c) {
-		FILE *f = fopen(o->keep_c, "w");
-		if (!f || fputs(src, f) < 0) {
-			if (f)
-				fclose(f);
-			coil_errf(err, "cannot write %s", o->keep_c);
-			goto out;
-		}
-		fclose(f);
-	}
+		write_src(&src, o->dump_file ? o->dump_file : stdout);
+	if (o->keep_c && keep_src(&src, o->keep_c, err))
+		goto out;
 	double secs = 0;
-	if (out_so && build_so(src, o->cc, o->opt, t->flags, o->werror, o->timeout_s, out_so, &secs, err))
+	if (out_so && build_files(&src, o->cc, o->opt, t->flags, o->werror, o->timeout_s, o->jobs, out_so, &secs, err))
 		goto out;
 	if (res) {
 		memset(res, 0, sizeof *res);
 		res->nkernels = ir->nk;
+		res->nfuncs = src.nfuncs;
+		res->nunits = src.rt_unit;
+		for (int i = 0; i < src.n; i++) {
+			res->c_bytes += strlen(src.text[i]);
+			res->nunits += strstr(src.name[i], ".c") != NULL;
+		}
 		res->compile_s = secs;
 		snprintf(res->target, sizeof res->target, "%s", t->name);
 		char *ab = ir_dim_c(ir->arena, &ir->arena_bytes);

@@ -6,6 +6,7 @@
  * graph (names, ids, attributes) reaches the generated C or the compiler's
  * command line. */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <ftw.h>
 #include <libgen.h>
@@ -110,6 +111,17 @@ static int build(const char *mode, int timeout_s, coil_err *err, double *secs)
 	if (secs)
 		*secs = s;
 	return rc;
+}
+
+/* The pids a fork or orphan compiler wrote beside its symlink. */
+static char *pids(const char *mode)
+{
+	char path[PATH_MAX + 80];
+	snprintf(path, sizeof path, "%s.pids", cc(mode));
+	char *r = slurp(path);
+	assert_non_null(r);
+	unlink(path);
+	return r;
 }
 
 static char *report(void)
@@ -225,7 +237,7 @@ static void test_process_group_killed(void **state)
 	coil_err err = {{0}};
 	assert_int_equal(build("fork", 1, &err, NULL), -1);
 	assert_non_null(strstr(err.msg, "was killed"));
-	char *r = report();
+	char *r = pids("fork");
 	int n = 0;
 	for (char *line = strtok(r, "\n"); line; line = strtok(NULL, "\n"), n++)
 		if (!dead((pid_t)atoi(line)))
@@ -234,7 +246,7 @@ static void test_process_group_killed(void **state)
 	free(r);
 
 	assert_int_equal(build("orphan", 30, &err, NULL), 0);
-	r = report();
+	r = pids("orphan");
 	if (!dead((pid_t)atoi(r)))
 		fail_msg("the compiler's child %s outlived the build", r);
 	free(r);
@@ -296,6 +308,125 @@ static void test_threads_survive(void **state)
 	assert_int_equal(leftovers(), 0);
 }
 
+/* ---- several translation units ---- */
+
+/* Four files, three units: model.c and k1.c include model.h. */
+static const codegen_src UNITS = {
+	.n = 4,
+	.name = {"model.h", "model.c", "k1.c", "k2.c"},
+	.text = {"int coil_k1(void);\nint coil_k2(void);\n", "#include \"model.h\"\nint coil_real(void) { return coil_k1() + coil_k2(); }\n",
+		 "#include \"model.h\"\nint coil_k1(void) { return 40; }\n", "#include \"model.h\"\nint coil_k2(void) { return 2; }\n"},
+};
+
+static int build_units(const char *mode, int timeout_s, coil_err *err)
+{
+	char out[PATH_MAX + 16];
+	snprintf(out, sizeof out, "%s/out.so", dir);
+	unlink(out);
+	double s;
+	return build_files(&UNITS, cc(mode), "-O2", "-march=x86-64", 0, timeout_s, 2, out, &s, err);
+}
+
+/* Each unit compiles in the sandbox (its own process group, clean
+ * environment, limits, the private directory), then one link; a real
+ * compiler makes a working shared object of them. */
+static void test_units_sandboxed(void **state)
+{
+	(void)state;
+	coil_err err = {{0}};
+	if (build_units("report", 30, &err))
+		fail_msg("%s", err.msg);
+	char *r = report();
+	int runs = 0, objs = 0, links = 0, nenv = 0, compiled[3] = {0};
+	for (char *line = strtok(r, "\n"); line; line = strtok(NULL, "\n")) {
+		if (!strncmp(line, "pgid ", 5)) {
+			int pgid, pid;
+			assert_int_equal(sscanf(line, "pgid %d pid %d", &pgid, &pid), 2);
+			assert_int_equal(pgid, pid);
+			runs++;
+		} else if (!strncmp(line, "env ", 4)) {
+			nenv++;
+			if (strncmp(line + 4, "PATH=", 5) && strcmp(line + 4, "LC_ALL=C") && strncmp(line + 4, "TMPDIR=", 7) &&
+			    strncmp(line + 4, "HOME=", 5))
+				fail_msg("unexpected variable in the compiler's environment: %s", line + 4);
+		} else if (!strcmp(line, "argv -c")) {
+			objs++;
+		} else if (!strcmp(line, "argv -shared")) {
+			links++;
+		} else if (!strncmp(line, "limit cpu ", 10)) {
+			assert_int_equal(strtoull(line + 10, NULL, 10), 30 + BUILD_CPU_SLACK_S);
+		} else if (!strncmp(line, "argv ", 5)) {
+			for (int i = 0; i < 3; i++)
+				compiled[i] += !strcmp(line + 5, UNITS.name[i + 1]);
+		}
+	}
+	free(r);
+	assert_int_equal(runs, 4);
+	assert_int_equal(objs, 3);
+	assert_int_equal(links, 1);
+	assert_int_equal(nenv, 16);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(compiled[i], 1);
+	assert_int_equal(leftovers(), 0);
+
+	/* the real compiler: the units link into one working object */
+	char out[PATH_MAX + 16];
+	snprintf(out, sizeof out, "%s/real.so", dir);
+	double secs;
+	if (build_files(&UNITS, NULL, "-O1", NULL, 1, 60, 0, out, &secs, &err))
+		fail_msg("%s", err.msg);
+	void *h = dlopen(out, RTLD_NOW | RTLD_LOCAL);
+	assert_non_null(h);
+	int (*fn)(void);
+	*(void **)&fn = dlsym(h, "coil_real");
+	assert_null(fn); /* hidden: -fvisibility=hidden holds for every unit */
+	dlclose(h);
+	unlink(out);
+	assert_int_equal(leftovers(), 0);
+}
+
+/* One unit that fails, dies or runs away fails the build, named; the other
+ * runs are killed, no shared object appears and nothing is left. */
+static void test_unit_failures(void **state)
+{
+	(void)state;
+	char out[PATH_MAX + 16];
+	snprintf(out, sizeof out, "%s/out.so", dir);
+	coil_err err = {{0}};
+	assert_int_equal(build_units("fail@k1.c", 30, &err), -1);
+	if (!strstr(err.msg, "failed (status 1) on k1.c") || !strstr(err.msg, "error: fake failure"))
+		fail_msg("%s", err.msg);
+	assert_int_not_equal(access(out, F_OK), 0);
+	assert_int_equal(leftovers(), 0);
+
+	assert_int_equal(build_units("alloc@model.c", 30, &err), -1);
+	if (!strstr(err.msg, "failed (status 3) on model.c"))
+		fail_msg("%s", err.msg);
+	assert_int_not_equal(access(out, F_OK), 0);
+
+	static const char *const runaways[] = {"sleep@k2.c", "spin@k1.c"};
+	for (size_t i = 0; i < 2; i++) {
+		double t0 = now();
+		assert_int_equal(build_units(runaways[i], 1, &err), -1);
+		double took = now() - t0;
+		if (!strstr(err.msg, "ran longer than the limit of 1 s and was killed"))
+			fail_msg("%s: %s", runaways[i], err.msg);
+		assert_true(took >= 1.0 && took < 5.0);
+		assert_int_not_equal(access(out, F_OK), 0);
+		assert_int_equal(leftovers(), 0);
+	}
+	/* the timeout is the whole build's: a fork that leaves children */
+	assert_int_equal(build_units("fork@k1.c", 1, &err), -1);
+	assert_non_null(strstr(err.msg, "was killed"));
+	char *r = pids("fork@k1.c");
+	for (char *line = strtok(r, "\n"); line; line = strtok(NULL, "\n"))
+		if (!dead((pid_t)atoi(line)))
+			fail_msg("the compiler's child %s survived the timeout", line);
+	free(r);
+	assert_int_not_equal(access(out, F_OK), 0);
+	assert_int_equal(leftovers(), 0);
+}
+
 /* ---- no string from the request reaches the C or the command line ---- */
 
 /* Each payload carries a marker "PWN<n>"; none may appear downstream. */
@@ -336,24 +467,34 @@ static void test_no_user_strings(void **state)
 	char c_path[PATH_MAX + 16], out[PATH_MAX + 16];
 	snprintf(c_path, sizeof c_path, "%s/hostile.c", dir);
 	snprintf(out, sizeof out, "%s/out.so", dir);
-	codegen_opts o = {.cc = cc("report"), .keep_c = c_path, .target = "generic", .timeout_s = 30};
-	codegen_result res;
-	if (codegen_compile(g, &o, out, &res, &err))
-		fail_msg("%s", err.msg);
-	char *src = slurp(c_path), *argv_report = report();
-	assert_non_null(src);
-	assert_true(strlen(src) > 100);
-	assert_clean("the generated C", src);
-	/* The command line, one argument per "argv " line. */
-	int nargs = 0;
-	for (char *line = strtok(argv_report, "\n"); line; line = strtok(NULL, "\n"))
-		if (!strncmp(line, "argv ", 5)) {
-			nargs++;
-			assert_clean("the compiler's command line", line);
+	/* one file, then split: every unit's C and every run's command line */
+	for (int units = -1; units <= 3; units += 4) {
+		codegen_opts o = {.cc = cc("report"), .keep_c = c_path, .target = "generic", .timeout_s = 30, .units = units};
+		codegen_result res;
+		if (codegen_compile(g, &o, out, &res, &err))
+			fail_msg("%s", err.msg);
+		if (units < 0)
+			assert_int_equal(res.nunits, 1);
+		else
+			assert_true(res.nunits >= 2);
+		char *src = slurp(c_path), *argv_report = report();
+		assert_non_null(src);
+		assert_true(strlen(src) > 100);
+		assert_clean("the generated C", src);
+		/* The command lines, one argument per "argv " line. */
+		int nargs = 0, nruns = 0;
+		for (char *line = strtok(argv_report, "\n"); line; line = strtok(NULL, "\n")) {
+			if (!strncmp(line, "argv ", 5)) {
+				nargs++;
+				assert_clean("the compiler's command line", line);
+			}
+			nruns += !strncmp(line, "pgid ", 5);
 		}
-	assert_true(nargs > 5);
-	free(src);
-	free(argv_report);
+		assert_true(nargs > 5);
+		assert_int_equal(nruns, units < 0 ? 1 : res.nunits + 1); /* split: each unit, then the link */
+		free(src);
+		free(argv_report);
+	}
 
 	/* The same graph through the cache's planning: the key and the canonical
 	 * text are the graph's; the target cannot smuggle flags in. */
@@ -419,6 +560,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_process_group_killed),
 		cmocka_unit_test(test_failures_reported),
 		cmocka_unit_test(test_threads_survive),
+		cmocka_unit_test(test_units_sandboxed),
+		cmocka_unit_test(test_unit_failures),
 		cmocka_unit_test(test_no_user_strings),
 	};
 	return cmocka_run_group_tests_name("sandbox", tests, setup, teardown);

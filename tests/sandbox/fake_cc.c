@@ -11,7 +11,15 @@
  *   fork     start two children that sleep for ever, write their pids into
  *            the -o file, then sleep for ever itself
  *   orphan   start a child that sleeps for ever, write its pid, exit 0
+ *            (with an empty -o file)
  *   fail     print an error like a compiler's and exit 1
+ *   M@FILE   mode M when FILE is on the command line, else report (one
+ *            translation unit of several misbehaves)
+ *
+ * report run with -c (compiling one unit to an object) writes its report
+ * into the object; a link appends the objects' reports to its own, so the
+ * shared object holds every run's.  fork and orphan write their children's
+ * pids into ARGV0.pids (beside the symlink): the build removes what it made.
  *
  * Built without sanitizers (ASan could not start under RLIMIT_AS). */
 #include <dirent.h>
@@ -53,6 +61,15 @@ int main(int argc, char **argv)
 	const char *base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
 	const char *mode = strchr(base, '-') ? strchr(base, '-') + 1 : "report";
 	const char *out = out_path(argc, argv);
+	char mbuf[256];
+	const char *at = strchr(mode, '@');
+	if (at) {
+		int hit = 0;
+		for (int i = 1; i < argc; i++)
+			hit |= !strcmp(argv[i], at + 1);
+		snprintf(mbuf, sizeof mbuf, "%.*s", hit ? (int)(at - mode) : 6, hit ? mode : "report");
+		mode = mbuf;
+	}
 	if (!strcmp(mode, "report")) {
 		FILE *f = out ? fopen(out, "w") : NULL;
 		if (!f)
@@ -80,6 +97,16 @@ int main(int argc, char **argv)
 				fprintf(f, "fd %s\n", de->d_name);
 		if (d)
 			closedir(d);
+		for (int i = 1; i < argc; i++) { /* a link: the units' reports */
+			size_t n = strlen(argv[i]);
+			FILE *o = n > 2 && !strcmp(argv[i] + n - 2, ".o") ? fopen(argv[i], "r") : NULL;
+			char buf[4096];
+			size_t k;
+			while (o && (k = fread(buf, 1, sizeof buf, o)) > 0)
+				fwrite(buf, 1, k, f);
+			if (o)
+				fclose(o);
+		}
 		return fclose(f) ? 2 : 0;
 	}
 	if (!strcmp(mode, "sleep"))
@@ -98,7 +125,9 @@ int main(int argc, char **argv)
 		return 3;
 	}
 	if (!strcmp(mode, "fork") || !strcmp(mode, "orphan")) {
-		FILE *f = out ? fopen(out, "w") : NULL;
+		char pids[4096];
+		snprintf(pids, sizeof pids, "%s.pids", argv[0]);
+		FILE *f = fopen(pids, "w");
 		if (!f)
 			return 2;
 		int kids = !strcmp(mode, "fork") ? 2 : 1;
@@ -109,8 +138,10 @@ int main(int argc, char **argv)
 			fprintf(f, "%d\n", (int)p);
 		}
 		fclose(f);
-		if (!strcmp(mode, "orphan"))
-			return 0;
+		if (!strcmp(mode, "orphan")) { /* a success, with an output */
+			FILE *o = out ? fopen(out, "w") : NULL;
+			return o && !fclose(o) ? 0 : 2;
+		}
 		sleep_forever();
 	}
 	if (!strcmp(mode, "fail")) {
