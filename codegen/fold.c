@@ -275,7 +275,8 @@ static int fold_consts(fctx *c, coil_value *vals, int *nconsts, int *consts, int
 			rc = -1;
 			break;
 		}
-		memcpy(d, res[j].data, bytes);
+		if (bytes)
+			memcpy(d, res[j].data, bytes);
 		val->kind = VAL_CONST;
 		val->index = *nconsts;
 		val->data = d;
@@ -370,7 +371,8 @@ int ir_fold_graph(coil_graph *g, ir_fold **out, coil_err *err)
 
 	/* compile time */
 	memcpy(vals, g->vals, (size_t)g->nvals * sizeof *vals);
-	memcpy(consts, g->consts, (size_t)g->nconsts * sizeof(int));
+	if (g->nconsts)
+		memcpy(consts, g->consts, (size_t)g->nconsts * sizeof(int));
 	int nconsts = g->nconsts;
 	if (fold_consts(&c, vals, &nconsts, consts, &fd->nconst))
 		goto oom;
