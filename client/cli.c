@@ -532,6 +532,20 @@ static uint64_t rng_next(uint64_t *s)
 	return *s;
 }
 
+/* A 64-byte aligned buffer of n bytes that b owns (freed with it), as
+ * torch's tensors are: kernels then time the same on coil and on eager. */
+static void *bound_alloc(bound *b, size_t n)
+{
+	void **nr = realloc(b->rnd, (size_t)(b->nrnd + 1) * sizeof *nr);
+	if (!nr)
+		return NULL;
+	b->rnd = nr;
+	void *d = aligned_alloc(64, (n + 64) & ~(size_t)63);
+	if (d)
+		b->rnd[b->nrnd++] = d;
+	return d;
+}
+
 static int random_tensor(coil_graph *g, const coil_value *v, bound *b, coil_tensor *t, uint64_t *seed, coil_err *err)
 {
 	t->dtype = v->dtype;
@@ -545,14 +559,8 @@ static int random_tensor(coil_graph *g, const coil_value *v, bound *b, coil_tens
 		n *= c;
 	}
 	(void)g;
-	t->data = malloc((size_t)(n ? n : 1) * dtype_size(v->dtype));
-	void **nr = realloc(b->rnd, (size_t)(b->nrnd + 1) * sizeof *nr);
-	if (!t->data || !nr) {
-		free(t->data);
+	if (!(t->data = bound_alloc(b, (size_t)n * dtype_size(v->dtype))))
 		return coil_errf(err, "out of memory");
-	}
-	b->rnd = nr;
-	b->rnd[b->nrnd++] = t->data;
 	for (int64_t e = 0; e < n; e++) {
 		double u = (double)(rng_next(seed) >> 11) / 9007199254740992.0;
 		double x = dtype_is_float(v->dtype) ? (u * 2 - 1) * 2 : floor(u * 2);
@@ -579,6 +587,17 @@ static int bind_all(coil_graph *g, opts *o, int allow_random, bound *b, coil_err
 		if (file || !allow_random) {
 			if (bind_list(g, list, n, file ? (pass ? &b->wf : &b->inf) : NULL, pass ? "param" : "input", out, err))
 				return -1;
+			/* a safetensors file's data is packed, not aligned: inputs get
+			 * aligned copies (params are read once, by create, mostly) */
+			for (int i = 0; !pass && i < n; i++) {
+				size_t nb = tensor_bytes(&out[i]);
+				void *d = bound_alloc(b, nb);
+				if (!d)
+					return coil_errf(err, "out of memory");
+				if (nb)
+					memcpy(d, out[i].data, nb);
+				out[i].data = d;
+			}
 			continue;
 		}
 		for (int i = 0; i < n; i++)
@@ -637,7 +656,7 @@ static int run_artifact(coil_artifact *a, coil_graph *g, bound *b, int threads, 
 			coil_errf(err, "output shape: %s", a->last_error());
 			goto out;
 		}
-		t->data = malloc(tensor_bytes(t) + 1);
+		t->data = aligned_alloc(64, (tensor_bytes(t) + 64) & ~(size_t)63);
 		if (!t->data) {
 			coil_errf(err, "out of memory");
 			goto out;
