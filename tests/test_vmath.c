@@ -29,8 +29,11 @@ static const struct {
 	const char *name;
 	double (*ref)(double);
 	double bound; /* ulp, as documented in vmath.h */
+	double below; /* only inputs with |x| < below count (0: all) */
 } funcs[] = {
-	{"exp", ref_exp, 1}, {"log", log, 1}, {"tanh", tanh, 1.5}, {"erf", erf, 3}, {"sigmoid", ref_sigmoid, 2.5}, {"gelu", ref_gelu, 11},
+	{"exp", ref_exp, 1, 0},	  {"log", log, 1, 0},	  {"tanh", tanh, 1.5, 0},
+	{"erf", erf, 3, 0},	  {"sigmoid", ref_sigmoid, 2.5, 0}, {"gelu", ref_gelu, 11, 0},
+	{"gelu", ref_gelu, 2.5, 4}, /* the table path (1 and 16 lanes; AVX2 has none) */
 };
 
 static const char harness[] =
@@ -107,16 +110,22 @@ static void test_vmath_bounds(void **state)
 			int (*width)(void);
 			*(void **)&width = dlsym(h, "t_width");
 			assert_non_null(fn);
+			if (funcs[f].below && width() == 8) {
+				dlclose(h);
+				continue;
+			}
 			fn(x, y, k);
 			double mx = 0;
 			float at = 0;
 			for (long i = 0; i < k; i++) {
+				if (funcs[f].below && !(fabsf(x[i]) < funcs[f].below))
+					continue;
 				double e = ulp_err(y[i], ref[i]);
 				if (e > mx)
 					mx = e, at = x[i];
 			}
-			print_message("# %-8s %-10s %2d lanes: max %.3f ulp (at %.9g), bound %.1f\n", funcs[f].name, targets[t],
-				      width(), mx, at, funcs[f].bound);
+			print_message("# %-8s %-10s %2d lanes: max %.3f ulp (at %.9g), bound %.1f%s\n", funcs[f].name,
+				      targets[t], width(), mx, at, funcs[f].bound, funcs[f].below ? " for |x| < 4" : "");
 			if (mx > funcs[f].bound)
 				bad++;
 			dlclose(h);
