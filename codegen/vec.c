@@ -31,6 +31,7 @@
  * deviations) in 4 accumulators each; Welford when split across threads or
  * over columns. */
 #include <math.h>
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,6 +137,12 @@ void vec_prelude(FILE *f)
 	fputs(coil_vmath_src, f);
 	fputs("\n/* Elements per thread below which a kernel runs on the caller's thread. */\n"
 	      "#define COIL_GRAIN 32768\n"
+	      "/* Output bytes from which pointwise kernels store with streaming (non-temporal)\n"
+	      " * stores: about half the L3 of the machines measured, as such an output leaves the\n"
+	      " * cache before its reader comes, and the stores then skip reading each line first;\n"
+	      " * tiled transposes from the size of L2, as their rows of stores conflict in it. */\n"
+	      "#define COIL_NT_BYTES (16 << 20)\n"
+	      "#define COIL_NT_TR_BYTES (1 << 20)\n"
 	      "static inline int coil_team(int nt, int64_t work)\n{\n"
 	      "\tint64_t t = work / COIL_GRAIN;\n\treturn t < 1 ? 1 : t < nt ? (int)t : nt;\n}\n"
 	      "static inline float coil_floordivf(float a, float b) { return (float)coil_floordiv(a, b); }\n"
@@ -185,6 +192,14 @@ typedef struct vctx {
 	 * read indexed by row variable pf_var also touches row pf_var + pf_d. */
 	char *pf_var;
 	int pf_d;
+	/* Tiled transposes: f32 reads contiguous along the tile dim come from
+	 * blocks transposed through registers (coil_tr##w into tb<i>, row r_). */
+	int ntr, tr_on;
+	int nts;         /* pointwise stores may stream (runtime flag nts_, coil_st##w) */
+	struct {
+		int v;
+		char *key, *buf, *lin0, *lin1; /* lin0: at ib_ (tile) and vv; lin1: at vv + 1 */
+	} tr[8];
 } vctx;
 
 /* Pointwise 2D tiles (a gathered read contiguous along another loop dim):
@@ -287,6 +302,14 @@ static int access_kind(vctx *c, const ir_node *n, char **idx)
 	if (s[0] == '(' && !strncmp(s + 1, c->vv, l) && !strncmp(s + 1 + l, " + ", 3) && !mentions(s + 1 + l, c->vv))
 		return ACC_CONTIG;
 	return ACC_GATHER;
+}
+
+static char *idx_key(vctx *c, const ir_node *n, char **idx)
+{
+	char *k = "";
+	for (int i = 0; i < n->rank; i++)
+		k = P("%s,%s", k, idx[i]);
+	return k;
 }
 
 static char *key_of(vctx *c, const ir_node *n, char **idx)
@@ -405,6 +428,12 @@ static char *vrv(vctx *c, int v, char **idx)
 				out(c, "_mm_prefetch((const char *)&%s[%s], _MM_HINT_T0);\n", b, ix_linear(c->ir, n, pidx));
 			return tmp(c, v, key, 0, c->tail ? P(I->loadm, "tm", b, lin) : P(I->load, b, lin));
 		}
+		if (c->tr_on) {
+			char *k = idx_key(c, n, idx);
+			for (int i = 0; i < c->ntr; i++)
+				if (c->tr[i].v == v && !strcmp(c->tr[i].key, k))
+					return tmp(c, v, key, 0, P(I->load, P("tb%d[r_]", i), "0"));
+		}
 		/* gather lane by lane (converted to float) */
 		char *g = P("g%d", c->ntmp++);
 		out(c, "float %s[%d] = {0};\n", g, I->w);
@@ -481,6 +510,8 @@ static void vstore(vctx *c, int v, char **idx)
 	int kind = access_kind(c, n, idx);
 	if (kind == ACC_INV)
 		out(c, "%s[%s] = %s;\n", b, lin, P(c->I->lane0, x));
+	else if (kind == ACC_CONTIG && c->nts && !c->tail)
+		out(c, "coil_st%s(&%s[%s], %s, nts_);\n", c->I->sfx, b, lin, x);
 	else if (kind == ACC_CONTIG)
 		out(c, "%s;\n", c->tail ? P(c->I->storem, b, lin, "tm", x) : P(c->I->store, b, lin, x));
 	else
@@ -578,9 +609,14 @@ static int nest(vctx *c, const coil_dim *shape, int rank, unsigned which, int pa
 	char *vsz = dimc(c, &shape[c->vd]);
 	for (int d = 0; d < rank; d++)
 		nl += which >> d & 1 && d != c->vd && !dim_eq_const(&shape[d], 1);
-	if (par)
+	if (par && c->nts) { /* each thread fences its streaming stores */
+		out(c, "#pragma omp parallel num_threads(nte) if (nte > 1)\n");
+		out(c, "{\n");
+		out(c, "#pragma omp for collapse(%d) schedule(static) nowait\n", nl + (block > 0));
+	} else if (par) {
 		out(c, "#pragma omp parallel for collapse(%d) num_threads(nte) if (nte > 1) schedule(static)\n",
 		    nl + (block > 0));
+	}
 	int opened = 0;
 	for (int d = 0; d < rank; d++) {
 		if (!(which >> d & 1) || d == c->vd || dim_eq_const(&shape[d], 1))
@@ -604,7 +640,7 @@ static int nest(vctx *c, const coil_dim *shape, int rank, unsigned which, int pa
 		lo = P("j%d", c->vd);
 		hi = P("COIL_MIN(j%d + %d, %s)", c->vd, block, vsz);
 	}
-	if (tile >= 0) {
+	if (tile >= 0 && !c->ntr) {
 		out(c, "for (int64_t i%d = t%d; i%d < COIL_MIN(t%d + %d, %s); i%d++) {\n", tile, tile, tile, tile, TILE_T,
 		    dimc(c, &shape[tile]), tile);
 		c->ind++;
@@ -618,6 +654,11 @@ static int nest(vctx *c, const coil_dim *shape, int rank, unsigned which, int pa
 	scope_pop(c);
 	while (opened--) {
 		c->ind--;
+		out(c, "}\n");
+	}
+	if (par && c->nts) {
+		out(c, "if (nts_)\n");
+		out(c, "        _mm_sfence();\n");
 		out(c, "}\n");
 	}
 	return 0;
@@ -680,6 +721,103 @@ static int find_tile(vctx *c, int v, char **idx, int depth)
 	return -1;
 }
 
+/* Records v's gathered reads for tiled transposes (c->tr); -1 if one is not a
+ * unit-stride f32 read contiguous along i<tile> (the kernel then gathers). */
+static int collect_tr(vctx *c, int v, char **idx, int depth, int tile)
+{
+	ir_node *n = &c->ir->nodes[v];
+	if (n->op == IR_FILL)
+		return 0;
+	if (depth > 64 || (n->op == IR_REDUCE && n->kernel == c->k))
+		return -1;
+	if (is_buf(c, n)) {
+		if (access_kind(c, n, idx) != ACC_GATHER)
+			return 0;
+		int last = inner_dim(n->shape, n->rank);
+		char *tv = P("i%d", tile), *k = idx_key(c, n, idx), *s0[COIL_MAX_RANK], *s1[COIL_MAX_RANK];
+		if (n->dtype != COIL_F32 || last < 0 || strcmp(idx[last], tv))
+			return -1;
+		for (int d = 0; d < n->rank; d++) {
+			if ((mentions(idx[d], c->vv) && strcmp(idx[d], c->vv)) || (mentions(idx[d], tv) && strcmp(idx[d], tv)))
+				return -1;
+			s0[d] = !strcmp(idx[d], tv) ? "ib_" : idx[d];
+			s1[d] = !strcmp(idx[d], c->vv) ? P("(%s + 1)", c->vv) : s0[d];
+		}
+		for (int i = 0; i < c->ntr; i++)
+			if (c->tr[i].v == v && !strcmp(c->tr[i].key, k))
+				return 0;
+		if (c->ntr == (int)(sizeof c->tr / sizeof *c->tr))
+			return -1;
+		c->tr[c->ntr].v = v;
+		c->tr[c->ntr].key = k;
+		c->tr[c->ntr].buf = bufname(c, v);
+		c->tr[c->ntr].lin0 = ix_linear(c->ir, n, s0);
+		c->tr[c->ntr++].lin1 = ix_linear(c->ir, n, s1);
+		return 0;
+	}
+	for (int i = 0; i < n->nsrc; i++) {
+		char *sidx[COIL_MAX_RANK];
+		ix_operand(c->ir, n, i, idx, sidx);
+		if (collect_tr(c, n->src[i], sidx, depth + 1, tile) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+typedef struct tr_arg {
+	pw_arg *pw;
+	int tile;
+	char *ext; /* the tile dim's extent */
+} tr_arg;
+
+/* One block of rn rows of the tile dim (rn: a constant w, or the variable rn_):
+ * the transposed reads' blocks, then the rows one by one. */
+static void tr_block(vctx *c, tr_arg *t, const char *rn)
+{
+	int w = c->I->w;
+	for (int i = 0; i < c->ntr; i++)
+		out(c, "coil_tr%d(&%s[%s], &%s[%s] - &%s[%s], %s, %s, tb%d);\n", w, c->tr[i].buf, c->tr[i].lin0,
+		    c->tr[i].buf, c->tr[i].lin1, c->tr[i].buf, c->tr[i].lin0, c->tail ? "(int)tn" : P("%d", w), rn, i);
+	if (isdigit((unsigned char)rn[0]))
+		out(c, "_Pragma(\"GCC unroll 16\")\n");
+	out(c, "for (int r_ = 0; r_ < %s; r_++) {\n", rn);
+	c->ind++;
+	out(c, "const int64_t i%d = ib_ + r_;\n", t->tile);
+	c->tr_on = 1;
+	scope_push(c);
+	pw_body(c, t->pw);
+	scope_pop(c);
+	c->tr_on = 0;
+	c->ind--;
+	out(c, "}\n");
+}
+
+/* The vloop body of a tiled transpose: blocks of w rows of the tile dim, full
+ * ones with constant bounds (unrolled, the blocks kept in registers), then
+ * the last, partial one. */
+static void tr_body(vctx *c, void *arg)
+{
+	tr_arg *t = arg;
+	int w = c->I->w;
+	char *hi = P("COIL_MIN(t%d + %d, %s)", t->tile, TILE_T, t->ext);
+	for (int i = 0; i < c->ntr; i++)
+		out(c, "float tb%d[%d][%d] __attribute__((aligned(64)));\n", i, w, w);
+	out(c, "for (int64_t ib_ = t%d; ib_ < %s; ib_ += %d) {\n", t->tile, hi, w);
+	c->ind++;
+	out(c, "if (%s - ib_ >= %d) {\n", hi, w);
+	c->ind++;
+	tr_block(c, t, P("%d", w));
+	c->ind--;
+	out(c, "} else {\n");
+	c->ind++;
+	out(c, "const int rn_ = (int)(%s - ib_);\n", hi);
+	tr_block(c, t, "rn_");
+	c->ind--;
+	out(c, "}\n");
+	c->ind--;
+	out(c, "}\n");
+}
+
 static void emit_pw(vctx *c, ir_kernel *K)
 {
 	ir_node *n = &c->ir->nodes[K->outs[0]];
@@ -702,7 +840,23 @@ static void emit_pw(vctx *c, ir_kernel *K)
 	out(c, "const int nte = coil_team(nt, work);\n");
 	out(c, "(void)nte;\n");
 	pw_arg p = {K, idx};
-	nest(c, n->shape, n->rank, ~0u, 1, tile >= 0 ? TILE_B : 64 * c->I->w, tile, pw_body, &p);
+	int tr = tile >= 0;
+	c->ntr = 0;
+	for (int i = 0; i < K->nouts && tr; i++)
+		tr = collect_tr(c, K->outs[i], idx, 0, tile) == 0;
+	tr = tr && c->ntr;
+	if (!tr)
+		c->ntr = 0; /* tiles (if any), with reads gathered lane by lane */
+	c->nts = 1;
+	out(c, "const int nts_ = work * %d >= %s;\n", 4 * K->nouts, tr ? "COIL_NT_TR_BYTES" : "COIL_NT_BYTES");
+	if (tr) {
+		tr_arg t = {&p, tile, dimc(c, &n->shape[tile])};
+		nest(c, n->shape, n->rank, ~0u, 1, TILE_B, tile, tr_body, &t);
+	} else {
+		nest(c, n->shape, n->rank, ~0u, 1, tile >= 0 ? TILE_B : 64 * c->I->w, tile, pw_body, &p);
+	}
+	c->ntr = 0;
+	c->nts = 0;
 }
 
 /* --- reductions ---------------------------------------------------------- */

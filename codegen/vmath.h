@@ -346,6 +346,42 @@ static inline __m256 coil_tail8(int64_t n)
 	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
 	return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), lane));
 }
+/* A vector store, streaming (non-temporal) where nt and p is aligned. */
+static inline void coil_st8(float *p, __m256 v, int nt)
+{
+	if (nt && !((uintptr_t)p & 31))
+		_mm256_stream_ps(p, v);
+	else
+		_mm256_storeu_ps(p, v);
+}
+/* t[r][l] = s[l*ld + r] for l < ln, r < rn; 0 elsewhere (an 8x8 block of a
+ * transpose, through registers: vec.c's tiled permutes). */
+static inline __attribute__((always_inline)) void coil_tr8(const float *s, int64_t ld, int ln, int rn,
+							  float t[8][8])
+{
+	__m256i m = _mm256_castps_si256(coil_tail8(rn));
+	__m256 r[8], u[8];
+	_Pragma("GCC unroll 16")
+	for (int l = 0; l < 8; l++)
+		r[l] = l < ln ? _mm256_maskload_ps(s + l * ld, m) : _mm256_setzero_ps();
+	_Pragma("GCC unroll 16")
+	for (int k = 0; k < 8; k += 2) {
+		u[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+		u[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+	}
+	_Pragma("GCC unroll 16")
+	for (int k = 0; k < 8; k += 4) {
+		r[k] = _mm256_shuffle_ps(u[k], u[k + 2], 0x44);
+		r[k + 1] = _mm256_shuffle_ps(u[k], u[k + 2], 0xee);
+		r[k + 2] = _mm256_shuffle_ps(u[k + 1], u[k + 3], 0x44);
+		r[k + 3] = _mm256_shuffle_ps(u[k + 1], u[k + 3], 0xee);
+	}
+	_Pragma("GCC unroll 16")
+	for (int j = 0; j < 4; j++) {
+		_mm256_storeu_ps(t[j], _mm256_permute2f128_ps(r[j], r[4 + j], 0x20));
+		_mm256_storeu_ps(t[4 + j], _mm256_permute2f128_ps(r[j], r[4 + j], 0x31));
+	}
+}
 #endif
 
 #if defined(__AVX512F__)
@@ -389,6 +425,45 @@ static inline float coil_hmin16(__m512 v)
 	return nan ? NAN : _mm512_reduce_min_ps(v);
 }
 static inline __mmask16 coil_tail16(int64_t n) { return (__mmask16)((1u << n) - 1); }
+static inline void coil_st16(float *p, __m512 v, int nt)
+{
+	if (nt && !((uintptr_t)p & 63))
+		_mm512_stream_ps(p, v);
+	else
+		_mm512_storeu_ps(p, v);
+}
+/* t[r][l] = s[l*ld + r] for l < ln, r < rn; 0 elsewhere (a 16x16 block of a
+ * transpose, through registers: vec.c's tiled permutes). */
+static inline __attribute__((always_inline)) void coil_tr16(const float *s, int64_t ld, int ln, int rn,
+							  float t[16][16])
+{
+	__mmask16 m = coil_tail16(rn);
+	__m512 r[16], u[16];
+	_Pragma("GCC unroll 16")
+	for (int l = 0; l < 16; l++)
+		r[l] = l < ln ? _mm512_maskz_loadu_ps(m, s + l * ld) : _mm512_setzero_ps();
+	_Pragma("GCC unroll 16")
+	for (int k = 0; k < 16; k += 2) {
+		u[k] = _mm512_unpacklo_ps(r[k], r[k + 1]);
+		u[k + 1] = _mm512_unpackhi_ps(r[k], r[k + 1]);
+	}
+	_Pragma("GCC unroll 16")
+	for (int k = 0; k < 16; k += 4) { /* r[k + j]: column 4m + j of rows k..k+3 in 128-bit lane m */
+		r[k] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(u[k]), _mm512_castps_pd(u[k + 2])));
+		r[k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(u[k]), _mm512_castps_pd(u[k + 2])));
+		r[k + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(u[k + 1]), _mm512_castps_pd(u[k + 3])));
+		r[k + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(u[k + 1]), _mm512_castps_pd(u[k + 3])));
+	}
+	_Pragma("GCC unroll 16")
+	for (int j = 0; j < 4; j++) {
+		__m512 x0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x44), x1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xee);
+		__m512 y0 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x44), y1 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xee);
+		_mm512_storeu_ps(t[j], _mm512_shuffle_f32x4(x0, y0, 0x88));
+		_mm512_storeu_ps(t[4 + j], _mm512_shuffle_f32x4(x0, y0, 0xdd));
+		_mm512_storeu_ps(t[8 + j], _mm512_shuffle_f32x4(x1, y1, 0x88));
+		_mm512_storeu_ps(t[12 + j], _mm512_shuffle_f32x4(x1, y1, 0xdd));
+	}
+}
 #endif
 
 #endif

@@ -657,8 +657,12 @@ static const char *const dnnl_pools[] = {
 	  "\"y\""),
 };
 
+static char *emitted_c_for(const char *j, const char *target);
+
 /* The generated C of graph j (generic target). */
-static char *emitted_c(const char *j)
+static char *emitted_c(const char *j) { return emitted_c_for(j, "generic"); }
+
+static char *emitted_c_for(const char *j, const char *target)
 {
 	coil_err err;
 	coil_graph *g = graph_parse(j, strlen(j), &err);
@@ -667,7 +671,7 @@ static char *emitted_c(const char *j)
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
 	assert_non_null(f);
-	codegen_opts o = {.target = "generic", .dump_after = "emit_c", .dump_file = f};
+	codegen_opts o = {.target = target, .dump_after = "emit_c", .dump_file = f};
 	assert_int_equal(codegen_compile(g, &o, NULL, NULL, &err), 0);
 	fclose(f);
 	graph_free(g);
@@ -1143,6 +1147,66 @@ static const char *const layout_graphs[] = {
 	  "\"q\",\"r\",\"o\""),
 };
 
+/* Transposes through registers (coil_tr##w blocks): a transposed read next to
+ * contiguous ones, two transposed buffers in one kernel, partial blocks on
+ * both sides, outputs large enough for streaming stores (a transpose from 1 MB,
+ * a contiguous kernel from 16 MB), and reads that must still be gathered (an
+ * int64 buffer, a reshape of a permute). */
+static const char *const transpose_graphs[] = {
+	G(T("a", "f32", "[300,1001]") "," T("z", "f32", "[1001,300]") "," T("c", "f32", "[300,1001]"), "",
+	  ND("a1", "aten.t", "[\"a\"]", "at") "," ND("b1", "aten.add.Tensor", "[\"at\", \"z\"]", "s") ","
+	  ND("c1", "aten.permute", "[\"z\", [1,0]]", "zt") "," ND("d1", "aten.mul.Tensor", "[\"zt\", \"a\"]", "m") ","
+	  ND("e1", "aten.t", "[\"c\"]", "ct") "," ND("f1", "aten.sub.Tensor", "[\"at\", \"ct\"]", "st"),
+	  "\"s\",\"m\",\"st\""),
+	G(T("x", "f32", "[2,45,17,3]") "," T("y", "f32", "[2,3,45,17]"), "",
+	  ND("a", "aten.permute", "[\"x\", [0,3,1,2]]", "p") "," ND("b", "aten.mul.Tensor", "[\"p\", \"y\"]", "o"),
+	  "\"o\""),
+	G(T("x", "f32", "[4100,1024]"), "", ND("a", "aten.relu", "[\"x\"]", "y"), "\"y\""),
+	G(T("x", "f32", "[37,29,5]") "," T("i", "i64", "[37,29]"), "",
+	  ND("a", "aten.permute", "[\"x\", [2,1,0]]", "p") "," ND("b", "aten.t", "[\"i\"]", "it") ","
+	  ND("c", "aten.add.Tensor", "[\"p\", \"it\"]", "o") "," ND("d", "aten.permute", "[\"x\", [1,0,2]]", "q") ","
+	  ND("e", "aten.reshape", "[\"q\", [29,185]]", "r") "," ND("f", "aten.neg", "[\"r\"]", "nr"),
+	  "\"o\",\"nr\""),
+};
+
+static void test_transposes(void **state)
+{
+	(void)state;
+	static const char *const targets[] = {"generic", "x86-64-v3", "x86-64-v4"};
+	int fails = 0;
+	for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
+		if (!target_runs_here(targets[t])) {
+			print_message("# %s does not run here: skipped\n", targets[t]);
+			continue;
+		}
+		force_target = targets[t];
+		for (size_t i = 0; i < sizeof transpose_graphs / sizeof *transpose_graphs; i++)
+			if (check_graph(transpose_graphs[i], 0, NULL))
+				fails++, print_error("transpose graph %zu failed on %s\n", i, targets[t]);
+		force_target = NULL;
+	}
+	assert_int_equal(fails, 0);
+	/* the emitted C takes the register path where it should */
+	static const struct {
+		const char *target, *tr, *st;
+	} v[] = {{"x86-64-v3", "coil_tr8(&", "coil_st8(&"}, {"x86-64-v4", "coil_tr16(&", "coil_st16(&"}};
+	for (size_t t = 0; t < 2; t++) {
+		char *c = emitted_c_for(transpose_graphs[0], v[t].target);
+		assert_non_null(strstr(c, v[t].tr));
+		assert_non_null(strstr(c, v[t].st));
+		free(c);
+		c = emitted_c_for(transpose_graphs[1], v[t].target);
+		assert_non_null(strstr(c, v[t].tr));
+		free(c);
+		c = emitted_c_for(transpose_graphs[3], v[t].target);
+		assert_null(strstr(c, v[t].tr));
+		free(c);
+	}
+	char *c = emitted_c_for(transpose_graphs[0], "generic");
+	assert_null(strstr(c, "coil_tr8(&"));
+	free(c);
+}
+
 static void test_layouts(void **state)
 {
 	(void)state;
@@ -1200,7 +1264,7 @@ int main(void)
 		cmocka_unit_test(test_runtime_errors),
 		cmocka_unit_test(test_random_graphs),
 		cmocka_unit_test(test_simd_targets),
-		cmocka_unit_test(test_layouts),
+		cmocka_unit_test(test_layouts), cmocka_unit_test(test_transposes),
 		cmocka_unit_test(test_shared_functions),
 		cmocka_unit_test(test_split_units),
 	};
