@@ -1108,9 +1108,19 @@ static void emit_rows(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 	out(c, "const int64_t work = %s;\n", work_expr(c, s0));
 	out(c, "const int nte = coil_team(nt, work) < 64 ? coil_team(nt, work) : 64;\n");
 	out(c, "(void)nte;\n");
+	/* full-size outputs (layer norm, softmax) stream when large, as pointwise ones do */
+	int nfull = 0;
+	for (int i = 0; i < K->nouts; i++)
+		nfull += c->ir->nodes[K->outs[i]].rank == s0->rank && dims_equal(c->ir->nodes[K->outs[i]].shape, s0->shape, s0->rank);
+	out(c, "const int nts_ = work * %d >= COIL_NT_BYTES;\n", 4 * (nfull ? nfull : 1));
+	out(c, "(void)nts_;\n");
 	int opened = 0;
 	if (!split) {
-		out(c, "#pragma omp parallel for collapse(%d) num_threads(nte) if (nte > 1) schedule(static)\n", nkept);
+		out(c, "#pragma omp parallel num_threads(nte) if (nte > 1)\n");
+		out(c, "{\n");
+		c->ind++;
+		opened++;
+		out(c, "#pragma omp for collapse(%d) schedule(static) nowait\n", nkept);
 		for (int d = 0; d < s0->rank; d++) {
 			if (M >> d & 1 || dim_eq_const(&s0->shape[d], 1))
 				continue;
@@ -1254,13 +1264,21 @@ static void emit_rows(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 			ep_arg e = {K, s0, full};
 			c->cache_mode = c->cache_v >= 0 ? 2 : 0;
 			c->pf_var = pf_var;
+			c->nts = nfull > 0;
 			nest(c, s0->shape, s0->rank, M, split, split ? 64 * c->I->w : 0, -1, ep_full_body, &e);
+			c->nts = 0;
 			c->cache_mode = 0;
 			c->pf_var = NULL;
 		}
 	}
 	scope_pop(c);
-	while (opened--) {
+	while (opened-- > !split) {
+		c->ind--;
+		out(c, "}\n");
+	}
+	if (!split) { /* each thread fences its streaming stores */
+		out(c, "if (nts_)\n");
+		out(c, "        _mm_sfence();\n");
 		c->ind--;
 		out(c, "}\n");
 	}

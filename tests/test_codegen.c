@@ -1150,7 +1150,7 @@ static const char *const layout_graphs[] = {
 /* Transposes through registers (coil_tr##w blocks): a transposed read next to
  * contiguous ones, two transposed buffers in one kernel, partial blocks on
  * both sides, outputs large enough for streaming stores (a transpose from 1 MB,
- * a contiguous kernel from 16 MB), and reads that must still be gathered (an
+ * pointwise and row kernels from 16 MB, one row split across threads), and reads that must still be gathered (an
  * int64 buffer, a reshape of a permute). */
 static const char *const transpose_graphs[] = {
 	G(T("a", "f32", "[300,1001]") "," T("z", "f32", "[1001,300]") "," T("c", "f32", "[300,1001]"), "",
@@ -1161,7 +1161,10 @@ static const char *const transpose_graphs[] = {
 	G(T("x", "f32", "[2,45,17,3]") "," T("y", "f32", "[2,3,45,17]"), "",
 	  ND("a", "aten.permute", "[\"x\", [0,3,1,2]]", "p") "," ND("b", "aten.mul.Tensor", "[\"p\", \"y\"]", "o"),
 	  "\"o\""),
-	G(T("x", "f32", "[4100,1024]"), "", ND("a", "aten.relu", "[\"x\"]", "y"), "\"y\""),
+	G(T("x", "f32", "[4100,1024]") "," T("r", "f32", "[1,4200000]"), T("w", "f32", "[1024]"),
+	  ND("a", "aten.relu", "[\"x\"]", "y") "," ND("b", "aten.layer_norm", "[\"x\", [1024], \"w\"]", "n") ","
+	  ND("c", "aten._softmax", "[\"x\", 1, false]", "s") "," ND("d", "aten._softmax", "[\"r\", 1, false]", "rs"),
+	  "\"y\",\"n\",\"s\",\"rs\""),
 	G(T("x", "f32", "[37,29,5]") "," T("i", "i64", "[37,29]"), "",
 	  ND("a", "aten.permute", "[\"x\", [2,1,0]]", "p") "," ND("b", "aten.t", "[\"i\"]", "it") ","
 	  ND("c", "aten.add.Tensor", "[\"p\", \"it\"]", "o") "," ND("d", "aten.permute", "[\"x\", [1,0,2]]", "q") ","

@@ -4,7 +4,8 @@
 For each kernel it builds a small graph JSON, compiles it with build/coil (a fresh
 COIL_CACHE_DIR), times `coil run --repeat N --threads T` (the median that coil prints on
 stderr) and the same op in torch eager (OPENBLAS_NUM_THREADS=1, torch.set_num_threads(T),
-median of N calls), on 1 and 2 threads.  Copy bandwidth is measured in the same run by a
+median of N calls), on 1 and 2 threads; coil and eager alternate --rounds times (3) and the
+table gives the median of their medians.  Copy bandwidth is measured in the same run by a
 compiled copy kernel (aten.clone of a buffer of the same size: one read + one write) and by
 torch's y.copy_(x); the reference is the larger of the two.  A kernel's bandwidth counts the
 bytes it must move (inputs read once + outputs written once).
@@ -125,6 +126,15 @@ def eager_time(fn, threads, repeat):
     return ts[len(ts) // 2]
 
 
+def rounds(k, coil_fn, eager_fn):
+    """k alternations of the two timings; the median of each (a shared machine drifts)."""
+    ts = [[], []]
+    for _ in range(k):
+        ts[0].append(coil_fn())
+        ts[1].append(eager_fn())
+    return tuple(sorted(v)[len(v) // 2] for v in ts)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--coil", default="build/coil")
@@ -134,8 +144,10 @@ def main():
     ap.add_argument("--only", default=None, help="regex: only kernels whose name matches")
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     ap.add_argument("--base", default=None, help="A/B mode: the baseline coil binary")
-    ap.add_argument("--rounds", type=int, default=7, help="A/B mode: alternations")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="alternations of coil and eager per row, medians reported (3; A/B mode: 7)")
     a = ap.parse_args()
+    a.rounds = a.rounds or (7 if a.base else 3)
     threads = [int(t) for t in a.threads.split(",")]
     if a.base:
         return ab(a, threads)
@@ -144,15 +156,17 @@ def main():
     d = tempfile.mkdtemp(prefix="coil-bench-")
     env = dict(os.environ, COIL_CACHE_DIR=os.path.join(d, "cache"), OPENBLAS_NUM_THREADS="1")
     lines = [f"# bench/kernels ({time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, "
-             f"{os.cpu_count()} CPUs, target {a.target or 'native'})", ""]
+             f"{os.cpu_count()} CPUs, target {a.target or 'native'}, median of {a.rounds} alternating rounds "
+             f"of {a.repeat} calls)", ""]
     copy_bw = {}
     lines += ["| copy | threads | coil ms | coil GB/s | torch copy_ GB/s | reference GB/s |", "|---|---|---|---|---|---|"]
     for nbytes, gj, ins in copy_cases():
         for t in threads:
-            ct = coil_time(a.coil, d, f"copy{nbytes}", gj, ins, {}, t, a.repeat, a.target, env)
             x = ins["x"]
             y = torch.empty_like(x)
-            et = eager_time(lambda: y.copy_(x), t, a.repeat)
+            ct, et = rounds(a.rounds, lambda: coil_time(a.coil, d, f"copy{nbytes}", gj, ins, {}, t, a.repeat,
+                                                          a.target, env),
+                            lambda: eager_time(lambda: y.copy_(x), t, a.repeat))
             bw = max(2 * nbytes / ct, 2 * nbytes / et)
             copy_bw[(nbytes, t)] = bw
             lines.append(f"| {nbytes >> 20} MiB | {t} | {ct * 1e3:.3f} | {2 * nbytes / ct / 1e9:.1f} | "
@@ -164,8 +178,8 @@ def main():
             continue
         tag = re.sub(r"[^a-z0-9]+", "_", name)
         for t in threads:
-            ct = coil_time(a.coil, d, tag, gj, ins, pars, t, a.repeat, a.target, env)
-            et = eager_time(fn, t, a.repeat)
+            ct, et = rounds(a.rounds, lambda: coil_time(a.coil, d, tag, gj, ins, pars, t, a.repeat, a.target, env),
+                            lambda: eager_time(fn, t, a.repeat))
             ref = min(copy_bw.items(), key=lambda kv: (abs(kv[0][0] - nbytes / 2), kv[0][1] != t))[1]
             ref = [bw for (nb, tt), bw in copy_bw.items() if tt == t and nb == min(
                 (k[0] for k in copy_bw), key=lambda nb: abs(nb - nbytes / 2))][0]
