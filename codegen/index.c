@@ -95,33 +95,73 @@ char *ix_linear(coil_ir *ir, const ir_node *n, char **idx)
 	return e ? e : "0";
 }
 
-/* Reshape: when both shapes have the same non-1 dims in order, map them
- * directly; otherwise go through the linear offset. */
-static void ix_reshape(coil_ir *ir, const ir_node *n, const ir_node *s, char **idx, char **out)
+/* Reshape, group by group: the non-1 dims of both shapes are cut into the
+ * shortest runs with equal products ([116, 28, 28] and [2, 58, 28, 28] give
+ * (116 | 2, 58), (28 | 28), (28 | 28)); a run of one dim on each side maps
+ * directly, others through the run's own linear offset, so indices outside a
+ * split or merge stay plain loop variables.  Symbolic dims must pair up one
+ * to one; otherwise the whole shape goes through the linear offset. */
+static int reshape_groups(coil_ir *ir, const ir_node *n, const ir_node *s, char **idx, char **out)
 {
-	int i = 0, j = 0, ok = 1;
-	char *tmp[COIL_MAX_RANK];
+	coil_arena *a = ir->arena;
+	int i = 0, j = 0;
+	for (int k = 0; k < s->rank; k++)
+		out[k] = "0";
 	for (;;) {
 		while (i < n->rank && is_one(&n->shape[i]))
 			i++;
 		while (j < s->rank && is_one(&s->shape[j]))
-			tmp[j++] = "0";
+			j++;
 		if (i == n->rank || j == s->rank)
-			break;
-		if (!dim_eq(&n->shape[i], &s->shape[j])) {
-			ok = 0;
-			break;
+			return i == n->rank && j == s->rank;
+		if (dim_eq(&n->shape[i], &s->shape[j])) {
+			out[j++] = idx[i++];
+			continue;
 		}
-		tmp[j++] = idx[i++];
+		int64_t pn, ps, v;
+		int i0 = i, j0 = j;
+		if (!dim_is_const(&n->shape[i], &pn) || !dim_is_const(&s->shape[j], &ps))
+			return 0;
+		while (pn != ps) {
+			int64_t *p = pn < ps ? &pn : &ps;
+			int *k = pn < ps ? &i : &j;
+			const ir_node *t = pn < ps ? n : s;
+			if (++*k == t->rank || !dim_is_const(&t->shape[*k], &v))
+				return 0;
+			*p *= v;
+		}
+		i++, j++;
+		char *lin = NULL;
+		int64_t st = 1;
+		for (int k = i - 1; k >= i0; k--) {
+			dim_is_const(&n->shape[k], &v);
+			if (v != 1 && strcmp(idx[k], "0")) {
+				char *t = st == 1 ? arena_printf(a, "(%s)", idx[k]) : arena_printf(a, "(%s)*%lld", idx[k], (long long)st);
+				lin = lin ? arena_printf(a, "%s + %s", t, lin) : t;
+			}
+			st *= v;
+		}
+		if (!lin)
+			lin = "0";
+		st = 1;
+		for (int k = j - 1; k >= j0; k--) {
+			dim_is_const(&s->shape[k], &v);
+			if (v == 1)
+				out[k] = "0";
+			else if (st * v == ps)
+				out[k] = st == 1 ? arena_printf(a, "(%s)", lin) : arena_printf(a, "((%s) / %lld)", lin, (long long)st);
+			else
+				out[k] = st == 1 ? arena_printf(a, "((%s) %% %lld)", lin, (long long)v)
+						 : arena_printf(a, "((%s) / %lld %% %lld)", lin, (long long)st, (long long)v);
+			st *= v;
+		}
 	}
-	while (i < n->rank && is_one(&n->shape[i]))
-		i++;
-	while (j < s->rank && is_one(&s->shape[j]))
-		tmp[j++] = "0";
-	if (ok && i == n->rank && j == s->rank) {
-		memcpy(out, tmp, sizeof(char *) * (size_t)s->rank);
+}
+
+static void ix_reshape(coil_ir *ir, const ir_node *n, const ir_node *s, char **idx, char **out)
+{
+	if (reshape_groups(ir, n, s, idx, out))
 		return;
-	}
 	char *lin = ix_linear(ir, n, idx), *st[COIL_MAX_RANK];
 	strides_c(ir, s, st);
 	for (int k = 0; k < s->rank; k++) {

@@ -301,6 +301,11 @@ static int access_kind(vctx *c, const ir_node *n, char **idx)
 	/* "(vv + start)" from a unit-step slice */
 	if (s[0] == '(' && !strncmp(s + 1, c->vv, l) && !strncmp(s + 1 + l, " + ", 3) && !mentions(s + 1 + l, c->vv))
 		return ACC_CONTIG;
+	/* "(... + (vv))" from a reshape that merges dims (index.c) */
+	char *tail = P(" + (%s))", c->vv);
+	size_t ls = strlen(s), lt = strlen(tail);
+	if (s[0] == '(' && ls > lt && !strcmp(s + ls - lt, tail) && !mentions(P("%.*s", (int)(ls - lt), s), c->vv))
+		return ACC_CONTIG;
 	return ACC_GATHER;
 }
 

@@ -1165,6 +1165,17 @@ static const char *const transpose_graphs[] = {
 	  ND("a", "aten.relu", "[\"x\"]", "y") "," ND("b", "aten.layer_norm", "[\"x\", [1024], \"w\"]", "n") ","
 	  ND("c", "aten._softmax", "[\"x\", 1, false]", "s") "," ND("d", "aten._softmax", "[\"r\", 1, false]", "rs"),
 	  "\"y\",\"n\",\"s\",\"rs\""),
+	/* reshapes by groups of dims: split and merge at once, an uneven regroup, a channel
+	 * shuffle (view, transpose, view) read back through a slice, and a merge whose last
+	 * index is the vector one */
+	G(T("x", "f32", "[6,4,5]") "," T("y", "f32", "[4,6]") "," T("z", "f32", "[1,116,7,9]"), "",
+	  ND("a", "aten.reshape", "[\"x\", [2,3,20]]", "r1") "," ND("b", "aten.relu", "[\"r1\"]", "o1") ","
+	  ND("c", "aten.reshape", "[\"y\", [3,8]]", "r2") "," ND("d", "aten.neg", "[\"r2\"]", "o2") ","
+	  ND("e", "aten.view", "[\"z\", [1,2,58,7,9]]", "z1") "," ND("f", "aten.transpose.int", "[\"z1\", 1, 2]", "z2") ","
+	  ND("g", "aten.reshape", "[\"z2\", [1,116,7,9]]", "z3") "," ND("h", "aten.slice.Tensor", "[\"z3\", 1, 58, 116]", "z4") ","
+	  ND("i", "aten.exp", "[\"z4\"]", "o3") "," ND("j", "aten.reshape", "[\"z\", [1,116,63]]", "z5") ","
+	  ND("k", "aten.mul.Scalar", "[\"z5\", 3.0]", "o4"),
+	  "\"o1\",\"o2\",\"o3\",\"o4\""),
 	G(T("x", "f32", "[37,29,5]") "," T("i", "i64", "[37,29]"), "",
 	  ND("a", "aten.permute", "[\"x\", [2,1,0]]", "p") "," ND("b", "aten.t", "[\"i\"]", "it") ","
 	  ND("c", "aten.add.Tensor", "[\"p\", \"it\"]", "o") "," ND("d", "aten.permute", "[\"x\", [1,0,2]]", "q") ","
@@ -1176,6 +1187,12 @@ static void test_transposes(void **state)
 {
 	(void)state;
 	static const char *const targets[] = {"generic", "x86-64-v3", "x86-64-v4"};
+	/* reshapes with a symbolic batch: it pairs up with itself, the rest regroups */
+	static const int64_t b[3][8] = {{1}, {5}, {33}};
+	const char *sym = G(T("x", "f32", "[\"batch\",6,4]"), "",
+			    ND("a", "aten.reshape", "[\"x\", [\"batch\",24]]", "r") "," ND("b", "aten.neg", "[\"r\"]", "o") ","
+			    ND("c", "aten.reshape", "[\"x\", [\"batch\",2,3,4]]", "q") "," ND("d", "aten.exp", "[\"q\"]", "e"),
+			    "\"o\",\"e\"");
 	int fails = 0;
 	for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
 		if (!target_runs_here(targets[t])) {
@@ -1186,6 +1203,8 @@ static void test_transposes(void **state)
 		for (size_t i = 0; i < sizeof transpose_graphs / sizeof *transpose_graphs; i++)
 			if (check_graph(transpose_graphs[i], 0, NULL))
 				fails++, print_error("transpose graph %zu failed on %s\n", i, targets[t]);
+		if (check_graph(sym, 3, b))
+			fails++, print_error("symbolic reshape graph failed on %s\n", targets[t]);
 		force_target = NULL;
 	}
 	assert_int_equal(fails, 0);
@@ -1201,7 +1220,7 @@ static void test_transposes(void **state)
 		c = emitted_c_for(transpose_graphs[1], v[t].target);
 		assert_non_null(strstr(c, v[t].tr));
 		free(c);
-		c = emitted_c_for(transpose_graphs[3], v[t].target);
+		c = emitted_c_for(transpose_graphs[4], v[t].target);
 		assert_null(strstr(c, v[t].tr));
 		free(c);
 	}
