@@ -28,6 +28,22 @@ int emit_err_code(emit_errs *e, coil_ir *ir, int gnode, const char *fmt);
  * buffers it touches in used[].  On failure sets *bad and err. */
 void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_err *err, int *bad);
 
+/* The emitters' memo table (memo.c): the C name of value v rendered at index
+ * key; memo_push opens a scope, memo_pop forgets what was put in it.  Entries
+ * live in arena a. */
+typedef struct emit_memo {
+	struct emit_memo_ent {
+		int v, depth;
+		char *key, *name;
+	} *m;
+	int n, cap, depth;
+} emit_memo;
+
+char *memo_get(const emit_memo *t, int v, const char *key);
+char *memo_put(emit_memo *t, coil_arena *a, int v, char *key, char *name);
+static inline void memo_push(emit_memo *t) { t->depth++; }
+void memo_pop(emit_memo *t);
+
 /* Explicit SIMD (vec.c): the instruction-set table of a target (NULL for
  * generic: emit_c's scalar table), the artifact prelude it needs (vmath.h
  * and helpers; printed for every target), and the vector rendering of a

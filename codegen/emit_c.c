@@ -19,11 +19,6 @@
 #include "common/infer.h"
 #include "coil/artifact.h"
 
-typedef struct memo {
-	int v, depth;
-	char *key, *name;
-} memo;
-
 /* A distinct kernel function: its canonical text is the key. */
 typedef struct kfn {
 	char *key;
@@ -38,9 +33,8 @@ typedef struct ectx {
 	coil_ir *ir;
 	coil_arena *a;
 	FILE *f;          /* the current kernel's body */
-	int k, ntmp, depth, ind;
-	memo *m;
-	int nm, capm;
+	int k, ntmp, ind;
+	emit_memo memo;
 	char *used;       /* buffers the kernel touches */
 	emit_errs errs;   /* runtime error messages */
 	char *may_fail;   /* per kernel: raises runtime errors */
@@ -144,35 +138,6 @@ static char *key_of(ectx *c, ir_node *n, char **idx)
 	return k;
 }
 
-static char *memo_get(ectx *c, int v, const char *key)
-{
-	for (int i = c->nm - 1; i >= 0; i--)
-		if (c->m[i].v == v && !strcmp(c->m[i].key, key))
-			return c->m[i].name;
-	return NULL;
-}
-
-static char *memo_put(ectx *c, int v, char *key, char *name)
-{
-	if (c->nm == c->capm) {
-		c->capm = c->capm ? 2 * c->capm : 256;
-		memo *m = arena_alloc(c->a, (size_t)c->capm * sizeof *m);
-		if (c->nm)
-			memcpy(m, c->m, (size_t)c->nm * sizeof *m);
-		c->m = m;
-	}
-	c->m[c->nm++] = (memo){v, c->depth, key, name};
-	return name;
-}
-
-static void scope_push(ectx *c) { c->depth++; }
-static void scope_pop(ectx *c)
-{
-	while (c->nm && c->m[c->nm - 1].depth >= c->depth)
-		c->nm--;
-	c->depth--;
-}
-
 static int is_buf(ectx *c, ir_node *n)
 {
 	return n->op == IR_INPUT || n->op == IR_PARAM || n->op == IR_CONST || n->op == IR_EXTERN ||
@@ -188,13 +153,13 @@ static char *rv(ectx *c, int v, char **idx)
 			      : literal(c, n->fill, n->dtype);
 	if (n->op == IR_REDUCE && n->kernel == c->k)
 		return arena_printf(c->a, "acc%d", v);
-	char *key = key_of(c, n, idx), *name = memo_get(c, v, key);
+	char *key = key_of(c, n, idx), *name = memo_get(&c->memo, v, key);
 	if (name)
 		return name;
 	if (is_buf(c, n)) {
 		name = arena_printf(c->a, "t%d", c->ntmp++);
 		out(c, "const %s %s = %s[%s];\n", ctype(n->dtype), name, bufname(c, v), ix_linear(c->ir, n, idx));
-		return memo_put(c, v, key, name);
+		return memo_put(&c->memo, c->a, v, key, name);
 	}
 	char *a[3] = {0};
 	for (int i = 0; i < n->nsrc; i++) {
@@ -227,7 +192,7 @@ static char *rv(ectx *c, int v, char **idx)
 	}
 	name = arena_printf(c->a, "t%d", c->ntmp++);
 	out(c, "const %s %s = %s;\n", ctype(n->dtype), name, e);
-	return memo_put(c, v, key, name);
+	return memo_put(&c->memo, c->a, v, key, name);
 }
 
 /* Opens loops over the dims of shape whose bit is set in which (size-1 dims
@@ -245,13 +210,13 @@ static int open_loops(ectx *c, const coil_dim *shape, int rank, unsigned which, 
 		c->ind++;
 		nl++;
 	}
-	scope_push(c);
+	memo_push(&c->memo);
 	return nl;
 }
 
 static void close_loops(ectx *c, int nl)
 {
-	scope_pop(c);
+	memo_pop(&c->memo);
 	while (nl--) {
 		c->ind--;
 		out(c, "}\n");
@@ -536,7 +501,7 @@ static int emit_kernel(ectx *c, int k)
 		return coil_errf(c->err, "out of memory");
 	c->k = k;
 	c->ntmp = 0;
-	c->nm = 0;
+	c->memo.n = 0;
 	c->ind = 1;
 	memset(c->used, 0, (size_t)c->ir->n);
 	int vr = K->kind == K_EXTERN ? 0 : vec_emit_kernel(c->ir, c->isa, c->f, k, c->used, c->err);

@@ -160,19 +160,13 @@ void vec_prelude(FILE *f)
 
 /* --- the walk ------------------------------------------------------------ */
 
-typedef struct memo {
-	int v, depth;
-	char *key, *name;
-} memo;
-
 typedef struct vctx {
 	coil_ir *ir;
 	coil_arena *a;
 	const vec_isa *I;
 	FILE *f;
-	int k, ntmp, ind, depth;
-	memo *m;
-	int nm, capm;
+	int k, ntmp, ind;
+	emit_memo memo;
 	char *used;
 	int vd;          /* the vectorized dim of the iteration space */
 	char vv[16];     /* its loop variable */
@@ -218,35 +212,6 @@ static void out(vctx *c, const char *fmt, ...)
 }
 
 #define P(...) arena_printf(c->a, __VA_ARGS__)
-
-static void scope_push(vctx *c) { c->depth++; }
-static void scope_pop(vctx *c)
-{
-	while (c->nm && c->m[c->nm - 1].depth >= c->depth)
-		c->nm--;
-	c->depth--;
-}
-
-static char *memo_get(vctx *c, int v, const char *key)
-{
-	for (int i = c->nm - 1; i >= 0; i--)
-		if (c->m[i].v == v && !strcmp(c->m[i].key, key))
-			return c->m[i].name;
-	return NULL;
-}
-
-static char *memo_put(vctx *c, int v, char *key, char *name)
-{
-	if (c->nm == c->capm) {
-		c->capm = c->capm ? 2 * c->capm : 256;
-		memo *m = arena_alloc(c->a, (size_t)c->capm * sizeof *m);
-		if (c->nm)
-			memcpy(m, c->m, (size_t)c->nm * sizeof *m);
-		c->m = m;
-	}
-	c->m[c->nm++] = (memo){v, c->depth, key, name};
-	return name;
-}
 
 static char *bufname(vctx *c, int v)
 {
@@ -343,7 +308,7 @@ static char *tmp(vctx *c, int v, char *key, int mask, char *e)
 {
 	char *name = P("v%d", c->ntmp++);
 	out(c, "const %s %s = %s;\n", mask ? c->I->mt : c->I->vt, name, e);
-	return memo_put(c, v, key, name);
+	return memo_put(&c->memo, c->a, v, key, name);
 }
 
 static int is_fill(coil_ir *ir, int v, double x)
@@ -406,7 +371,7 @@ static char *vrv(vctx *c, int v, char **idx)
 	}
 	if (n->op == IR_REDUCE && n->kernel == c->k)
 		return c->red_vec ? P("vacc%d", v) : P(I->set1, P("acc%d", v));
-	char *key = key_of(c, n, idx), *name = memo_get(c, v, key);
+	char *key = key_of(c, n, idx), *name = memo_get(&c->memo, v, key);
 	if (name)
 		return name;
 	if (c->cache_mode == 2 && v == c->cache_v && !strcmp(key + c->tail, c->cache_key))
@@ -538,9 +503,9 @@ static void vloop(vctx *c, const char *lo, const char *hi, body_fn body, void *a
 	c->ind++;
 	out(c, "const int64_t %s0 = %s;\n", c->vv, c->vv);
 	out(c, "(void)%s0;\n", c->vv);
-	scope_push(c);
+	memo_push(&c->memo);
 	body(c, arg);
-	scope_pop(c);
+	memo_pop(&c->memo);
 	c->ind--;
 	out(c, "}\n");
 	out(c, "if (%s < %s) {\n", c->vv, hi);
@@ -550,9 +515,9 @@ static void vloop(vctx *c, const char *lo, const char *hi, body_fn body, void *a
 	out(c, "(void)%s0;\n", c->vv);
 	out(c, "(void)tm;\n");
 	c->tail = 1;
-	scope_push(c);
+	memo_push(&c->memo);
 	body(c, arg);
-	scope_pop(c);
+	memo_pop(&c->memo);
 	c->tail = 0;
 	c->ind--;
 	out(c, "}\n");
@@ -577,9 +542,9 @@ static void vloop_u(vctx *c, const char *lo, const char *hi, int U, body_fn body
 		out(c, "const int64_t %s = %s_u + %d, %s0 = %s_u + %d;\n", c->vv, c->vv, k * w, c->vv, c->vv, k * w);
 		out(c, "(void)%s;\n(void)%s0;\n", c->vv, c->vv);
 		c->ui = k;
-		scope_push(c);
+		memo_push(&c->memo);
 		body(c, arg);
-		scope_pop(c);
+		memo_pop(&c->memo);
 		c->ui = 0;
 		c->ind--;
 		out(c, "}\n");
@@ -651,12 +616,12 @@ static int nest(vctx *c, const coil_dim *shape, int rank, unsigned which, int pa
 		c->ind++;
 		opened++;
 	}
-	scope_push(c);
+	memo_push(&c->memo);
 	if (c->unroll > 1)
 		vloop_u(c, lo, hi, c->unroll, body, arg);
 	else
 		vloop(c, lo, hi, body, arg);
-	scope_pop(c);
+	memo_pop(&c->memo);
 	while (opened--) {
 		c->ind--;
 		out(c, "}\n");
@@ -789,9 +754,9 @@ static void tr_block(vctx *c, tr_arg *t, const char *rn)
 	c->ind++;
 	out(c, "const int64_t i%d = ib_ + r_;\n", t->tile);
 	c->tr_on = 1;
-	scope_push(c);
+	memo_push(&c->memo);
 	pw_body(c, t->pw);
-	scope_pop(c);
+	memo_pop(&c->memo);
 	c->tr_on = 0;
 	c->ind--;
 	out(c, "}\n");
@@ -1138,7 +1103,7 @@ static void emit_rows(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 		c->ind++;
 		opened++;
 	}
-	scope_push(c);
+	memo_push(&c->memo);
 	/* row cache: one reduced dim (the vector dim) of static length */
 	int nred = 0, last = K->reds[K->nreds - 1];
 	int64_t rowlen = 0;
@@ -1231,9 +1196,9 @@ static void emit_rows(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 				c->ind++;
 				opened2++;
 			}
-			scope_push(c);
+			memo_push(&c->memo);
 			vloop(c, sd == c->vd ? "lo_" : "0", sd == c->vd ? "hi_" : dimc(c, &s0->shape[c->vd]), red_body, &ra);
-			scope_pop(c);
+			memo_pop(&c->memo);
 			while (opened2--) {
 				c->ind--;
 				out(c, "}\n");
@@ -1276,7 +1241,7 @@ static void emit_rows(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 			c->pf_var = NULL;
 		}
 	}
-	scope_pop(c);
+	memo_pop(&c->memo);
 	while (opened-- > !split) {
 		c->ind--;
 		out(c, "}\n");
@@ -1415,7 +1380,7 @@ static void cb_regrow(vctx *c, cb_arg *a, int anywf)
 	for (int k = 0; k < nv && !c->bad; k++) {
 		out(c, "{\n");
 		c->ind++;
-		scope_push(c);
+		memo_push(&c->memo);
 		c->tail = k == nv - 1 && a->regn % w;
 		out(c, "const int64_t %s = %d, %s0 = %d;\n(void)%s;\n(void)%s0;\n", c->vv, k * w, c->vv, k * w, c->vv, c->vv);
 		a->bo = P("%d", k * w);
@@ -1430,7 +1395,7 @@ static void cb_regrow(vctx *c, cb_arg *a, int anywf)
 				cb_step(c, r, P("%d_%d", v, k), x, "ri0_");
 		}
 		c->tail = 0;
-		scope_pop(c);
+		memo_pop(&c->memo);
 		c->ind--;
 		out(c, "}\n");
 	}
@@ -1474,7 +1439,7 @@ static void cb_body(vctx *c, void *arg)
 		}
 		out(c, "{\n");
 		c->ind++;
-		scope_push(c);
+		memo_push(&c->memo);
 		if (a->phase == CB_ACC) {
 			/* ru rows a step: the buffers loaded and stored once */
 			char *fk[COIL_MAX_RANK];
@@ -1524,7 +1489,7 @@ static void cb_body(vctx *c, void *arg)
 				cb_st(c, cb, a->bo, "a_");
 			}
 		}
-		scope_pop(c);
+		memo_pop(&c->memo);
 		c->ind--;
 		out(c, "}\n");
 	}
@@ -1564,12 +1529,12 @@ static void cb_cols(vctx *c, cb_arg *a, int phase)
 		c->ind++;
 		opened++;
 	}
-	scope_push(c);
+	memo_push(&c->memo);
 	if (a->b == c->vd)
 		vloop(c, "blo_", "bhi_", cb_body, a);
 	else
 		vloop(c, "0", dimc(c, &s0->shape[c->vd]), cb_body, a);
-	scope_pop(c);
+	memo_pop(&c->memo);
 	while (opened--) {
 		c->ind--;
 		out(c, "}\n");
@@ -1608,7 +1573,7 @@ static void cb_rows(vctx *c, cb_arg *a, int split, int phase, int anywf)
 				else
 					out(c, "for (; i%d < %s; i%d++) {\n", d, hi, d);
 				c->ind++;
-				scope_push(c);
+				memo_push(&c->memo);
 				if (anywf) {
 					out(c, "const double w0_ = wn_%d;\n", a->pass);
 					for (int k = 0; k < ru; k++)
@@ -1617,7 +1582,7 @@ static void cb_rows(vctx *c, cb_arg *a, int split, int phase, int anywf)
 				}
 				a->ru = ru;
 				cb_cols(c, a, phase);
-				scope_pop(c);
+				memo_pop(&c->memo);
 				c->ind--;
 				out(c, "}\n");
 			}
@@ -1792,7 +1757,7 @@ static void emit_cols(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 			c->ind++;
 			opened++;
 		}
-		scope_push(c);
+		memo_push(&c->memo);
 		out(c, "const int64_t blo_ = jb_ * %lld, bhi_ = COIL_MIN(blo_ + %lld, %s);\n", (long long)nb, (long long)nb, bsz);
 		if (split)
 			out(c, "const int64_t task_ = %s * nrs_%s;\n(void)task_;\n", unit, pass2 ? "" : " + rs_");
@@ -1848,7 +1813,7 @@ static void emit_cols(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 			c->ind--;
 			out(c, "}\n");
 		}
-		scope_pop(c);
+		memo_pop(&c->memo);
 		while (opened--) {
 			c->ind--;
 			out(c, "}\n");
