@@ -493,6 +493,8 @@ def write(rows, settings, outdir, stem, coil_path):
     os.makedirs(outdir, exist_ok=True)
     threads = settings["threads"]
     info = machine(coil_path)
+    if settings.get("commit"):
+        info["commit"] = settings["commit"] + " (the build timed; this report written at %s)" % info["commit"]
     summ = summarize(rows, threads)
     bb = by_batch(rows, threads)
     md = markdown(rows, settings, info, summ, bb)

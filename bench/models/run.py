@@ -253,6 +253,8 @@ def main():
     ap.add_argument("--results", default=os.path.join(ROOT, "bench", "results"))
     ap.add_argument("--name", help="report file name stem (default models, --quick models-quick)")
     ap.add_argument("--coil", default=os.environ.get("COIL") or os.path.join(ROOT, "build", "coil"))
+    ap.add_argument("--commit", help="the commit --coil was built from, for the report (default: this "
+                    "checkout's HEAD; give it when --coil is a copy kept from an earlier build)")
     ap.add_argument("--server", help="compile on this coild instead of in-process")
     ap.add_argument("--force", action="store_true", help="redo every step")
     ap.add_argument("--accept-stale", action="store_true",
@@ -357,7 +359,7 @@ def main():
     settings = {"batches": batches, "threads": [int(t) for t in a.threads.split(",")],
                 "budget_s": a.budget, "min_runs": a.min_runs, "max_runs": a.max_runs,
                 "quick": a.quick, "models": len(models), "server": a.server,
-                "accuracy_only": a.accuracy_only, "accept_stale": a.accept_stale}
+                "accuracy_only": a.accuracy_only, "accept_stale": a.accept_stale, "commit": a.commit}
     paths = report.write(rows, settings, a.results, stem, run.coil)
     for p in paths:
         log("wrote %s" % os.path.relpath(p, os.getcwd()))
