@@ -57,6 +57,7 @@
  * instruction set:
  *   coil_sel##N(m, a, b)    m ? a : b lane by lane (m: lanes of -1 or 0)
  *   coil_fmin##N(a, c)      a < c ? a : c (a NaN gives c)
+ *   coil_clamp##N(x, lo, hi) x limited to [lo, hi]; NaN stays NaN
  *   coil_fma##N(a, b, c)    a*b + c, fused where the target has FMA
  *   coil_mulerr##N(a, b, p) a*b - p exactly for p = fl(a*b) (FMA, or Veltkamp-Dekker)
  *   coil_rcp##N(d)          1/d (AVX-512: rcp14 and one Newton step, 1 ulp)
@@ -65,6 +66,10 @@
 #define COIL_VMATH_BASE(N, V, VI)                                                                 \
 	static inline V coil_sel##N(VI m, V a, V b) { return (V)(((VI)a & m) | ((VI)b & ~m)); }    \
 	static inline V coil_fmin##N(V a, V c) { return coil_sel##N(a < c, a, c); }                \
+	static inline V coil_clamp##N(V x, float lo, float hi)                                     \
+	{                                                                                          \
+		return coil_sel##N(x < lo, COIL_SPLAT(V, lo), coil_sel##N(x > hi, COIL_SPLAT(V, hi), x)); \
+	}                                                                                          \
 	static inline V coil_rcp##N(V d) { return 1.0f / d; }                                      \
 	static inline V coil_scale##N(V y, V fn)                                                   \
 	{                                                                                          \
@@ -111,12 +116,11 @@
 	}                                                                                          \
 	static inline V coil_exp##N(V x)                                                           \
 	{                                                                                          \
-		V t = coil_sel##N(x > 88.76f, COIL_SPLAT(V, 88.76f), x);                           \
-		t = coil_sel##N(t < -103.98f, COIL_SPLAT(V, -103.98f), t);                         \
+		V t = coil_clamp##N(x, -103.98f, 88.76f);                                          \
 		V fn = coil_mla##N(t, COIL_SPLAT(V, 1.44269504088896341f), 12582912.0f) - 12582912.0f; \
 		V r = coil_fma##N(fn, COIL_SPLAT(V, -0.693359375f), t);                            \
 		r = coil_fma##N(fn, COIL_SPLAT(V, 2.12194440e-4f), r);                             \
-		return coil_sel##N(x != x, x, coil_scale##N(coil_exp_red##N(r), fn));              \
+		return coil_scale##N(coil_exp_red##N(r), fn); /* NaN: r is NaN */                  \
 	}                                                                                          \
 	static inline V coil_log##N(V x)                                                           \
 	{                                                                                          \
@@ -388,6 +392,11 @@ static inline __attribute__((always_inline)) void coil_tr8(const float *s, int64
 typedef int32_t coil_v16i __attribute__((vector_size(64)));
 static inline __m512 coil_sel16(coil_v16i m, __m512 a, __m512 b) { return (__m512)(((coil_v16i)a & m) | ((coil_v16i)b & ~m)); }
 static inline __m512 coil_fmin16(__m512 a, __m512 c) { return _mm512_min_ps(a, c); }
+/* vminps/vmaxps return their second operand when one is NaN */
+static inline __m512 coil_clamp16(__m512 x, float lo, float hi)
+{
+	return _mm512_max_ps(_mm512_set1_ps(lo), _mm512_min_ps(_mm512_set1_ps(hi), x));
+}
 static inline __m512 coil_rcp16(__m512 d)
 {
 	__m512 r = _mm512_rcp14_ps(d);
