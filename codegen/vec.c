@@ -745,6 +745,12 @@ typedef struct tr_arg {
 static void tr_block(vctx *c, tr_arg *t, const char *rn)
 {
 	int w = c->I->w;
+	/* the blocks live in this scope only: once the row loop is unrolled, GCC keeps
+	 * them in registers and drops the stores (declared outside, it did not) */
+	out(c, "{\n");
+	c->ind++;
+	for (int i = 0; i < c->ntr; i++)
+		out(c, "float tb%d[%d][%d] __attribute__((aligned(64)));\n", i, w, w);
 	for (int i = 0; i < c->ntr; i++)
 		out(c, "coil_tr%d(&%s[%s], &%s[%s] - &%s[%s], %s, %s, tb%d);\n", w, c->tr[i].buf, c->tr[i].lin0,
 		    c->tr[i].buf, c->tr[i].lin1, c->tr[i].buf, c->tr[i].lin0, c->tail ? "(int)tn" : P("%d", w), rn, i);
@@ -760,6 +766,8 @@ static void tr_block(vctx *c, tr_arg *t, const char *rn)
 	c->tr_on = 0;
 	c->ind--;
 	out(c, "}\n");
+	c->ind--;
+	out(c, "}\n");
 }
 
 /* The vloop body of a tiled transpose: blocks of w rows of the tile dim, full
@@ -770,8 +778,6 @@ static void tr_body(vctx *c, void *arg)
 	tr_arg *t = arg;
 	int w = c->I->w;
 	char *hi = P("COIL_MIN(t%d + %d, %s)", t->tile, TILE_T, t->ext);
-	for (int i = 0; i < c->ntr; i++)
-		out(c, "float tb%d[%d][%d] __attribute__((aligned(64)));\n", i, w, w);
 	out(c, "for (int64_t ib_ = t%d; ib_ < %s; ib_ += %d) {\n", t->tile, hi, w);
 	c->ind++;
 	out(c, "if (%s - ib_ >= %d) {\n", hi, w);
@@ -973,6 +979,26 @@ static void acc_decl(vctx *c, int v)
 		out(c, "%s vacc%d = %s;\n", I->vt, v, P(I->set1, red_init(r->sub)));
 }
 
+/* Reduction v accumulates in TP_U interleaved registers vacc<v>_<u> (no chain
+ * through one register) over an unrolled vector loop; uacc_end combines them
+ * into vacc<v>. */
+static void uacc_begin(vctx *c, int v)
+{
+	for (int u = 0; u < TP_U; u++)
+		out(c, "%s vacc%d_%d = %s;\n", c->I->vt, v, u, P(c->I->set1, red_init(c->ir->nodes[v].sub)));
+	c->unroll = TP_U;
+	c->uacc = 1;
+}
+
+static void uacc_end(vctx *c, int v)
+{
+	int k = c->ir->nodes[v].sub;
+	c->uacc = 0;
+	c->unroll = 0;
+	out(c, "const %s vacc%d = %s;\n", c->I->vt, v,
+	    comb(c, k, comb(c, k, P("vacc%d_0", v), P("vacc%d_1", v)), comb(c, k, P("vacc%d_2", v), P("vacc%d_3", v))));
+}
+
 /* Horizontal: the vector accumulator(s) of v into scalars (acc%d, and
  * acc%d of the Welford twin v2).  With part, into slot "tid_" of partials. */
 static void acc_fold(vctx *c, int v, int v2, int part)
@@ -1139,20 +1165,11 @@ static void emit_rows(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 			if (r->sub == RD_WMEAN || r->sub == RD_WM2) {
 				emit_twopass(c, s0, M, v, v2, full, pf_var);
 			} else {
-				/* TP_U interleaved accumulators (no chain through one register) */
-				const vec_isa *I = c->I;
-				for (int u = 0; u < TP_U; u++)
-					out(c, "%s vacc%d_%d = %s;\n", I->vt, v, u, P(I->set1, red_init(r->sub)));
 				c->pf_var = i ? pf_var : NULL;
-				c->unroll = TP_U;
-				c->uacc = 1;
+				uacc_begin(c, v);
 				nest(c, s0->shape, s0->rank, M, 0, 0, -1, red_body, &ra);
-				c->uacc = 0;
-				c->unroll = 0;
+				uacc_end(c, v);
 				c->pf_var = NULL;
-				out(c, "const %s vacc%d = %s;\n", I->vt, v,
-				    comb(c, r->sub, comb(c, r->sub, P("vacc%d_0", v), P("vacc%d_1", v)),
-					 comb(c, r->sub, P("vacc%d_2", v), P("vacc%d_3", v))));
 				acc_fold(c, v, v2, 0);
 			}
 			c->ind--;
@@ -1170,7 +1187,8 @@ static void emit_rows(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 			c->ind++;
 			out(c, "const int tid_ = omp_get_thread_num(), T_ = omp_get_num_threads();\n");
 			out(c, "if (tid_ == 0)\n        pt%d = T_;\n", v);
-			acc_decl(c, v);
+			if (wf)
+				acc_decl(c, v);
 			/* the first reduced dim is split; if it is the vector dim, in whole vectors */
 			int sd = -1;
 			for (int d = 0; d < s0->rank && sd < 0; d++)
@@ -1185,6 +1203,8 @@ static void emit_rows(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 			} else {
 				out(c, "const int64_t lo_ = %s * tid_ / T_, hi_ = %s * (tid_ + 1) / T_;\n", sz, sz);
 			}
+			if (!wf)
+				uacc_begin(c, v);
 			int opened2 = 0;
 			for (int d = 0; d < s0->rank; d++) {
 				if (!(M >> d & 1) || d == c->vd || dim_eq_const(&s0->shape[d], 1))
@@ -1197,12 +1217,18 @@ static void emit_rows(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 				opened2++;
 			}
 			memo_push(&c->memo);
-			vloop(c, sd == c->vd ? "lo_" : "0", sd == c->vd ? "hi_" : dimc(c, &s0->shape[c->vd]), red_body, &ra);
+			const char *vlo = sd == c->vd ? "lo_" : "0", *vhi = sd == c->vd ? "hi_" : dimc(c, &s0->shape[c->vd]);
+			if (wf)
+				vloop(c, vlo, vhi, red_body, &ra);
+			else
+				vloop_u(c, vlo, vhi, TP_U, red_body, &ra);
 			memo_pop(&c->memo);
 			while (opened2--) {
 				c->ind--;
 				out(c, "}\n");
 			}
+			if (!wf)
+				uacc_end(c, v);
 			acc_fold(c, v, v2, 1);
 			c->ind--;
 			out(c, "}\n");

@@ -5,10 +5,12 @@ For each kernel it builds a small graph JSON, compiles it with build/coil (a fre
 COIL_CACHE_DIR), times `coil run --repeat N --threads T` (the median that coil prints on
 stderr) and the same op in torch eager (OPENBLAS_NUM_THREADS=1, torch.set_num_threads(T),
 median of N calls), on 1 and 2 threads; coil and eager alternate --rounds times (3) and the
-table gives the median of their medians.  Copy bandwidth is measured in the same run by a
-compiled copy kernel (aten.clone of a buffer of the same size: one read + one write) and by
-torch's y.copy_(x); the reference is the larger of the two.  A kernel's bandwidth counts the
-bytes it must move (inputs read once + outputs written once).
+table gives the median of their medians.  References measured in the same run, at 4 and 16
+MiB: copy (a compiled aten.clone against torch's y.copy_(x): one read + one write) and read
+(a compiled full sum against torch's x.sum()); each is the larger of the two.  A kernel's
+bandwidth counts the bytes it must move (inputs read once + outputs written once).  Kernels
+with math per element are also timed at an in-cache shape (their first dim cut): where that
+rate is below the memory reference, the kernel is compute-bound and that rate is its limit.
 
 Usage: /usr/bin/python3 bench/kernels/run.py [--coil build/coil] [--repeat 50] [--target T]
 Writes a markdown table to stdout (and bench/results/kernels.md).
@@ -48,51 +50,93 @@ def graph(inputs, params, nodes, outputs):
             "outputs": outputs}
 
 
-def cases():
-    """(name, graph, inputs, params, eager fn, bytes moved, memory-bound)"""
-    g = torch.Generator().manual_seed(0)
-    R = lambda *s: torch.randn(*s, generator=g)
-    out = []
-    for (m, n) in ((1024, 1024), (64, 4096)):
-        x = R(m, n)
-        out.append((f"softmax {m}x{n}", graph([("x", x.shape)], [], [("aten._softmax", ["x", 1, False], "y")], ["y"]),
-                    {"x": x}, {}, lambda x=x: torch.softmax(x, 1), 2 * x.numel() * F32, m * n * F32 > (1 << 21)))
-    for (m, n) in ((128, 768), (4096, 1024)):
-        x, w, b = R(m, n), R(n), R(n)
-        out.append((f"layer_norm {m}x{n}",
-                    graph([("x", x.shape)], [("w", w.shape), ("b", b.shape)],
-                          [("aten.layer_norm", ["x", [n], "w", "b", 1e-5], "y")], ["y"]),
-                    {"x": x}, {"w": w, "b": b}, lambda x=x, w=w, b=b, n=n: F.layer_norm(x, (n,), w, b, 1e-5),
-                    2 * x.numel() * F32, m * n * F32 > (1 << 21)))
-    x = R(4096, 1024)
-    out.append(("gelu 4096x1024", graph([("x", x.shape)], [], [("aten.gelu", ["x"], "y")], ["y"]),
-                {"x": x}, {}, lambda x=x: F.gelu(x), 2 * x.numel() * F32, True))
-    b, s = R(1024), R(4096, 1)
-    out.append(("chain (x+b)*s |> relu |> -b, 4096x1024",
+class Case:
+    """One kernel at one shape: its graph, data and eager twin.  `moved` counts the bytes it
+    must move (inputs read once + outputs written once), `buf` its largest buffer (which copy
+    or read reference it is held to), `reads` whether it mostly reads (a reduction: its
+    memory limit is the read bandwidth, not the copy's)."""
+
+    def __init__(self, name, gj, ins, pars, fn, moved, buf, reads=False):
+        self.name, self.gj, self.ins, self.pars, self.fn = name, gj, ins, pars, fn
+        self.moved, self.buf, self.reads = moved, buf, reads
+
+
+def softmax(m, n, R):
+    x = R(m, n)
+    return Case(f"softmax {m}x{n}", graph([("x", x.shape)], [], [("aten._softmax", ["x", 1, False], "y")], ["y"]),
+                {"x": x}, {}, lambda: torch.softmax(x, 1), 2 * x.numel() * F32, x.numel() * F32)
+
+
+def layer_norm(m, n, R):
+    x, w, b = R(m, n), R(n), R(n)
+    return Case(f"layer_norm {m}x{n}", graph([("x", x.shape)], [("w", w.shape), ("b", b.shape)],
+                                             [("aten.layer_norm", ["x", [n], "w", "b", 1e-5], "y")], ["y"]),
+                {"x": x}, {"w": w, "b": b}, lambda: F.layer_norm(x, (n,), w, b, 1e-5),
+                2 * x.numel() * F32, x.numel() * F32)
+
+
+def gelu(m, n, R):
+    x = R(m, n)
+    return Case(f"gelu {m}x{n}", graph([("x", x.shape)], [], [("aten.gelu", ["x"], "y")], ["y"]),
+                {"x": x}, {}, lambda: F.gelu(x), 2 * x.numel() * F32, x.numel() * F32)
+
+
+def chain(m, n, R):
+    x, b, s = R(m, n), R(n), R(m, 1)
+    return Case(f"chain (x+b)*s |> relu |> -b, {m}x{n}",
                 graph([("x", x.shape), ("s", s.shape)], [("b", b.shape)],
                       [("aten.add.Tensor", ["x", "b"], "t1"), ("aten.mul.Tensor", ["t1", "s"], "t2"),
                        ("aten.relu", ["t2"], "t3"), ("aten.sub.Tensor", ["t3", "b"], "y")], ["y"]),
-                {"x": x, "s": s}, {"b": b}, lambda x=x, s=s, b=b: torch.relu((x + b) * s) - b,
-                2 * x.numel() * F32, True))
-    p = R(256, 256, 64)
-    out.append(("permute 256x256x64 -> (2,0,1)",
-                graph([("x", p.shape)], [], [("aten.permute", ["x", [2, 0, 1]], "t"), ("aten.clone", ["t"], "y")], ["y"]),
-                {"x": p}, {}, lambda p=p: p.permute(2, 0, 1).contiguous(), 2 * p.numel() * F32, True))
-    for d in range(3):
-        shp = list(p.shape)
-        shp[d] = 1
-        outn = p.numel() // p.shape[d]
-        out.append((f"sum 256x256x64 dim {d}",
-                    graph([("x", p.shape)], [], [("aten.sum.dim_IntList", ["x", [d]], "y")], ["y"]),
-                    {"x": p}, {}, lambda p=p, d=d: p.sum(d), (p.numel() + outn) * F32, True))
-    return out
+                {"x": x, "s": s}, {"b": b}, lambda: torch.relu((x + b) * s) - b,
+                2 * x.numel() * F32, x.numel() * F32)
 
 
-def copy_cases():
+def permute(a, b, c, R):
+    p = R(a, b, c)
+    return Case(f"permute {a}x{b}x{c} -> (2,0,1)",
+                graph([("x", p.shape)], [], [("aten.permute", ["x", [2, 0, 1]], "t"), ("aten.clone", ["t"], "y")],
+                      ["y"]),
+                {"x": p}, {}, lambda: p.permute(2, 0, 1).contiguous(), 2 * p.numel() * F32, p.numel() * F32)
+
+
+def sum_dim(d):
+    def make(a, b, c, R):
+        p = R(a, b, c)
+        return Case(f"sum {a}x{b}x{c} dim {d}", graph([("x", p.shape)], [], [("aten.sum.dim_IntList", ["x", [d]], "y")],
+                                                      ["y"]),
+                    {"x": p}, {}, lambda: p.sum(d), (p.numel() + p.numel() // p.shape[d]) * F32,
+                    p.numel() * F32, reads=True)
+    return make
+
+
+# (builder, shape, in-cache shape or None).  Kernels with math per element (exp, erf, a
+# division) are also timed at an in-cache shape: their first dim cut so that their buffers
+# fit one core's L2, which shows their speed when memory is not what limits them.  Where
+# that is below the memory reference, the kernel is bound by its own arithmetic, not by
+# memory.  The rest (a permute, a chain of adds and multiplies, sums) move memory and
+# little else; their limit is the memory reference.
+KERNELS = [(softmax, (1024, 1024), (64, 1024)), (softmax, (64, 4096), None),
+           (layer_norm, (128, 768), None), (layer_norm, (4096, 1024), (128, 1024)),
+           (gelu, (4096, 1024), (128, 1024)), (chain, (4096, 1024), None),
+           (permute, (256, 256, 64), None)] + [(sum_dim(d), (256, 256, 64), None) for d in range(3)]
+
+
+def cases(small=False):
+    """The kernels at their bench shapes, or (small) at their in-cache shapes (None where the
+    bench shape already fits in cache)."""
+    g = torch.Generator().manual_seed(0)
+    R = lambda *s: torch.randn(*s, generator=g)
+    return [None if small and sm is None else make(*(sm if small else shape), R) for make, shape, sm in KERNELS]
+
+
+def copy_cases(read=False):
+    """Reference kernels at 4 and 16 MiB: a copy (aten.clone: one read + one write), or with
+    read a full sum (one read)."""
     res = []
     for n in (1 << 20, 1 << 22):
         x = torch.randn(n)
-        res.append((n * F32, graph([("x", x.shape)], [], [("aten.clone", ["x"], "y")], ["y"]), {"x": x}))
+        op = ("aten.sum.default", ["x"]) if read else ("aten.clone", ["x"])
+        res.append((n * F32, graph([("x", x.shape)], [], [(op[0], op[1], "y")], ["y"]), {"x": x}))
     return res
 
 
@@ -158,35 +202,59 @@ def main():
     lines = [f"# bench/kernels ({time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, "
              f"{os.cpu_count()} CPUs, target {a.target or 'native'}, median of {a.rounds} alternating rounds "
              f"of {a.repeat} calls)", ""]
-    copy_bw = {}
-    lines += ["| copy | threads | coil ms | coil GB/s | torch copy_ GB/s | reference GB/s |", "|---|---|---|---|---|---|"]
-    for nbytes, gj, ins in copy_cases():
-        for t in threads:
+    refs = {}  # (kind, bytes, threads) -> GB/s: the larger of coil's and torch's
+    lines += ["| reference | size | threads | coil ms | coil GB/s | torch GB/s | reference GB/s |",
+              "|---|---|---|---|---|---|---|"]
+    for kind in ("copy", "read"):
+        for nbytes, gj, ins in copy_cases(read=kind == "read"):
             x = ins["x"]
             y = torch.empty_like(x)
-            ct, et = rounds(a.rounds, lambda: coil_time(a.coil, d, f"copy{nbytes}", gj, ins, {}, t, a.repeat,
-                                                          a.target, env),
-                            lambda: eager_time(lambda: y.copy_(x), t, a.repeat))
-            bw = max(2 * nbytes / ct, 2 * nbytes / et)
-            copy_bw[(nbytes, t)] = bw
-            lines.append(f"| {nbytes >> 20} MiB | {t} | {ct * 1e3:.3f} | {2 * nbytes / ct / 1e9:.1f} | "
-                         f"{2 * nbytes / et / 1e9:.1f} | {bw / 1e9:.1f} |")
-    lines += ["", "| kernel | threads | coil ms | eager ms | speedup | coil GB/s | % of copy |",
-              "|---|---|---|---|---|---|---|"]
-    for name, gj, ins, pars, fn, nbytes, membound in cases():
-        if a.only and not re.search(a.only, name):
+            moved = nbytes * (2 if kind == "copy" else 1)
+            tfn = (lambda: y.copy_(x)) if kind == "copy" else (lambda: x.sum())
+            for t in threads:
+                ct, et = rounds(a.rounds, lambda: coil_time(a.coil, d, f"{kind}{nbytes}", gj, ins, {}, t, a.repeat,
+                                                              a.target, env),
+                                lambda: eager_time(tfn, t, a.repeat))
+                refs[(kind, nbytes, t)] = bw = max(moved / ct, moved / et)
+                lines.append(f"| {kind} | {nbytes >> 20} MiB | {t} | {ct * 1e3:.3f} | {moved / ct / 1e9:.1f} | "
+                             f"{moved / et / 1e9:.1f} | {bw / 1e9:.1f} |")
+    lines += ["", "| kernel | threads | coil ms | eager ms | speedup | coil GB/s | % of copy | in-cache GB/s | "
+              "bound | % of limit | limit / eager |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    sizes = sorted({nb for _, nb, _ in refs})
+    for c, sm in zip(cases(), cases(small=True)):
+        if a.only and not re.search(a.only, c.name):
             continue
-        tag = re.sub(r"[^a-z0-9]+", "_", name)
+        tag = re.sub(r"[^a-z0-9]+", "_", c.name)
         for t in threads:
-            ct, et = rounds(a.rounds, lambda: coil_time(a.coil, d, tag, gj, ins, pars, t, a.repeat, a.target, env),
-                            lambda: eager_time(fn, t, a.repeat))
-            ref = min(copy_bw.items(), key=lambda kv: (abs(kv[0][0] - nbytes / 2), kv[0][1] != t))[1]
-            ref = [bw for (nb, tt), bw in copy_bw.items() if tt == t and nb == min(
-                (k[0] for k in copy_bw), key=lambda nb: abs(nb - nbytes / 2))][0]
-            pct = f"{100 * nbytes / ct / ref:.0f}%" if membound else "(in cache)"
-            lines.append(f"| {name} | {t} | {ct * 1e3:.3f} | {et * 1e3:.3f} | {et / ct:.2f}x | "
-                         f"{nbytes / ct / 1e9:.1f} | {pct} |")
+            ct, et = rounds(a.rounds, lambda: coil_time(a.coil, d, tag, c.gj, c.ins, c.pars, t, a.repeat, a.target, env),
+                            lambda: eager_time(c.fn, t, a.repeat))
+            rate = c.moved / ct
+            if c.buf <= (1 << 21):  # fits in cache as it is
+                lines.append(f"| {c.name} | {t} | {ct * 1e3:.3f} | {et * 1e3:.3f} | {et / ct:.2f}x | "
+                             f"{rate / 1e9:.1f} | (in cache) | | | | |")
+                print(lines[-1], file=sys.stderr)
+                continue
+            nb = min(sizes, key=lambda n: abs(n - c.buf))
+            copy = refs[("copy", nb, t)]
+            mem = refs[("read" if c.reads else "copy", nb, t)]
+            limit, bound, cache_col = mem, "read" if c.reads else "memory", ""
+            if sm is not None:
+                stag = re.sub(r"[^a-z0-9]+", "_", sm.name)
+                sct = sorted(coil_time(a.coil, d, stag, sm.gj, sm.ins, sm.pars, t, a.repeat, a.target, env)
+                             for _ in range(a.rounds))[a.rounds // 2]
+                cache_rate = sm.moved / sct
+                cache_col = f"{cache_rate / 1e9:.1f}"
+                if cache_rate < mem:
+                    limit, bound = cache_rate, "compute"
+            lines.append(f"| {c.name} | {t} | {ct * 1e3:.3f} | {et * 1e3:.3f} | {et / ct:.2f}x | {rate / 1e9:.1f} | "
+                         f"{100 * rate / copy:.0f}% | {cache_col} | {bound} | {100 * rate / limit:.0f}% | "
+                         f"{limit / (c.moved / et):.2f}x |")
             print(lines[-1], file=sys.stderr)
+    lines += ["", "Columns: *% of copy*: coil's GB/s over the copy reference of its largest buffer's size "
+              "(threads alike). *in-cache GB/s* (kernels with math per element): coil's rate on the same "
+              "kernel with its first dim cut to fit L2, memory out of the way. *bound*: compute where that "
+              "in-cache rate is below the memory reference (copy; read for reductions), else memory/read. *% of limit*: coil's GB/s over "
+              "the lower of the two. *limit / eager*: the most any kernel could gain over eager at that limit."]
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:
@@ -203,16 +271,17 @@ def ab(a, threads):
     med = lambda v: sorted(v)[len(v) // 2]
     print("| kernel | threads | A ms (min..max) | B ms (min..max) | B/A | eager ms | B/eager | B GB/s |")
     print("|---|---|---|---|---|---|---|---|")
-    for name, gj, ins, pars, fn, nbytes, membound in cases():
-        if a.only and not re.search(a.only, name):
+    for c in cases():
+        if a.only and not re.search(a.only, c.name):
             continue
+        name, nbytes = c.name, c.moved
         tag = re.sub(r"[^a-z0-9]+", "_", name)
         for t in threads:
             ts = [[], [], []]
             for _ in range(a.rounds):
                 for i, coil in enumerate((a.base, a.coil)):
-                    ts[i].append(coil_time(coil, d, tag, gj, ins, pars, t, a.repeat, a.target, envs[i]))
-                ts[2].append(eager_time(fn, t, a.repeat))
+                    ts[i].append(coil_time(coil, d, tag, c.gj, c.ins, c.pars, t, a.repeat, a.target, envs[i]))
+                ts[2].append(eager_time(c.fn, t, a.repeat))
             ma, mb, me = med(ts[0]), med(ts[1]), med(ts[2])
             print(f"| {name} | {t} | {ma * 1e3:.3f} ({min(ts[0]) * 1e3:.3f}..{max(ts[0]) * 1e3:.3f}) | "
                   f"{mb * 1e3:.3f} ({min(ts[1]) * 1e3:.3f}..{max(ts[1]) * 1e3:.3f}) | {ma / mb:.2f}x | "
