@@ -921,25 +921,37 @@ static const char *const simd_graphs[] = {
 	  "\"n\",\"s\",\"l\""),
 };
 
+/* Checks graphs[0..n) against the interpreter on every target from targets[from]
+ * on that this machine runs (and sym, when given, with its nb bindings b);
+ * returns the number of failures. */
+static const char *const all_targets[] = {"generic", "x86-64-v3", "x86-64-v4"};
+
+static int on_targets(const char *what, const char *const *graphs, size_t n, size_t from, const char *sym, int nb,
+		      const int64_t b[][8])
+{
+	int fails = 0;
+	for (size_t t = from; t < sizeof all_targets / sizeof *all_targets; t++) {
+		if (!target_runs_here(all_targets[t])) {
+			print_message("# %s does not run here: skipped\n", all_targets[t]);
+			continue;
+		}
+		force_target = all_targets[t];
+		for (size_t i = 0; i < n; i++)
+			if (check_graph(graphs[i], 0, NULL))
+				fails++, print_error("%s graph %zu failed on %s\n", what, i, all_targets[t]);
+		if (sym && check_graph(sym, nb, b))
+			fails++, print_error("symbolic %s graph failed on %s\n", what, all_targets[t]);
+		force_target = NULL;
+	}
+	return fails;
+}
+
 static void test_simd_targets(void **state)
 {
 	(void)state;
-	static const char *const targets[] = {"generic", "x86-64-v3", "x86-64-v4"};
-	int fails = 0;
-	for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
-		if (!target_runs_here(targets[t])) {
-			print_message("# %s does not run here: skipped\n", targets[t]);
-			continue;
-		}
-		force_target = targets[t];
-		for (size_t i = 0; i < sizeof simd_graphs / sizeof *simd_graphs; i++)
-			if (check_graph(simd_graphs[i], 0, NULL))
-				fails++, print_error("simd graph %zu failed on %s\n", i, targets[t]);
-		for (size_t i = 0; t > 0 && i < sizeof fixed / sizeof *fixed; i++) /* generic: test_fixed */
-			if (check_graph(fixed[i], 0, NULL))
-				fails++, print_error("fixed graph %zu failed on %s\n", i, targets[t]);
-		force_target = NULL;
-	}
+	int fails = on_targets("simd", simd_graphs, sizeof simd_graphs / sizeof *simd_graphs, 0, NULL, 0, NULL);
+	/* the fixed graphs on the vector targets (test_fixed runs them on generic) */
+	fails += on_targets("fixed", fixed, sizeof fixed / sizeof *fixed, 1, NULL, 0, NULL);
 	assert_int_equal(fails, 0);
 }
 
@@ -987,17 +999,16 @@ static char *repeated_blocks(int n)
 static void test_shared_functions(void **state)
 {
 	(void)state;
-	static const char *const targets[] = {"generic", "x86-64-v3", "x86-64-v4"};
 	const char *j = repeated_blocks(6);
-	for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
-		if (!target_runs_here(targets[t]))
+	for (size_t t = 0; t < sizeof all_targets / sizeof *all_targets; t++) {
+		if (!target_runs_here(all_targets[t]))
 			continue;
-		force_target = targets[t];
+		force_target = all_targets[t];
 		art a;
 		coil_graph *g;
 		assert_int_equal(compile_json(j, &a, &g), 0);
 		force_target = NULL;
-		print_message("# %s: %d kernels, %d functions\n", targets[t], last_res.nkernels, last_res.nfuncs);
+		print_message("# %s: %d kernels, %d functions\n", all_targets[t], last_res.nkernels, last_res.nfuncs);
 		assert_true(last_res.nkernels >= 12);
 		/* the first softmax reads an input, the last roll writes an output */
 		assert_true(last_res.nfuncs <= 4);
@@ -1186,27 +1197,14 @@ static const char *const transpose_graphs[] = {
 static void test_transposes(void **state)
 {
 	(void)state;
-	static const char *const targets[] = {"generic", "x86-64-v3", "x86-64-v4"};
 	/* reshapes with a symbolic batch: it pairs up with itself, the rest regroups */
 	static const int64_t b[3][8] = {{1}, {5}, {33}};
 	const char *sym = G(T("x", "f32", "[\"batch\",6,4]"), "",
 			    ND("a", "aten.reshape", "[\"x\", [\"batch\",24]]", "r") "," ND("b", "aten.neg", "[\"r\"]", "o") ","
 			    ND("c", "aten.reshape", "[\"x\", [\"batch\",2,3,4]]", "q") "," ND("d", "aten.exp", "[\"q\"]", "e"),
 			    "\"o\",\"e\"");
-	int fails = 0;
-	for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
-		if (!target_runs_here(targets[t])) {
-			print_message("# %s does not run here: skipped\n", targets[t]);
-			continue;
-		}
-		force_target = targets[t];
-		for (size_t i = 0; i < sizeof transpose_graphs / sizeof *transpose_graphs; i++)
-			if (check_graph(transpose_graphs[i], 0, NULL))
-				fails++, print_error("transpose graph %zu failed on %s\n", i, targets[t]);
-		if (check_graph(sym, 3, b))
-			fails++, print_error("symbolic reshape graph failed on %s\n", targets[t]);
-		force_target = NULL;
-	}
+	int fails = on_targets("transpose", transpose_graphs, sizeof transpose_graphs / sizeof *transpose_graphs, 0, sym,
+			       3, b);
 	assert_int_equal(fails, 0);
 	/* the emitted C takes the register path where it should */
 	static const struct {
@@ -1232,27 +1230,13 @@ static void test_transposes(void **state)
 static void test_layouts(void **state)
 {
 	(void)state;
-	static const char *const targets[] = {"generic", "x86-64-v3", "x86-64-v4"};
 	static const int64_t b[3][8] = {{1}, {3001}, {64}};
 	const char *sym = G(T("x", "f32", "[\"batch\",37]") "," T("y", "f32", "[\"batch\",3,40]"), "",
 			    ND("a", "aten.sum.dim_IntList", "[\"x\", [0]]", "s") "," ND("b", "aten.var.correction", "[\"x\", [0]]", "v") ","
 			    ND("c", "aten._softmax", "[\"x\", 0, false]", "sm") "," ND("d", "aten.permute", "[\"y\", [2,0,1]]", "p") ","
 			    ND("e", "aten.clone", "[\"p\"]", "q") "," ND("f", "aten.amax", "[\"y\", [0]]", "m"),
 			    "\"s\",\"v\",\"sm\",\"q\",\"m\"");
-	int fails = 0;
-	for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
-		if (!target_runs_here(targets[t])) {
-			print_message("# %s does not run here: skipped\n", targets[t]);
-			continue;
-		}
-		force_target = targets[t];
-		for (size_t i = 0; i < sizeof layout_graphs / sizeof *layout_graphs; i++)
-			if (check_graph(layout_graphs[i], 0, NULL))
-				fails++, print_error("layout graph %zu failed on %s\n", i, targets[t]);
-		if (check_graph(sym, 3, b))
-			fails++, print_error("symbolic layout graph failed on %s\n", targets[t]);
-		force_target = NULL;
-	}
+	int fails = on_targets("layout", layout_graphs, sizeof layout_graphs / sizeof *layout_graphs, 0, sym, 3, b);
 	assert_int_equal(fails, 0);
 }
 
