@@ -462,7 +462,7 @@ def chart(rows, settings, path, summ):
             ax.legend(loc="upper right", fontsize=7, framealpha=0.9)
         ax.set_ylim(-0.7, len(models) - 0.3)
     fig.suptitle("coil vs PyTorch eager, FP32, per model (dashed: %.1fx target)" % TARGET_SPEEDUP, fontsize=11)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / h))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / h))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
