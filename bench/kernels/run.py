@@ -7,7 +7,9 @@ stderr) and the same op in torch eager (OPENBLAS_NUM_THREADS=1, torch.set_num_th
 median of N calls), on 1 and 2 threads; coil and eager alternate --rounds times (3) and the
 table gives the median of their medians.  References measured in the same run, at 4 and 16
 MiB: copy (a compiled aten.clone against torch's y.copy_(x): one read + one write) and read
-(a compiled full sum against torch's x.sum()); each is the larger of the two.  A kernel's
+(a compiled full sum against torch's x.sum()); each is the larger of the two.  Every kernel
+row times its references again in each of its rounds, so that the kernel and its reference
+see the same machine (a shared machine's bandwidth drifts by 2x within minutes).  A kernel's
 bandwidth counts the bytes it must move (inputs read once + outputs written once).  Kernels
 with math per element are also timed at an in-cache shape (their first dim cut): where that
 rate is below the memory reference, the kernel is compute-bound and that rate is its limit.
@@ -170,12 +172,12 @@ def eager_time(fn, threads, repeat):
     return ts[len(ts) // 2]
 
 
-def rounds(k, coil_fn, eager_fn):
-    """k alternations of the two timings; the median of each (a shared machine drifts)."""
-    ts = [[], []]
+def rounds(k, *fns):
+    """k alternations of the timings; the median of each (a shared machine drifts)."""
+    ts = [[] for _ in fns]
     for _ in range(k):
-        ts[0].append(coil_fn())
-        ts[1].append(eager_fn())
+        for v, fn in zip(ts, fns):
+            v.append(fn())
     return tuple(sorted(v)[len(v) // 2] for v in ts)
 
 
@@ -202,58 +204,76 @@ def main():
     lines = [f"# bench/kernels ({time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, "
              f"{os.cpu_count()} CPUs, target {a.target or 'native'}, median of {a.rounds} alternating rounds "
              f"of {a.repeat} calls)", ""]
-    refs = {}  # (kind, bytes, threads) -> GB/s: the larger of coil's and torch's
-    lines += ["| reference | size | threads | coil ms | coil GB/s | torch GB/s | reference GB/s |",
-              "|---|---|---|---|---|---|---|"]
+    # Reference timers: (kind, bytes) -> (bytes moved, coil timer(t), torch timer(t)).  Each
+    # reference is timed on its own first (the reference table), then again in every round
+    # of each kernel's row, so that a row's kernel and its reference share the machine's
+    # state: this machine's bandwidth drifts by 2x within minutes.
+    timers = {}
     for kind in ("copy", "read"):
         for nbytes, gj, ins in copy_cases(read=kind == "read"):
             x = ins["x"]
             y = torch.empty_like(x)
-            moved = nbytes * (2 if kind == "copy" else 1)
-            tfn = (lambda: y.copy_(x)) if kind == "copy" else (lambda: x.sum())
-            for t in threads:
-                ct, et = rounds(a.rounds, lambda: coil_time(a.coil, d, f"{kind}{nbytes}", gj, ins, {}, t, a.repeat,
-                                                              a.target, env),
-                                lambda: eager_time(tfn, t, a.repeat))
-                refs[(kind, nbytes, t)] = bw = max(moved / ct, moved / et)
-                lines.append(f"| {kind} | {nbytes >> 20} MiB | {t} | {ct * 1e3:.3f} | {moved / ct / 1e9:.1f} | "
-                             f"{moved / et / 1e9:.1f} | {bw / 1e9:.1f} |")
-    lines += ["", "| kernel | threads | coil ms | eager ms | speedup | coil GB/s | % of copy | in-cache GB/s | "
-              "bound | % of limit | limit / eager |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    sizes = sorted({nb for _, nb, _ in refs})
+            tfn = (lambda x=x, y=y: y.copy_(x)) if kind == "copy" else (lambda x=x: x.sum())
+            timers[(kind, nbytes)] = (nbytes * (2 if kind == "copy" else 1),
+                                      lambda t, kind=kind, nbytes=nbytes, gj=gj, ins=ins:
+                                      coil_time(a.coil, d, f"{kind}{nbytes}", gj, ins, {}, t, a.repeat, a.target, env),
+                                      lambda t, tfn=tfn: eager_time(tfn, t, a.repeat))
+    lines += ["| reference | size | threads | coil ms | coil GB/s | torch GB/s | reference GB/s |",
+              "|---|---|---|---|---|---|---|"]
+    for (kind, nbytes), (moved, cfn, tfn) in timers.items():
+        for t in threads:
+            ct, et = rounds(a.rounds, lambda: cfn(t), lambda: tfn(t))
+            bw = max(moved / ct, moved / et)
+            lines.append(f"| {kind} | {nbytes >> 20} MiB | {t} | {ct * 1e3:.3f} | {moved / ct / 1e9:.1f} | "
+                         f"{moved / et / 1e9:.1f} | {bw / 1e9:.1f} |")
+    lines += ["", "| kernel | threads | coil ms | eager ms | speedup | coil GB/s | copy GB/s | % of copy | "
+              "in-cache GB/s | bound | % of limit | limit / eager |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    sizes = sorted({nb for _, nb in timers})
     for c, sm in zip(cases(), cases(small=True)):
         if a.only and not re.search(a.only, c.name):
             continue
         tag = re.sub(r"[^a-z0-9]+", "_", c.name)
+        nb = min(sizes, key=lambda n: abs(n - c.buf))
+        kinds = ["copy"] + (["read"] if c.reads else [])
         for t in threads:
-            ct, et = rounds(a.rounds, lambda: coil_time(a.coil, d, tag, c.gj, c.ins, c.pars, t, a.repeat, a.target, env),
-                            lambda: eager_time(c.fn, t, a.repeat))
-            rate = c.moved / ct
-            if c.buf <= (1 << 21):  # fits in cache as it is
+            kfn = lambda: coil_time(a.coil, d, tag, c.gj, c.ins, c.pars, t, a.repeat, a.target, env)
+            efn = lambda: eager_time(c.fn, t, a.repeat)
+            if c.buf <= (1 << 21):  # fits in cache as it is: no memory reference
+                ct, et = rounds(a.rounds, kfn, efn)
                 lines.append(f"| {c.name} | {t} | {ct * 1e3:.3f} | {et * 1e3:.3f} | {et / ct:.2f}x | "
-                             f"{rate / 1e9:.1f} | (in cache) | | | | |")
+                             f"{c.moved / ct / 1e9:.1f} | | (in cache) | | | | |")
                 print(lines[-1], file=sys.stderr)
                 continue
-            nb = min(sizes, key=lambda n: abs(n - c.buf))
-            copy = refs[("copy", nb, t)]
-            mem = refs[("read" if c.reads else "copy", nb, t)]
+            reffns = []
+            for k in kinds:
+                _, cfn, tfn = timers[(k, nb)]
+                reffns += [lambda cfn=cfn: cfn(t), lambda tfn=tfn: tfn(t)]
+            if sm is not None:  # the in-cache shape, in the same rounds too
+                stag = re.sub(r"[^a-z0-9]+", "_", sm.name)
+                reffns.append(lambda: coil_time(a.coil, d, stag, sm.gj, sm.ins, sm.pars, t, a.repeat, a.target, env))
+            ts = rounds(a.rounds, kfn, efn, *reffns)
+            ct, et = ts[0], ts[1]
+            ref = {k: max(timers[(k, nb)][0] / ts[2 + 2 * i], timers[(k, nb)][0] / ts[3 + 2 * i])
+                   for i, k in enumerate(kinds)}
+            rate = c.moved / ct
+            mem = ref[kinds[-1]]
             limit, bound, cache_col = mem, "read" if c.reads else "memory", ""
             if sm is not None:
-                stag = re.sub(r"[^a-z0-9]+", "_", sm.name)
-                sct = sorted(coil_time(a.coil, d, stag, sm.gj, sm.ins, sm.pars, t, a.repeat, a.target, env)
-                             for _ in range(a.rounds))[a.rounds // 2]
-                cache_rate = sm.moved / sct
+                cache_rate = sm.moved / ts[-1]
                 cache_col = f"{cache_rate / 1e9:.1f}"
                 if cache_rate < mem:
                     limit, bound = cache_rate, "compute"
             lines.append(f"| {c.name} | {t} | {ct * 1e3:.3f} | {et * 1e3:.3f} | {et / ct:.2f}x | {rate / 1e9:.1f} | "
-                         f"{100 * rate / copy:.0f}% | {cache_col} | {bound} | {100 * rate / limit:.0f}% | "
-                         f"{limit / (c.moved / et):.2f}x |")
+                         f"{ref['copy'] / 1e9:.1f} | {100 * rate / ref['copy']:.0f}% | {cache_col} | {bound} | "
+                         f"{100 * rate / limit:.0f}% | {limit / (c.moved / et):.2f}x |")
             print(lines[-1], file=sys.stderr)
-    lines += ["", "Columns: *% of copy*: coil's GB/s over the copy reference of its largest buffer's size "
-              "(threads alike). *in-cache GB/s* (kernels with math per element): coil's rate on the same "
+    lines += ["", "Columns: *copy GB/s*: the copy reference of the kernel's largest buffer's size (4 or 16 "
+              "MiB), timed in the same rounds as the kernel (the larger of coil's and torch's copy); *% of copy*: "
+              "coil's GB/s over it. *in-cache GB/s* (kernels with math per element): coil's rate on the same "
               "kernel with its first dim cut to fit L2, memory out of the way. *bound*: compute where that "
-              "in-cache rate is below the memory reference (copy; read for reductions), else memory/read. *% of limit*: coil's GB/s over "
+              "in-cache rate is below the memory reference (copy; for reductions read, timed in the same "
+              "rounds too), else memory/read. *% of limit*: coil's GB/s over "
               "the lower of the two. *limit / eager*: the most any kernel could gain over eager at that limit."]
     text = "\n".join(lines) + "\n"
     print(text)
