@@ -358,7 +358,7 @@ def main():
                                        {e: s.cached() for e, s in zip(ENGINES, mems)}))
     settings = {"batches": batches, "threads": [int(t) for t in a.threads.split(",")],
                 "budget_s": a.budget, "min_runs": a.min_runs, "max_runs": a.max_runs,
-                "quick": a.quick, "models": len(models), "server": a.server,
+                "quick": a.quick, "models": len(models), "subset": bool(a.models), "server": a.server,
                 "accuracy_only": a.accuracy_only, "accept_stale": a.accept_stale, "commit": a.commit}
     paths = report.write(rows, settings, a.results, stem, run.coil)
     for p in paths:
