@@ -967,16 +967,12 @@ static int welford_twin(coil_ir *ir, ir_kernel *K, int i)
 	return -1;
 }
 
-/* Declares the vector accumulator(s) of reduction v. */
-static void acc_decl(vctx *c, int v)
+/* Declares the Welford accumulators (count, mean, M2) of reduction v; the
+ * others accumulate in uacc_begin's registers. */
+static void wf_decl(vctx *c, int v)
 {
-	ir_node *r = &c->ir->nodes[v];
-	const vec_isa *I = c->I;
-	char *z = P(I->set1, "0.0f");
-	if (r->sub == RD_WMEAN || r->sub == RD_WM2)
-		out(c, "%s wn%d = %s, wm%d = %s, wq%d = %s;\n", I->vt, v, z, v, z, v, z);
-	else
-		out(c, "%s vacc%d = %s;\n", I->vt, v, P(I->set1, red_init(r->sub)));
+	char *z = P(c->I->set1, "0.0f");
+	out(c, "%s wn%d = %s, wm%d = %s, wq%d = %s;\n", c->I->vt, v, z, v, z, v, z);
 }
 
 /* Reduction v accumulates in TP_U interleaved registers vacc<v>_<u> (no chain
@@ -1188,7 +1184,7 @@ static void emit_rows(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0)
 			out(c, "const int tid_ = omp_get_thread_num(), T_ = omp_get_num_threads();\n");
 			out(c, "if (tid_ == 0)\n        pt%d = T_;\n", v);
 			if (wf)
-				acc_decl(c, v);
+				wf_decl(c, v);
 			/* the first reduced dim is split; if it is the vector dim, in whole vectors */
 			int sd = -1;
 			for (int d = 0; d < s0->rank && sd < 0; d++)
