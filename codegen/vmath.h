@@ -62,14 +62,12 @@
  *   coil_mulerr##N(a, b, p) a*b - p exactly for p = fl(a*b) (FMA, or Veltkamp-Dekker)
  *   coil_rcp##N(d)          1/d (AVX-512: rcp14 and one Newton step, 1 ulp)
  *   coil_scale##N(y, n)     y*2^n for integral n in [-252, 254], rounded once for
- *                           subnormal results (two steps of 2^(n/2), or vscalefps) */
+ *                           subnormal results (two steps of 2^(n/2), or vscalefps)
+ *   coil_max##N(a, b)       a > b ? a : b, NaN if either is NaN (likewise coil_min##N):
+ *                           vmaxps plus a blend of a's NaN lanes on AVX2/AVX-512, whose
+ *                           chain through b (a reduction's accumulator) is 2 ops long */
 #define COIL_VMATH_BASE(N, V, VI)                                                                 \
 	static inline V coil_sel##N(VI m, V a, V b) { return (V)(((VI)a & m) | ((VI)b & ~m)); }    \
-	static inline V coil_fmin##N(V a, V c) { return coil_sel##N(a < c, a, c); }                \
-	static inline V coil_clamp##N(V x, float lo, float hi)                                     \
-	{                                                                                          \
-		return coil_sel##N(x < lo, COIL_SPLAT(V, lo), coil_sel##N(x > hi, COIL_SPLAT(V, hi), x)); \
-	}                                                                                          \
 	static inline V coil_rcp##N(V d) { return 1.0f / d; }                                      \
 	static inline V coil_scale##N(V y, V fn)                                                   \
 	{                                                                                          \
@@ -77,6 +75,15 @@
 		VI n1 = n >> 1, n2 = n - n1;                                                       \
 		return y * (V)((n1 + 127) << 23) * (V)((n2 + 127) << 23);                          \
 	}
+/* The comparisons as selects (the scalar table; AVX2 and AVX-512 use vminps/vmaxps). */
+#define COIL_VMATH_CMP(N, V, VI)                                                                  \
+	static inline V coil_fmin##N(V a, V c) { return coil_sel##N(a < c, a, c); }                \
+	static inline V coil_clamp##N(V x, float lo, float hi)                                     \
+	{                                                                                          \
+		return coil_sel##N(x < lo, COIL_SPLAT(V, lo), coil_sel##N(x > hi, COIL_SPLAT(V, hi), x)); \
+	}                                                                                          \
+	static inline V coil_max##N(V a, V b) { return coil_sel##N((a > b) | (a != a), a, b); }    \
+	static inline V coil_min##N(V a, V b) { return coil_sel##N((a < b) | (a != a), a, b); }
 #if defined(__FMA__)
 #define COIL_FMA_HW 1
 #define COIL_VMATH_FMA(N, V, VI, fma)                                                             \
@@ -95,8 +102,6 @@
 #endif
 
 #define COIL_VMATH_DEF(N, V, VI)                                                                  \
-	static inline V coil_max##N(V a, V b) { return coil_sel##N((a > b) | (a != a), a, b); }    \
-	static inline V coil_min##N(V a, V b) { return coil_sel##N((a < b) | (a != a), a, b); }    \
 	static inline V coil_mla##N(V a, V b, float c) { return coil_fma##N(a, b, COIL_SPLAT(V, c)); } \
 	static inline V coil_copysign##N(V mag, V sgn)                                             \
 	{                                                                                          \
@@ -247,6 +252,7 @@
 typedef float coil_v1f __attribute__((vector_size(4)));
 typedef int32_t coil_v1i __attribute__((vector_size(4)));
 COIL_VMATH_BASE(1, coil_v1f, coil_v1i)
+COIL_VMATH_CMP(1, coil_v1f, coil_v1i)
 COIL_VMATH_FMA(1, coil_v1f, coil_v1i, (coil_v1f){__builtin_fmaf(a[0], b[0], c[0])})
 COIL_VMATH_DEF(1, coil_v1f, coil_v1i)
 
@@ -317,6 +323,20 @@ static inline float coil_geluf(float x) { return coil_gelu1((coil_v1f){x})[0]; }
 #if defined(__AVX2__)
 typedef int32_t coil_v8i __attribute__((vector_size(32)));
 COIL_VMATH_BASE(8, __m256, coil_v8i)
+/* vminps/vmaxps return their second operand when one is NaN */
+static inline __m256 coil_fmin8(__m256 a, __m256 c) { return _mm256_min_ps(a, c); }
+static inline __m256 coil_clamp8(__m256 x, float lo, float hi)
+{
+	return _mm256_max_ps(_mm256_set1_ps(lo), _mm256_min_ps(_mm256_set1_ps(hi), x));
+}
+static inline __m256 coil_max8(__m256 a, __m256 b)
+{
+	return _mm256_blendv_ps(_mm256_max_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+}
+static inline __m256 coil_min8(__m256 a, __m256 b)
+{
+	return _mm256_blendv_ps(_mm256_min_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+}
 COIL_VMATH_FMA(8, __m256, coil_v8i, _mm256_fmadd_ps(a, b, c))
 COIL_VMATH_DEF(8, __m256, coil_v8i)
 static inline __m256 coil_gelu8(__m256 x) { return coil_gelu_erfc8(x); }
@@ -403,6 +423,14 @@ static inline __m512 coil_rcp16(__m512 d)
 	return _mm512_fmadd_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(1.0f)), r);
 }
 static inline __m512 coil_scale16(__m512 y, __m512 fn) { return _mm512_scalef_ps(y, fn); }
+static inline __m512 coil_max16(__m512 a, __m512 b)
+{
+	return _mm512_mask_mov_ps(_mm512_max_ps(a, b), _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), a);
+}
+static inline __m512 coil_min16(__m512 a, __m512 b)
+{
+	return _mm512_mask_mov_ps(_mm512_min_ps(a, b), _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), a);
+}
 COIL_VMATH_FMA(16, __m512, coil_v16i, _mm512_fmadd_ps(a, b, c))
 COIL_VMATH_DEF(16, __m512, coil_v16i)
 static inline __m512 coil_gelu16(__m512 x)

@@ -36,13 +36,34 @@ static const struct {
 	{"gelu", ref_gelu, 2.5, 4}, /* the table path (1 and 16 lanes; AVX2 has none) */
 };
 
+static const char *const targets[] = {"generic", "x86-64-v3", "x86-64-v4"};
+
 static const char harness[] =
 	"#if defined(__AVX512F__)\n#define W 16\n#define F(n) coil_##n##16\ntypedef __m512 V;\n"
 	"#elif defined(__AVX2__)\n#define W 8\n#define F(n) coil_##n##8\ntypedef __m256 V;\n"
 	"#else\n#define W 1\n#define F(n) coil_##n##1\ntypedef coil_v1f V;\n#endif\n"
 	"#define E __attribute__((visibility(\"default\")))\n#define T(n) E void t_##n(const float *x, float *y, long cnt) { for (long i = 0; i < cnt; i += W) "
 	"{ V v; memcpy(&v, x + i, sizeof v); v = F(n)(v); memcpy(y + i, &v, sizeof v); } }\n"
-	"T(exp) T(log) T(tanh) T(erf) T(sigmoid) T(gelu)\nE int t_width(void) { return W; }\n";
+	"T(exp) T(log) T(tanh) T(erf) T(sigmoid) T(gelu)\nE int t_width(void) { return W; }\n"
+	"#define T2(n) E void t_##n(const float *a, const float *b, float *y, long cnt) { for (long i = 0; i < cnt; "
+	"i += W) { V u, v; memcpy(&u, a + i, sizeof u); memcpy(&v, b + i, sizeof v); u = F(n)(u, v); "
+	"memcpy(y + i, &u, sizeof u); } }\nT2(max) T2(min)\n";
+
+/* Builds src for targets[t] into dir (once: an existing .so is reused) and loads it. */
+static void *load_target(const char *dir, const char *tag, size_t t, const char *src)
+{
+	coil_err err;
+	const coil_target *tg = target_get(targets[t], &err);
+	char so[64];
+	snprintf(so, sizeof so, "%s/%s%zu.so", dir, tag, t);
+	if (access(so, F_OK) != 0) {
+		double secs;
+		assert_int_equal(build_so(src, NULL, "-O2", tg->flags, 1, 0, so, &secs, &err), 0);
+	}
+	void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+	assert_non_null(h);
+	return h;
+}
 
 /* Error of got in ulps of the correctly rounded ref (2^-149 below 2^-126). */
 static double ulp_err(float got, double ref)
@@ -85,7 +106,6 @@ static void test_vmath_bounds(void **state)
 	size_t len = strlen(vec_vmath_source()) + sizeof harness + 1;
 	char *src = malloc(len);
 	snprintf(src, len, "%s%s", vec_vmath_source(), harness);
-	static const char *const targets[] = {"generic", "x86-64-v3", "x86-64-v4"};
 	int bad = 0;
 	for (size_t f = 0; f < sizeof funcs / sizeof *funcs; f++) {
 		for (long i = 0; i < k; i++)
@@ -93,16 +113,7 @@ static void test_vmath_bounds(void **state)
 		for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
 			if (!target_runs_here(targets[t]))
 				continue;
-			coil_err err;
-			const coil_target *tg = target_get(targets[t], &err);
-			char so[64];
-			snprintf(so, sizeof so, "%s/v%zu.so", dir, t);
-			if (access(so, F_OK) != 0) {
-				double secs;
-				assert_int_equal(build_so(src, NULL, "-O2", tg->flags, 1, 0, so, &secs, &err), 0);
-			}
-			void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-			assert_non_null(h);
+			void *h = load_target(dir, "v", t, src);
 			char sym[32];
 			snprintf(sym, sizeof sym, "t_%s", funcs[f].name);
 			void (*fn)(const float *, float *, long);
@@ -144,10 +155,58 @@ static void test_vmath_bounds(void **state)
 	assert_int_equal(bad, 0);
 }
 
+/* coil_max##N / coil_min##N on every pair of special values, for each width: a > b ? a : b
+ * (a < b for min) bit for bit, and NaN when either is NaN, whichever side, as the
+ * interpreter computes maximum/minimum and amax/amin (a reduction feeds its accumulator as b). */
+static void test_vmath_minmax(void **state)
+{
+	(void)state;
+	static const float v[] = {0, -0.0f, 1, -1, 2.5f, -2.5f, INFINITY, -INFINITY, NAN, -NAN, 1e-40f, -1e-40f, 3e38f};
+	enum { NV = sizeof v / sizeof *v, N = (NV * NV + 15) / 16 * 16 };
+	float a[N], b[N], y[N];
+	for (int i = 0; i < N; i++)
+		a[i] = v[i % (NV * NV) / NV], b[i] = v[i % NV];
+	char dir[] = "/tmp/coil-vmath-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	size_t len = strlen(vec_vmath_source()) + sizeof harness + 1;
+	char *src = malloc(len);
+	assert_non_null(src);
+	snprintf(src, len, "%s%s", vec_vmath_source(), harness);
+	int bad = 0, ran = 0;
+	for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
+		if (!target_runs_here(targets[t]))
+			continue;
+		void *h = load_target(dir, "m", t, src);
+		for (int m = 0; m < 2; m++) {
+			void (*fn)(const float *, const float *, float *, long);
+			*(void **)&fn = dlsym(h, m ? "t_min" : "t_max");
+			assert_non_null(fn);
+			fn(a, b, y, N);
+			for (int i = 0; i < N; i++) {
+				float want = isnan(a[i]) || isnan(b[i]) ? NAN : (m ? a[i] < b[i] : a[i] > b[i]) ? a[i] : b[i];
+				int ok = isnan(want) ? isnan(y[i]) : !memcmp(&want, &y[i], 4);
+				if (!ok && bad++ < 8)
+					print_message("# %s %s(%g, %g) = %g, expected %g\n", targets[t], m ? "min" : "max",
+						      a[i], b[i], y[i], want);
+			}
+		}
+		ran++;
+		dlclose(h);
+		char so[64];
+		snprintf(so, sizeof so, "%s/m%zu.so", dir, t);
+		unlink(so);
+	}
+	rmdir(dir);
+	free(src);
+	assert_true(ran > 0);
+	assert_int_equal(bad, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_vmath_bounds),
+		cmocka_unit_test(test_vmath_minmax),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
