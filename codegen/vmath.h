@@ -257,7 +257,8 @@ COIL_VMATH_FMA(1, coil_v1f, coil_v1i, (coil_v1f){__builtin_fmaf(a[0], b[0], c[0]
 COIL_VMATH_DEF(1, coil_v1f, coil_v1i)
 
 /* gelu for |x| < 4, the common case, without exp or division: Phi(-|x|) from a
- * piecewise polynomial (coil_gelu_tab), then x*Phi(-|x|) or x*(1 - Phi(-|x|)).  The lookup
+ * piecewise polynomial (coil_gelu_tab), then max(x, 0) - |x|*Phi(-|x|) in one fused op (x*Phi(x)
+ * for either sign, rounded once).  The lookup
  * is scalar indexing here and vpermt2ps for 16 lanes, with the same arithmetic, so both
  * round alike; AVX2 has no cheap 32-entry lookup and keeps coil_gelu_erfc8.  Other
  * inputs (and any vector with one) take coil_gelu_erfc##N. */
@@ -311,7 +312,7 @@ static inline coil_v1f coil_gelu1(coil_v1f x)
 	float p = coil_gelu_tab[5][i];
 	for (int k = 4; k >= 0; k--)
 		p = coil_fma1((coil_v1f){p}, (coil_v1f){u}, (coil_v1f){coil_gelu_tab[k][i]})[0];
-	return (coil_v1f){x[0] * (x[0] >= 0.0f ? 1.0f - p : p)};
+	return coil_fma1((coil_v1f){-a}, (coil_v1f){p}, (coil_v1f){0.0f > x[0] ? 0.0f : x[0]});
 }
 static inline float coil_expf(float x) { return coil_exp1((coil_v1f){x})[0]; }
 static inline float coil_logf(float x) { return coil_log1((coil_v1f){x})[0]; }
@@ -447,8 +448,7 @@ static inline __m512 coil_gelu16(__m512 x)
 	for (int k = 4; k >= 0; k--)
 		p = _mm512_fmadd_ps(p, u, COIL_GELU_C(k));
 #undef COIL_GELU_C
-	p = _mm512_mask_sub_ps(p, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ), _mm512_set1_ps(1.0f), p);
-	return _mm512_mul_ps(x, p);
+	return _mm512_fnmadd_ps(a, p, _mm512_max_ps(_mm512_setzero_ps(), x));
 }
 static inline float coil_hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
 static inline float coil_hmax16(__m512 v)
