@@ -227,8 +227,9 @@ def main():
             lines.append(f"| {kind} | {nbytes >> 20} MiB | {t} | {ct * 1e3:.3f} | {moved / ct / 1e9:.1f} | "
                          f"{moved / et / 1e9:.1f} | {bw / 1e9:.1f} |")
     lines += ["", "| kernel | threads | coil ms | eager ms | speedup | coil GB/s | copy GB/s | % of copy | "
-              "in-cache GB/s | bound | % of limit | limit / eager |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "in-cache GB/s | bound | % of limit | limit / eager | targets |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    misses, nrows = [], 0
     sizes = sorted({nb for _, nb in timers})
     for c, sm in zip(cases(), cases(small=True)):
         if a.only and not re.search(a.only, c.name):
@@ -241,8 +242,11 @@ def main():
             efn = lambda: eager_time(c.fn, t, a.repeat)
             if c.buf <= (1 << 21):  # fits in cache as it is: no memory reference
                 ct, et = rounds(a.rounds, kfn, efn)
+                v, nrows = verdict(et / ct), nrows + 1
                 lines.append(f"| {c.name} | {t} | {ct * 1e3:.3f} | {et * 1e3:.3f} | {et / ct:.2f}x | "
-                             f"{c.moved / ct / 1e9:.1f} | | (in cache) | | | | |")
+                             f"{c.moved / ct / 1e9:.1f} | | (in cache) | | | | | {v} |")
+                if v != "met":
+                    misses.append(f"{c.name} at {t}T: {v}")
                 print(lines[-1], file=sys.stderr)
                 continue
             reffns = []
@@ -264,9 +268,12 @@ def main():
                 cache_col = f"{cache_rate / 1e9:.1f}"
                 if cache_rate < mem:
                     limit, bound = cache_rate, "compute"
+            v, nrows = verdict(et / ct, limit / (c.moved / et), bound, rate / ref['copy']), nrows + 1
             lines.append(f"| {c.name} | {t} | {ct * 1e3:.3f} | {et * 1e3:.3f} | {et / ct:.2f}x | {rate / 1e9:.1f} | "
                          f"{ref['copy'] / 1e9:.1f} | {100 * rate / ref['copy']:.0f}% | {cache_col} | {bound} | "
-                         f"{100 * rate / limit:.0f}% | {limit / (c.moved / et):.2f}x |")
+                         f"{100 * rate / limit:.0f}% | {limit / (c.moved / et):.2f}x | {v} |")
+            if v != "met":
+                misses.append(f"{c.name} at {t}T: {v}")
             print(lines[-1], file=sys.stderr)
     lines += ["", "Columns: *copy GB/s*: the copy reference of the kernel's largest buffer's size (4 or 16 "
               "MiB), timed in the same rounds as the kernel (the larger of coil's and torch's copy); *% of copy*: "
@@ -274,13 +281,30 @@ def main():
               "kernel with its first dim cut to fit L2, memory out of the way. *bound*: compute where that "
               "in-cache rate is below the memory reference (copy; for reductions read, timed in the same "
               "rounds too), else memory/read. *% of limit*: coil's GB/s over "
-              "the lower of the two. *limit / eager*: the most any kernel could gain over eager at that limit."]
+              "the lower of the two. *limit / eager*: the most any kernel could gain over eager at that limit. "
+              "*targets* (issue #5): at least 1.5x eager, and memory-bound kernels (memory/read) at 70% or more "
+              "of the copy reference; a speedup that misses is *out of reach* when even a kernel running "
+              "at the limit would not be 1.5x this eager.", "",
+              f"Targets: {nrows - len(misses)} of {nrows} rows met"
+              + ("." if not misses else "; missed: " + "; ".join(misses) + ".")]
     text = "\n".join(lines) + "\n"
     print(text)
     if a.out:
         os.makedirs(os.path.dirname(a.out), exist_ok=True)
         with open(a.out, "w") as f:
             f.write(text)
+
+
+def verdict(speedup, limit_gain=None, bound=None, of_copy=None):
+    """The issue's targets for one row: 'met', or what is missed."""
+    out = []
+    if speedup < 1.5:
+        out.append(f"{speedup:.2f}x < 1.5x eager" +
+                   (f" (out of reach: at the {bound} limit a kernel is {limit_gain:.2f}x eager)"
+                    if limit_gain is not None and limit_gain < 1.5 else ""))
+    if bound in ("memory", "read") and of_copy < 0.70:
+        out.append(f"{100 * of_copy:.0f}% < 70% of copy")
+    return "; ".join(out) or "met"
 
 
 def ab(a, threads):
