@@ -189,6 +189,7 @@ typedef struct vctx {
 	/* Tiled transposes: f32 reads contiguous along the tile dim come from
 	 * blocks transposed through registers (coil_tr##w into tb<i>, row r_). */
 	int ntr, tr_on;
+	int tstep;       /* nest: the tile loop's step */
 	int nts;         /* pointwise stores may stream (runtime flag nts_, coil_st##w) */
 	struct {
 		int v;
@@ -197,9 +198,20 @@ typedef struct vctx {
 } vctx;
 
 /* Pointwise 2D tiles (a gathered read contiguous along another loop dim):
- * TILE_T of that dim by TILE_B of the vector dim. */
+ * TILE_T of that dim by TILE_B of the vector dim.  On AVX2 a transpose through
+ * registers whose source rows are short (the tile dim at most TR_SHORT long)
+ * takes one block (8 rows) of the tile dim by TR_B of the vector dim instead:
+ * its 8-float streaming stores fill half a line, and 32 rows of half-filled
+ * lines outnumber the write-combining buffers.  Measured (A/B, 1 and 2
+ * threads): 64x64x64 -> (2,0,1) 3.3x, 256x256x64 -> (2,0,1) 2.9-3.7x, NCHW <->
+ * NHWC with 56x56x64 1.6-3.0x; rows of 96 floats or more gained nothing.
+ * AVX-512's 16-float stores fill whole lines: there the same tiles ran the
+ * 256x256x64 permute 1.16-1.31x faster but NCHW <-> NHWC 0.82-0.86x, so it
+ * keeps TILE_T by TILE_B. */
 #define TILE_T 32
 #define TILE_B 64
+#define TR_SHORT 64
+#define TR_B 256
 
 static void out(vctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void out(vctx *c, const char *fmt, ...)
@@ -598,7 +610,7 @@ static int nest(vctx *c, const coil_dim *shape, int rank, unsigned which, int pa
 		opened++;
 	}
 	if (tile >= 0) {
-		out(c, "for (int64_t t%d = 0; t%d < %s; t%d += %d) {\n", tile, tile, dimc(c, &shape[tile]), tile, TILE_T);
+		out(c, "for (int64_t t%d = 0; t%d < %s; t%d += %d) {\n", tile, tile, dimc(c, &shape[tile]), tile, c->tstep);
 		c->ind++;
 		opened++;
 	}
@@ -611,7 +623,7 @@ static int nest(vctx *c, const coil_dim *shape, int rank, unsigned which, int pa
 		hi = P("COIL_MIN(j%d + %d, %s)", c->vd, block, vsz);
 	}
 	if (tile >= 0 && !c->ntr) {
-		out(c, "for (int64_t i%d = t%d; i%d < COIL_MIN(t%d + %d, %s); i%d++) {\n", tile, tile, tile, tile, TILE_T,
+		out(c, "for (int64_t i%d = t%d; i%d < COIL_MIN(t%d + %d, %s); i%d++) {\n", tile, tile, tile, tile, c->tstep,
 		    dimc(c, &shape[tile]), tile);
 		c->ind++;
 		opened++;
@@ -777,7 +789,7 @@ static void tr_body(vctx *c, void *arg)
 {
 	tr_arg *t = arg;
 	int w = c->I->w;
-	char *hi = P("COIL_MIN(t%d + %d, %s)", t->tile, TILE_T, t->ext);
+	char *hi = P("COIL_MIN(t%d + %d, %s)", t->tile, c->tstep, t->ext);
 	out(c, "for (int64_t ib_ = t%d; ib_ < %s; ib_ += %d) {\n", t->tile, hi, w);
 	c->ind++;
 	out(c, "if (%s - ib_ >= %d) {\n", hi, w);
@@ -827,7 +839,11 @@ static void emit_pw(vctx *c, ir_kernel *K)
 	out(c, "const int nts_ = work * %d >= %s;\n", 4 * K->nouts, tr ? "COIL_NT_TR_BYTES" : "COIL_NT_BYTES");
 	if (tr) {
 		tr_arg t = {&p, tile, dimc(c, &n->shape[tile])};
-		nest(c, n->shape, n->rank, ~0u, 1, TILE_B, tile, tr_body, &t);
+		int64_t ext;
+		int shrt = c->I->w == 8 && dim_is_const(&n->shape[tile], &ext) && ext <= TR_SHORT;
+		c->tstep = shrt ? c->I->w : TILE_T;
+		nest(c, n->shape, n->rank, ~0u, 1, shrt ? TR_B : TILE_B, tile, tr_body, &t);
+		c->tstep = TILE_T;
 	} else {
 		nest(c, n->shape, n->rank, ~0u, 1, tile >= 0 ? TILE_B : 64 * c->I->w, tile, pw_body, &p);
 	}
@@ -1877,7 +1893,7 @@ int vec_emit_kernel(coil_ir *ir, const vec_isa *isa, FILE *f, int k, char *used,
 		return 0;
 	char *body = NULL;
 	size_t len = 0;
-	vctx c = {.ir = ir, .a = ir->arena, .I = isa, .k = k, .ind = 1, .cache_v = -1};
+	vctx c = {.ir = ir, .a = ir->arena, .I = isa, .k = k, .ind = 1, .cache_v = -1, .tstep = TILE_T};
 	c.used = arena_alloc(ir->arena, (size_t)ir->n + 1);
 	if (!c.used || !(c.f = open_memstream(&body, &len)))
 		return coil_errf(err, "out of memory");
