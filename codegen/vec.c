@@ -198,20 +198,25 @@ typedef struct vctx {
 } vctx;
 
 /* Pointwise 2D tiles (a gathered read contiguous along another loop dim):
- * TILE_T of that dim by TILE_B of the vector dim.  On AVX2 a transpose through
+ * TILE_T of that dim by TILE_B of the vector dim.  A transpose through
  * registers whose source rows are short (the tile dim at most TR_SHORT long)
- * takes one block (8 rows) of the tile dim by TR_B of the vector dim instead:
- * its 8-float streaming stores fill half a line, and 32 rows of half-filled
- * lines outnumber the write-combining buffers.  Measured (A/B, 1 and 2
- * threads): 64x64x64 -> (2,0,1) 3.3x, 256x256x64 -> (2,0,1) 2.9-3.7x, NCHW <->
- * NHWC with 56x56x64 1.6-3.0x; rows of 96 floats or more gained nothing.
- * AVX-512's 16-float stores fill whole lines: there the same tiles ran the
- * 256x256x64 permute 1.16-1.31x faster but NCHW <-> NHWC 0.82-0.86x, so it
- * keeps TILE_T by TILE_B. */
+ * takes one block (w rows) of the tile dim by TR_B of the vector dim instead,
+ * on AVX2 always, on AVX-512 where its rows of stores lie TR_FAR floats or more
+ * apart.  AVX2's 8-float streaming stores fill half a line, and 32 rows of
+ * half-filled lines outnumber the write-combining buffers.  On AVX-512, rows
+ * of stores far apart are as many streams of pages, and fewer at once go
+ * faster; rows close together are one region either way, and 32 of them are
+ * the faster there.  Measured (A/B, 1 and 2 threads): AVX2 64x64x64 ->
+ * (2,0,1) 3.3x, 256x256x64 -> (2,0,1) 2.9-3.7x, NCHW <-> NHWC at 56x56x64
+ * 1.6-3.0x; AVX-512 (2,0,1) of 256x256x64, 128x1024x64, 64x4096x48 1.13-1.36x,
+ * of 64^3, 512x512x32, 1024x16x64 0.99-1.10x, and with rows closer than
+ * TR_FAR (NCHW <-> NHWC, 197x64 attention transposes) 0.79-1.01x, so those
+ * keep TILE_T.  Rows of 96 floats or more gained nothing. */
 #define TILE_T 32
 #define TILE_B 64
 #define TR_SHORT 64
 #define TR_B 256
+#define TR_FAR 4096
 
 static void out(vctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void out(vctx *c, const char *fmt, ...)
@@ -839,8 +844,10 @@ static void emit_pw(vctx *c, ir_kernel *K)
 	out(c, "const int nts_ = work * %d >= %s;\n", 4 * K->nouts, tr ? "COIL_NT_TR_BYTES" : "COIL_NT_BYTES");
 	if (tr) {
 		tr_arg t = {&p, tile, dimc(c, &n->shape[tile])};
-		int64_t ext;
-		int shrt = c->I->w == 8 && dim_is_const(&n->shape[tile], &ext) && ext <= TR_SHORT;
+		int64_t ext, far = 1, e;
+		for (int d = tile + 1; d < n->rank && far > 0; d++)
+			far = dim_is_const(&n->shape[d], &e) ? far * e : 0;
+		int shrt = dim_is_const(&n->shape[tile], &ext) && ext <= TR_SHORT && (c->I->w == 8 || far >= TR_FAR);
 		c->tstep = shrt ? c->I->w : TILE_T;
 		nest(c, n->shape, n->rank, ~0u, 1, shrt ? TR_B : TILE_B, tile, tr_body, &t);
 		c->tstep = TILE_T;

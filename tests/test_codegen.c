@@ -1169,12 +1169,15 @@ static const char *const transpose_graphs[] = {
 	  ND("c1", "aten.permute", "[\"z\", [1,0]]", "zt") "," ND("d1", "aten.mul.Tensor", "[\"zt\", \"a\"]", "m") ","
 	  ND("e1", "aten.t", "[\"c\"]", "ct") "," ND("f1", "aten.sub.Tensor", "[\"at\", \"ct\"]", "st"),
 	  "\"s\",\"m\",\"st\""),
-	/* short source rows (AVX2 tiles them 8 by 256): rows of 3, and rows of 60 under
-	 * 300-wide vectors with streaming stores (over 1 MB) */
-	G(T("x", "f32", "[2,45,17,3]") "," T("y", "f32", "[2,3,45,17]") "," T("w", "f32", "[16,300,60]"), "",
+	/* short source rows (tiled w by 256 on AVX2, and on AVX-512 where the rows of
+	 * stores are far apart): rows of 3; rows of 60 under 300-wide vectors with
+	 * streaming stores (over 1 MB); rows of 16 whose stores lie 4096 floats apart */
+	G(T("x", "f32", "[2,45,17,3]") "," T("y", "f32", "[2,3,45,17]") "," T("w", "f32", "[16,300,60]") ","
+	  T("f", "f32", "[8,512,16]"), "",
 	  ND("a", "aten.permute", "[\"x\", [0,3,1,2]]", "p") "," ND("b", "aten.mul.Tensor", "[\"p\", \"y\"]", "o") ","
-	  ND("c", "aten.permute", "[\"w\", [0,2,1]]", "wp") "," ND("d", "aten.neg", "[\"wp\"]", "wn"),
-	  "\"o\",\"wn\""),
+	  ND("c", "aten.permute", "[\"w\", [0,2,1]]", "wp") "," ND("d", "aten.neg", "[\"wp\"]", "wn") ","
+	  ND("e", "aten.permute", "[\"f\", [2,0,1]]", "fp") "," ND("g", "aten.clone", "[\"fp\"]", "fc"),
+	  "\"o\",\"wn\",\"fc\""),
 	G(T("x", "f32", "[4100,1024]") "," T("r", "f32", "[1,4200000]"), T("w", "f32", "[1024]"),
 	  ND("a", "aten.relu", "[\"x\"]", "y") "," ND("b", "aten.layer_norm", "[\"x\", [1024], \"w\"]", "n") ","
 	  ND("c", "aten._softmax", "[\"x\", 1, false]", "s") "," ND("d", "aten._softmax", "[\"r\", 1, false]", "rs"),
@@ -1220,8 +1223,10 @@ static void test_transposes(void **state)
 		free(c);
 		c = emitted_c_for(transpose_graphs[1], v[t].target);
 		assert_non_null(strstr(c, v[t].tr));
-		/* AVX2 tiles short rows 8 by 256, AVX-512 32 by 64 */
-		assert_true(!strstr(c, " += 256) {") == (t == 1));
+		/* short rows: AVX2 tiles them 8 rows at a time; AVX-512 16 where the rows of
+		 * stores lie far apart, else 32 */
+		assert_non_null(strstr(c, t ? "t1 < (60); t1 += 32)" : "t1 < (60); t1 += 8)"));
+		assert_non_null(strstr(c, t ? "t0 < (16); t0 += 16)" : "t0 < (16); t0 += 8)"));
 		free(c);
 		c = emitted_c_for(transpose_graphs[4], v[t].target);
 		assert_null(strstr(c, v[t].tr));
