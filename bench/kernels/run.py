@@ -4,8 +4,10 @@
 For each kernel it builds a small graph JSON, compiles it with build/coil (a fresh
 COIL_CACHE_DIR), times `coil run --repeat N --threads T` (the median that coil prints on
 stderr) and the same op in torch eager (OPENBLAS_NUM_THREADS=1, torch.set_num_threads(T),
-median of N calls), on 1 and 2 threads; coil and eager alternate --rounds times (3) and the
-table gives the median of their medians.  References measured in the same run, at 4 and 16
+median of N calls), on 1 and 2 threads; coil and eager alternate --rounds times (3): the
+table gives the median of their medians, and each ratio (speedup, % of copy, % of limit) as
+the median over rounds of that ratio within a round, so that both sides of it saw the machine
+in the same state.  References measured in the same run, at 4 and 16
 MiB: copy (a compiled aten.clone against torch's y.copy_(x): one read + one write) and read
 (a compiled full sum against torch's x.sum()); each is the larger of the two.  Every kernel
 row times its references again in each of its rounds, so that the kernel and its reference
@@ -172,13 +174,19 @@ def eager_time(fn, threads, repeat):
     return ts[len(ts) // 2]
 
 
+def med(v):
+    return sorted(v)[len(v) // 2]
+
+
 def rounds(k, *fns):
-    """k alternations of the timings; the median of each (a shared machine drifts)."""
+    """k alternations of the timings: each fn's k times, round by round.  A shared machine
+    drifts by 2x over minutes, so ratios are taken within a round (coil against eager or
+    a reference timed seconds apart) and their median reported."""
     ts = [[] for _ in fns]
     for _ in range(k):
         for v, fn in zip(ts, fns):
             v.append(fn())
-    return tuple(sorted(v)[len(v) // 2] for v in ts)
+    return ts
 
 
 def main():
@@ -203,6 +211,7 @@ def main():
     env = dict(os.environ, COIL_CACHE_DIR=os.path.join(d, "cache"), OPENBLAS_NUM_THREADS="1")
     lines = [f"# bench/kernels ({time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, "
              f"{os.cpu_count()} CPUs, target {a.target or 'native'}, median of {a.rounds} alternating rounds "
+             f"(ratios: median of the ratios within each round) "
              f"of {a.repeat} calls)", ""]
     # Reference timers: (kind, bytes) -> (bytes moved, coil timer(t), torch timer(t)).  Each
     # reference is timed on its own first (the reference table), then again in every round
@@ -222,7 +231,7 @@ def main():
               "|---|---|---|---|---|---|---|"]
     for (kind, nbytes), (moved, cfn, tfn) in timers.items():
         for t in threads:
-            ct, et = rounds(a.rounds, lambda: cfn(t), lambda: tfn(t))
+            ct, et = map(med, rounds(a.rounds, lambda: cfn(t), lambda: tfn(t)))
             bw = max(moved / ct, moved / et)
             lines.append(f"| {kind} | {nbytes >> 20} MiB | {t} | {ct * 1e3:.3f} | {moved / ct / 1e9:.1f} | "
                          f"{moved / et / 1e9:.1f} | {bw / 1e9:.1f} |")
@@ -241,9 +250,10 @@ def main():
             kfn = lambda: coil_time(a.coil, d, tag, c.gj, c.ins, c.pars, t, a.repeat, a.target, env)
             efn = lambda: eager_time(c.fn, t, a.repeat)
             if c.buf <= (1 << 21):  # fits in cache as it is: no memory reference
-                ct, et = rounds(a.rounds, kfn, efn)
-                v, nrows = verdict(et / ct), nrows + 1
-                lines.append(f"| {c.name} | {t} | {ct * 1e3:.3f} | {et * 1e3:.3f} | {et / ct:.2f}x | "
+                cts, ets = rounds(a.rounds, kfn, efn)
+                ct, et, sp = med(cts), med(ets), med([e / k for k, e in zip(cts, ets)])
+                v, nrows = verdict(sp), nrows + 1
+                lines.append(f"| {c.name} | {t} | {ct * 1e3:.3f} | {et * 1e3:.3f} | {sp:.2f}x | "
                              f"{c.moved / ct / 1e9:.1f} | | (in cache) | | | | | {v} |")
                 if v != "met":
                     misses.append(f"{c.name} at {t}T: {v}")
@@ -257,21 +267,28 @@ def main():
                 stag = re.sub(r"[^a-z0-9]+", "_", sm.name)
                 reffns.append(lambda: coil_time(a.coil, d, stag, sm.gj, sm.ins, sm.pars, t, a.repeat, a.target, env))
             ts = rounds(a.rounds, kfn, efn, *reffns)
-            ct, et = ts[0], ts[1]
-            ref = {k: max(timers[(k, nb)][0] / ts[2 + 2 * i], timers[(k, nb)][0] / ts[3 + 2 * i])
+            # per round: coil's rate, eager's, each reference's (the larger of coil's and
+            # torch's), the in-cache rate; ratios within a round, medians over rounds
+            R = range(a.rounds)
+            rate = [c.moved / ts[0][r] for r in R]
+            erate = [c.moved / ts[1][r] for r in R]
+            ref = {k: [max(timers[(k, nb)][0] / ts[2 + 2 * i][r], timers[(k, nb)][0] / ts[3 + 2 * i][r]) for r in R]
                    for i, k in enumerate(kinds)}
-            rate = c.moved / ct
             mem = ref[kinds[-1]]
             limit, bound, cache_col = mem, "read" if c.reads else "memory", ""
             if sm is not None:
-                cache_rate = sm.moved / ts[-1]
-                cache_col = f"{cache_rate / 1e9:.1f}"
-                if cache_rate < mem:
-                    limit, bound = cache_rate, "compute"
-            v, nrows = verdict(et / ct, limit / (c.moved / et), bound, rate / ref['copy']), nrows + 1
-            lines.append(f"| {c.name} | {t} | {ct * 1e3:.3f} | {et * 1e3:.3f} | {et / ct:.2f}x | {rate / 1e9:.1f} | "
-                         f"{ref['copy'] / 1e9:.1f} | {100 * rate / ref['copy']:.0f}% | {cache_col} | {bound} | "
-                         f"{100 * rate / limit:.0f}% | {limit / (c.moved / et):.2f}x | {v} |")
+                cache = [sm.moved / ts[-1][r] for r in R]
+                cache_col = f"{med(cache) / 1e9:.1f}"
+                if med(cache) < med(mem):
+                    limit, bound = cache, "compute"
+            sp = med([rate[r] / erate[r] for r in R])
+            of_copy = med([rate[r] / ref["copy"][r] for r in R])
+            of_limit = med([rate[r] / limit[r] for r in R])
+            gain = med([limit[r] / erate[r] for r in R])
+            v, nrows = verdict(sp, gain, bound, of_copy), nrows + 1
+            lines.append(f"| {c.name} | {t} | {med(ts[0]) * 1e3:.3f} | {med(ts[1]) * 1e3:.3f} | {sp:.2f}x | "
+                         f"{med(rate) / 1e9:.1f} | {med(ref['copy']) / 1e9:.1f} | {100 * of_copy:.0f}% | {cache_col} | "
+                         f"{bound} | {100 * of_limit:.0f}% | {gain:.2f}x | {v} |")
             if v != "met":
                 misses.append(f"{c.name} at {t}T: {v}")
             print(lines[-1], file=sys.stderr)
