@@ -211,8 +211,7 @@ def main():
     env = dict(os.environ, COIL_CACHE_DIR=os.path.join(d, "cache"), OPENBLAS_NUM_THREADS="1")
     lines = [f"# bench/kernels ({time.strftime('%Y-%m-%d %H:%M')}, torch {torch.__version__}, "
              f"{os.cpu_count()} CPUs, target {a.target or 'native'}, median of {a.rounds} alternating rounds "
-             f"(ratios: median of the ratios within each round) "
-             f"of {a.repeat} calls)", ""]
+             f"of {a.repeat} calls; each ratio the median of its rounds' ratios)", ""]
     # Reference timers: (kind, bytes) -> (bytes moved, coil timer(t), torch timer(t)).  Each
     # reference is timed on its own first (the reference table), then again in every round
     # of each kernel's row, so that a row's kernel and its reference share the machine's
