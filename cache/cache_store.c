@@ -294,7 +294,7 @@ static int store(coil_cache *c, const char *fn, const char *key, const char *src
 			struct stat st;
 			if (src_path && stat(src_path, &st) == 0)
 				need = 2 * ((uint64_t)st.st_size + canon_len);
-			coil_err e2 = {{0}};
+			coil_err e2 = {0};
 			if (evict_lru(c, need, key, &e2) <= 0)
 				break;
 		}

@@ -37,7 +37,7 @@ static int read_rows(coil_cache *c, row **rows, size_t *n, coil_err *err)
 			cap = cap ? 2 * cap : 64;
 			row *p = realloc(*rows, cap * sizeof **rows);
 			if (!p) {
-				ret = coil_errf(err, "out of memory");
+				ret = coil_err_oom(err);
 				break;
 			}
 			*rows = p;

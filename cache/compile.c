@@ -71,7 +71,7 @@ int compile_plan_make(const char *json, size_t len, const compile_opts *o, compi
 		return coil_errf(err, "options: opt_level must be 0 to 3");
 	compile_plan *p = calloc(1, sizeof *p);
 	if (!p)
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	p->opt_level = o->opt_level ? o->opt_level : 2;
 	p->timeout_s = o->timeout_s;
 	p->g = graph_parse(json, len, err);
@@ -165,7 +165,7 @@ int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *r, coil_err
 		int64_t room = cache_free_bytes(c);
 		if (room < 0 || room >= COMPILE_MIN_FREE)
 			goto out;
-		coil_err e2 = {{0}};
+		coil_err e2 = {0};
 		if (cache_make_room(c, COMPILE_MIN_FREE, &e2) <= 0 || codegen_compile(p->g, &co, so, &cr, err)) {
 			coil_err_prefix(err, "the cache's file system is full (%lld bytes free)",
 					(long long)cache_free_bytes(c));
@@ -187,7 +187,7 @@ int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *r, coil_err
 		json_decref(m);
 	}
 	if (!meta) {
-		coil_errf(err, "out of memory");
+		coil_err_oom(err);
 		goto out;
 	}
 	int src = cache_store(c, p->key, so, p->canon, p->canon_len, meta, err);

@@ -16,7 +16,7 @@ static int read_tensors(json_t *desc, const char *key, art_tensor **out, int *n,
 	*n = (int)json_array_size(arr);
 	*out = calloc((size_t)*n + 1, sizeof **out);
 	if (!*out)
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	for (int i = 0; i < *n; i++) {
 		json_t *t = json_array_get(arr, (size_t)i);
 		int dt = dtype_parse(json_string_value(json_object_get(t, "dtype")) ? json_string_value(json_object_get(t, "dtype")) : "");
@@ -46,7 +46,7 @@ int artifact_open(const char *path, coil_artifact **out, coil_err *err)
 	*out = NULL;
 	coil_artifact *a = calloc(1, sizeof *a);
 	if (!a)
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	json_t *desc = NULL;
 	/* Artifacts use OpenMP: keep libgomp loaded for good, or closing the last
 	 * artifact would unmap it under its idle worker threads. */

@@ -85,7 +85,7 @@ static int parse_opts(int argc, char **argv, opts *o)
 
 static coil_graph *load(const char *path)
 {
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_graph *g = graph_load_file(path, &err);
 	if (!g)
 		fail(path, &err);
@@ -111,7 +111,7 @@ static int cmd_hash(opts *o)
 	coil_graph *g = load(o->pos[0]);
 	if (!g)
 		return 1;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	char hex[65];
 	int rc = 0;
 	if (o->canonical) {
@@ -201,13 +201,13 @@ static int cmd_eval(opts *o)
 	coil_graph *g = load(o->pos[0]);
 	if (!g)
 		return 1;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	st_file wf = {0}, inf = {0};
 	coil_tensor *ins = calloc((size_t)g->ninputs + 1, sizeof *ins), *ps = calloc((size_t)g->nparams + 1, sizeof *ps);
 	coil_tensor *outs = calloc((size_t)g->noutputs + 1, sizeof *outs);
 	int rc = 1;
 	if (!ins || !ps || !outs) {
-		coil_errf(&err, "out of memory");
+		coil_err_oom(&err);
 		goto out;
 	}
 	if ((o->weights && st_open(o->weights, &wf, &err)) || (o->inputs && st_open(o->inputs, &inf, &err)))
@@ -223,7 +223,7 @@ static int cmd_eval(opts *o)
 		if (!names || !buf) {
 			free(names);
 			free(buf);
-			coil_errf(&err, "out of memory");
+			coil_err_oom(&err);
 			goto out;
 		}
 		for (int i = 0; i < g->noutputs; i++) {
@@ -305,7 +305,7 @@ static int cmd_cache(opts *o)
 	uint64_t budget = 0;
 	if (o->budget && parse_size(o->budget, &budget))
 		return usage_err("--budget takes a size such as 512M");
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_cache *c = NULL;
 	const char *sub = o->pos[0];
 	if (strcmp(sub, "stats") && strcmp(sub, "ls") && strcmp(sub, "gc") && strcmp(sub, "verify"))
@@ -476,7 +476,7 @@ static int cmd_compile(opts *o, int argc, char **argv)
 			return codegen_cli(argc, argv);
 	if (o->npos != 1)
 		return usage_err("usage: coil compile GRAPH.json [--target T] [--opt N] [-o m.so] [--dump-after=PASS]");
-	coil_err err = {{0}};
+	coil_err err = {0};
 	loaded l;
 	if (compile_and_load(o, o->pos[0], &l, &err))
 		return fail(NULL, &err);
@@ -560,7 +560,7 @@ static int random_tensor(coil_graph *g, const coil_value *v, bound *b, coil_tens
 	}
 	(void)g;
 	if (!(t->data = bound_alloc(b, (size_t)n * dtype_size(v->dtype))))
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	for (int64_t e = 0; e < n; e++) {
 		double u = (double)(rng_next(seed) >> 11) / 9007199254740992.0;
 		double x = dtype_is_float(v->dtype) ? (u * 2 - 1) * 2 : floor(u * 2);
@@ -575,7 +575,7 @@ static int bind_all(coil_graph *g, opts *o, int allow_random, bound *b, coil_err
 	b->ins = calloc((size_t)g->ninputs + 1, sizeof *b->ins);
 	b->ps = calloc((size_t)g->nparams + 1, sizeof *b->ps);
 	if (!b->ins || !b->ps)
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	if ((o->weights && st_open(o->weights, &b->wf, err)) || (o->inputs && st_open(o->inputs, &b->inf, err)))
 		return -1;
 	uint64_t seed = 0x9e3779b97f4a7c15ull;
@@ -593,7 +593,7 @@ static int bind_all(coil_graph *g, opts *o, int allow_random, bound *b, coil_err
 				size_t nb = tensor_bytes(&out[i]);
 				void *d = bound_alloc(b, nb);
 				if (!d)
-					return coil_errf(err, "out of memory");
+					return coil_err_oom(err);
 				if (nb)
 					memcpy(d, out[i].data, nb);
 				out[i].data = d;
@@ -619,7 +619,7 @@ static int run_artifact(coil_artifact *a, coil_graph *g, bound *b, int threads, 
 	double *times = calloc((size_t)repeat + 1, sizeof *times);
 	int rc = -1;
 	if (!par || !in || !shp || !outp || !times) {
-		coil_errf(err, "out of memory");
+		coil_err_oom(err);
 		goto out;
 	}
 	if (a->ninputs != g->ninputs || a->nparams != g->nparams || a->noutputs != g->noutputs) {
@@ -658,7 +658,7 @@ static int run_artifact(coil_artifact *a, coil_graph *g, bound *b, int threads, 
 		}
 		t->data = aligned_alloc(64, (tensor_bytes(t) + 64) & ~(size_t)63);
 		if (!t->data) {
-			coil_errf(err, "out of memory");
+			coil_err_oom(err);
 			goto out;
 		}
 		outp[i] = t->data;
@@ -702,7 +702,7 @@ static int write_outputs(const char *path, coil_tensor *outs, int n, coil_err *e
 		}
 		rc = st_write(path, n, names, outs, err);
 	} else {
-		coil_errf(err, "out of memory");
+		coil_err_oom(err);
 	}
 	free(buf);
 	free(names);
@@ -713,7 +713,7 @@ static int cmd_run(opts *o)
 {
 	if (o->npos != 1)
 		return usage_err("usage: coil run GRAPH.json -w W.safetensors -i I.safetensors [-o OUT] [--threads N] [--repeat N]");
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_graph *g = load(o->pos[0]);
 	if (!g)
 		return 1;
@@ -759,7 +759,7 @@ static int cmd_check(opts *o)
 {
 	if (o->npos != 1)
 		return usage_err("usage: coil check GRAPH.json [-w W.safetensors] [-i I.safetensors] [--target T]");
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_graph *g = load(o->pos[0]);
 	if (!g)
 		return 1;

@@ -132,7 +132,7 @@ void coil_client_destroy(coil_client *c)
 
 static coil_cache *local_cache(coil_client *c)
 {
-	coil_err err = {{0}};
+	coil_err err = {0};
 	if (!c->cache && cache_open(c->cache_dir, c->cache_budget, &c->cache, &err) != 0)
 		fail("local cache: %s", err.msg);
 	return c->cache;
@@ -375,7 +375,7 @@ int coil_compile_file(coil_client *c, const char *path, const coil_compile_opts 
  * 1 yes (path filled), 0 no (a bad copy is removed), -1 on error. */
 static int local_copy(coil_client *c, coil_cache *lc, const char *key, const char *want, char *path, size_t cap)
 {
-	coil_err err = {{0}};
+	coil_err err = {0};
 	char sha[65], so[CACHE_PATH_MAX], actual[65];
 	uint64_t size;
 	int rc = cache_get_meta(lc, key, NULL, sha, &size, &err);
@@ -455,7 +455,7 @@ int coil_fetch(coil_client *c, const char *key, const char *sha256, char *path_o
 	}
 	/* The bytes must be what was announced, twice over. */
 	char actual[65];
-	coil_err err = {{0}};
+	coil_err err = {0};
 	if (cache_sha256_bytes(so.p ? so.p : "", so.len, actual, &err) != 0) {
 		fail("fetch %s: %s", key, err.msg);
 		goto out;
@@ -492,7 +492,7 @@ out:
 
 int coil_target_supported(const char *target)
 {
-	coil_err err = {{0}};
+	coil_err err = {0};
 	/* an artifact names a resolved target, never "native" */
 	if (!target || !strcmp(target, "native") || !target_get(target, &err))
 		return -1;
@@ -526,7 +526,7 @@ struct coil_instance {
 int coil_module_open(const char *path, const char *sha256, const char *target, coil_module **out)
 {
 	*out = NULL;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	if (sha256) {
 		char actual[65];
 		if (cache_sha256_file(path, actual, &err) != 0)
@@ -584,7 +584,7 @@ int coil_client_load(coil_client *c, const char *key, coil_module **out)
 	if (coil_fetch(c, key, NULL, path, sizeof path) != 0)
 		return -1;
 	char *meta = NULL;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	if (cache_get_meta(c->cache, key, &meta, sha, NULL, &err) != 1)
 		return fail("load %s: local cache: %s", key, err.msg[0] ? err.msg : "entry vanished");
 	json_t *mj = meta ? json_loads(meta, 0, NULL) : NULL;

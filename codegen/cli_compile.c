@@ -29,7 +29,7 @@ int codegen_cli(int argc, char **argv)
 	}
 	if (!path)
 		return fprintf(stderr, "coil: usage: coil compile GRAPH.json [--target T] [-o m.so] [--dump-after=PASS] [--emit-c F|DIR]\n"), 2;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_graph *g = graph_load_file(path, &err);
 	if (!g)
 		return fprintf(stderr, "coil: %s: %s\n", path, err.msg), 1;

@@ -452,7 +452,7 @@ coil_ir *ir_decompose(coil_graph *g, coil_err *err)
 	coil_ir *ir = a ? arena_alloc(a, sizeof *ir) : NULL;
 	if (!ir) {
 		arena_destroy(a);
-		coil_errf(err, "out of memory");
+		coil_err_oom(err);
 		return NULL;
 	}
 	ir->arena = a;

@@ -498,7 +498,7 @@ static int emit_kernel(ectx *c, int k)
 	size_t blen = 0;
 	c->f = open_memstream(&body, &blen);
 	if (!c->f)
-		return coil_errf(c->err, "out of memory");
+		return coil_err_oom(c->err);
 	c->k = k;
 	c->ntmp = 0;
 	c->memo.n = 0;
@@ -523,7 +523,7 @@ static int emit_kernel(ectx *c, int k)
 	}
 	if (fclose(c->f) != 0 || !body) {
 		free(body);
-		return coil_errf(c->err, "out of memory");
+		return coil_err_oom(c->err);
 	}
 	if (c->bad) {
 		free(body);
@@ -539,7 +539,7 @@ static int emit_kernel(ectx *c, int k)
 	int *param = arena_alloc(c->a, (size_t)(nn + 1) * sizeof *param);
 	if (!names || !decl || !ptr || !param) {
 		free(body);
-		return coil_errf(c->err, "out of memory");
+		return coil_err_oom(c->err);
 	}
 	nn = 0;
 	for (int v = 0; v < c->ir->n; v++) {
@@ -579,14 +579,14 @@ static int emit_kernel(ectx *c, int k)
 	char *canon = canonical(c, body, blen, names, nn, param, &np);
 	free(body);
 	if (!canon)
-		return coil_errf(c->err, "out of memory");
+		return coil_err_oom(c->err);
 	for (int i = 0; i < nn; i++) /* touched but not named in the text: parameters all the same */
 		if (param[i] < 0)
 			param[i] = np++;
 	char **sig = arena_alloc(c->a, (size_t)(np + 1) * sizeof *sig), **arg = arena_alloc(c->a, (size_t)(np + 1) * sizeof *arg);
 	if (!sig || !arg) {
 		free(canon);
-		return coil_errf(c->err, "out of memory");
+		return coil_err_oom(c->err);
 	}
 	for (int i = 0; i < nn; i++) {
 		sig[param[i]] = decl[i];
@@ -600,7 +600,7 @@ static int emit_kernel(ectx *c, int k)
 	char *key = arena_printf(c->a, "%s)\n%s", params, canon);
 	free(canon);
 	if (!key)
-		return coil_errf(c->err, "out of memory");
+		return coil_err_oom(c->err);
 	unsigned long h = hash_str(key);
 	int slot = 0, fi = fn_find(c, key, h, &slot);
 	char *note = arena_printf(c->a, "kernel %d (%s): graph nodes", k, kind_name(K));
@@ -611,7 +611,7 @@ static int emit_kernel(ectx *c, int k)
 			int cap = c->capfn ? 2 * c->capfn : 64;
 			kfn *nf = arena_alloc(c->a, (size_t)cap * sizeof *nf);
 			if (!nf)
-				return coil_errf(c->err, "out of memory");
+				return coil_err_oom(c->err);
 			if (c->nfn)
 				memcpy(nf, c->fn, (size_t)c->nfn * sizeof *nf);
 			c->fn = nf;
@@ -630,12 +630,12 @@ static int emit_kernel(ectx *c, int k)
 		F->text = arena_printf(c->a, "/* first use: %s */\n%s %s\n{\n%s\tconst int nt = x->nt;\n\t(void)nt;\n%s}\n\n",
 				       note, c->storage, F->proto, syms, key + strlen(params) + 2);
 		if (!F->proto || !F->text)
-			return coil_errf(c->err, "out of memory");
+			return coil_err_oom(c->err);
 		F->size = strlen(F->text);
 	}
 	c->fn_of[k] = fi;
 	c->call[k] = arena_printf(c->a, "\t%s%d(%s); /* %s */\n", c->fname, fi, args, note);
-	return c->call[k] ? 0 : coil_errf(c->err, "out of memory");
+	return c->call[k] ? 0 : coil_err_oom(c->err);
 }
 
 static const char prelude[] =
@@ -740,7 +740,7 @@ static int ectx_init(ectx *c, const char *fname, const char *storage)
 		;
 	c->ht = arena_alloc(c->a, (size_t)c->htcap * sizeof(int));
 	if (!c->used || !c->may_fail || !c->fn_of || !c->call || !c->ht)
-		return coil_errf(c->err, "out of memory");
+		return coil_err_oom(c->err);
 	memset(c->may_fail, 0, (size_t)ir->nk + 1);
 	for (int i = 0; i < c->htcap; i++)
 		c->ht[i] = -1;
@@ -757,7 +757,7 @@ static int emit_fold_kernels(ectx *c)
 		return 0;
 	ectx *d = arena_alloc(fi->arena, sizeof *d);
 	if (!d)
-		return coil_errf(c->err, "out of memory");
+		return coil_err_oom(c->err);
 	*d = (ectx){.ir = fi, .a = fi->arena, .err = c->err, .isa = c->isa, .errs = c->errs};
 	if (ectx_init(d, "fold_kfn", "static"))
 		return -1;
@@ -1052,19 +1052,19 @@ int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_la
 	size_t alen = 0, dlen = 0;
 	FILE *f = open_memstream(&abi, &alen);
 	if (!f)
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	emit_consts(&c, f);
 	emit_abi(&c, f, target, hash);
 	if (!finish(f, &abi))
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	if (!(f = open_memstream(&dnsup, &dlen))) {
 		free(abi);
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	}
 	dn_emit_support(ir, f);
 	if (!finish(f, &dnsup)) {
 		free(abi);
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	}
 	/* the layout: one file, or split */
 	size_t total = 0;
@@ -1083,7 +1083,7 @@ int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_la
 	if (nfiles > 0 && spread(&c, nfiles) < 0) {
 		free(abi);
 		free(dnsup);
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	}
 	/* files: model.h and model.c (the ABI) when split, then the kernel files
 	 * that got functions; model.c alone otherwise */
@@ -1162,7 +1162,7 @@ int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_la
 	free(head);
 	free(abi);
 	if (bad)
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	out->n = n;
 	out->rt_unit = split && rt;
 	out->nkernels = ir->nk;

@@ -253,7 +253,7 @@ static int fold_consts(fctx *c, coil_value *vals, int *nconsts, int *consts, int
 		return 0;
 	coil_graph *s = subgraph(c, vals, c->mark, g->nconsts, g->consts, n, outs);
 	coil_tensor *res = calloc((size_t)n, sizeof *res);
-	coil_err e = {{0}};
+	coil_err e = {0};
 	if (!s || !res) {
 		free(res);
 		return -1;
@@ -301,7 +301,7 @@ static coil_ir *create_ir(fctx *c, const coil_value *vals, int nconsts, int *con
 	if (!s)
 		return NULL;
 	s->ninputs = 0;
-	coil_err e = {{0}};
+	coil_err e = {0};
 	coil_ir *ir = ir_decompose(s, &e);
 	if (!ir)
 		return NULL;
@@ -325,7 +325,7 @@ int ir_fold_graph(coil_graph *g, ir_fold **out, coil_err *err)
 	*out = NULL;
 	if (!fd) {
 		arena_destroy(a);
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	}
 	fd->arena = a;
 	fd->g = g;
@@ -355,7 +355,7 @@ int ir_fold_graph(coil_graph *g, ir_fold **out, coil_err *err)
 	for (int v = 0; v < g->nvals; v++)
 		c.vnode[v] = -1;
 	/* what oneDNN takes (the same plan decompose makes, on the user's graph) */
-	coil_err e = {{0}};
+	coil_err e = {0};
 	dn_plan *dn = dn_plan_graph(g, a, &e);
 	for (int j = 0; dn && j < dn->nf; j++) {
 		const coil_node *h = &g->nodes[dn->f[j].head];
@@ -432,7 +432,7 @@ int ir_fold_graph(coil_graph *g, ir_fold **out, coil_err *err)
 	return 0;
 oom:
 	ir_fold_free(fd);
-	return coil_errf(err, "out of memory");
+	return coil_err_oom(err);
 }
 
 void ir_fold_free(ir_fold *fd)

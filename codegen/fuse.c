@@ -95,7 +95,7 @@ static int new_kernel(coil_ir *ir, enum kernel_kind kind, coil_err *err)
 {
 	ir_kernel *ks = arena_alloc(ir->arena, (size_t)(ir->nk + 1) * sizeof *ks);
 	if (!ks)
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	if (ir->nk)
 		memcpy(ks, ir->ks, (size_t)ir->nk * sizeof *ks);
 	ir->ks = ks;
@@ -184,7 +184,7 @@ int ir_fuse(coil_ir *ir, coil_err *err)
 	c.cover = arena_alloc(ir->arena, (size_t)(ir->n + 1) * sizeof(int));
 	c.scratch = arena_alloc(ir->arena, (size_t)(ir->n + 1) * sizeof(int));
 	if (!c.scratch || !live || !c.seen || !c.cover)
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	for (int j = 0; j < ir->nout; j++)
 		live[ir->outs[j]] = 1;
 	for (int v = ir->n - 1; v >= 0; v--) {

@@ -21,7 +21,7 @@ int ir_add(coil_ir *ir, const ir_node *proto, coil_err *err)
 		int cap = ir->cap ? 2 * ir->cap : 64;
 		ir_node *nn = arena_alloc(ir->arena, (size_t)cap * sizeof *nn);
 		if (!nn)
-			return coil_errf(err, "out of memory");
+			return coil_err_oom(err);
 		if (ir->n)
 			memcpy(nn, ir->nodes, (size_t)ir->n * sizeof *nn);
 		ir->nodes = nn;

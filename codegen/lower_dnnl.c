@@ -473,7 +473,7 @@ dn_plan *dn_plan_graph(coil_graph *g, coil_arena *a, coil_err *err)
 	if (!c.nuse || !c.user || !c.is_out || !p ||
 	    !(p->at = arena_alloc(a, (size_t)(g->nnodes + 1) * sizeof(int))) ||
 	    !(p->f = arena_alloc(a, (size_t)(g->nnodes + 1) * sizeof(dn_fuse)))) {
-		coil_errf(err, "out of memory");
+		coil_err_oom(err);
 		return NULL;
 	}
 	memset(c.nuse, 0, (size_t)(g->nvals + 1) * sizeof(int));
@@ -495,7 +495,7 @@ dn_plan *dn_plan_graph(coil_graph *g, coil_arena *a, coil_err *err)
 	p->nf = 0;
 	int *owner = arena_alloc(a, (size_t)(g->nnodes + 1) * sizeof(int));
 	if (!owner) {
-		coil_errf(err, "out of memory");
+		coil_err_oom(err);
 		return NULL;
 	}
 	for (int i = 0; i < g->nnodes; i++) {
@@ -567,7 +567,7 @@ int dn_decompose_node(coil_ir *ir, int i, int *res, coil_err *err)
 	const coil_value *o = node_out(g, &g->nodes[f->last], 0);
 	int *xs = arena_alloc(ir->arena, (3 + DN_MAX_POST + 5 * DN_MAX_FOLD) * sizeof(int)), nx = 0;
 	if (!xs)
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	/* the head's tensor inputs (a constant B as its parameter) */
 	const op_info *oi = op_get(h->op);
 	for (int a = 0; a < oi->nargs; a++) {

@@ -158,7 +158,7 @@ static int place_static(coil_ir *ir, coil_err *err)
 	int *near = arena_alloc(ir->arena, (size_t)(ir->nslots + 1) * sizeof(int));
 	int64_t *size = arena_alloc(ir->arena, (size_t)(ir->nslots + 1) * sizeof(int64_t));
 	if (!ord || !near || !size)
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	for (int j = 0; j < ir->nslots; j++) {
 		if (ir->slots[j].at < 0)
 			continue;
@@ -205,7 +205,7 @@ int ir_memplan(coil_ir *ir, coil_err *err)
 	ir->slots = arena_alloc(ir->arena, (size_t)(ir->n + 1) * sizeof(ir_slot));
 	char *seen = arena_alloc(ir->arena, (size_t)ir->n + 1);
 	if (!last || !slot_free || !ir->slots || !seen || !how || !seen2)
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	ir->npar_run = 0;
 	for (int v = 0; v < ir->n; v++) {
 		last[v] = -1;
@@ -213,7 +213,7 @@ int ir_memplan(coil_ir *ir, coil_err *err)
 			ir->npar_run = ir->nodes[v].index + 1;
 	}
 	if (!(ir->par_run = arena_alloc(ir->arena, (size_t)ir->npar_run + 1)))
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	memset(ir->par_run, 0, (size_t)ir->npar_run + 1);
 	for (int k = 0; k < ir->nk; k++) {
 		ir_kernel *K = &ir->ks[k];

@@ -46,7 +46,7 @@ static int visit(sctx *c, int k, coil_err *err)
 	char *saved = c->seen;
 	c->seen = arena_alloc(c->ir->arena, (size_t)c->ir->n + 1);
 	if (!c->seen)
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	for (int i = 0; i < K->nreds; i++)
 		if (deps(c, K->reds[i], k, err))
 			return -1;
@@ -65,7 +65,7 @@ int ir_schedule(coil_ir *ir, coil_err *err)
 	c.state = arena_alloc(ir->arena, (size_t)ir->nk + 1);
 	c.order = arena_alloc(ir->arena, (size_t)(ir->nk + 1) * sizeof(int));
 	if (!c.state || !c.order)
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	for (int k = 0; k < ir->nk; k++)
 		if (visit(&c, k, err))
 			return -1;
@@ -73,7 +73,7 @@ int ir_schedule(coil_ir *ir, coil_err *err)
 	ir_kernel *ks = arena_alloc(ir->arena, (size_t)(ir->nk + 1) * sizeof *ks);
 	int *newk = arena_alloc(ir->arena, (size_t)(ir->nk + 1) * sizeof(int));
 	if (!ks || !newk)
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	for (int i = 0; i < ir->nk; i++) {
 		ks[i] = ir->ks[c.order[i]];
 		newk[c.order[i]] = i;

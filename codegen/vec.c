@@ -1903,7 +1903,7 @@ int vec_emit_kernel(coil_ir *ir, const vec_isa *isa, FILE *f, int k, char *used,
 	vctx c = {.ir = ir, .a = ir->arena, .I = isa, .k = k, .ind = 1, .cache_v = -1, .tstep = TILE_T};
 	c.used = arena_alloc(ir->arena, (size_t)ir->n + 1);
 	if (!c.used || !(c.f = open_memstream(&body, &len)))
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	if (K->kind == K_POINTWISE)
 		emit_pw(&c, K);
 	else

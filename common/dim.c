@@ -77,7 +77,7 @@ static int add_term(coil_dim *d, const coil_term *t, coil_err *err)
 		i++;
 	if (i < d->n && term_cmp(&d->t[i], t) == 0) {
 		if (__builtin_add_overflow(d->t[i].coef, t->coef, &d->t[i].coef))
-			return coil_errf(err, "size expression overflows");
+			return coil_err_input(err, "size expression overflows");
 		if (d->t[i].coef == 0) {
 			memmove(&d->t[i], &d->t[i + 1], (size_t)(d->n - i - 1) * sizeof *t);
 			d->n--;
@@ -85,7 +85,7 @@ static int add_term(coil_dim *d, const coil_term *t, coil_err *err)
 		return 0;
 	}
 	if (d->n == COIL_DIM_TERMS)
-		return coil_errf(err, "size expression has more than %d terms", COIL_DIM_TERMS);
+		return coil_err_input(err, "size expression has more than %d terms", COIL_DIM_TERMS);
 	memmove(&d->t[i + 1], &d->t[i], (size_t)(d->n - i) * sizeof *t);
 	d->t[i] = *t;
 	d->n++;
@@ -108,7 +108,7 @@ int dim_sub(coil_dim *out, const coil_dim *a, const coil_dim *b, coil_err *err)
 	for (int i = 0; i < b->n; i++) {
 		coil_term t = b->t[i];
 		if (t.coef == INT64_MIN)
-			return coil_errf(err, "size expression overflows");
+			return coil_err_input(err, "size expression overflows");
 		t.coef = -t.coef;
 		if (add_term(&r, &t, err))
 			return -1;
@@ -124,11 +124,11 @@ int dim_mul(coil_dim *out, const coil_dim *a, const coil_dim *b, coil_err *err)
 		for (int j = 0; j < b->n; j++) {
 			coil_term t;
 			if (__builtin_mul_overflow(a->t[i].coef, b->t[j].coef, &t.coef))
-				return coil_errf(err, "size expression overflows");
+				return coil_err_input(err, "size expression overflows");
 			for (int k = 0; k < COIL_MAX_SYMS; k++) {
 				int p = a->t[i].pow[k] + b->t[j].pow[k];
 				if (p > 8)
-					return coil_errf(err, "size expression has a power above 8");
+					return coil_err_input(err, "size expression has a power above 8");
 				t.pow[k] = (uint8_t)p;
 			}
 			if (add_term(&r, &t, err))
@@ -141,17 +141,17 @@ int dim_mul(coil_dim *out, const coil_dim *a, const coil_dim *b, coil_err *err)
 int dim_div(coil_dim *out, const coil_dim *a, const coil_dim *b, coil_err *err)
 {
 	if (b->n != 1 || b->t[0].coef == 0)
-		return coil_errf(err, "size division by a non-monomial or zero");
+		return coil_err_input(err, "size division by a non-monomial or zero");
 	const coil_term *m = &b->t[0];
 	coil_dim r = {0};
 	for (int i = 0; i < a->n; i++) {
 		coil_term t = a->t[i];
 		if (t.coef % m->coef)
-			return coil_errf(err, "size is not an exact multiple");
+			return coil_err_input(err, "size is not an exact multiple");
 		t.coef /= m->coef;
 		for (int k = 0; k < COIL_MAX_SYMS; k++) {
 			if (t.pow[k] < m->pow[k])
-				return coil_errf(err, "size is not an exact multiple");
+				return coil_err_input(err, "size is not an exact multiple");
 			t.pow[k] -= m->pow[k];
 		}
 		if (add_term(&r, &t, err))
@@ -170,14 +170,14 @@ static int64_t floordiv64(int64_t a, int64_t b)
 int dim_floordiv(coil_dim *out, const coil_dim *a, int64_t d, coil_err *err)
 {
 	if (d <= 0)
-		return coil_errf(err, "size division by %lld", (long long)d);
+		return coil_err_input(err, "size division by %lld", (long long)d);
 	coil_dim r = {0};
 	for (int i = 0; i < a->n; i++) {
 		coil_term t = a->t[i];
 		if (is_const_term(&t))
 			t.coef = floordiv64(t.coef, d);
 		else if (t.coef % d)
-			return coil_errf(err, "symbolic size is not divisible by %lld", (long long)d);
+			return coil_err_input(err, "symbolic size is not divisible by %lld", (long long)d);
 		else
 			t.coef /= d;
 		if (add_term(&r, &t, err))
@@ -195,9 +195,9 @@ int dim_eval(const coil_dim *d, const int64_t *vals, int64_t *out, coil_err *err
 		for (int k = 0; k < COIL_MAX_SYMS; k++)
 			for (int p = 0; p < d->t[i].pow[k]; p++)
 				if (__builtin_mul_overflow(v, vals[k], &v))
-					return coil_errf(err, "size overflows");
+					return coil_err_input(err, "size overflows");
 		if (__builtin_add_overflow(s, v, &s))
-			return coil_errf(err, "size overflows");
+			return coil_err_input(err, "size overflows");
 	}
 	*out = s;
 	return 0;
@@ -233,7 +233,7 @@ static int p_atom(struct parser *ps, coil_dim *out)
 {
 	skip_ws(ps);
 	if (++ps->depth > 32)
-		return coil_errf(ps->err, "size expression nested too deeply");
+		return coil_err_input(ps->err, "size expression nested too deeply");
 	const char *p = ps->p;
 	int rc = 0;
 	if (*p == '(') {
@@ -242,7 +242,7 @@ static int p_atom(struct parser *ps, coil_dim *out)
 			return -1;
 		skip_ws(ps);
 		if (*ps->p != ')')
-			return coil_errf(ps->err, "size expression: expected ')'");
+			return coil_err_input(ps->err, "size expression: expected ')'");
 		ps->p++;
 	} else if (*p == '-') {
 		ps->p++;
@@ -253,7 +253,7 @@ static int p_atom(struct parser *ps, coil_dim *out)
 		int64_t v = 0;
 		while (isdigit((unsigned char)*p)) {
 			if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, *p - '0', &v))
-				return coil_errf(ps->err, "size expression: integer too large");
+				return coil_err_input(ps->err, "size expression: integer too large");
 			p++;
 		}
 		ps->p = p;
@@ -263,7 +263,7 @@ static int p_atom(struct parser *ps, coil_dim *out)
 		while (isalnum((unsigned char)p[n]) || p[n] == '_')
 			n++;
 		if (n > 32)
-			return coil_errf(ps->err, "symbol longer than 32 characters");
+			return coil_err_input(ps->err, "symbol longer than 32 characters");
 		char name[33];
 		memcpy(name, p, n);
 		name[n] = 0;
@@ -274,15 +274,15 @@ static int p_atom(struct parser *ps, coil_dim *out)
 				idx = i;
 		if (idx < 0) {
 			if (!ps->add_syms)
-				return coil_errf(ps->err, "unknown size symbol '%s'", name);
+				return coil_err_input(ps->err, "unknown size symbol '%s'", name);
 			if (ps->tab->n == COIL_MAX_SYMS)
-				return coil_errf(ps->err, "more than %d size symbols", COIL_MAX_SYMS);
+				return coil_err_input(ps->err, "more than %d size symbols", COIL_MAX_SYMS);
 			idx = ps->tab->n++;
 			memcpy(ps->tab->name[idx], name, n + 1);
 		}
 		*out = dim_sym(idx);
 	} else {
-		return coil_errf(ps->err, "size expression: unexpected '%.8s'", *p ? p : "end");
+		return coil_err_input(ps->err, "size expression: unexpected '%.8s'", *p ? p : "end");
 	}
 	ps->depth--;
 	return rc;
@@ -324,13 +324,13 @@ static int p_expr(struct parser *ps, coil_dim *out)
 int dim_parse(const char *s, coil_symtab *tab, int add_syms, coil_dim *out, coil_err *err)
 {
 	if (strlen(s) > 256)
-		return coil_errf(err, "size expression longer than 256 characters");
+		return coil_err_input(err, "size expression longer than 256 characters");
 	struct parser ps = {s, tab, add_syms, 0, err};
 	if (p_expr(&ps, out))
 		return -1;
 	skip_ws(&ps);
 	if (*ps.p)
-		return coil_errf(err, "size expression: unexpected '%.8s'", ps.p);
+		return coil_err_input(err, "size expression: unexpected '%.8s'", ps.p);
 	return 0;
 }
 

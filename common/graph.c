@@ -20,7 +20,9 @@ int node_errf(coil_err *err, const coil_node *n, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	return coil_errf(err, "node '%s' (%s): %s", n->id, op_name(n->op), msg);
+	coil_err_input(err, "node '%s' (%s): %s", n->id, op_name(n->op), msg);
+	coil_err_node(err, n->id);
+	return -1;
 }
 
 /* --- name table: open addressing, name -> value index ------------------- */
@@ -67,7 +69,7 @@ typedef struct pstate {
 
 static int oom(coil_err *err)
 {
-	return coil_errf(err, "out of memory");
+	return coil_err_oom(err);
 }
 
 static int new_value(pstate *ps, const char *name, enum value_kind kind, int index, const char *where)
@@ -76,12 +78,12 @@ static int new_value(pstate *ps, const char *name, enum value_kind kind, int ind
 	if (name) {
 		size_t n = strlen(name);
 		if (n == 0 || n > COIL_MAX_NAME)
-			return coil_errf(ps->err, "%s: name must be 1 to %d characters", where, COIL_MAX_NAME);
+			return coil_err_input(ps->err, "%s: name must be 1 to %d characters", where, COIL_MAX_NAME);
 		for (size_t i = 0; i < n; i++)
 			if ((unsigned char)name[i] < 0x20 || (unsigned char)name[i] > 0x7e)
-				return coil_errf(ps->err, "%s: name contains a non-printable character", where);
+				return coil_err_input(ps->err, "%s: name contains a non-printable character", where);
 		if (names_find(&ps->nm, g, name) >= 0)
-			return coil_errf(ps->err, "%s: name '%s' is defined twice", where, name);
+			return coil_err_input(ps->err, "%s: name '%s' is defined twice", where, name);
 	}
 	if (g->nvals == g->capvals) {
 		int cap = g->capvals ? g->capvals * 2 : 64;
@@ -135,14 +137,14 @@ static int check_size(const coil_dim *shape, int rank, coil_dtype t, const char 
 	for (int i = 0; i < rank; i++) {
 		int64_t d = dim_min(&shape[i]);
 		if (d < 0)
-			return coil_errf(err, "%s: dim %d is negative", where, i);
+			return coil_err_input(err, "%s: dim %d is negative", where, i);
 		/* symbols as 1 bound a size from below only when no symbol term is negative */
 		for (int k = 0; k < shape[i].n; k++)
 			if (shape[i].t[k].coef < 0 && !dim_is_const(&(coil_dim){.n = 1, .t = {shape[i].t[k]}}, NULL))
-				return coil_errf(err, "%s: dim %d can be negative (a symbol has a negative coefficient)",
+				return coil_err_input(err, "%s: dim %d can be negative (a symbol has a negative coefficient)",
 						 where, i);
 		if (__builtin_mul_overflow(bytes, d, &bytes) || bytes > COIL_MAX_BYTES)
-			return coil_errf(err, "%s: tensor larger than 2^40 bytes", where);
+			return coil_err_input(err, "%s: tensor larger than 2^40 bytes", where);
 	}
 	return 0;
 }
@@ -151,10 +153,10 @@ static int parse_shape(pstate *ps, json_t *js, coil_value *val, int allow_syms, 
 {
 	char w[300];
 	if (!json_is_array(js))
-		return coil_errf(ps->err, "%s: 'shape' must be an array", where);
+		return coil_err_input(ps->err, "%s: 'shape' must be an array", where);
 	size_t rank = json_array_size(js);
 	if (rank > COIL_MAX_RANK)
-		return coil_errf(ps->err, "%s: rank %zu exceeds %d", where, rank, COIL_MAX_RANK);
+		return coil_err_input(ps->err, "%s: rank %zu exceeds %d", where, rank, COIL_MAX_RANK);
 	val->rank = (int)rank;
 	for (size_t i = 0; i < rank; i++) {
 		json_t *d = json_array_get(js, i);
@@ -162,7 +164,7 @@ static int parse_shape(pstate *ps, json_t *js, coil_value *val, int allow_syms, 
 		if (json_is_integer(d)) {
 			json_int_t x = json_integer_value(d);
 			if (x < 0)
-				return coil_errf(ps->err, "%s: negative size %lld", w, (long long)x);
+				return coil_err_input(ps->err, "%s: negative size %lld", w, (long long)x);
 			val->shape[i] = dim_const(x);
 		} else if (json_is_string(d) && allow_syms) {
 			coil_dim dd;
@@ -173,10 +175,10 @@ static int parse_shape(pstate *ps, json_t *js, coil_value *val, int allow_syms, 
 			for (int k = 0; dd.n == 1 && k < COIL_MAX_SYMS; k++)
 				pows += dd.t[0].pow[k];
 			if (dd.n != 1 || dd.t[0].coef != 1 || pows != 1)
-				return coil_errf(ps->err, "%s: '%s' must be a single symbol", w, s);
+				return coil_err_input(ps->err, "%s: '%s' must be a single symbol", w, s);
 			val->shape[i] = dd;
 		} else {
-			return coil_errf(ps->err, "%s: must be a non-negative integer%s", w,
+			return coil_err_input(ps->err, "%s: must be a non-negative integer%s", w,
 					 allow_syms ? " or a symbol name" : "");
 		}
 	}
@@ -192,10 +194,10 @@ static int parse_decls(pstate *ps, json_t *root, const char *key, enum value_kin
 		return 0;
 	}
 	if (!json_is_array(arr))
-		return coil_errf(ps->err, "'%s' must be an array", key);
+		return coil_err_input(ps->err, "'%s' must be an array", key);
 	size_t n = json_array_size(arr);
 	if (n > COIL_MAX_NODES)
-		return coil_errf(ps->err, "'%s' has too many entries", key);
+		return coil_err_input(ps->err, "'%s' has too many entries", key);
 	*list = arena_alloc(ps->g->arena, (n ? n : 1) * sizeof(int));
 	if (!*list)
 		return oom(ps->err);
@@ -204,18 +206,18 @@ static int parse_decls(pstate *ps, json_t *root, const char *key, enum value_kin
 		char where[200];
 		snprintf(where, sizeof where, "%s[%zu]", key, i);
 		if (!json_is_object(d))
-			return coil_errf(ps->err, "%s: must be an object", where);
+			return coil_err_input(ps->err, "%s: must be an object", where);
 		const char *k;
 		json_t *x;
 		json_object_foreach(d, k, x)
 		{
 			if (strcmp(k, "name") && strcmp(k, "dtype") && strcmp(k, "shape") &&
 			    (kind != VAL_CONST || strcmp(k, "data")))
-				return coil_errf(ps->err, "%s: unknown key '%.40s'", where, k);
+				return coil_err_input(ps->err, "%s: unknown key '%.40s'", where, k);
 		}
 		json_t *jn = json_object_get(d, "name");
 		if (!json_is_string(jn))
-			return coil_errf(ps->err, "%s: 'name' must be a string", where);
+			return coil_err_input(ps->err, "%s: 'name' must be a string", where);
 		const char *name = json_string_value(jn);
 		snprintf(where, sizeof where, "%s[%zu] '%.128s'", key, i, name);
 		int v = new_value(ps, name, kind, (int)i, where);
@@ -225,7 +227,7 @@ static int parse_decls(pstate *ps, json_t *root, const char *key, enum value_kin
 		json_t *jt = json_object_get(d, "dtype");
 		int t = json_is_string(jt) ? dtype_parse(json_string_value(jt)) : -1;
 		if (t < 0)
-			return coil_errf(ps->err, "%s: 'dtype' must be one of f32 bf16 f16 f64 i64 i32 i8 u8 bool",
+			return coil_err_input(ps->err, "%s: 'dtype' must be one of f32 bf16 f16 f64 i64 i32 i8 u8 bool",
 					 where);
 		val->dtype = (coil_dtype)t;
 		if (parse_shape(ps, json_object_get(d, "shape"), val, kind == VAL_INPUT, where))
@@ -237,11 +239,11 @@ static int parse_decls(pstate *ps, json_t *root, const char *key, enum value_kin
 		for (int k = 0; k < val->rank; k++)
 			numel *= dim_min(&val->shape[k]);
 		if (numel > COIL_MAX_CONST_ELEMS)
-			return coil_errf(ps->err, "%s: constants hold at most %d elements; use a param",
+			return coil_err_input(ps->err, "%s: constants hold at most %d elements; use a param",
 					 where, COIL_MAX_CONST_ELEMS);
 		json_t *data = json_object_get(d, "data");
 		if (!json_is_array(data) || (int64_t)json_array_size(data) != numel)
-			return coil_errf(ps->err, "%s: 'data' must be an array of %lld elements", where,
+			return coil_err_input(ps->err, "%s: 'data' must be an array of %lld elements", where,
 					 (long long)numel);
 		val->data = arena_alloc(ps->g->arena, (size_t)numel * dtype_size(val->dtype));
 		if (!val->data)
@@ -252,9 +254,9 @@ static int parse_decls(pstate *ps, json_t *root, const char *key, enum value_kin
 			if (json_is_boolean(x))
 				f = json_is_true(x);
 			else if (get_number(x, &f))
-				return coil_errf(ps->err, "%s: data[%lld] is not a number", where, (long long)e);
+				return coil_err_input(ps->err, "%s: data[%lld] is not a number", where, (long long)e);
 			if (!dtype_is_float(val->dtype) && (!json_is_integer(x) && !json_is_boolean(x)))
-				return coil_errf(ps->err, "%s: data[%lld] must be an integer for %s", where,
+				return coil_err_input(ps->err, "%s: data[%lld] must be an integer for %s", where,
 						 (long long)e, dtype_name(val->dtype));
 			if (dtype_is_int(val->dtype) && json_is_integer(x)) {
 				/* exact: an i64 beyond 2^53 must not go through a double */
@@ -265,7 +267,7 @@ static int parse_decls(pstate *ps, json_t *root, const char *key, enum value_kin
 							      : iv >= -((json_int_t)1 << (bits - 1)) &&
 								   iv < ((json_int_t)1 << (bits - 1));
 				if (!ok)
-					return coil_errf(ps->err, "%s: data[%lld] %lld is out of range for %s", where,
+					return coil_err_input(ps->err, "%s: data[%lld] %lld is out of range for %s", where,
 							 (long long)e, (long long)iv, dtype_name(val->dtype));
 				if (val->dtype == COIL_I64) {
 					((int64_t *)val->data)[e] = iv;
@@ -539,10 +541,10 @@ static int parse_nodes(pstate *ps, json_t *root)
 	if (!arr)
 		return 0;
 	if (!json_is_array(arr))
-		return coil_errf(ps->err, "'nodes' must be an array");
+		return coil_err_input(ps->err, "'nodes' must be an array");
 	size_t nn = json_array_size(arr);
 	if (nn > COIL_MAX_NODES)
-		return coil_errf(ps->err, "'nodes' has more than %d entries", COIL_MAX_NODES);
+		return coil_err_input(ps->err, "'nodes' has more than %d entries", COIL_MAX_NODES);
 	coil_node *nodes = arena_alloc(g->arena, (nn ? nn : 1) * sizeof *nodes);
 	if (!nodes)
 		return oom(ps->err);
@@ -551,11 +553,11 @@ static int parse_nodes(pstate *ps, json_t *root)
 		json_t *jn = json_array_get(arr, i);
 		coil_node *n = &nodes[i];
 		if (!json_is_object(jn))
-			return coil_errf(ps->err, "nodes[%zu]: must be an object", i);
+			return coil_err_input(ps->err, "nodes[%zu]: must be an object", i);
 		json_t *jid = json_object_get(jn, "id");
 		if (jid && (!json_is_string(jid) || !json_string_length(jid) ||
 			    json_string_length(jid) > COIL_MAX_NAME))
-			return coil_errf(ps->err, "nodes[%zu]: 'id' must be a string of 1 to %d characters", i,
+			return coil_err_input(ps->err, "nodes[%zu]: 'id' must be a string of 1 to %d characters", i,
 					 COIL_MAX_NAME);
 		n->id = jid ? arena_strdup(g->arena, json_string_value(jid)) : arena_printf(g->arena, "#%zu", i);
 		if (!n->id)
@@ -569,14 +571,18 @@ static int parse_nodes(pstate *ps, json_t *root)
 		{
 			if (strcmp(k, "id") && strcmp(k, "op") && strcmp(k, "args") && strcmp(k, "kwargs") &&
 			    strcmp(k, "outputs"))
-				return coil_errf(ps->err, "node '%s': unknown key '%.40s'", n->id, k);
+				return coil_err_input(ps->err, "node '%s': unknown key '%.40s'", n->id, k);
 		}
 		json_t *jop = json_object_get(jn, "op");
 		if (!json_is_string(jop))
-			return coil_errf(ps->err, "node '%s': 'op' must be a string", n->id);
+			return coil_err_input(ps->err, "node '%s': 'op' must be a string", n->id);
 		int op = op_lookup(json_string_value(jop));
-		if (op < 0)
-			return coil_errf(ps->err, "node '%s': unknown op '%.100s'", n->id, json_string_value(jop));
+		if (op < 0) {
+			coil_errc(ps->err, COIL_E_UNSUPPORTED, "node '%s': unknown op '%.100s'", n->id,
+				  json_string_value(jop));
+			coil_err_node(ps->err, n->id);
+			return -1;
+		}
 		n->op = (coil_op)op;
 		json_t *outs = json_object_get(jn, "outputs");
 		if (!json_is_array(outs) || json_array_size(outs) == 0)
@@ -618,7 +624,7 @@ static int parse_nodes(pstate *ps, json_t *root)
 			for (; seen[h]; h = (h + 1) & (cap - 1))
 				if (!strcmp(nodes[seen[h] - 1].id, nodes[i].id)) {
 					free(seen);
-					return coil_errf(ps->err, "nodes[%zu]: id '%s' is used twice", i, nodes[i].id);
+					return coil_err_input(ps->err, "nodes[%zu]: id '%s' is used twice", i, nodes[i].id);
 				}
 			seen[h] = (int)i + 1;
 		}
@@ -743,20 +749,20 @@ static int parse_outputs(pstate *ps, json_t *root)
 	coil_graph *g = ps->g;
 	json_t *outs = json_object_get(root, "outputs");
 	if (!json_is_array(outs) || json_array_size(outs) == 0)
-		return coil_errf(ps->err, "'outputs' must be a non-empty array of value names");
+		return coil_err_input(ps->err, "'outputs' must be a non-empty array of value names");
 	size_t n = json_array_size(outs);
 	if (n > 4096)
-		return coil_errf(ps->err, "'outputs' has more than 4096 entries");
+		return coil_err_input(ps->err, "'outputs' has more than 4096 entries");
 	g->outputs = arena_alloc(g->arena, n * sizeof(int));
 	if (!g->outputs)
 		return oom(ps->err);
 	for (size_t i = 0; i < n; i++) {
 		json_t *o = json_array_get(outs, i);
 		if (!json_is_string(o))
-			return coil_errf(ps->err, "outputs[%zu]: must be a value name", i);
+			return coil_err_input(ps->err, "outputs[%zu]: must be a value name", i);
 		int v = names_find(&ps->nm, g, json_string_value(o));
 		if (v < 0)
-			return coil_errf(ps->err, "outputs[%zu]: unknown value '%.128s'", i, json_string_value(o));
+			return coil_err_input(ps->err, "outputs[%zu]: unknown value '%.128s'", i, json_string_value(o));
 		g->outputs[i] = v;
 	}
 	g->noutputs = (int)n;
@@ -766,7 +772,7 @@ static int parse_outputs(pstate *ps, json_t *root)
 static int check_top(pstate *ps, json_t *root)
 {
 	if (!json_is_object(root))
-		return coil_errf(ps->err, "graph must be a JSON object");
+		return coil_err_input(ps->err, "graph must be a JSON object");
 	const char *k;
 	json_t *x;
 	static const char *known[] = {"format", "version", "inputs", "params", "constants", "nodes", "outputs",
@@ -778,16 +784,16 @@ static int check_top(pstate *ps, json_t *root)
 			if (!strcmp(k, known[i]))
 				break;
 		if (i == sizeof known / sizeof *known)
-			return coil_errf(ps->err, "unknown top-level key '%.40s'", k);
+			return coil_err_input(ps->err, "unknown top-level key '%.40s'", k);
 	}
 	json_t *f = json_object_get(root, "format");
 	if (!json_is_string(f) || strcmp(json_string_value(f), "coil-graph"))
-		return coil_errf(ps->err, "'format' must be \"coil-graph\"");
+		return coil_err_input(ps->err, "'format' must be \"coil-graph\"");
 	json_t *v = json_object_get(root, "version");
 	if (!json_is_integer(v))
-		return coil_errf(ps->err, "'version' must be an integer");
+		return coil_err_input(ps->err, "'version' must be an integer");
 	if (json_integer_value(v) != COIL_FORMAT_VERSION)
-		return coil_errf(ps->err, "'version' %lld is not supported (this coil reads version %d)",
+		return coil_errc(ps->err, COIL_E_UNSUPPORTED, "'version' %lld is not supported (this coil reads version %d)",
 				 (long long)json_integer_value(v), COIL_FORMAT_VERSION);
 	return 0;
 }
@@ -809,7 +815,7 @@ coil_graph *graph_parse(const char *text, size_t len, coil_err *err)
 	json_error_t je;
 	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
 	if (!root) {
-		coil_errf(err, "invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
+		coil_err_input(err, "invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
 		printable_msg(err);
 		return NULL;
 	}
@@ -870,7 +876,7 @@ coil_graph *graph_load_file(const char *path, coil_err *err)
 {
 	FILE *f = fopen(path, "rb");
 	if (!f) {
-		coil_errf(err, "%s: cannot open", path);
+		coil_errc(err, COIL_E_IO, "%s: cannot open", path);
 		return NULL;
 	}
 	char *buf = NULL;
@@ -880,7 +886,7 @@ coil_graph *graph_load_file(const char *path, coil_err *err)
 			if (cap > ((size_t)1 << 31)) {
 				fclose(f);
 				free(buf);
-				coil_errf(err, "%s: larger than 2 GiB", path);
+				coil_err_input(err, "%s: larger than 2 GiB", path);
 				return NULL;
 			}
 			cap = cap ? cap * 2 : 65536;
@@ -888,7 +894,7 @@ coil_graph *graph_load_file(const char *path, coil_err *err)
 			if (!nb) {
 				fclose(f);
 				free(buf);
-				coil_errf(err, "out of memory");
+				coil_err_oom(err);
 				return NULL;
 			}
 			buf = nb;
@@ -902,7 +908,7 @@ coil_graph *graph_load_file(const char *path, coil_err *err)
 	fclose(f);
 	if (bad) {
 		free(buf);
-		coil_errf(err, "%s: read error", path);
+		coil_errc(err, COIL_E_IO, "%s: read error", path);
 		return NULL;
 	}
 	coil_graph *g = graph_parse(buf, len, err);

@@ -89,7 +89,7 @@ int broadcast_shapes(const coil_dim *a, int ra, const coil_dim *b, int rb, coil_
 		else if (!db || dim_eq_const(db, 1) || dim_eq(da, db))
 			out[i] = *da;
 		else
-			return coil_errf(err, "dim %d does not broadcast", i);
+			return coil_err_input(err, "dim %d does not broadcast", i);
 	}
 	*rout = r;
 	return 0;
@@ -995,9 +995,9 @@ int view_slice(const coil_graph *g, const coil_node *n, int *dim, coil_dim *star
 	const coil_arg *a = n->args;
 	int64_t d = a[1].i;
 	if (x->rank == 0)
-		return coil_errf(err, "args[0] 'self': cannot slice a 0-dim tensor");
+		return coil_err_input(err, "args[0] 'self': cannot slice a 0-dim tensor");
 	if (d < -x->rank || d >= x->rank)
-		return coil_errf(err, "args[1] 'dim': dim %lld out of range for rank %d", (long long)d, x->rank);
+		return coil_err_input(err, "args[1] 'dim': dim %lld out of range for rank %d", (long long)d, x->rank);
 	*dim = (int)(d < 0 ? d + x->rank : d);
 	const coil_dim *size = &x->shape[*dim];
 	int64_t sz;
@@ -1006,11 +1006,11 @@ int view_slice(const coil_graph *g, const coil_node *n, int *dim, coil_dim *star
 		*step = 1;
 		*len = dim_const(1);
 		if (a[2].kind != ARG_INT)
-			return coil_errf(err, "args[2] 'index': must be static");
+			return coil_err_input(err, "args[2] 'index': must be static");
 		int64_t i = a[2].i;
 		if (is_static) {
 			if (i < -sz || i >= sz)
-				return coil_errf(err, "args[2] 'index': %lld out of range for size %lld", (long long)i,
+				return coil_err_input(err, "args[2] 'index': %lld out of range for size %lld", (long long)i,
 						 (long long)sz);
 			*start = dim_const(i < 0 ? i + sz : i);
 		} else if (i < 0) {
@@ -1022,13 +1022,13 @@ int view_slice(const coil_graph *g, const coil_node *n, int *dim, coil_dim *star
 		return 0;
 	}
 	if (a[4].kind != ARG_INT || a[4].i < 1)
-		return coil_errf(err, "args[4] 'step': must be a positive static integer");
+		return coil_err_input(err, "args[4] 'step': must be a positive static integer");
 	*step = a[4].i;
 	int64_t s = a[2].kind == ARG_INT ? a[2].i : 0, e = a[3].kind == ARG_INT ? a[3].i : INT64_MAX;
 	if (a[2].kind != ARG_INT && a[2].kind != ARG_NONE)
-		return coil_errf(err, "args[2] 'start': symbolic slice bounds are not supported");
+		return coil_err_input(err, "args[2] 'start': symbolic slice bounds are not supported");
 	if (a[3].kind != ARG_INT && a[3].kind != ARG_NONE)
-		return coil_errf(err, "args[3] 'end': symbolic slice bounds are not supported");
+		return coil_err_input(err, "args[3] 'end': symbolic slice bounds are not supported");
 	if (is_static) {
 		if (s < 0)
 			s += sz;
@@ -1042,7 +1042,7 @@ int view_slice(const coil_graph *g, const coil_node *n, int *dim, coil_dim *star
 	}
 	/* symbolic size: x[s:] with 0 <= s and step 1 */
 	if (s < 0 || e < ((int64_t)1 << 62) || *step != 1)
-		return coil_errf(err, "args[0] 'self': slicing a symbolic dim needs start >= 0, no end, step 1");
+		return coil_err_input(err, "args[0] 'self': slicing a symbolic dim needs start >= 0, no end, step 1");
 	*start = dim_const(s);
 	coil_dim c = dim_const(s);
 	return dim_sub(len, size, &c, err);

@@ -906,13 +906,13 @@ static int alloc_value(ictx *c, int v, const int64_t *syms)
 		if (dim_eval(&val->shape[i], syms, &t->shape[i], c->err))
 			return -1;
 		if (t->shape[i] < 0)
-			return coil_errf(c->err, "value '%s': size %lld is negative for these inputs",
+			return coil_err_input(c->err, "value '%s': size %lld is negative for these inputs",
 					 val->name ? val->name : "?", (long long)t->shape[i]);
 		if (__builtin_mul_overflow(t->numel, t->shape[i], &t->numel) || t->numel > ((int64_t)1 << 34))
-			return coil_errf(c->err, "value '%s': too large for the interpreter", val->name ? val->name : "?");
+			return coil_err_input(c->err, "value '%s': too large for the interpreter", val->name ? val->name : "?");
 	}
 	t->d = malloc((size_t)(t->numel ? t->numel : 1) * sizeof(real));
-	return t->d ? 0 : coil_errf(c->err, "out of memory");
+	return t->d ? 0 : coil_err_oom(c->err);
 }
 
 int bind_symbols(const coil_graph *g, const coil_tensor *inputs, int64_t *vals, coil_err *err)
@@ -924,15 +924,15 @@ int bind_symbols(const coil_graph *g, const coil_tensor *inputs, int64_t *vals, 
 		const coil_value *v = &g->vals[g->inputs[i]];
 		const coil_tensor *t = &inputs[i];
 		if (t->dtype != v->dtype)
-			return coil_errf(err, "input '%s': dtype %s, expected %s", v->name, dtype_name(t->dtype),
+			return coil_err_input(err, "input '%s': dtype %s, expected %s", v->name, dtype_name(t->dtype),
 					 dtype_name(v->dtype));
 		if (t->rank != v->rank)
-			return coil_errf(err, "input '%s': rank %d, expected %d", v->name, t->rank, v->rank);
+			return coil_err_input(err, "input '%s': rank %d, expected %d", v->name, t->rank, v->rank);
 		for (int d = 0; d < v->rank; d++) {
 			int64_t cst;
 			if (dim_is_const(&v->shape[d], &cst)) {
 				if (cst != t->shape[d])
-					return coil_errf(err, "input '%s': dim %d is %lld, expected %lld", v->name, d,
+					return coil_err_input(err, "input '%s': dim %d is %lld, expected %lld", v->name, d,
 							 (long long)t->shape[d], (long long)cst);
 				continue;
 			}
@@ -940,7 +940,7 @@ int bind_symbols(const coil_graph *g, const coil_tensor *inputs, int64_t *vals, 
 			while (!v->shape[d].t[0].pow[s])
 				s++;
 			if (bound[s] && vals[s] != t->shape[d])
-				return coil_errf(err, "input '%s': dim %d is %lld, but '%s' is %lld", v->name, d,
+				return coil_err_input(err, "input '%s': dim %d is %lld, but '%s' is %lld", v->name, d,
 						 (long long)t->shape[d], g->syms.name[s], (long long)vals[s]);
 			bound[s] = 1;
 			vals[s] = t->shape[d];
@@ -957,11 +957,11 @@ static int load_value(ictx *c, int v, const coil_tensor *src, const char *what, 
 	itensor *t = &c->t[v];
 	if (src) {
 		if (src->dtype != val->dtype || src->rank != val->rank)
-			return coil_errf(c->err, "%s '%s': dtype/rank %s/%d, expected %s/%d", what, val->name,
+			return coil_err_input(c->err, "%s '%s': dtype/rank %s/%d, expected %s/%d", what, val->name,
 					 dtype_name(src->dtype), src->rank, dtype_name(val->dtype), val->rank);
 		for (int i = 0; i < t->rank; i++)
 			if (src->shape[i] != t->shape[i])
-				return coil_errf(c->err, "%s '%s': dim %d is %lld, expected %lld", what, val->name, i,
+				return coil_err_input(c->err, "%s '%s': dim %d is %lld, expected %lld", what, val->name, i,
 						 (long long)src->shape[i], (long long)t->shape[i]);
 	}
 	const void *data = src ? src->data : val->data;
@@ -981,7 +981,7 @@ int interp_run(coil_graph *g, const coil_tensor *inputs, const coil_tensor *para
 	for (int i = 0; i < g->noutputs; i++)
 		outputs[i].data = NULL;
 	if (!c.t || !last) {
-		coil_errf(err, "out of memory");
+		coil_err_oom(err);
 		goto out;
 	}
 	if (bind_symbols(g, inputs, syms, err))
@@ -1040,7 +1040,7 @@ int interp_run(coil_graph *g, const coil_tensor *inputs, const coil_tensor *para
 		memcpy(o->shape, t->shape, sizeof o->shape);
 		o->data = malloc((size_t)(t->numel ? t->numel : 1) * dtype_size(t->dtype));
 		if (!o->data) {
-			coil_errf(err, "out of memory");
+			coil_err_oom(err);
 			goto out;
 		}
 		for (int64_t e = 0; e < t->numel; e++)

@@ -62,20 +62,20 @@ int st_parse(void *blob, size_t size, st_file *out, coil_err *err)
 	span *spans = NULL;
 	json_t *root = NULL;
 	if (size < 8) {
-		coil_errf(err, "safetensors: file shorter than its 8-byte header length");
+		coil_err_input(err, "safetensors: file shorter than its 8-byte header length");
 		goto fail;
 	}
 	uint64_t hl = 0;
 	for (int i = 7; i >= 0; i--)
 		hl = hl << 8 | p[i];
 	if (hl > ST_MAX_HEADER || hl > size - 8) {
-		coil_errf(err, "safetensors: header length %llu is invalid", (unsigned long long)hl);
+		coil_err_input(err, "safetensors: header length %llu is invalid", (unsigned long long)hl);
 		goto fail;
 	}
 	json_error_t je;
 	root = json_loadb((const char *)p + 8, hl, JSON_REJECT_DUPLICATES, &je);
 	if (!json_is_object(root)) {
-		coil_errf(err, "safetensors: header is not a JSON object (%s)", root ? "wrong type" : je.text);
+		coil_err_input(err, "safetensors: header is not a JSON object (%s)", root ? "wrong type" : je.text);
 		goto fail;
 	}
 	size_t cnt = json_object_size(root);
@@ -83,7 +83,7 @@ int st_parse(void *blob, size_t size, st_file *out, coil_err *err)
 	out->tensors = calloc(cnt + 1, sizeof(coil_tensor));
 	spans = calloc(cnt + 1, sizeof(span));
 	if (!out->names || !out->tensors || !spans) {
-		coil_errf(err, "out of memory");
+		coil_err_oom(err);
 		goto fail;
 	}
 	uint64_t data_len = size - 8 - hl;
@@ -99,12 +99,12 @@ int st_parse(void *blob, size_t size, st_file *out, coil_err *err)
 		       *jo = json_object_get(v, "data_offsets");
 		int dt = json_is_string(jd) ? dtype_parse_st(json_string_value(jd)) : -1;
 		if (dt < 0) {
-			coil_errf(err, "safetensors: tensor '%.100s': unsupported dtype", key);
+			coil_err_input(err, "safetensors: tensor '%.100s': unsupported dtype", key);
 			goto fail;
 		}
 		t->dtype = (coil_dtype)dt;
 		if (!json_is_array(js) || json_array_size(js) > COIL_MAX_RANK) {
-			coil_errf(err, "safetensors: tensor '%.100s': bad shape", key);
+			coil_err_input(err, "safetensors: tensor '%.100s': bad shape", key);
 			goto fail;
 		}
 		t->rank = (int)json_array_size(js);
@@ -113,7 +113,7 @@ int st_parse(void *blob, size_t size, st_file *out, coil_err *err)
 			json_t *d = json_array_get(js, (size_t)i);
 			if (!json_is_integer(d) || json_integer_value(d) < 0 ||
 			    __builtin_mul_overflow(bytes, (uint64_t)json_integer_value(d), &bytes)) {
-				coil_errf(err, "safetensors: tensor '%.100s': bad shape", key);
+				coil_err_input(err, "safetensors: tensor '%.100s': bad shape", key);
 				goto fail;
 			}
 			t->shape[i] = json_integer_value(d);
@@ -123,14 +123,14 @@ int st_parse(void *blob, size_t size, st_file *out, coil_err *err)
 		    json_integer_value(b) < 0 || json_integer_value(e) < json_integer_value(b) ||
 		    (uint64_t)json_integer_value(e) > data_len ||
 		    (uint64_t)(json_integer_value(e) - json_integer_value(b)) != bytes) {
-			coil_errf(err, "safetensors: tensor '%.100s': data_offsets do not match its shape and the file",
+			coil_err_input(err, "safetensors: tensor '%.100s': data_offsets do not match its shape and the file",
 				  key);
 			goto fail;
 		}
 		spans[out->n] = (span){(uint64_t)json_integer_value(b), (uint64_t)json_integer_value(e)};
 		t->data = data + json_integer_value(b);
 		if (!(out->names[out->n] = strdup(key))) {
-			coil_errf(err, "out of memory");
+			coil_err_oom(err);
 			goto fail;
 		}
 		out->n++;
@@ -138,7 +138,7 @@ int st_parse(void *blob, size_t size, st_file *out, coil_err *err)
 	qsort(spans, (size_t)out->n, sizeof *spans, span_cmp);
 	for (int i = 1; i < out->n; i++)
 		if (spans[i].b < spans[i - 1].e) {
-			coil_errf(err, "safetensors: tensors overlap");
+			coil_err_input(err, "safetensors: tensors overlap");
 			goto fail;
 		}
 	free(spans);
@@ -156,20 +156,20 @@ int st_open(const char *path, st_file *out, coil_err *err)
 	memset(out, 0, sizeof *out);
 	FILE *f = fopen(path, "rb");
 	if (!f)
-		return coil_errf(err, "%s: %s", path, strerror(errno));
+		return coil_errc(err, COIL_E_IO, "%s: %s", path, strerror(errno));
 	void *blob = NULL;
 	long sz = -1;
 	if (fseek(f, 0, SEEK_END) == 0)
 		sz = ftell(f);
 	if (sz < 0 || fseek(f, 0, SEEK_SET) != 0) {
 		fclose(f);
-		return coil_errf(err, "%s: cannot read", path);
+		return coil_errc(err, COIL_E_IO, "%s: cannot read", path);
 	}
 	blob = malloc((size_t)sz + 1);
 	if (!blob || fread(blob, 1, (size_t)sz, f) != (size_t)sz) {
 		free(blob);
 		fclose(f);
-		return coil_errf(err, "%s: cannot read", path);
+		return coil_errc(err, COIL_E_IO, "%s: cannot read", path);
 	}
 	fclose(f);
 	if (st_parse(blob, (size_t)sz, out, err))
@@ -191,7 +191,7 @@ int st_write(const char *path, int n, const char *const *names, const coil_tenso
 	FILE *f = NULL;
 	int rc = -1;
 	if (!order || !hdr) {
-		coil_errf(err, "out of memory");
+		coil_err_oom(err);
 		goto out;
 	}
 	for (int i = 0; i < n; i++)
@@ -211,7 +211,7 @@ int st_write(const char *path, int n, const char *const *names, const coil_tenso
 	}
 	txt = json_dumps(hdr, JSON_COMPACT | JSON_SORT_KEYS);
 	if (!txt) {
-		coil_errf(err, "out of memory");
+		coil_err_oom(err);
 		goto out;
 	}
 	size_t hl = strlen(txt), pad = (8 - hl % 8) % 8;
@@ -220,7 +220,7 @@ int st_write(const char *path, int n, const char *const *names, const coil_tenso
 		len8[i] = (unsigned char)((hl + pad) >> (8 * i));
 	f = fopen(path, "wb");
 	if (!f) {
-		coil_errf(err, "%s: %s", path, strerror(errno));
+		coil_errc(err, COIL_E_IO, "%s: %s", path, strerror(errno));
 		goto out;
 	}
 	int ok = fwrite(len8, 1, 8, f) == 8 && fwrite(txt, 1, hl, f) == hl && fwrite("        ", 1, pad, f) == pad;
@@ -229,7 +229,7 @@ int st_write(const char *path, int n, const char *const *names, const coil_tenso
 		ok = fwrite(ts[order[k]].data, 1, b, f) == b;
 	}
 	if (fclose(f) != 0 || !ok) {
-		coil_errf(err, "%s: write failed", path);
+		coil_errc(err, COIL_E_IO, "%s: write failed", path);
 		goto out;
 	}
 	rc = 0;

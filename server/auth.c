@@ -72,7 +72,7 @@ int auth_parse(coild_auth *a, const char *text, size_t len, const char *name, co
 		line[n] = 0;
 		lineno++;
 		if (strlen(line) != n) {
-			ret = coil_errf(err, "tokens file %s:%d: contains a NUL byte", name, lineno);
+			ret = coil_err_input(err, "tokens file %s:%d: contains a NUL byte", name, lineno);
 			break;
 		}
 		char *hash = strchr(line, '#');
@@ -85,20 +85,20 @@ int auth_parse(coild_auth *a, const char *text, size_t len, const char *name, co
 		unsigned mask;
 		const char *bad = NULL;
 		if (strlen(token) < 8)
-			ret = coil_errf(err, "tokens file %s:%d: a token needs at least 8 characters", name, lineno);
+			ret = coil_err_input(err, "tokens file %s:%d: a token needs at least 8 characters", name, lineno);
 		else if (!roles)
-			ret = coil_errf(err, "tokens file %s:%d: token has no roles (want 'TOKEN role,role')", name,
+			ret = coil_err_input(err, "tokens file %s:%d: token has no roles (want 'TOKEN role,role')", name,
 					lineno);
 		else if (strtok_r(NULL, " \t\r\n", &save))
-			ret = coil_errf(err, "tokens file %s:%d: extra words after the roles", name, lineno);
+			ret = coil_err_input(err, "tokens file %s:%d: extra words after the roles", name, lineno);
 		else if (parse_roles(roles, &mask, &bad) != 0)
-			ret = coil_errf(err, "tokens file %s:%d: unknown role '%.40s' (roles: compile, read, admin)",
+			ret = coil_err_input(err, "tokens file %s:%d: unknown role '%.40s' (roles: compile, read, admin)",
 					name, lineno, bad ? bad : "");
 		else if (add(a, token, mask) != 0)
-			ret = coil_errf(err, "tokens file %s: out of memory", name);
+			ret = coil_err_input(err, "tokens file %s: out of memory", name);
 	}
 	if (ret == 0 && a->n == 0)
-		ret = coil_errf(err, "tokens file %s has no tokens", name);
+		ret = coil_err_input(err, "tokens file %s has no tokens", name);
 	if (ret != 0)
 		auth_free(a);
 	return ret;
@@ -109,20 +109,20 @@ int auth_load(coild_auth *a, const char *path, coil_err *err)
 	memset(a, 0, sizeof *a);
 	FILE *f = fopen(path, "r");
 	if (!f)
-		return coil_errf(err, "tokens file %s: cannot open", path);
+		return coil_errc(err, COIL_E_IO, "tokens file %s: cannot open", path);
 	char *text = NULL;
 	size_t len = 0, cap = 0;
 	int ret = 0;
 	for (;;) {
 		if (len == cap) {
 			if (cap >= ((size_t)1 << 24)) {
-				ret = coil_errf(err, "tokens file %s is larger than 16 MiB", path);
+				ret = coil_err_input(err, "tokens file %s is larger than 16 MiB", path);
 				break;
 			}
 			cap = cap ? 2 * cap : 4096;
 			char *p = realloc(text, cap);
 			if (!p) {
-				ret = coil_errf(err, "tokens file %s: out of memory", path);
+				ret = coil_err_input(err, "tokens file %s: out of memory", path);
 				break;
 			}
 			text = p;
@@ -133,7 +133,7 @@ int auth_load(coild_auth *a, const char *path, coil_err *err)
 			break;
 	}
 	if (ret == 0 && ferror(f))
-		ret = coil_errf(err, "tokens file %s: cannot read", path);
+		ret = coil_errc(err, COIL_E_IO, "tokens file %s: cannot read", path);
 	fclose(f);
 	if (ret == 0)
 		ret = auth_parse(a, text, len, path, err);

@@ -79,7 +79,7 @@ static int set(coild_config *cfg, const setting *st, const char *val, const char
 	switch (st->kind) {
 	case K_STR:
 		if (!*val)
-			return coil_errf(err, "%s: empty value", from);
+			return coil_err_input(err, "%s: empty value", from);
 		*(const char **)p = val;
 		return 0;
 	case K_INT: {
@@ -87,13 +87,13 @@ static int set(coild_config *cfg, const setting *st, const char *val, const char
 		char *end;
 		long v = strtol(val, &end, 10);
 		if (errno || end == val || *end || v < st->min || v > st->max)
-			return coil_errf(err, "%s: '%s' is not an integer in %ld..%ld", from, val, st->min, st->max);
+			return coil_err_input(err, "%s: '%s' is not an integer in %ld..%ld", from, val, st->min, st->max);
 		*(int *)p = (int)v;
 		return 0;
 	}
 	case K_SIZE:
 		if (config_parse_size(val, (uint64_t *)p) != 0)
-			return coil_errf(err, "%s: '%s' is not a size (bytes, or a number with k, M, G or T)", from,
+			return coil_err_input(err, "%s: '%s' is not a size (bytes, or a number with k, M, G or T)", from,
 					 val);
 		return 0;
 	}
@@ -144,16 +144,16 @@ int config_load(coild_config *cfg, int argc, char **argv, coil_err *err)
 			}
 		}
 		if (!st)
-			return coil_errf(err, "unknown option '%s' (see coild --help)", arg);
+			return coil_err_input(err, "unknown option '%s' (see coild --help)", arg);
 		if (!val) {
 			if (a + 1 >= argc)
-				return coil_errf(err, "option %s needs a value", arg);
+				return coil_err_input(err, "option %s needs a value", arg);
 			val = argv[++a];
 		}
 		if (set(cfg, st, val, st->flag, err) != 0)
 			return -1;
 	}
 	if (cfg->max_body < 64)
-		return coil_errf(err, "--max-body %llu is too small", (unsigned long long)cfg->max_body);
+		return coil_err_input(err, "--max-body %llu is too small", (unsigned long long)cfg->max_body);
 	return 0;
 }

@@ -475,7 +475,7 @@ static int write_port_file(const char *path, int port, coil_err *err)
 /* What "native" resolves to here. */
 static void resolve_native(coild *s)
 {
-	coil_err err = {{0}};
+	coil_err err = {0};
 	const coil_target *t = target_get("native", &err);
 	snprintf(s->native_target, sizeof s->native_target, "%s", t ? t->name : "generic");
 }

@@ -291,7 +291,7 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&q->mu);
 
 		compile_result res;
-		coil_err err = {{0}};
+		coil_err err = {0};
 		memset(&res, 0, sizeof res);
 		int rc = compile_plan_run(c, plan, &res, &err);
 		finish(q, j, rc, &res, &err);
@@ -308,12 +308,12 @@ int jobs_start(jobs *q, coild *s, coil_err *err)
 	pthread_mutex_init(&q->mu, NULL);
 	pthread_cond_init(&q->work, NULL);
 	if (!(q->threads = calloc((size_t)s->cfg.workers, sizeof *q->threads)))
-		return coil_errf(err, "out of memory");
+		return coil_err_oom(err);
 	for (int i = 0; i < s->cfg.workers; i++) {
 		worker_arg *wa = malloc(sizeof *wa);
 		if (!wa) {
 			jobs_stop(q);
-			return coil_errf(err, "out of memory");
+			return coil_err_oom(err);
 		}
 		wa->q = q;
 		if (cache_open(s->cfg.cache_dir, s->cfg.budget, &wa->cache, err) != 0) {

@@ -11,7 +11,7 @@
 int main(int argc, char **argv)
 {
 	coild_config cfg;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	int rc = config_load(&cfg, argc, argv, &err);
 	if (rc == 1)
 		return 0;

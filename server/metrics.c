@@ -136,7 +136,7 @@ char *metrics_render(coild *s)
 	gauge(&b, "coild_jobs_running", "Compile jobs being built.", running);
 	gauge(&b, "coild_workers", "Compile worker threads.", s->cfg.workers);
 
-	coil_err err = {{0}};
+	coil_err err = {0};
 	cache_stats_t st;
 	coil_cache *c = cache_get(s, &err);
 	if (c && cache_stats(c, &st, &err) == 0) {

@@ -70,7 +70,7 @@ static int retry_after(coild *s)
  * thread, without a job.  Returns 1 on a hit (res filled), 0 otherwise. */
 static int try_hit(request *r, compile_plan *p, compile_result *res)
 {
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_cache *c = cache_get(r->s, &err);
 	if (!c)
 		return 0;
@@ -107,7 +107,7 @@ enum MHD_Result route_compile(request *r)
 	int async = cr.async;
 
 	compile_plan *plan = NULL;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	int rc = compile_plan_make(cr.text, cr.len, &cr.opts, &plan, &err);
 	compile_request_free(&cr);
 	if (rc != 0)
@@ -205,7 +205,7 @@ enum MHD_Result route_compile_resume(request *r)
 static int lookup(request *r, char **meta, char sha[65], uint64_t *size, char *so, char *graph,
 		  enum MHD_Result *ret)
 {
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_cache *c = cache_get(r->s, &err);
 	if (!c) {
 		*ret = reply_error(r, 500, "%s", err.msg);
@@ -336,7 +336,7 @@ enum MHD_Result route_artifact_delete(request *r)
 	enum MHD_Result ret;
 	if (lookup(r, NULL, sha, &size, NULL, NULL, &ret) != 1)
 		return ret;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_cache *c = cache_get(r->s, &err);
 	if (!c || cache_remove(c, r->param, &err) != 0) {
 		if (c)

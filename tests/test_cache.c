@@ -53,7 +53,7 @@ static int setup(void **state)
 		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	assert_non_null(mkdtemp(f->dir));
 	pathf(f->cdir, "%s/c", f->dir);
-	coil_err err = {{0}};
+	coil_err err = {0};
 	if (cache_open(f->cdir, 0, &f->c, &err) != 0)
 		fail_msg("cache_open: %s", err.msg);
 	*state = f;
@@ -72,7 +72,7 @@ static int teardown(void **state)
 /* Reopen f's cache with another budget. */
 static void reopen(fixture *f, uint64_t budget)
 {
-	coil_err err = {{0}};
+	coil_err err = {0};
 	cache_close(f->c);
 	f->c = NULL;
 	if (cache_open(f->cdir, budget, &f->c, &err) != 0)
@@ -82,7 +82,7 @@ static void reopen(fixture *f, uint64_t budget)
 /* A valid key derived from a name. */
 static void key_for(const char *name, char key[65])
 {
-	coil_err err = {{0}};
+	coil_err err = {0};
 	assert_int_equal(cache_sha256_bytes(name, strlen(name), key, &err), 0);
 	assert_true(cache_key_valid(key));
 }
@@ -149,7 +149,7 @@ static void store_n(fixture *f, const char *key, size_t size, int fill, const ch
 	char *data = malloc(size ? size : 1);
 	assert_non_null(data);
 	memset(data, fill, size);
-	coil_err err = {{0}};
+	coil_err err = {0};
 	if (cache_store_bytes(f->c, key, data, size, canon, strlen(canon), NULL, &err) != 0)
 		fail_msg("cache_store_bytes: %s", err.msg);
 	free(data);
@@ -157,7 +157,7 @@ static void store_n(fixture *f, const char *key, size_t size, int fill, const ch
 
 static int lookup(fixture *f, const char *key, const char *canon, char *path)
 {
-	coil_err err = {{0}};
+	coil_err err = {0};
 	char buf[CACHE_PATH_MAX];
 	int rc = cache_lookup(f->c, key, canon, strlen(canon), path ? path : buf, CACHE_PATH_MAX, &err);
 	if (rc < 0)
@@ -168,7 +168,7 @@ static int lookup(fixture *f, const char *key, const char *canon, char *path)
 static cache_stats_t stats(fixture *f)
 {
 	cache_stats_t s;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	if (cache_stats(f->c, &s, &err) != 0)
 		fail_msg("cache_stats: %s", err.msg);
 	return s;
@@ -176,7 +176,7 @@ static cache_stats_t stats(fixture *f)
 
 static int present(fixture *f, const char *key)
 {
-	coil_err err = {{0}};
+	coil_err err = {0};
 	int rc = cache_get_meta(f->c, key, NULL, NULL, NULL, &err);
 	assert_true(rc >= 0);
 	return rc;
@@ -188,7 +188,7 @@ static void test_sha256_known_vector(void **state)
 {
 	(void)state;
 	char hex[65];
-	coil_err err = {{0}};
+	coil_err err = {0};
 	assert_int_equal(cache_sha256_bytes("abc", 3, hex, &err), 0);
 	assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 	assert_int_equal(cache_sha256_bytes(NULL, 0, hex, &err), 0);
@@ -209,7 +209,7 @@ static void test_store_then_lookup_hits(void **state)
 	pathf(src, "%s/kernel.so", f->dir);
 	write_file(src, bytes, sizeof bytes);
 
-	coil_err err = {{0}};
+	coil_err err = {0};
 	if (cache_store(f->c, key, src, canon, strlen(canon), "{\"target\":\"avx2\"}", &err) != 0)
 		fail_msg("cache_store: %s", err.msg);
 	assert_int_equal(lookup(f, key, canon, path), 1);
@@ -303,7 +303,7 @@ static void test_invalid_keys_rejected_everywhere(void **state)
 
 	for (size_t i = 0; i < nbad; i++) {
 		const char *k = bad[i];
-		coil_err err = {{0}};
+		coil_err err = {0};
 		char *meta = NULL;
 		char sha[65];
 		uint64_t size;
@@ -392,7 +392,7 @@ static void test_entry_over_budget_fails_cleanly(void **state)
 	key_for("big", big);
 	store_n(f, a, 100, 'a', "g");
 	char *data = calloc(1, 400);
-	coil_err err = {{0}};
+	coil_err err = {0};
 	assert_int_equal(cache_store_bytes(f->c, big, data, 400, "g", 1, NULL, &err), -1);
 	assert_non_null(strstr(err.msg, "budget"));
 	/* 300 bytes of artifact + 1 byte of graph is over too. */
@@ -421,7 +421,7 @@ static void test_gc_evicts_lru_down_to_budget(void **state)
 		store_n(f, k[i], 90, i, "0123456789");
 	}
 	assert_int_equal(lookup(f, k[0], "0123456789", NULL), 1);
-	coil_err err = {{0}};
+	coil_err err = {0};
 	/* 400 bytes in all; keep 250: the LRU ones (1, then 2) go. */
 	assert_int_equal(cache_gc(f->c, 250, &err), 0);
 	assert_false(present(f, k[1]));
@@ -528,7 +528,7 @@ static void test_reconcile_removes_strays_and_stale_tmp(void **state)
 	pathf(inside, "%s/model.so", dead_dir);
 	write_file(inside, "half", 4);
 	int dir_fd;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	assert_int_equal(cache_tmpdir_create(f->c, live_dir, sizeof live_dir, &dir_fd, &err), 0);
 
 	reopen(f, 0);
@@ -584,7 +584,7 @@ static void test_verify_detects_corruption_and_truncation(void **state)
 	store_n(f, flipped, 1000, 'f', "g2");
 	store_n(f, truncated, 1000, 't', "g3");
 
-	coil_err err = {{0}};
+	coil_err err = {0};
 	int bad = -1;
 	struct problems probs = {0};
 	assert_int_equal(cache_verify(f->c, on_problem, &probs, &bad, &err), 0);
@@ -632,7 +632,7 @@ static void test_failed_store_leaves_nothing(void **state)
 	key_for("k", key);
 	sub(f, "tmp", tmp);
 	sub(f, "objects", objects);
-	coil_err err = {{0}};
+	coil_err err = {0};
 
 	pathf(missing, "%s/does-not-exist.so", f->dir);
 	assert_int_equal(cache_store(f->c, key, missing, "g", 1, NULL, &err), -1);
@@ -675,7 +675,7 @@ static void test_lock_excludes_other_process(void **state)
 	char key[65], other[65];
 	key_for("locked", key);
 	key_for("other", other);
-	coil_err err = {{0}};
+	coil_err err = {0};
 	int fd = -1;
 	assert_int_equal(cache_lock_key(f->c, key, &fd, &err), 0);
 	assert_true(fd >= 0);
@@ -701,7 +701,7 @@ static void test_reconcile_removes_only_unheld_lock_files(void **state)
 	key_for("freed", freed);
 	pathf(hp, "%s/locks/%s.lock", f->cdir, held);
 	pathf(fp, "%s/locks/%s.lock", f->cdir, freed);
-	coil_err err = {{0}};
+	coil_err err = {0};
 	int hfd, ffd;
 	assert_int_equal(cache_lock_key(f->c, held, &hfd, &err), 0);
 	assert_int_equal(cache_lock_key(f->c, freed, &ffd, &err), 0);
@@ -748,7 +748,7 @@ static void test_meta_list_and_remove(void **state)
 	key_for("b", b);
 	pathf(src, "%s/a.so", f->dir);
 	write_file(src, "artifact a bytes", 16);
-	coil_err err = {{0}};
+	coil_err err = {0};
 	assert_int_equal(cache_store(f->c, a, src, "ga", 2, "{\"ms\": 12.5}", &err), 0);
 	store_n(f, b, 7, 'b', "gb");
 
@@ -806,7 +806,7 @@ static void test_store_replaces_and_small_buffer(void **state)
 	assert_int_equal(got[0], 'y');
 	free(got);
 
-	coil_err err = {{0}};
+	coil_err err = {0};
 	char tiny[16];
 	assert_int_equal(cache_lookup(f->c, key, "g-new", 5, tiny, sizeof tiny, &err), -1);
 	assert_non_null(strstr(err.msg, "too small"));
@@ -818,7 +818,7 @@ static void test_default_dir_from_environment(void **state)
 	char *saved_xdg = getenv("XDG_CACHE_HOME") ? strdup(getenv("XDG_CACHE_HOME")) : NULL;
 	char *saved_home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
 	char want[PATH_MAX];
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_cache *c = NULL;
 
 	setenv("XDG_CACHE_HOME", f->dir, 1);
@@ -862,7 +862,7 @@ static void test_processes_share_a_directory(void **state)
 		if (pids[p] != 0)
 			continue;
 		coil_cache *c;
-		coil_err err = {{0}};
+		coil_err err = {0};
 		if (cache_open(f->cdir, 0, &c, &err) != 0)
 			_exit(10);
 		for (int i = 0; i < PER; i++) {
@@ -898,7 +898,7 @@ static void test_processes_share_a_directory(void **state)
 	assert_int_equal(s.hits, PROCS * PER);
 	assert_int_equal(s.misses, PROCS * PER);
 	int bad = -1;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	assert_int_equal(cache_verify(f->c, NULL, NULL, &bad, &err), 0);
 	assert_int_equal(bad, 0);
 }

@@ -89,7 +89,7 @@ static int keep;
 
 static int compile_json(const char *json, art *a, coil_graph **gout)
 {
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_graph *g = graph_parse(json, strlen(json), &err);
 	if (!g) {
 		print_error("parse: %s\n%s\n", err.msg, json);
@@ -145,7 +145,7 @@ static int check_run(coil_graph *g, art *a, const int64_t *syms, const char *jso
 	const void *inp[16], *pp[16];
 	const int64_t *shp[16];
 	void *outp[16];
-	coil_err err = {{0}};
+	coil_err err = {0};
 	int bad = 0;
 	for (int i = 0; i < g->ninputs; i++) {
 		fill_tensor(g, &g->vals[g->inputs[i]], syms, &in[i]);
@@ -751,7 +751,7 @@ static void expect_run_error(const char *json, const int64_t *ints, int nints, c
 	}
 	forced_ints = NULL;
 	nforced_ints = 0;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	assert_int_not_equal(interp_run(g, in, par, ref, &err), 0);
 	coil_model *m = NULL;
 	assert_int_equal(a.create(pp, g->nparams, 2, &m), 0);

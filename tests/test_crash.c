@@ -240,7 +240,7 @@ static void *client(void *arg)
 			status = request(e, full, NULL, &b);
 			if (status == 200) {
 				char sha[65];
-				coil_err err = {{0}};
+				coil_err err = {0};
 				if (cache_sha256_bytes(b.p ? b.p : "", b.n, sha, &err) || strcmp(sha, k.sha))
 					client_fail("fetched %s: %zu bytes hashing to %s, not %s", k.key, b.n, sha, k.sha);
 				__atomic_add_fetch(&n_fetched, 1, __ATOMIC_RELAXED);
@@ -347,7 +347,7 @@ static void test_kill_loop(void **state)
 		long status = request(e, url, NULL, &b);
 		if (status != 200)
 			fail_msg("key %s, reported compiled, is lost after the kills: HTTP %ld", keys[i].key, status);
-		coil_err err = {{0}};
+		coil_err err = {0};
 		assert_int_equal(cache_sha256_bytes(b.p, b.n, sha, &err), 0);
 		if (strcmp(sha, keys[i].sha))
 			fail_msg("key %s: served bytes hash to %s, not %s", keys[i].key, sha, keys[i].sha);
@@ -374,7 +374,7 @@ static void test_kill_loop(void **state)
 	int rc = pclose(p);
 	if (rc != 0 || strcmp(out, "ok\n"))
 		fail_msg("coil cache verify: status %d: %s", rc, out);
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_cache *c;
 	assert_int_equal(cache_open(cdir, 0, &c, &err), 0);
 	cache_stats_t st;

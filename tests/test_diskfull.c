@@ -86,7 +86,7 @@ static void test_cache_full_disk(void **state)
 	fresh_small_fs("768k");
 	char dir[PATH_MAX + 32];
 	snprintf(dir, sizeof dir, "%s/cache", small);
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_cache *c;
 	if (cache_open(dir, 0, &c, &err))
 		fail_msg("%s", err.msg);
@@ -279,7 +279,7 @@ static double metric(const srv *s, const char *name)
 
 static void verify_dir(const char *dir)
 {
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_cache *c;
 	if (cache_open(dir, 0, &c, &err))
 		fail_msg("%s", err.msg);

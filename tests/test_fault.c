@@ -507,7 +507,7 @@ static int count_dir(const char *path)
 
 static coil_cache *open_cache(uint64_t budget)
 {
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_cache *c = NULL;
 	if (cache_open(cdir, budget, &c, &err))
 		fail_msg("cache_open (no fault armed): %s", err.msg);
@@ -516,7 +516,7 @@ static coil_cache *open_cache(uint64_t budget)
 
 static void put(coil_cache *c, const char *key, const void *bytes, size_t n, const char *canon)
 {
-	coil_err err = {{0}};
+	coil_err err = {0};
 	if (cache_store_bytes(c, key, bytes, n, canon, strlen(canon), "{\"target\":\"generic\"}", &err))
 		fail_msg("store (no fault armed): %s", err.msg);
 }
@@ -525,7 +525,7 @@ static void put(coil_cache *c, const char *key, const void *bytes, size_t n, con
 static int has(coil_cache *c, const char *key, const void *bytes, size_t n, const char *canon)
 {
 	char path[CACHE_PATH_MAX];
-	coil_err err = {{0}};
+	coil_err err = {0};
 	int hit = cache_lookup(c, key, canon, strlen(canon), path, sizeof path, &err);
 	if (hit < 0)
 		fail_msg("lookup (no fault armed): %s", err.msg);
@@ -547,7 +547,7 @@ static int has(coil_cache *c, const char *key, const void *bytes, size_t n, cons
 static void reset(void)
 {
 	coil_cache *c = open_cache(0);
-	coil_err err = {{0}};
+	coil_err err = {0};
 	assert_int_equal(cache_remove(c, KK, &err), 0);
 	assert_int_equal(cache_remove(c, KV, &err), 0);
 	if (!has(c, KE, BYTES_E, sizeof BYTES_E, CANON_E))
@@ -622,7 +622,7 @@ static int raw_check(const char *what)
 		if (stat(so, &a) || stat(graph, &b) || a.st_size != sqlite3_column_int64(st, 1) ||
 		    b.st_size != sqlite3_column_int64(st, 2))
 			fail_msg("%s: row %s does not match its files", what, key);
-		coil_err err = {{0}};
+		coil_err err = {0};
 		assert_int_equal(cache_sha256_file(so, sha, &err), 0);
 		if (strcmp(sha, (const char *)sqlite3_column_text(st, 3)))
 			fail_msg("%s: %s has the wrong sha256", what, key);
@@ -654,7 +654,7 @@ static int raw_check(const char *what)
 static void api_check(const char *what)
 {
 	coil_cache *c = open_cache(0);
-	coil_err err = {{0}};
+	coil_err err = {0};
 	int bad = -1;
 	if (cache_verify(c, NULL, NULL, &bad, &err) || bad)
 		fail_msg("%s: cache_verify: %d bad, %s", what, bad, err.msg);
@@ -678,7 +678,7 @@ static void loop(const char *name, prep_fn prep, op_fn op, after_fn after, const
 		prep();
 		want_site = *site;
 		want_at = 0;
-		coil_err err = {{0}};
+		coil_err err = {0};
 		int rc = op(&err);
 		long calls = F.calls;
 		if (rc)
@@ -903,7 +903,7 @@ static void prep_untidy(void)
 	assert_int_equal(unlink(p), 0);
 	/* An orphan object. */
 	char orphan[65];
-	coil_err err = {{0}};
+	coil_err err = {0};
 	cache_sha256_bytes("orphan", 6, orphan, &err);
 	pathf(p, sizeof p, "%s/objects/%.2s", cdir, orphan);
 	mkdir(p, 0755);
@@ -969,7 +969,7 @@ static void after_gc(int rc, const char *what)
 {
 	raw_check(what);
 	coil_cache *c = open_cache(0);
-	coil_err err = {{0}};
+	coil_err err = {0};
 	int bad = -1;
 	if (cache_verify(c, NULL, NULL, &bad, &err) || bad)
 		fail_msg("%s: cache_verify: %d bad, %s", what, bad, err.msg);
@@ -1001,7 +1001,7 @@ static void prep_compile(void)
 	reset();
 	if (compiled_key[0]) {
 		coil_cache *c = open_cache(0);
-		coil_err err = {{0}};
+		coil_err err = {0};
 		assert_int_equal(cache_remove(c, compiled_key, &err), 0);
 		cache_close(c);
 	}
@@ -1029,7 +1029,7 @@ static void after_compile(int rc, const char *what)
 	raw_check(what);
 	api_check(what);
 	coil_cache *c = open_cache(0);
-	coil_err err = {{0}};
+	coil_err err = {0};
 	int present = cache_get_meta(c, compiled_key, NULL, NULL, NULL, &err);
 	cache_close(c);
 	if (rc == 0 && present != 1)
@@ -1084,7 +1084,7 @@ static void test_disk_full(void **state)
 		want_site = "full";
 		want_at = s ? 1 : 3; /* SQLite's first, or the files' first */
 		want_mode = STICKY;
-		coil_err err = {{0}};
+		coil_err err = {0};
 		go();
 		int rc = cache_store_bytes(c, KK, BYTES_K, sizeof BYTES_K, CANON_K, strlen(CANON_K), NULL, &err);
 		char path[CACHE_PATH_MAX];
@@ -1119,7 +1119,7 @@ static int teardown(void **state)
 /* One real artifact, built with the real compiler, for the load scenario. */
 static void build_real_artifact(void)
 {
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_cache *c = NULL;
 	char dir[PATH_MAX + 16];
 	pathf(dir, sizeof dir, "%s/real", root);
@@ -1166,7 +1166,7 @@ int main(int argc, char **argv)
 	snprintf(path, sizeof path, "%s:%s", bin, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
 	setenv("PATH", path, 1);
 
-	coil_err err = {{0}};
+	coil_err err = {0};
 	cache_sha256_bytes("E", 1, KE, &err);
 	cache_sha256_bytes("K", 1, KK, &err);
 	cache_sha256_bytes("V", 1, KV, &err);

@@ -74,7 +74,7 @@ static char *slurp(const char *path)
 /* Compiles json for target (NULL: generic) into a, keeping the C. */
 static void compile_for(const char *json, const char *target, art *a)
 {
-	coil_err err = {{0}};
+	coil_err err = {0};
 	memset(a, 0, sizeof *a);
 	a->g = graph_parse(json, strlen(json), &err);
 	if (!a->g)
@@ -168,7 +168,7 @@ static int check_at(art *a, int64_t batch, char *errbuf)
 	const void *inp[8], *pp[16];
 	const int64_t *shp[8];
 	void *outp[8];
-	coil_err err = {{0}};
+	coil_err err = {0};
 	int rc = 0;
 	assert_true(g->ninputs <= 8 && g->nparams <= 16 && g->noutputs <= 8);
 	for (int i = 0; i < g->ninputs; i++) {

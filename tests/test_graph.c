@@ -160,7 +160,7 @@ static coil_graph *try_graph(const char *decls, const char *nodes, const char *o
 
 static coil_graph *must_graph(const char *decls, const char *nodes, const char *outputs)
 {
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_graph *g = try_graph(decls, nodes, outputs, &err);
 	if (!g)
 		fail_msg("graph rejected: %s\n  decls: %s\n  nodes: %s", err.msg, decls, nodes);
@@ -169,7 +169,7 @@ static coil_graph *must_graph(const char *decls, const char *nodes, const char *
 
 static void must_reject(const char *decls, const char *nodes, const char *outputs, const char *fragment)
 {
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_graph *g = try_graph(decls, nodes, outputs, &err);
 	if (g) {
 		graph_free(g);
@@ -239,7 +239,7 @@ static coil_dtype scalar_dtype(const char *op, const char *ta, const char *sa, c
 
 static void hash_text(const char *text, size_t len, char hex[65])
 {
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_graph *g = graph_parse(text, len, &err);
 	if (!g)
 		fail_msg("graph rejected: %s", err.msg);
@@ -326,7 +326,7 @@ static void test_malformed_corpus(void **state)
 		}
 		size_t len;
 		char *text = slurp(path, &len);
-		coil_err err = {{0}};
+		coil_err err = {0};
 		coil_graph *g = graph_parse(text, len, &err);
 		const char *loc = g ? NULL : check_location(err.msg);
 		if (g) {
@@ -372,7 +372,7 @@ static int parse_bytes(const char *bytes, size_t len, const char *what)
 	char *copy = malloc(len ? len : 1);
 	assert_non_null(copy);
 	memcpy(copy, bytes, len);
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_graph *g = graph_parse(copy, len, &err);
 	free(copy);
 	if (!g) {
@@ -540,7 +540,7 @@ static void test_malformed_extreme_values(void **state)
 static void test_malformed_inline(void **state)
 {
 	(void)state;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	/* a NUL byte inside the buffer */
 	static const char nul[] = "{\"format\":\"coil-graph\",\0\"version\":1}";
 	assert_null(graph_parse(nul, sizeof nul - 1, &err));
@@ -578,7 +578,7 @@ static void test_malformed_inline(void **state)
 static void test_valid_identity(void **state)
 {
 	(void)state;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_graph *g = graph_load_file(GRAPHS_DIR "/identity.json", &err);
 	if (!g)
 		fail_msg("identity.json: %s", err.msg);
@@ -611,7 +611,7 @@ static void test_valid_graph_files(void **state)
 	for (int i = 0; i < n; i++) {
 		char path[512];
 		snprintf(path, sizeof path, "%s/%s", GRAPHS_DIR, names[i]);
-		coil_err err = {{0}};
+		coil_err err = {0};
 		coil_graph *g = graph_load_file(path, &err);
 		if (!g)
 			fail_msg("%s: %s", path, err.msg);
@@ -623,7 +623,7 @@ static void test_valid_graph_files(void **state)
 static void test_doc_example(void **state)
 {
 	(void)state;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_graph *g = graph_load_file(GRAPHS_DIR "/doc-example.json", &err);
 	if (!g)
 		fail_msg("doc-example.json: %s", err.msg);
@@ -759,7 +759,7 @@ static void test_hash_same_serializations(void **state)
 		assert_string_equal(a, b);
 	}
 	/* the canonical form is itself a graph with the same hash, and a fixed point */
-	coil_err err = {{0}};
+	coil_err err = {0};
 	char *text = json_dumps(root, 0);
 	coil_graph *g = graph_parse(text, strlen(text), &err);
 	assert_non_null(g);
@@ -909,7 +909,7 @@ static void test_hash_differs(void **state)
 		else
 			json_rename(root, mu->from, mu->value);
 		char *text = json_dumps(root, 0);
-		coil_err err = {{0}};
+		coil_err err = {0};
 		coil_graph *g = graph_parse(text, strlen(text), &err);
 		if (!g)
 			fail_msg("mutation '%s' made an invalid graph: %s", mu->what, err.msg);
@@ -968,7 +968,7 @@ static void test_hash_size_expressions(void **state)
 		snprintf(node, sizeof node, "{'id':'v','op':'aten.view','args':['x',%s],'outputs':['y']}",
 			 last ? other : sizes[i]);
 		coil_graph *g = must_graph(decls, node, "'y'");
-		coil_err err = {{0}};
+		coil_err err = {0};
 		assert_int_equal(graph_hash(g, i ? h : first, &err), 0);
 		if (!last && i && i < 4)
 			assert_string_equal(first, h);
@@ -981,7 +981,7 @@ static void test_hash_size_expressions(void **state)
 	const char *add = "{'id':'n','op':'aten.add.Tensor','args':['x','z'],'outputs':['y']}";
 	coil_graph *g = must_graph("'inputs':[{'name':'x','dtype':'f32','shape':['batch','seq']},"
 				   "{'name':'z','dtype':'f32','shape':[1,'seq']}]", add, "'y'");
-	coil_err err = {{0}};
+	coil_err err = {0};
 	assert_int_equal(graph_hash(g, a, &err), 0);
 	graph_free(g);
 	g = must_graph("'inputs':[{'name':'x','dtype':'f32','shape':['n','len']},"
@@ -1101,7 +1101,7 @@ static void test_shape_broadcast(void **state)
 	/* the broadcasting helper itself */
 	coil_dim a[2] = {dim_const(4), dim_const(1)}, b[1] = {dim_const(3)}, out[COIL_MAX_RANK];
 	int r;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	assert_int_equal(broadcast_shapes(a, 2, b, 1, out, &r, &err), 0);
 	assert_int_equal(r, 2);
 	assert_true(dim_eq_const(&out[0], 4) && dim_eq_const(&out[1], 3));
@@ -1451,7 +1451,7 @@ static void test_dim_roundtrip(void **state)
 		{"4611686018427387904*batch", "4611686018427387904*batch"},
 	};
 	coil_symtab tab = {0};
-	coil_err err = {{0}};
+	coil_err err = {0};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		coil_dim d, d2;
 		char buf[256];
@@ -1513,7 +1513,7 @@ static void test_dim_reject(void **state)
 		{"abcdefghijabcdefghijabcdefghijabc", "symbol longer than 32 characters"},
 	};
 	coil_symtab tab = {0};
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_dim d;
 	assert_int_equal(dim_parse("batch+seq+a+b", &tab, 1, &d, &err), 0);
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -1546,7 +1546,7 @@ static void test_dim_arith(void **state)
 {
 	(void)state;
 	coil_symtab tab = {0};
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_dim a, b, q;
 	char buf[128];
 	assert_int_equal(dim_parse("6*n*m+12*n", &tab, 1, &a, &err), 0);

@@ -138,7 +138,7 @@ static char *report(void)
 static void test_environment_and_limits(void **state)
 {
 	(void)state;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	if (build("report", 30, &err, NULL))
 		fail_msg("%s", err.msg);
 	char *r = report();
@@ -203,7 +203,7 @@ static void test_timeout(void **state)
 	(void)state;
 	static const char *const modes[] = {"sleep", "spin"};
 	for (size_t i = 0; i < 2; i++) {
-		coil_err err = {{0}};
+		coil_err err = {0};
 		double t0 = now();
 		assert_int_equal(build(modes[i], 1, &err, NULL), -1);
 		double took = now() - t0;
@@ -218,7 +218,7 @@ static void test_timeout(void **state)
 static void test_memory_limit(void **state)
 {
 	(void)state;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	assert_int_equal(build("alloc", 30, &err, NULL), -1);
 	int gib = -1;
 	const char *p = strstr(err.msg, "out of memory after ");
@@ -234,7 +234,7 @@ static void test_memory_limit(void **state)
 static void test_process_group_killed(void **state)
 {
 	(void)state;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	assert_int_equal(build("fork", 1, &err, NULL), -1);
 	assert_non_null(strstr(err.msg, "was killed"));
 	char *r = pids("fork");
@@ -257,7 +257,7 @@ static void test_process_group_killed(void **state)
 static void test_failures_reported(void **state)
 {
 	(void)state;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	assert_int_equal(build("fail", 30, &err, NULL), -1);
 	assert_non_null(strstr(err.msg, "failed (status 1)"));
 	assert_non_null(strstr(err.msg, "error: fake failure"));
@@ -293,7 +293,7 @@ static void test_threads_survive(void **state)
 		assert_int_equal(pthread_create(&th[i], NULL, runaway, &errs[i]), 0);
 	char out[PATH_MAX + 16];
 	snprintf(out, sizeof out, "%s/real.so", dir);
-	coil_err err = {{0}};
+	coil_err err = {0};
 	double secs;
 	if (build_so("int coil_real(void) { return 42; }\n", NULL, "-O1", NULL, 1, 60, out, &secs, &err))
 		fail_msg("a real compile beside runaways: %s", err.msg);
@@ -333,7 +333,7 @@ static int build_units(const char *mode, int timeout_s, coil_err *err)
 static void test_units_sandboxed(void **state)
 {
 	(void)state;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	if (build_units("report", 30, &err))
 		fail_msg("%s", err.msg);
 	char *r = report();
@@ -392,7 +392,7 @@ static void test_unit_failures(void **state)
 	(void)state;
 	char out[PATH_MAX + 16];
 	snprintf(out, sizeof out, "%s/out.so", dir);
-	coil_err err = {{0}};
+	coil_err err = {0};
 	assert_int_equal(build_units("fail@k1.c", 30, &err), -1);
 	if (!strstr(err.msg, "failed (status 1) on k1.c") || !strstr(err.msg, "error: fake failure"))
 		fail_msg("%s", err.msg);
@@ -460,7 +460,7 @@ static void assert_clean(const char *what, const char *text)
 static void test_no_user_strings(void **state)
 {
 	(void)state;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_graph *g = graph_parse(HOSTILE, strlen(HOSTILE), &err);
 	if (!g)
 		fail_msg("the hostile graph should be valid: %s", err.msg);

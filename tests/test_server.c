@@ -337,7 +337,7 @@ static double metric_settled(const server *s, const char *name, const char *cons
  * by design): returns its key in key_out and its sha256. */
 static void store_fake(const server *s, const char *seed, char key[65], char sha[65])
 {
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_cache *c;
 	if (cache_open(s->cache, 0, &c, &err))
 		fail_msg("cache_open: %s", err.msg);
@@ -681,7 +681,7 @@ static void test_tampered_artifact(void **state)
 	assert_non_null(strstr(coil_last_error(), "refusing"));
 
 	/* flip bytes in the served file (same size, so the index still agrees) */
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_cache *sc;
 	assert_int_equal(cache_open(s->cache, 0, &sc, &err), 0);
 	assert_int_equal(cache_entry_paths(sc, key, so, NULL, sizeof so, &err), 0);
@@ -927,7 +927,7 @@ static void test_fetch_load_run(void **state)
 	if (coil_instance_run(in, ins, shapes, outs) != 0)
 		fail_msg("run: %s", coil_last_error());
 
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_graph *g = graph_load_file(GRAPHS "/pointwise.json", &err);
 	assert_non_null(g);
 	coil_tensor ti[2] = {{.dtype = g->vals[g->inputs[0]].dtype, .rank = 2, .shape = {B, F}, .data = x},

@@ -10,7 +10,7 @@
 
 int fuzz_graph(const uint8_t *data, size_t size)
 {
-	coil_err err = {{0}};
+	coil_err err = {0};
 	coil_graph *g = graph_parse((const char *)data, size, &err);
 	if (!g) {
 		FUZZ_CHECK(err.msg[0] && !strchr(err.msg, '\n'));

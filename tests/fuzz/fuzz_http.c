@@ -85,7 +85,7 @@ int fuzz_http(const uint8_t *data, size_t size)
 
 	/* Authorization against a fixed tokens file. */
 	coild_auth a;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	FUZZ_CHECK(auth_parse(&a, TOKENS, sizeof TOKENS - 1, "fuzz", &err) == 0);
 	for (unsigned need = 0; need <= ROLE_ADMIN; need++) {
 		int rc = auth_check(&a, f[4], need);

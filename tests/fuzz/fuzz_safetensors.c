@@ -13,7 +13,7 @@ int fuzz_safetensors(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(blob, data, size);
 	st_file f;
-	coil_err err = {{0}};
+	coil_err err = {0};
 	if (st_parse(blob, size, &f, &err) != 0) { /* takes blob either way */
 		FUZZ_CHECK(err.msg[0]);
 		return 0;
