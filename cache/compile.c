@@ -1,6 +1,7 @@
 /* Compiling through the cache (see compile.h). */
 #include "cache/compile.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -63,27 +64,37 @@ void compile_plan_free(compile_plan *p)
 
 int compile_plan_make(const char *json, size_t len, const compile_opts *o, compile_plan **out, coil_err *err)
 {
-	compile_opts dflt = {0};
+	*out = NULL;
+	coil_graph *g = graph_parse(json, len, err);
+	return g ? compile_plan_graph(g, o, out, err) : -1;
+}
+
+int compile_plan_graph(coil_graph *g, const compile_opts *o, compile_plan **out, coil_err *err)
+{
+	compile_opts dflt = {.opt_level = COMPILE_OPT_DEFAULT};
 	if (!o)
 		o = &dflt;
 	*out = NULL;
-	if (o->opt_level < 0 || o->opt_level > 3)
-		return coil_errf(err, "options: opt_level must be 0 to 3");
 	compile_plan *p = calloc(1, sizeof *p);
-	if (!p)
+	if (!p) {
+		graph_free(g);
 		return coil_err_oom(err);
-	p->opt_level = o->opt_level ? o->opt_level : 2;
-	p->timeout_s = o->timeout_s;
-	p->g = graph_parse(json, len, err);
-	if (!p->g)
+	}
+	p->g = g;
+	if (o->opt_level < 0 || o->opt_level > 3) {
+		coil_err_input(err, "options: opt_level %d is not in 0..3", o->opt_level);
 		goto fail;
+	}
+	p->opt_level = o->opt_level;
+	p->timeout_s = o->timeout_s;
 	int max_nodes = o->max_nodes ? o->max_nodes : COIL_MAX_NODES;
 	if (p->g->nnodes > max_nodes) {
-		coil_errf(err, "graph has %d nodes, more than the limit of %d", p->g->nnodes, max_nodes);
+		coil_errc(err, COIL_E_LIMIT, "graph has %d nodes, more than the limit of %d", p->g->nnodes, max_nodes);
 		goto fail;
 	}
 	p->canon = graph_canonical(p->g, &p->canon_len, err);
-	if (!p->canon || graph_hash(p->g, p->graph_hash, err))
+	/* the graph's hash is the SHA-256 of its canonical text (graph_hash) */
+	if (!p->canon || cache_sha256_bytes(p->canon, p->canon_len, p->graph_hash, err))
 		goto fail;
 	const coil_target *t = target_get(o->target ? o->target : "native", err);
 	if (!t)
@@ -121,6 +132,36 @@ static int fill_hit(coil_cache *c, compile_plan *p, compile_result *r, coil_err 
 	return 0;
 }
 
+/* What codegen is given for plan p: every compile and inspection of a plan
+ * goes through here. */
+static codegen_opts plan_codegen_opts(const compile_plan *p)
+{
+	static const char *opt_flags[4] = {"-O0", "-O1", "-O2", "-O3"};
+	codegen_opts co = {.target = p->target, .graph_hash = p->graph_hash, .opt = opt_flags[p->opt_level],
+			   .timeout_s = p->timeout_s};
+	return co;
+}
+
+int compile_plan_inspect(compile_plan *p, const char *dump_after, FILE *dump_file, const char *emit_c,
+			 codegen_result *res, coil_err *err)
+{
+	codegen_opts co = plan_codegen_opts(p);
+	co.dump_after = dump_after;
+	co.dump_file = dump_file;
+	co.keep_c = emit_c;
+	if (!dump_after || strcmp(dump_after, "build"))
+		return codegen_compile(p->g, &co, NULL, res, err);
+	/* through the build, into a directory of its own that goes after */
+	char dir[] = "/tmp/coil-inspect-XXXXXX", so[64];
+	if (!mkdtemp(dir))
+		return coil_errc(err, COIL_E_IO, "cannot make a directory in /tmp: %s", strerror(errno));
+	snprintf(so, sizeof so, "%s/model.so", dir);
+	int rc = codegen_compile(p->g, &co, so, res, err);
+	unlink(so);
+	rmdir(dir);
+	return rc;
+}
+
 int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *r, coil_err *err)
 {
 	memset(r, 0, sizeof *r);
@@ -154,8 +195,7 @@ int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *r, coil_err
 	if (cache_tmpdir_create(c, tmpdir, sizeof tmpdir, &dir_fd, err))
 		goto out;
 	snprintf(so, sizeof so, "%s/model.so", tmpdir);
-	static const char *opt_flags[4] = {"-O0", "-O1", "-O2", "-O3"};
-	codegen_opts co = {.target = p->target, .opt = opt_flags[p->opt_level], .timeout_s = p->timeout_s};
+	codegen_opts co = plan_codegen_opts(p);
 	codegen_result cr;
 	memset(&cr, 0, sizeof cr);
 	double t0 = now_ms();
@@ -175,9 +215,9 @@ int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *r, coil_err
 	r->compile_ms = now_ms() - t0;
 	char *meta = NULL;
 	{
-		json_t *m = json_pack("{s:s,s:s,s:s,s:i,s:f,s:i}", "graph_hash", p->graph_hash, "target", p->target,
+		json_t *m = json_pack("{s:s,s:s,s:s,s:i,s:f,s:i,s:s}", "graph_hash", p->graph_hash, "target", p->target,
 				      "arena_bytes_expr", cr.arena_bytes, "kernels", cr.nkernels, "compile_s",
-				      cr.compile_s, "opt_level", p->opt_level);
+				      cr.compile_s, "opt_level", p->opt_level, "cflags", cr.cflags);
 		int64_t ab;
 		char *end;
 		ab = strtoll(cr.arena_bytes, &end, 10);

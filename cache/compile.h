@@ -14,14 +14,18 @@
 #define COIL_CACHE_COMPILE_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "cache/cache.h"
 #include "common/graph.h"
 
+#define COMPILE_OPT_DEFAULT 2
+
 typedef struct compile_opts {
 	const char *target;   /* "native" (NULL) or a named target, see codegen_targets() */
-	int opt_level;        /* 0..3; part of the key */
+	int opt_level;        /* 0..3 (-O0..-O3), as given: each front end sets its
+	                       * default (COMPILE_OPT_DEFAULT); part of the key */
 	int timeout_s;        /* compiler wall-clock limit; 0 = default */
 	int max_nodes;        /* reject larger graphs; 0 = COIL_MAX_NODES */
 } compile_opts;
@@ -49,8 +53,18 @@ typedef struct compile_result {
 } compile_result;
 
 int compile_plan_make(const char *json, size_t len, const compile_opts *o, compile_plan **out, coil_err *err);
+/* The same for a graph already parsed (graph_parse, graph_from_json); the
+ * plan owns g from here on, also when this fails. */
+int compile_plan_graph(coil_graph *g, const compile_opts *o, compile_plan **out, coil_err *err);
 void compile_plan_free(compile_plan *p);
 int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *res, coil_err *err);
+/* Inspection: p through the pipeline with codegen's --dump-after (into
+ * dump_file) and --emit-c (the C into emit_c, a file or a directory), up to
+ * emit_c, or through the build into a temporary directory when dump_after is
+ * "build".  Nothing is stored. */
+struct codegen_result;
+int compile_plan_inspect(compile_plan *p, const char *dump_after, FILE *dump_file, const char *emit_c,
+			 struct codegen_result *res, coil_err *err);
 
 /* Both steps at once. */
 int cache_compile(coil_cache *c, const char *json, size_t len, const compile_opts *o, compile_result *res,

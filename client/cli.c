@@ -1,6 +1,7 @@
 /* coil: the command-line tool.  Each command is a function in the table at the
  * bottom; errors are one line on stderr and a non-zero exit. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,57 +30,85 @@ static int usage_err(const char *msg)
 	return 2;
 }
 
-/* Options: --name value pairs and positional arguments. */
+/* Options: one parser for every command.  A value option is spelled
+ * "--name VALUE" or "--name=VALUE" (or its short form "-x VALUE"). */
 typedef struct opts {
 	const char *pos[8];
 	int npos;
 	const char *weights, *inputs, *out, *cache_dir, *budget, *target, *threads, *repeat, *opt;
+	const char *dump_after, *emit_c;
 	const char *server; /* --server URL or $COIL_SERVER: compile on a coild */
 	int ops, canonical, repair;
 } opts;
 
+static const struct option_def {
+	const char *name, *alias; /* "--weights", "-w" */
+	size_t slot;              /* offset of the const char * it sets, or of the int flag */
+	int flag;                 /* 1: a flag without a value */
+} options[] = {
+	{"--weights", "-w", offsetof(opts, weights), 0},
+	{"--inputs", "-i", offsetof(opts, inputs), 0},
+	{"--output", "-o", offsetof(opts, out), 0},
+	{"--target", "-t", offsetof(opts, target), 0},
+	{"--threads", NULL, offsetof(opts, threads), 0},
+	{"--repeat", NULL, offsetof(opts, repeat), 0},
+	{"--opt", NULL, offsetof(opts, opt), 0},
+	{"--cache-dir", NULL, offsetof(opts, cache_dir), 0},
+	{"--budget", NULL, offsetof(opts, budget), 0},
+	{"--server", NULL, offsetof(opts, server), 0},
+	{"--dump-after", NULL, offsetof(opts, dump_after), 0},
+	{"--emit-c", NULL, offsetof(opts, emit_c), 0},
+	{"--repair", NULL, offsetof(opts, repair), 1},
+	{"--ops", NULL, offsetof(opts, ops), 1},
+	{"--canonical", NULL, offsetof(opts, canonical), 1},
+};
+
 static int parse_opts(int argc, char **argv, opts *o)
 {
-	memset(o, 0, sizeof *o);
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
-		const char **slot = NULL;
-		if (!strcmp(a, "--weights") || !strcmp(a, "-w"))
-			slot = &o->weights;
-		else if (!strcmp(a, "--inputs") || !strcmp(a, "-i"))
-			slot = &o->inputs;
-		else if (!strcmp(a, "-o") || !strcmp(a, "--output"))
-			slot = &o->out;
-		else if (!strcmp(a, "--target") || !strcmp(a, "-t"))
-			slot = &o->target;
-		else if (!strcmp(a, "--threads"))
-			slot = &o->threads;
-		else if (!strcmp(a, "--repeat"))
-			slot = &o->repeat;
-		else if (!strcmp(a, "--opt"))
-			slot = &o->opt;
-		else if (!strcmp(a, "--cache-dir"))
-			slot = &o->cache_dir;
-		else if (!strcmp(a, "--budget"))
-			slot = &o->budget;
-		else if (!strcmp(a, "--repair"))
-			o->repair = 1;
-		else if (!strcmp(a, "--ops"))
-			o->ops = 1;
-		else if (!strcmp(a, "--canonical"))
-			o->canonical = 1;
-		else if (a[0] == '-' && a[1])
-			return fprintf(stderr, "%s: unknown option '%s'\n", prog, a), -1;
-		else if (o->npos < 8)
+		if (a[0] != '-' || !a[1]) {
+			if (o->npos == 8)
+				return fprintf(stderr, "%s: too many arguments\n", prog), -1;
 			o->pos[o->npos++] = a;
-		else
-			return fprintf(stderr, "%s: too many arguments\n", prog), -1;
-		if (slot) {
+			continue;
+		}
+		const struct option_def *d = NULL;
+		const char *val = NULL;
+		for (size_t k = 0; k < sizeof options / sizeof *options && !d; k++) {
+			size_t n = strlen(options[k].name);
+			if (!strcmp(a, options[k].name) || (options[k].alias && !strcmp(a, options[k].alias)))
+				d = &options[k];
+			else if (!strncmp(a, options[k].name, n) && a[n] == '=' && !options[k].flag)
+				d = &options[k], val = a + n + 1;
+		}
+		if (!d)
+			return fprintf(stderr, "%s: unknown option '%s' (see 'coil help')\n", prog, a), -1;
+		if (d->flag) {
+			*(int *)((char *)o + d->slot) = 1;
+			continue;
+		}
+		if (!val) {
 			if (i + 1 >= argc)
 				return fprintf(stderr, "%s: option '%s' needs a value\n", prog, a), -1;
-			*slot = argv[++i];
+			val = argv[++i];
 		}
+		*(const char **)((char *)o + d->slot) = val;
 	}
+	return 0;
+}
+
+/* --opt N: 0..3, or the default when absent. */
+static int opt_level(const opts *o, int *level)
+{
+	*level = COMPILE_OPT_DEFAULT;
+	if (!o->opt)
+		return 0;
+	char *end;
+	long v = strtol(o->opt, &end, 10);
+	if (!*o->opt || *end || v < 0 || v > 3)
+		return -1;
+	*level = (int)v;
 	return 0;
 }
 
@@ -377,23 +406,50 @@ static int read_file(const char *path, char **buf, size_t *len, coil_err *err)
 	return 0;
 }
 
-/* A model compiled through the local cache and loaded. */
+/* A graph file read once and planned once (compile_plan: parsed, validated,
+ * its target resolved and its cache key made), then compiled through the
+ * local cache or a coild and loaded.  text is the file's bytes, for a server. */
 typedef struct loaded {
+	char *text;
+	size_t len;
+	compile_plan *plan;
 	compile_result res;
 	coil_artifact *art;
 	double plan_ms, compile_ms, load_ms;
 } loaded;
 
+static int plan_file(opts *o, const char *path, loaded *l, coil_err *err)
+{
+	memset(l, 0, sizeof *l);
+	compile_opts co = {.target = o->target};
+	if (opt_level(o, &co.opt_level))
+		return coil_err_input(err, "--opt takes 0, 1, 2 or 3, not '%.20s'", o->opt);
+	if (read_file(path, &l->text, &l->len, err))
+		return -1;
+	double t0 = now_ms();
+	int rc = compile_plan_make(l->text, l->len, &co, &l->plan, err);
+	l->plan_ms = now_ms() - t0;
+	return rc ? coil_err_prefix(err, "%s", path) : 0;
+}
+
+static void loaded_free(loaded *l)
+{
+	artifact_close(l->art);
+	compile_plan_free(l->plan);
+	free(l->text);
+}
+
 /* Remote mode: compile on the coild, fetch the artifact into the local cache
  * (its sha256 verified), and load it from there. */
-static int compile_remote(opts *o, const char *path, loaded *l, coil_err *err)
+static int compile_remote(opts *o, loaded *l, coil_err *err)
 {
 	coil_client_opts copts = {.cache_dir = o->cache_dir};
 	coil_client *c = NULL;
-	coil_compile_opts co = {.target = o->target, .opt_level = o->opt ? atoi(o->opt) : 0};
+	coil_compile_opts co = {.target = o->target, .opt_level = o->opt ? l->plan->opt_level : COIL_OPT_DEFAULT};
 	coil_compile_info info;
 	double t0 = now_ms();
-	if (coil_client_create(o->server, getenv("COIL_TOKEN"), &copts, &c) || coil_compile_file(c, path, &co, &info) ||
+	if (coil_client_create(o->server, getenv("COIL_TOKEN"), &copts, &c) ||
+	    coil_compile(c, l->text, l->len, &co, &info) ||
 	    coil_fetch(c, info.key, info.sha256, l->res.path, sizeof l->res.path)) {
 		coil_errf(err, "%s", coil_last_error());
 		coil_client_destroy(c);
@@ -415,35 +471,18 @@ static int compile_remote(opts *o, const char *path, loaded *l, coil_err *err)
 
 static int compile_and_load(opts *o, const char *path, loaded *l, coil_err *err)
 {
-	memset(l, 0, sizeof *l);
 	if (o->server)
-		return compile_remote(o, path, l, err);
-	char *json = NULL;
-	size_t len = 0;
-	if (read_file(path, &json, &len, err))
-		return -1;
-	compile_opts co = {.target = o->target};
-	if (o->opt)
-		co.opt_level = atoi(o->opt);
-	compile_plan *p = NULL;
+		return compile_remote(o, l, err);
 	coil_cache *c = NULL;
-	double t0 = now_ms();
-	int rc = compile_plan_make(json, len, &co, &p, err);
-	free(json);
-	if (rc)
-		return coil_err_prefix(err, "%s", path);
 	double t1 = now_ms();
 	const char *dir = o->cache_dir ? o->cache_dir : getenv("COIL_CACHE_DIR");
-	if (cache_open(dir, 0, &c, err) || compile_plan_run(c, p, &l->res, err)) {
+	if (cache_open(dir, 0, &c, err) || compile_plan_run(c, l->plan, &l->res, err)) {
 		cache_close(c);
-		compile_plan_free(p);
 		return coil_err_prefix(err, "%s", path);
 	}
 	double t2 = now_ms();
-	rc = artifact_open(l->res.path, &l->art, err);
+	int rc = artifact_open(l->res.path, &l->art, err);
 	cache_close(c);
-	compile_plan_free(p);
-	l->plan_ms = t1 - t0;
 	l->compile_ms = t2 - t1;
 	l->load_ms = now_ms() - t2;
 	return rc;
@@ -469,38 +508,57 @@ static int cmd_fetch(opts *o)
 	return rc;
 }
 
-static int cmd_compile(opts *o, int argc, char **argv)
+static int cmd_compile(opts *o)
 {
-	for (int i = 0; i < argc; i++) /* IR dumps and C go straight through codegen, no cache */
-		if (!strncmp(argv[i], "--dump-after", 12) || !strcmp(argv[i], "--emit-c"))
-			return codegen_cli(argc, argv);
 	if (o->npos != 1)
-		return usage_err("usage: coil compile GRAPH.json [--target T] [--opt N] [-o m.so] [--dump-after=PASS]");
+		return usage_err("usage: coil compile GRAPH.json [--target T] [--opt N] [-o m.so] [--dump-after PASS] "
+				 "[--emit-c F|DIR]");
 	coil_err err = {0};
 	loaded l;
-	if (compile_and_load(o, o->pos[0], &l, &err))
+	int rc = 0;
+	if (plan_file(o, o->pos[0], &l, &err)) {
+		loaded_free(&l);
 		return fail(NULL, &err);
+	}
+	/* Inspection: the same plan through the pipeline, its IR or C printed
+	 * (nothing stored); with -o the artifact is made through the cache too. */
+	if (o->dump_after || o->emit_c) {
+		codegen_result cr;
+		if (compile_plan_inspect(l.plan, o->dump_after, stdout, o->emit_c, &cr, &err)) {
+			loaded_free(&l);
+			return fail(o->pos[0], &err);
+		}
+		if (o->emit_c)
+			fprintf(stderr, "coil: wrote %s (%d kernels in %d functions, %zu bytes of C, target %s)\n", o->emit_c,
+				cr.nkernels, cr.nfuncs, cr.c_bytes, cr.target);
+		if (!o->out) {
+			loaded_free(&l);
+			return 0;
+		}
+	}
+	if (compile_and_load(o, o->pos[0], &l, &err)) {
+		loaded_free(&l);
+		return fail(NULL, &err);
+	}
 	printf("key %s\ntarget %s\n%s%s in %.1f ms\nartifact %s (%llu bytes, sha256 %s)\n", l.res.key, l.res.target,
 	       o->server ? "server: " : "", l.res.hit ? "cache hit" : "compiled",
 	       l.res.hit ? l.compile_ms : l.res.compile_ms, l.res.path,
 	       (unsigned long long)l.res.size, l.res.sha256);
-	int rc = 0;
 	if (o->out) {
-		char cmd_err[64] = "";
+		int bad = 0;
 		FILE *in = fopen(l.res.path, "rb"), *out = fopen(o->out, "wb");
 		char buf[65536];
 		size_t n;
 		while (in && out && (n = fread(buf, 1, sizeof buf, in)) > 0)
-			if (fwrite(buf, 1, n, out) != n)
-				snprintf(cmd_err, sizeof cmd_err, "write failed");
-		if (!in || !out || (out && fclose(out) != 0) || cmd_err[0]) {
-			coil_errf(&err, "%s: cannot write", o->out);
+			bad |= fwrite(buf, 1, n, out) != n;
+		if (!in || !out || (out && fclose(out) != 0) || bad) {
+			coil_errc(&err, COIL_E_IO, "%s: cannot write", o->out);
 			rc = fail(NULL, &err);
 		}
 		if (in)
 			fclose(in);
 	}
-	artifact_close(l.art);
+	loaded_free(&l);
 	return rc;
 }
 
@@ -714,10 +772,12 @@ static int cmd_run(opts *o)
 	if (o->npos != 1)
 		return usage_err("usage: coil run GRAPH.json -w W.safetensors -i I.safetensors [-o OUT] [--threads N] [--repeat N]");
 	coil_err err = {0};
-	coil_graph *g = load(o->pos[0]);
-	if (!g)
-		return 1;
-	loaded l = {0};
+	loaded l;
+	if (plan_file(o, o->pos[0], &l, &err)) {
+		loaded_free(&l);
+		return fail(NULL, &err);
+	}
+	coil_graph *g = l.plan->g;
 	bound b = {0};
 	coil_tensor *outs = calloc((size_t)g->noutputs + 1, sizeof *outs);
 	int threads = o->threads ? atoi(o->threads) : 1, repeat = o->repeat ? atoi(o->repeat) : 1, rc = 1;
@@ -749,8 +809,7 @@ out:
 		tensor_free(&outs[i]);
 	free(outs);
 	bound_free(&b);
-	artifact_close(l.art);
-	graph_free(g);
+	loaded_free(&l);
 	return rc;
 }
 
@@ -760,10 +819,12 @@ static int cmd_check(opts *o)
 	if (o->npos != 1)
 		return usage_err("usage: coil check GRAPH.json [-w W.safetensors] [-i I.safetensors] [--target T]");
 	coil_err err = {0};
-	coil_graph *g = load(o->pos[0]);
-	if (!g)
-		return 1;
-	loaded l = {0};
+	loaded l;
+	if (plan_file(o, o->pos[0], &l, &err)) {
+		loaded_free(&l);
+		return fail(NULL, &err);
+	}
+	coil_graph *g = l.plan->g;
 	bound b = {0};
 	coil_tensor *outs = calloc((size_t)g->noutputs + 1, sizeof *outs), *ref = calloc((size_t)g->noutputs + 1, sizeof *ref);
 	double create_ms, run_ms;
@@ -805,8 +866,7 @@ out:
 	free(outs);
 	free(ref);
 	bound_free(&b);
-	artifact_close(l.art);
-	graph_free(g);
+	loaded_free(&l);
 	return rc;
 }
 
@@ -821,8 +881,10 @@ static const struct command {
 	{"hash", cmd_hash, "hash [--canonical] GRAPH.json  print the canonical graph hash (or the canonical form)"},
 	{"info", cmd_info, "info GRAPH.json | info --ops   describe a graph, or list every supported op as JSON lines"},
 	{"eval", cmd_eval, "eval GRAPH.json -w W -i I -o O run the reference interpreter (safetensors in and out)"},
-	{"compile", NULL, "compile GRAPH.json [--target T] [--opt N] [-o m.so] [--dump-after=PASS] [--emit-c F]\n"
-			   "                                compile through the local cache (dumps bypass it)"},
+	{"compile", cmd_compile, "compile GRAPH.json [--target T] [--opt N] [-o m.so] [--dump-after PASS] [--emit-c F|DIR]\n"
+			   "                                compile through the local cache; --dump-after prints a pass's\n"
+			   "                                result (fold dnnl decompose fuse schedule memplan emit_c build),\n"
+			   "                                --emit-c writes the C (inspection only, unless -o is given)"},
 	{"run", cmd_run, "run GRAPH.json -w W -i I [-o O] [--threads N] [--repeat N]\n"
 			 "                                compile (or hit the cache), load and run; prints each phase's time"},
 	{"check", cmd_check, "check GRAPH.json [-w W] [-i I]   compiled versus the interpreter (random data if none given)"},
@@ -842,38 +904,25 @@ static int cmd_help(opts *o)
 
 int main(int argc, char **argv)
 {
-	/* Global option: --server URL (or $COIL_SERVER) before the command. */
-	const char *server = getenv("COIL_SERVER");
-	if (server && !*server)
-		server = NULL;
-	while (argc >= 3 && (!strcmp(argv[1], "--server") || !strncmp(argv[1], "--server=", 9))) {
-		if (argv[1][8] == '=') {
-			server = argv[1] + 9;
-			argv++, argc--;
-		} else {
-			server = argv[2];
-			argv += 2, argc -= 2;
-		}
-	}
 	if (argc < 2)
 		return cmd_help(NULL), 2;
-	for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
-		if (!strcmp(argv[1], commands[i].name)) {
-			opts o;
-			int dump = 0;
-			for (int k = 2; k < argc; k++)
-				dump |= !strncmp(argv[k], "--dump-after", 12) || !strcmp(argv[k], "--emit-c");
-			if (!strcmp(argv[1], "compile") && dump)
-				return codegen_cli(argc - 2, argv + 2);
-			if (parse_opts(argc - 2, argv + 2, &o))
-				return 2;
-			o.server = server;
-			if (!strcmp(argv[1], "compile"))
-				return cmd_compile(&o, argc - 2, argv + 2);
-			return commands[i].fn(&o);
-		}
-	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
+	/* --server URL may come before the command too (or $COIL_SERVER). */
+	opts o = {.server = getenv("COIL_SERVER")};
+	if (o.server && !*o.server)
+		o.server = NULL;
+	int first = 1;
+	while (first < argc && (!strcmp(argv[first], "--server") || !strncmp(argv[first], "--server=", 9))) {
+		o.server = argv[first][8] == '=' ? argv[first] + 9 : first + 1 < argc ? argv[first + 1] : NULL;
+		first += argv[first][8] == '=' ? 1 : 2;
+	}
+	if (first >= argc || (!o.server && first > 1))
+		return usage_err(first >= argc ? "a command must follow --server URL" : "--server needs a URL");
+	const char *cmd = argv[first];
+	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h"))
 		return cmd_help(NULL);
-	fprintf(stderr, "%s: unknown command '%s' (see 'coil help')\n", prog, argv[1]);
+	for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+		if (!strcmp(cmd, commands[i].name))
+			return parse_opts(argc - first - 1, argv + first + 1, &o) ? 2 : commands[i].fn(&o);
+	fprintf(stderr, "%s: unknown command '%s' (see 'coil help')\n", prog, cmd);
 	return 2;
 }

@@ -303,8 +303,8 @@ int coil_compile(coil_client *c, const char *graph_json, size_t len, const coil_
 {
 	memset(out, 0, sizeof *out);
 	char path[512] = "/v1/compile";
-	if (o && o->opt_level && (o->opt_level < 0 || o->opt_level > 3))
-		return fail("coil_compile: opt_level %d is not in 0..3", o->opt_level);
+	if (o && o->opt_level != COIL_OPT_DEFAULT && (o->opt_level < 0 || o->opt_level > 3))
+		return fail("coil_compile: opt_level %d is not in 0..3 (or COIL_OPT_DEFAULT)", o->opt_level);
 	/* The target goes in the query string; it must be a plain name. */
 	if (o && o->target) {
 		for (const char *p = o->target; *p; p++)
@@ -312,7 +312,7 @@ int coil_compile(coil_client *c, const char *graph_json, size_t len, const coil_
 				return fail("coil_compile: target '%s' has characters a target name cannot have", o->target);
 		snprintf(path + strlen(path), sizeof path - strlen(path), "?target=%.64s", o->target);
 	}
-	if (o && o->opt_level)
+	if (o && o->opt_level != COIL_OPT_DEFAULT)
 		snprintf(path + strlen(path), sizeof path - strlen(path), "%copt_level=%d", strchr(path, '?') ? '&' : '?',
 			 o->opt_level);
 	long status;

@@ -40,6 +40,9 @@
 #include "codegen/codegen.h"
 #include "codegen/dnnl.h"
 
+/* codegen/rt's source, embedded by the Makefile (build/gen/rt_source.c). */
+extern const char coil_rt_dnnl_h[], coil_rt_dnnl_c[];
+
 /* The child's PATH: the compiler's own helpers (cc1, as, ld) are found here. */
 #define BUILD_PATH "/usr/local/bin:/usr/bin:/bin"
 
@@ -372,8 +375,9 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 			rm_tree(dir);
 			return coil_errf(err, "build: cannot write %s/%s", dir, src->name[i]);
 		}
-	/* the oneDNN runtime's source: model.c includes it, or it is a unit */
-	if (dn_write_rt_source(dir) != 0) {
+	/* the oneDNN runtime's source (embedded in libcoil from codegen/rt):
+	 * model.c includes it, or it is a unit */
+	if (write_text(dir, "dnnl_rt.h", coil_rt_dnnl_h) != 0 || write_text(dir, "dnnl_rt.c", coil_rt_dnnl_c) != 0) {
 		rm_tree(dir);
 		return coil_errf(err, "build: cannot write the oneDNN runtime's source into %s", dir);
 	}
@@ -416,6 +420,7 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 		j->argv[n++] = "-fopenmp";
 		j->argv[n++] = "-fno-math-errno";
 		j->argv[n++] = "-fvisibility=hidden";
+		j->argv[n++] = "-frecord-gcc-switches"; /* the flags, in the artifact's .GCC.command.line */
 		for (int t = 0; t < ntv; t++)
 			j->argv[n++] = tv[t];
 		if (werror) {

@@ -1,7 +1,7 @@
 /* coil's code generator: graph -> C -> shared object with the ABI of
  * include/coil/artifact.h.  The pipeline (pipeline.c) is
- *   decompose -> fuse -> schedule -> memplan -> emit_c -> build
- * and `--dump-after=PASS` prints the IR after any of them. */
+ *   fold -> dnnl -> decompose -> fuse -> schedule -> memplan -> emit_c -> build
+ * and `--dump-after=PASS` prints the result of any of them. */
 #ifndef COIL_CODEGEN_H
 #define COIL_CODEGEN_H
 
@@ -25,7 +25,8 @@ int target_count(void);
 const coil_target *target_at(int i);
 
 typedef struct codegen_opts {
-	const char *target;      /* NULL: "native" */
+	const char *target;      /* a resolved target name (compile_plan's); NULL: "native" */
+	const char *graph_hash;  /* the graph's hash, as the caller computed it; NULL: computed here */
 	const char *dump_after;  /* NULL, or a pass name: prints the IR to dump_file after it */
 	FILE *dump_file;         /* NULL: stdout */
 	const char *cc;          /* NULL: "cc" */
@@ -48,8 +49,12 @@ typedef struct codegen_result {
 	size_t c_bytes;          /* generated C */
 	double compile_s;        /* seconds spent in the C compiler (the whole build) */
 	char target[32];
+	char cflags[256];        /* what the compiler was given: the opt level and the target's flags */
 	char arena_bytes[128];   /* expression over s0..s7 */
 } codegen_result;
+
+/* The passes by position (0 first), NULL past the last. */
+const char *codegen_pass_name(int i);
 
 /* Compiles g into the shared object out_so (out_so NULL: stop after emit_c,
  * useful with dump_after).  0 on success, -1 with err. */
@@ -91,9 +96,5 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 		int timeout_s, int jobs, const char *out_so, double *secs, coil_err *err);
 /* CPUs this thread may run on (sched_getaffinity), at least 1. */
 int build_cpus(void);
-
-/* `coil compile GRAPH.json [--target T] [-o m.so] [--dump-after=PASS] [--emit-c F]`:
- * argv[0] is the first argument after "compile".  Returns the exit status. */
-int codegen_cli(int argc, char **argv);
 
 #endif

@@ -446,7 +446,7 @@ static void extern_op(dctx *c, int *res)
 	}
 }
 
-coil_ir *ir_decompose(coil_graph *g, coil_err *err)
+coil_ir *ir_create(coil_graph *g, coil_err *err)
 {
 	coil_arena *a = arena_create();
 	coil_ir *ir = a ? arena_alloc(a, sizeof *ir) : NULL;
@@ -459,8 +459,30 @@ coil_ir *ir_decompose(coil_graph *g, coil_err *err)
 	ir->g = g;
 	ir->val_node = arena_alloc(a, (size_t)(g->nvals + 1) * sizeof(int));
 	ir->outs = arena_alloc(a, (size_t)(g->noutputs + 1) * sizeof(int));
+	if (!ir->val_node || !ir->outs) {
+		arena_destroy(a);
+		coil_err_oom(err);
+		return NULL;
+	}
+	return ir;
+}
+
+int ir_plan_dnnl(coil_ir *ir, coil_err *err)
+{
+	coil_err e = {0};
+	ir->dn = dn_plan_graph(ir->g, ir->arena, &e);
+	if (!ir->dn && e.code != COIL_OK) {
+		if (err)
+			*err = e;
+		return -1;
+	}
+	return 0;
+}
+
+int ir_decompose(coil_ir *ir, coil_err *err)
+{
+	coil_graph *g = ir->g;
 	dctx c = {.ir = ir, .g = g, .err = err, .gnode = -1};
-	ir->dn = dn_plan_graph(g, a, err); /* convolutions and matrix products on oneDNN */
 	for (int v = 0; v < g->nvals; v++) {
 		coil_value *val = &g->vals[v];
 		if (val->kind == VAL_NODE)
@@ -531,8 +553,7 @@ coil_ir *ir_decompose(coil_graph *g, coil_err *err)
 	ir->nout = g->noutputs;
 	for (int i = 0; i < g->noutputs; i++)
 		ir->outs[i] = ir->val_node[g->outputs[i]];
-	return ir;
+	return 0;
 fail:
-	ir_free(ir);
-	return NULL;
+	return err && !err->msg[0] ? coil_errf(err, "decompose failed") : -1;
 }

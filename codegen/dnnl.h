@@ -109,13 +109,12 @@ int dn_decompose_node(coil_ir *ir, int i, int *res, coil_err *err);
 
 /* emit_c's hooks.  dn_emit_extern renders kernel k when it is a fusion's
  * (returns 1), else returns 0.  dn_emit_support goes before the kernels,
- * dn_emit_model right after struct coil_model. */
+ * dn_emit_model right after struct coil_model; rt_unit: the runtime is a
+ * translation unit of its own (its header is included), else model.c
+ * includes its source. */
 int dn_used(const coil_ir *ir);
 int dn_emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs);
-void dn_emit_support(coil_ir *ir, FILE *f);
+void dn_emit_support(coil_ir *ir, FILE *f, int rt_unit);
 void dn_emit_model(coil_ir *ir, FILE *f);
-
-/* build's hook: writes dnnl_rt.h and dnnl_rt.c into dir.  0 or -1. */
-int dn_write_rt_source(const char *dir);
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "codegen/dnnl.h"
 #include "codegen/ir.h"
 
 static const coil_symtab gen = {COIL_MAX_SYMS, {"s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"}};
@@ -81,4 +82,70 @@ void ir_dump(coil_ir *ir, FILE *f)
 	}
 	if (ir->slots)
 		fprintf(f, "arena: %d slots, %s bytes\n", ir->nslots, dim_format(&ir->arena_bytes, &gen_syms, b, sizeof b));
+}
+
+/* A graph value: %v, or the declared input/param/const it is. */
+static void value_ref(const coil_graph *g, int v, FILE *f)
+{
+	const coil_value *val = &g->vals[v];
+	static const char *const kind[] = {"input", "param", "const", "%"};
+	if (val->kind == VAL_NODE || !val->name)
+		fprintf(f, "%%%d", v);
+	else
+		fprintf(f, "%s:%s", kind[val->kind], val->name);
+}
+
+/* The graph fold leaves for the rest of the pipeline, one node a line:
+ *   %12 = aten.relu.default f32[1, 64] %11    ; node 'n7'
+ * then what was folded. */
+void fold_dump(const ir_fold *fd, FILE *f)
+{
+	const coil_graph *g = fd->g;
+	char b[256];
+	fprintf(f, "# folded: %d constants at compile time, %d weights at create (%lld bytes)\n", fd->nconst,
+		fd->nparam, (long long)fd->folded_bytes);
+	for (int i = 0; i < g->nnodes; i++) {
+		const coil_node *n = &g->nodes[i];
+		const coil_value *o = &g->vals[n->outs[0]];
+		fprintf(f, "%%%d = %s %s%s", n->outs[0], op_name(n->op), dtype_name(o->dtype),
+			shape_format(o->shape, o->rank, &g->syms, b, sizeof b));
+		const op_info *oi = op_get(n->op);
+		const char *sep = " ";
+		for (int a = 0; a < oi->nargs; a++)
+			if (n->args[a].kind == ARG_TENSOR || n->args[a].kind == ARG_TENSORS)
+				for (int k = 0; k < n->args[a].n; k++)
+					if (n->args[a].v[k] >= 0) {
+						fputs(sep, f);
+						value_ref(g, n->args[a].v[k], f);
+						sep = ", ";
+					}
+		fprintf(f, "    ; node %d '%s'\n", i, n->id);
+	}
+	fprintf(f, "outputs");
+	for (int i = 0; i < g->noutputs; i++) {
+		fputs(i ? ", " : " ", f);
+		value_ref(g, g->outputs[i], f);
+	}
+	fprintf(f, "\n");
+}
+
+/* oneDNN's plan, a fusion a line:
+ *   fusion 0: conv node 3 'conv1' .. node 5 'relu1', 1 fold, 1 post-op, nhwc src/dst 0/1 */
+void dnnl_dump(const coil_ir *ir, FILE *f)
+{
+	const dn_plan *p = ir->dn;
+	const coil_graph *g = ir->g;
+	fprintf(f, "# oneDNN: %d fusion%s\n", p ? p->nf : 0, p && p->nf == 1 ? "" : "s");
+	for (int j = 0; p && j < p->nf; j++) {
+		const dn_fuse *z = &p->f[j];
+		fprintf(f, "fusion %d: %s node %d '%s' (%s) .. node %d '%s', %d fold%s, %d post-op%s", j,
+			z->is_pool ? "pool" : z->is_conv ? "conv" : "matmul", z->head, g->nodes[z->head].id,
+			op_name(g->nodes[z->head].op), z->last, g->nodes[z->last].id, z->nfold, z->nfold == 1 ? "" : "s",
+			z->npost, z->npost == 1 ? "" : "s");
+		if (z->is_conv || z->is_pool)
+			fprintf(f, ", nhwc src/dst %d/%d", z->src_nhwc, z->dst_nhwc);
+		if (z->b_trans)
+			fprintf(f, ", B transposed");
+		fprintf(f, "\n");
+	}
 }

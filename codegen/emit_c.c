@@ -1048,8 +1048,8 @@ int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_la
 		if (emit_kernel(&c, k))
 			return -1;
 	/* the ABI: constants, oneDNN's create/prepare, create/run/destroy */
-	char *abi = NULL, *dnsup = NULL;
-	size_t alen = 0, dlen = 0;
+	char *abi = NULL;
+	size_t alen = 0;
 	FILE *f = open_memstream(&abi, &alen);
 	if (!f)
 		return coil_err_oom(err);
@@ -1057,15 +1057,6 @@ int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_la
 	emit_abi(&c, f, target, hash);
 	if (!finish(f, &abi))
 		return coil_err_oom(err);
-	if (!(f = open_memstream(&dnsup, &dlen))) {
-		free(abi);
-		return coil_err_oom(err);
-	}
-	dn_emit_support(ir, f);
-	if (!finish(f, &dnsup)) {
-		free(abi);
-		return coil_err_oom(err);
-	}
 	/* the layout: one file, or split */
 	size_t total = 0;
 	for (int i = 0; i < c.nfn; i++)
@@ -1082,7 +1073,6 @@ int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_la
 		nfiles = EMIT_MAX_UNITS;
 	if (nfiles > 0 && spread(&c, nfiles) < 0) {
 		free(abi);
-		free(dnsup);
 		return coil_err_oom(err);
 	}
 	/* files: model.h and model.c (the ABI) when split, then the kernel files
@@ -1101,24 +1091,19 @@ int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_la
 		fprintf(f, "#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <stdio.h>\n%s", prelude);
 		vec_prelude(f);
 		fprintf(f, "typedef struct coil_model coil_model;\nvoid coil_model_destroy(coil_model *m);\n\n");
+		/* split, the runtime is a unit of its own (its header here);
+		 * else model.c includes its source */
+		dn_emit_support(ir, f, split);
 		if (split) {
-			/* the runtime is a unit of its own: its header here */
-			const char *inc = strstr(dnsup, "#include \"dnnl_rt.c\"");
-			if (inc)
-				fprintf(f, "%.*s#include \"dnnl_rt.h\"%s", (int)(inc - dnsup), dnsup, inc + 21);
-			else
-				fputs(dnsup, f);
 			fprintf(f, "#define COIL_KFN\n");
 			for (int i = 0; i < c.nfn; i++)
 				fprintf(f, "%s;\n", c.fn[i].proto);
 			fprintf(f, "\n");
 		} else {
-			fputs(dnsup, f);
 			fprintf(f, "#define COIL_KFN static\n\n");
 		}
 		bad = !finish(f, &head);
 	}
-	free(dnsup);
 	int n = 0;
 	for (int u = 0; u < nf && !bad; u++) {
 		char *text = NULL;

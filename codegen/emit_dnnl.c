@@ -176,12 +176,12 @@ int dn_emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs)
 
 /* --- model ------------------------------------------------------------------ */
 
-void dn_emit_support(coil_ir *ir, FILE *f)
+void dn_emit_support(coil_ir *ir, FILE *f, int rt_unit)
 {
 	if (!dn_used(ir))
 		return;
 	fprintf(f, "/* oneDNN runtime (codegen/rt), compiled into this artifact; its symbols stay hidden. */\n");
-	fprintf(f, "#include \"dnnl_rt.c\"\n\n");
+	fprintf(f, "#include \"%s\"\n\n", rt_unit ? "dnnl_rt.h" : "dnnl_rt.c");
 	fprintf(f, "struct coil_dn {\n\trt_ctx *ctx;\n\tint ready;\n\tint64_t sym[8];\n\tvoid *obj[%d];\n"
 		   "\tchar err[256];\n};\n\n", ir->dn->nf);
 }

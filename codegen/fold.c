@@ -302,10 +302,11 @@ static coil_ir *create_ir(fctx *c, const coil_value *vals, int nconsts, int *con
 		return NULL;
 	s->ninputs = 0;
 	coil_err e = {0};
-	coil_ir *ir = ir_decompose(s, &e);
+	coil_ir *ir = ir_create(s, &e);
 	if (!ir)
 		return NULL;
-	if ((ir->dn && ir->dn->nf) || ir_fuse(ir, &e) || ir_schedule(ir, &e) || ir_memplan(ir, &e)) {
+	if (ir_plan_dnnl(ir, &e) || (ir->dn && ir->dn->nf) || ir_decompose(ir, &e) || ir_fuse(ir, &e) ||
+	    ir_schedule(ir, &e) || ir_memplan(ir, &e)) {
 		ir_free(ir);
 		return NULL;
 	}

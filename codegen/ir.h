@@ -129,12 +129,19 @@ typedef struct ir_fold {
 /* The passes, in pipeline order. */
 int ir_fold_graph(coil_graph *g, ir_fold **out, coil_err *err);
 void ir_fold_free(ir_fold *f);
-coil_ir *ir_decompose(coil_graph *g, coil_err *err);
+/* decompose.c: an empty IR of graph g (freed with ir_free); what runs on
+ * oneDNN (lower_dnnl.c's plan, into ir->dn); then g's nodes as IR nodes. */
+coil_ir *ir_create(coil_graph *g, coil_err *err);
+int ir_plan_dnnl(coil_ir *ir, coil_err *err);
+int ir_decompose(coil_ir *ir, coil_err *err);
 int ir_fuse(coil_ir *ir, coil_err *err);
 int ir_schedule(coil_ir *ir, coil_err *err);
 int ir_memplan(coil_ir *ir, coil_err *err);
 char *ir_emit_c(coil_ir *ir, const char *target_desc, const char *graph_hash, coil_err *err);
+/* dump.c: each pass's result as text, for --dump-after. */
 void ir_dump(coil_ir *ir, FILE *f);
+void fold_dump(const ir_fold *fd, FILE *f);
+void dnnl_dump(const coil_ir *ir, FILE *f);
 void ir_free(coil_ir *ir);
 
 /* Helpers (ir.c / index.c). */

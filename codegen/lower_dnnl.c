@@ -16,16 +16,12 @@
  *     hardtanh, clamp(_min/_max) with scalars, leaky_relu, elu (scale 1):
  *     eltwise post-ops.
  * A chain ends at its last non-view node; views after it stay views. */
-#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "codegen/dnnl.h"
 #include "common/infer.h"
-
-extern const char coil_rt_dnnl_h[], coil_rt_dnnl_c[];
 
 typedef struct pctx {
 	coil_graph *g;
@@ -590,29 +586,4 @@ int dn_decompose_node(coil_ir *ir, int i, int *res, coil_err *err)
 	for (int k = 0; k < g->nodes[f->last].nout; k++)
 		res[k] = r; /* a max pool's unread indices: dead, dropped by fuse */
 	return 1;
-}
-
-static int write_all(const char *dir, const char *name, const char *text)
-{
-	char path[4096];
-	if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
-		return -1;
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	if (fd < 0)
-		return -1;
-	size_t len = strlen(text), off = 0;
-	while (off < len) {
-		ssize_t w = write(fd, text + off, len - off);
-		if (w <= 0) {
-			close(fd);
-			return -1;
-		}
-		off += (size_t)w;
-	}
-	return close(fd);
-}
-
-int dn_write_rt_source(const char *dir)
-{
-	return write_all(dir, "dnnl_rt.h", coil_rt_dnnl_h) || write_all(dir, "dnnl_rt.c", coil_rt_dnnl_c) ? -1 : 0;
 }

@@ -1,4 +1,15 @@
-/* The pipeline: one function listing the passes in order. */
+/* The pipeline: one function listing the passes in order.
+ *
+ *   fold       values that do not depend on the inputs, computed ahead (fold.c)
+ *   dnnl       what runs on oneDNN: fusions, folds into weights, layouts (lower_dnnl.c)
+ *   decompose  graph nodes -> primitive IR (decompose.c)
+ *   fuse       pointwise chains and reductions into kernels (fuse.c)
+ *   schedule   kernel order, loops, tiles (schedule.c)
+ *   memplan    buffers into arena slots (memplan.c)
+ *   emit_c     C source files (emit_c.c, vec.c, extern.c, emit_dnnl.c)
+ *   build      the C compiler, into a shared object (build.c)
+ *
+ * `--dump-after=PASS` prints each one's result (dump.c). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,14 +19,29 @@
 #include "codegen/emit.h"
 #include "codegen/ir.h"
 
-static int dump(coil_ir *ir, const codegen_opts *o, const char *pass)
+static const char *const passes[] = {"fold", "dnnl", "decompose", "fuse", "schedule", "memplan", "emit_c", "build"};
+#define NPASSES (int)(sizeof passes / sizeof *passes)
+
+const char *codegen_pass_name(int i)
 {
-	if (o->dump_after && !strcmp(o->dump_after, pass)) {
-		FILE *f = o->dump_file ? o->dump_file : stdout;
-		fprintf(f, "# after %s\n", pass);
+	return i >= 0 && i < NPASSES ? passes[i] : NULL;
+}
+
+/* The stream to dump into after pass, or NULL when it is not dumped. */
+static FILE *dump_to(const codegen_opts *o, const char *pass)
+{
+	if (!o->dump_after || strcmp(o->dump_after, pass))
+		return NULL;
+	FILE *f = o->dump_file ? o->dump_file : stdout;
+	fprintf(f, "# after %s\n", pass);
+	return f;
+}
+
+static void dump_ir(coil_ir *ir, const codegen_opts *o, const char *pass)
+{
+	FILE *f = dump_to(o, pass);
+	if (f)
 		ir_dump(ir, f);
-	}
-	return 0;
 }
 
 /* The generated files one after another, each under a banner with its name. */
@@ -46,7 +72,7 @@ static int keep_src(const codegen_src *src, const char *path, coil_err *err)
 			if (f && fclose(f) != 0)
 				bad = 1;
 			if (bad)
-				return coil_errf(err, "cannot write %s: %s", p, strerror(errno));
+				return coil_errc(err, COIL_E_IO, "cannot write %s: %s", p, strerror(errno));
 		}
 		return 0;
 	}
@@ -54,40 +80,63 @@ static int keep_src(const codegen_src *src, const char *path, coil_err *err)
 	int bad = !f || write_src(src, f) != 0;
 	if (f && fclose(f) != 0)
 		bad = 1;
-	return bad ? coil_errf(err, "cannot write %s", path) : 0;
+	return bad ? coil_errc(err, COIL_E_IO, "cannot write %s", path) : 0;
 }
 
 int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, codegen_result *res, coil_err *err)
 {
-	static const char *const passes[] = {"decompose", "fuse", "schedule", "memplan", "emit_c", "build"};
 	codegen_opts dflt = {0};
 	o = o ? o : &dflt;
 	if (o->dump_after) {
 		int ok = 0;
-		for (size_t i = 0; i < sizeof passes / sizeof *passes; i++)
+		for (int i = 0; i < NPASSES; i++)
 			ok |= !strcmp(passes[i], o->dump_after);
 		if (!ok)
-			return coil_errf(err, "--dump-after: unknown pass '%s' (decompose, fuse, schedule, memplan, emit_c)",
-					 o->dump_after);
+			return coil_err_input(err,
+					      "--dump-after: unknown pass '%.64s' (fold, dnnl, decompose, fuse, schedule, "
+					      "memplan, emit_c, build)",
+					      o->dump_after);
 	}
+	/* The target and the graph's hash come resolved from the caller's plan
+	 * (cache/compile.c); only a direct caller without them has them made here. */
 	const coil_target *t = target_get(o->target ? o->target : "native", err);
 	char hash[65];
-	if (!t || graph_hash(g, hash, err))
+	if (!t)
+		return -1;
+	if (o->graph_hash)
+		snprintf(hash, sizeof hash, "%s", o->graph_hash);
+	else if (graph_hash(g, hash, err))
 		return -1;
 	ir_fold *fd;
 	if (ir_fold_graph(g, &fd, err))
 		return -1;
-	coil_ir *ir = ir_decompose(fd->g, err);
+	FILE *df = dump_to(o, "fold");
+	if (df)
+		fold_dump(fd, df);
+	coil_ir *ir = ir_create(fd->g, err);
 	if (!ir) {
 		ir_fold_free(fd);
-		return err && !err->msg[0] ? coil_errf(err, "codegen: out of memory") : -1;
+		return -1;
 	}
 	ir->fold = fd;
 	int rc = -1;
 	codegen_src src;
-	if (dump(ir, o, "decompose") || ir_fuse(ir, err) || dump(ir, o, "fuse") || ir_schedule(ir, err) ||
-	    dump(ir, o, "schedule") || ir_memplan(ir, err) || dump(ir, o, "memplan"))
+	if (ir_plan_dnnl(ir, err))
 		goto out;
+	if ((df = dump_to(o, "dnnl")))
+		dnnl_dump(ir, df);
+	if (ir_decompose(ir, err))
+		goto out;
+	dump_ir(ir, o, "decompose");
+	if (ir_fuse(ir, err))
+		goto out;
+	dump_ir(ir, o, "fuse");
+	if (ir_schedule(ir, err))
+		goto out;
+	dump_ir(ir, o, "schedule");
+	if (ir_memplan(ir, err))
+		goto out;
+	dump_ir(ir, o, "memplan");
 	emit_layout lay = {-1, build_cpus()};
 	const char *env = getenv("COIL_CC_UNITS");
 	int units = o->units ? o->units : env && *env ? atoi(env) : 0;
@@ -95,24 +144,35 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 		lay.units = units < 0 ? 0 : units > EMIT_MAX_UNITS ? EMIT_MAX_UNITS : units;
 	if (ir_emit_src(ir, t->name, hash, &lay, &src, err))
 		goto out;
-	if (o->dump_after && !strcmp(o->dump_after, "emit_c"))
-		write_src(&src, o->dump_file ? o->dump_file : stdout);
+	if ((df = dump_to(o, "emit_c")))
+		write_src(&src, df);
 	if (o->keep_c && keep_src(&src, o->keep_c, err))
 		goto out;
 	double secs = 0;
 	if (out_so && build_files(&src, o->cc, o->opt, t->flags, o->werror, o->timeout_s, o->jobs, out_so, &secs, err))
 		goto out;
+	int nunits = src.rt_unit;
+	size_t c_bytes = 0;
+	for (int i = 0; i < src.n; i++) {
+		c_bytes += strlen(src.text[i]);
+		nunits += strstr(src.name[i], ".c") != NULL;
+	}
+	if ((df = dump_to(o, "build"))) {
+		if (out_so)
+			fprintf(df, "%s: %d unit%s, cc %s %s, %.2f s\n", out_so, nunits, nunits == 1 ? "" : "s",
+				o->opt ? o->opt : "-O3", t->flags, secs);
+		else
+			fprintf(df, "no shared object asked for: nothing built\n");
+	}
 	if (res) {
 		memset(res, 0, sizeof *res);
 		res->nkernels = ir->nk;
 		res->nfuncs = src.nfuncs;
-		res->nunits = src.rt_unit;
-		for (int i = 0; i < src.n; i++) {
-			res->c_bytes += strlen(src.text[i]);
-			res->nunits += strstr(src.name[i], ".c") != NULL;
-		}
+		res->nunits = nunits;
+		res->c_bytes = c_bytes;
 		res->compile_s = secs;
 		snprintf(res->target, sizeof res->target, "%s", t->name);
+		snprintf(res->cflags, sizeof res->cflags, "%s %s", o->opt ? o->opt : "-O3", t->flags);
 		char *ab = ir_dim_c(ir->arena, &ir->arena_bytes);
 		snprintf(res->arena_bytes, sizeof res->arena_bytes, "%s", ab);
 	}
@@ -122,6 +182,6 @@ out:
 	ir_fold_free(fd);
 	/* Every failure says something (a pass that ran out of memory may not). */
 	if (rc && err && !err->msg[0])
-		coil_errf(err, "codegen: out of memory");
+		coil_err_oom(err);
 	return rc;
 }

@@ -49,7 +49,7 @@ const coil_target *target_get(const char *name, coil_err *err)
 	for (size_t i = 0; i < sizeof targets / sizeof *targets; i++)
 		if (!strcmp(targets[i].name, name))
 			return &targets[i];
-	coil_errf(err, "unknown target '%s' (native, generic, x86-64-v3, x86-64-v4, avx512_vnni, avx512_bf16)", name);
+	coil_err_input(err, "unknown target '%.64s' (native, generic, x86-64-v3, x86-64-v4, avx512_vnni, avx512_bf16)", name);
 	return NULL;
 }
 

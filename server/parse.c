@@ -214,7 +214,7 @@ static int parse_request(const char *body, size_t len, const char *q_target, con
 	*status = 400;
 	msg[0] = 0;
 	cr->async = query_truthy(q_async);
-	cr->opts.opt_level = DEFAULT_OPT_LEVEL;
+	cr->opts.opt_level = COMPILE_OPT_DEFAULT;
 	if (q_target && *q_target) {
 		snprintf(cr->target, sizeof cr->target, "%s", q_target);
 		cr->opts.target = cr->target;

@@ -234,7 +234,6 @@ typedef struct route_def {
 	unsigned roles;      /* needed when tokens are configured */
 } route_def;
 
-#define DEFAULT_OPT_LEVEL 2
 
 /* M_* for a method name, 0 for any other. */
 unsigned http_method_bit(const char *method);

@@ -47,9 +47,13 @@ typedef struct coil_client_opts {
 int coil_client_create(const char *url, const char *token, const coil_client_opts *opts, coil_client **out);
 void coil_client_destroy(coil_client *c); /* accepts NULL */
 
+/* The compiler's optimisation level: 0..3 (-O0..-O3), or this for the
+ * server's default (2). */
+#define COIL_OPT_DEFAULT (-1)
+
 typedef struct coil_compile_opts {
 	const char *target; /* NULL: the server's own CPU ("native") */
-	int opt_level;      /* 0..3; 0 means the default (2) */
+	int opt_level;      /* 0..3, or COIL_OPT_DEFAULT; a zeroed struct asks for -O0 */
 } coil_compile_opts;
 
 typedef struct coil_compile_info {

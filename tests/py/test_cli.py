@@ -65,6 +65,32 @@ def main():
     t.ok(r.returncode == 0 and os.path.getsize(out) > 0, "compile -o copies the artifact", r.stderr)
     r = coil(["compile", g, "--dump-after=fuse"], env)
     t.ok(r.returncode == 0 and "kernel" in r.stdout.lower(), "--dump-after=fuse prints the IR", r.stdout[:500])
+    # every pass the pipeline names can be dumped, and prints something past its banner
+    r = coil(["help"], env)
+    for p in ["fold", "dnnl", "decompose", "fuse", "schedule", "memplan", "emit_c", "build"]:
+        t.ok(p in r.stdout, "help names the pass " + p)
+        for spelling in (["--dump-after", p], ["--dump-after=" + p]):
+            d = coil(["compile", g] + spelling, env)
+            body = [ln for ln in d.stdout.splitlines() if ln.strip() and ln != "# after " + p]
+            t.ok(d.returncode == 0 and d.stdout.startswith("# after " + p) and len(body) > 0,
+                 "coil compile %s prints the result of %s" % (" ".join(spelling), p), d.stdout[:300] + d.stderr)
+    d = coil(["compile", g, "--dump-after", "nope"], env)
+    t.ok(d.returncode != 0 and "unknown pass 'nope'" in d.stderr and len(d.stderr.splitlines()) == 1,
+         "an unknown pass is one line naming it", d.stderr)
+    d = coil(["compile", g, "--emit-c", os.path.join(tmp, "m.c"), "--opt", "0", "--target", "x86-64-v3"], env)
+    t.ok(d.returncode == 0 and "x86-64-v3" in open(os.path.join(tmp, "m.c")).read(),
+         "--emit-c takes the other flags of compile (target)", d.stderr)
+    d = coil(["compile", g, "--dump-after=fuse", "--bogus"], env)
+    t.ok(d.returncode == 2 and "unknown option '--bogus'" in d.stderr, "dumps share the one option parser", d.stderr)
+    # each opt level reaches the compiler: the artifact records the flags it was built with
+    for lvl in range(4):
+        so = os.path.join(tmp, "o%d.so" % lvl)
+        d = coil(["compile", g, "--opt=%d" % lvl, "-o", so], env)
+        rec = subprocess.run(["readelf", "-p", ".GCC.command.line", so], capture_output=True, text=True).stdout
+        t.ok(d.returncode == 0 and (" -O%d" % lvl) in rec.replace("]", " "),
+             "--opt %d reaches the compiler (.GCC.command.line)" % lvl, d.stderr + rec[:400])
+    d = coil(["compile", g, "--opt", "4"], env)
+    t.ok(d.returncode != 0 and "--opt" in d.stderr, "--opt 4 is refused", d.stderr)
 
     # verify: corrupt one artifact
     r = coil(["cache", "verify"], env)
