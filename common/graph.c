@@ -808,17 +808,31 @@ static void printable_msg(coil_err *err)
 
 coil_graph *graph_parse(const char *text, size_t len, coil_err *err)
 {
-	coil_err local;
-	if (!err)
-		err = &local;
-	err->msg[0] = 0;
+	json_t *root = graph_json_load(text, len, err);
+	if (!root)
+		return NULL;
+	coil_graph *g = graph_from_json(root, err);
+	json_decref(root);
+	return g;
+}
+
+json_t *graph_json_load(const char *text, size_t len, coil_err *err)
+{
 	json_error_t je;
 	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
 	if (!root) {
 		coil_err_input(err, "invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
 		printable_msg(err);
-		return NULL;
 	}
+	return root;
+}
+
+coil_graph *graph_from_json(json_t *root, coil_err *err)
+{
+	coil_err local;
+	if (!err)
+		err = &local;
+	err->msg[0] = 0;
 	coil_graph *g = calloc(1, sizeof *g);
 	pstate ps = {.g = g, .err = err};
 	if (!g || !(g->arena = arena_create())) {
@@ -862,12 +876,10 @@ coil_graph *graph_parse(const char *text, size_t len, coil_err *err)
 		}
 	}
 	free(ps.nm.slot);
-	json_decref(root);
 	return g;
 fail:
 	printable_msg(err);
 	free(ps.nm.slot);
-	json_decref(root);
 	graph_free(g);
 	return NULL;
 }

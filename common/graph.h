@@ -82,6 +82,12 @@ typedef struct coil_graph {
 /* Parse, validate and infer.  Returns NULL with err naming the node, op and
  * field at fault.  The result is freed with graph_free. */
 coil_graph *graph_parse(const char *json, size_t len, coil_err *err);
+/* The two halves of graph_parse, for a graph that comes inside another
+ * document (coild's envelope): text -> JSON with duplicate keys refused (the
+ * one rule for every way in), and JSON -> graph (root stays the caller's). */
+struct json_t;
+struct json_t *graph_json_load(const char *json, size_t len, coil_err *err);
+coil_graph *graph_from_json(struct json_t *root, coil_err *err);
 coil_graph *graph_load_file(const char *path, coil_err *err);
 void graph_free(coil_graph *g);
 

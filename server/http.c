@@ -154,6 +154,41 @@ enum MHD_Result reply_error(request *r, unsigned status, const char *fmt, ...)
 	return reply_json(r, status, o);
 }
 
+/* The HTTP status of each failure code: the one place coild chooses one. */
+unsigned http_status(coil_code code)
+{
+	static const unsigned status[COIL_NCODES] = {
+		[COIL_OK] = 200,
+		[COIL_E_INPUT] = 400,
+		[COIL_E_UNSUPPORTED] = 422,
+		[COIL_E_LIMIT] = 413,
+		[COIL_E_RESOURCE] = 503,
+		[COIL_E_IO] = 500,
+		[COIL_E_COMPILER] = 500,
+		[COIL_E_TIMEOUT] = 504,
+		[COIL_E_INTERNAL] = 500,
+	};
+	return (unsigned)code < COIL_NCODES ? status[code] : 500;
+}
+
+enum MHD_Result reply_coil_error(request *r, const coil_err *err)
+{
+	unsigned status = http_status(err->code);
+	const char *msg = err->msg[0] ? err->msg : "request failed";
+	snprintf(r->note, sizeof r->note, "error=\"%.180s\"", msg);
+	json_t *o = json_object(), *m = json_string(msg);
+	if (!m)
+		m = json_string("request failed (message was not valid UTF-8)");
+	json_object_set_new(o, "error", m);
+	json_object_set_new(o, "code", json_string(coil_code_name(err->code)));
+	if (err->node[0]) {
+		json_t *n = json_string(err->node);
+		if (n)
+			json_object_set_new(o, "node", n);
+	}
+	return reply_json(r, status, o);
+}
+
 /* ---- one request ---- */
 
 static enum MHD_Result dispatch(request *r)

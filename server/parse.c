@@ -162,8 +162,8 @@ void one_line(char *s)
 
 void compile_request_free(compile_request *cr)
 {
-	free(cr->owned);
-	cr->owned = NULL;
+	graph_free(cr->g);
+	cr->g = NULL;
 }
 
 /* The envelope's fields into cr; -1 with msg on a bad one. */
@@ -206,13 +206,13 @@ static int read_envelope(json_t *doc, compile_request *cr, char *msg, size_t msg
 	return 0;
 }
 
+/* The request's JSON, parsed once (duplicate keys refused, as for a graph
+ * file), its envelope read, and its graph built from the same JSON. */
 static int parse_request(const char *body, size_t len, const char *q_target, const char *q_opt_level,
-			 const char *q_async, int max_nodes, compile_request *cr, unsigned *status, char *msg,
-			 size_t msgcap)
+			 const char *q_async, int max_nodes, compile_request *cr, coil_err *err)
 {
+	char msg[400];
 	memset(cr, 0, sizeof *cr);
-	*status = 400;
-	msg[0] = 0;
 	cr->async = query_truthy(q_async);
 	cr->opts.opt_level = COMPILE_OPT_DEFAULT;
 	if (q_target && *q_target) {
@@ -223,62 +223,47 @@ static int parse_request(const char *body, size_t len, const char *q_target, con
 		char *end;
 		long v = strtol(q_opt_level, &end, 10);
 		if (!*q_opt_level || *end || v < 0 || v > 3)
-			return snprintf(msg, msgcap, "query argument opt_level='%.20s' is not an integer in 0..3",
-					q_opt_level), -1;
+			return coil_err_input(err, "query argument opt_level='%.20s' is not an integer in 0..3",
+					      q_opt_level);
 		cr->opts.opt_level = (int)v;
 	}
 	if (!body || len == 0)
-		return snprintf(msg, msgcap, "empty body: POST a coil graph (JSON) or {\"graph\": {...}}"), -1;
-
-	json_error_t je;
-	json_t *doc = json_loadb(body, len, 0, &je);
+		return coil_err_input(err, "empty body: POST a coil graph (JSON) or {\"graph\": {...}}");
+	json_t *doc = graph_json_load(body, len, err);
 	if (!doc)
-		return snprintf(msg, msgcap, "request body is not valid JSON: line %d, column %d: %s", je.line,
-				je.column, je.text), -1;
+		return coil_err_prefix(err, "request body");
 	int ret = -1;
 	json_t *graph = doc;
-	cr->text = body;
-	cr->len = len;
 	if (!json_is_object(doc)) {
-		snprintf(msg, msgcap, "request body must be a JSON object (a coil graph or {\"graph\": {...}})");
+		coil_err_input(err, "request body must be a JSON object (a coil graph or {\"graph\": {...}})");
 		goto out;
 	}
 	if (json_object_get(doc, "graph")) {
-		if (read_envelope(doc, cr, msg, msgcap) != 0)
-			goto out;
-		graph = json_object_get(doc, "graph");
-		if (!(cr->owned = json_dumps(graph, JSON_COMPACT))) {
-			*status = 500;
-			snprintf(msg, msgcap, "out of memory");
+		if (read_envelope(doc, cr, msg, sizeof msg) != 0) {
+			coil_err_input(err, "%s", msg);
 			goto out;
 		}
-		cr->text = cr->owned;
-		cr->len = strlen(cr->owned);
+		graph = json_object_get(doc, "graph");
 	}
 	/* The node limit is checked before the graph is parsed in earnest. */
 	json_t *nodes = json_object_get(graph, "nodes");
 	if (json_is_array(nodes) && json_array_size(nodes) > (size_t)max_nodes) {
-		*status = 413;
-		snprintf(msg, msgcap, "graph has %zu nodes; this server accepts at most %d", json_array_size(nodes),
-			 max_nodes);
+		coil_errc(err, COIL_E_LIMIT, "graph has %zu nodes; this server accepts at most %d",
+			  json_array_size(nodes), max_nodes);
 		goto out;
 	}
-	ret = 0;
+	if ((cr->g = graph_from_json(graph, err)))
+		ret = 0;
 out:
 	json_decref(doc);
-	if (ret != 0) {
-		compile_request_free(cr);
-		cr->text = NULL;
-		cr->len = 0;
-	}
 	return ret;
 }
 
 int compile_request_parse(const char *body, size_t len, const char *q_target, const char *q_opt_level,
-			  const char *q_async, int max_nodes, compile_request *cr, unsigned *status, char *msg,
-			  size_t msgcap)
+			  const char *q_async, int max_nodes, compile_request *cr, coil_err *err)
 {
-	int rc = parse_request(body, len, q_target, q_opt_level, q_async, max_nodes, cr, status, msg, msgcap);
-	one_line(msg); /* jansson quotes the offending text, newlines and all */
+	int rc = parse_request(body, len, q_target, q_opt_level, q_async, max_nodes, cr, err);
+	if (rc && err)
+		one_line(err->msg); /* jansson quotes the offending text, newlines and all */
 	return rc;
 }

@@ -96,22 +96,20 @@ static int try_hit(request *r, compile_plan *p, compile_result *res)
 enum MHD_Result route_compile(request *r)
 {
 	coild *s = r->s;
-	char msg[1024];
-	unsigned status;
 	compile_request cr;
+	coil_err err = {0};
 	if (compile_request_parse(r->body, r->len, arg(r, "target"), arg(r, "opt_level"), arg(r, "async"),
-				  s->cfg.max_nodes, &cr, &status, msg, sizeof msg) != 0)
-		return reply_error(r, status, "%s", msg);
+				  s->cfg.max_nodes, &cr, &err) != 0)
+		return reply_coil_error(r, &err);
 	cr.opts.timeout_s = s->cfg.compile_timeout_s;
 	cr.opts.max_nodes = s->cfg.max_nodes;
 	int async = cr.async;
 
 	compile_plan *plan = NULL;
-	coil_err err = {0};
-	int rc = compile_plan_make(cr.text, cr.len, &cr.opts, &plan, &err);
-	compile_request_free(&cr);
+	int rc = compile_plan_graph(cr.g, &cr.opts, &plan, &err); /* takes the graph */
+	cr.g = NULL;
 	if (rc != 0)
-		return reply_error(r, 400, "%s", err.msg);
+		return reply_coil_error(r, &err);
 	snprintf(r->note, sizeof r->note, "key=%s", plan->key);
 
 	compile_result *res = calloc(1, sizeof *res);

@@ -219,6 +219,10 @@ typedef struct request {
 /* Queue a JSON response (takes obj's reference); returns MHD_YES/MHD_NO. */
 enum MHD_Result reply_json(request *r, unsigned status, json_t *obj);
 /* {"error": "..."} with status. */
+/* A failure: its HTTP status from err's code (http_status, one table), and
+ * the body {"error": msg, "code": name, "node": id}. */
+unsigned http_status(coil_code code);
+enum MHD_Result reply_coil_error(request *r, const coil_err *err);
 enum MHD_Result reply_error(request *r, unsigned status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Queue a prepared response (destroyed here). */
@@ -269,18 +273,15 @@ void one_line(char *s);
 typedef struct compile_request {
 	compile_opts opts;    /* target (pointing into target[]) and opt_level */
 	char target[256];
-	const char *text;     /* the graph's JSON: the body, or owned */
-	size_t len;
-	char *owned;          /* an envelope's graph, re-serialized (malloc'd) */
+	coil_graph *g;        /* the graph, parsed and validated once (owned; NULL once taken) */
 	int async;
 } compile_request;
 
-/* 0 with cr filled (release with compile_request_free), or -1 with *status
- * (400 bad request, 413 more than max_nodes nodes, 500 out of memory) and a
- * one-line message in msg. */
+/* 0 with cr filled (release with compile_request_free), or -1 with err: a
+ * one-line message and its code (bad input; limit for more than max_nodes
+ * nodes; resource when out of memory), the node where one is at fault. */
 int compile_request_parse(const char *body, size_t len, const char *q_target, const char *q_opt_level,
-			  const char *q_async, int max_nodes, compile_request *cr, unsigned *status, char *msg,
-			  size_t msgcap);
+			  const char *q_async, int max_nodes, compile_request *cr, coil_err *err);
 void compile_request_free(compile_request *cr);
 
 /* ---- routes.c ---- */

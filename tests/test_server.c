@@ -262,6 +262,19 @@ static void expect_error(resp r, long status, const char *want)
 	resp_free(&r);
 }
 
+/* The same, and the body's "code" (and "node", when node is not NULL). */
+static void expect_coded(resp r, long status, const char *code, const char *node, const char *want)
+{
+	json_t *o = json_loadb(r.body ? r.body : "", r.len, 0, NULL);
+	const char *c = json_string_value(json_object_get(o, "code")), *n = json_string_value(json_object_get(o, "node"));
+	if (!c || strcmp(c, code))
+		fail_msg("code %s, expected %s; body: %s", c ? c : "(none)", code, r.body ? r.body : "");
+	if (node && (!n || strcmp(n, node)))
+		fail_msg("node %s, expected %s; body: %s", n ? n : "(none)", node, r.body ? r.body : "");
+	json_decref(o);
+	expect_error(r, status, want);
+}
+
 static char *slurp(const char *path, size_t *len)
 {
 	FILE *f = fopen(path, "rb");
@@ -491,13 +504,29 @@ static void test_bad_requests(void **state)
 	size_t len;
 	char *g;
 
-	expect_error(req(s, "POST", "/v1/compile", "{\"format\": ", -1, NULL), 400, "not valid JSON");
+	expect_error(req(s, "POST", "/v1/compile", "{\"format\": ", -1, NULL), 400, "request body: invalid JSON");
 	expect_error(req(s, "POST", "/v1/compile", "", 0, NULL), 400, "empty body");
 	expect_error(req(s, "POST", "/v1/compile", "[1,2]", -1, NULL), 400, "JSON object");
 	g = slurp(GRAPHS "/invalid.json", &len);
-	expect_error(req(s, "POST", "/v1/compile", g, (long)len, NULL), 400,
+	expect_coded(req(s, "POST", "/v1/compile", g, (long)len, NULL), 400, "bad_input", "bad",
 		     "node 'bad' (aten.add.Tensor): args[1] 'other': unknown value 'nosuchvalue'");
 	free(g);
+	/* one rule for duplicate keys, whichever way the graph comes in */
+	static const char dup_raw[] = "{\"format\": \"coil-graph\", \"version\": 1, \"version\": 1, \"inputs\": [], "
+				      "\"nodes\": [], \"outputs\": []}";
+	static const char dup_env[] = "{\"graph\": {\"format\": \"coil-graph\", \"version\": 1, \"version\": 1, "
+				      "\"inputs\": [], \"nodes\": [], \"outputs\": []}}";
+	static const char dup_top[] = "{\"graph\": {}, \"target\": \"generic\", \"target\": \"x86-64-v3\"}";
+	expect_coded(req(s, "POST", "/v1/compile", dup_raw, -1, NULL), 400, "bad_input", NULL, "duplicate object key");
+	expect_coded(req(s, "POST", "/v1/compile", dup_env, -1, NULL), 400, "bad_input", NULL, "duplicate object key");
+	expect_coded(req(s, "POST", "/v1/compile", dup_top, -1, NULL), 400, "bad_input", NULL, "duplicate object key");
+	/* an op this coil does not know: 4xx naming the node and the op */
+	static const char unknown_op[] =
+		"{\"graph\": {\"format\": \"coil-graph\", \"version\": 1, \"inputs\": [{\"name\": \"x\", \"dtype\": \"f32\", "
+		"\"shape\": [4]}], \"nodes\": [{\"id\": \"frob\", \"op\": \"aten.frobnicate.default\", \"args\": [\"x\"], "
+		"\"outputs\": [\"y\"]}], \"outputs\": [\"y\"]}}";
+	expect_coded(req(s, "POST", "/v1/compile", unknown_op, -1, NULL), 422, "unsupported", "frob",
+		     "node 'frob': unknown op 'aten.frobnicate.default'");
 	expect_error(req(s, "POST", "/v1/compile", "{\"graph\": {}, \"colour\": 1}", -1, NULL), 400,
 		     "unknown field \"colour\"");
 	expect_error(req(s, "POST", "/v1/compile", "{\"graph\": 3}", -1, NULL), 400, "\"graph\" must be");
@@ -511,7 +540,7 @@ static void test_bad_requests(void **state)
 	free(g);
 	/* more nodes than --max-nodes 3 */
 	g = slurp(GRAPHS "/pointwise.json", &len);
-	expect_error(req(s, "POST", "/v1/compile", g, (long)len, NULL), 413, "at most 3");
+	expect_coded(req(s, "POST", "/v1/compile", g, (long)len, NULL), 413, "limit", NULL, "at most 3");
 	free(g);
 
 	expect_error(get(s, "/v2/compile"), 404, "no route");

@@ -97,15 +97,18 @@ int fuzz_http(const uint8_t *data, size_t size)
 
 	/* The compile request, then its plan (graph validation, target, options). */
 	compile_request cr;
-	unsigned status = 0;
-	char msg[1024];
-	if (compile_request_parse(body, blen, f[6], f[7], f[8], 1000, &cr, &status, msg, sizeof msg) != 0) {
-		FUZZ_CHECK((status == 400 || status == 413 || status == 500) && msg[0] && !strchr(msg, '\n'));
+	coil_err rerr = {0};
+	if (compile_request_parse(body, blen, f[6], f[7], f[8], 1000, &cr, &rerr) != 0) {
+		FUZZ_CHECK((rerr.code == COIL_E_INPUT || rerr.code == COIL_E_UNSUPPORTED || rerr.code == COIL_E_LIMIT ||
+			    rerr.code == COIL_E_RESOURCE) &&
+			   rerr.msg[0] && !strchr(rerr.msg, '\n') && !cr.g);
 	} else {
-		FUZZ_CHECK(cr.text && cr.len > 0 && cr.opts.opt_level >= 0 && cr.opts.opt_level <= 3);
+		FUZZ_CHECK(cr.g && cr.opts.opt_level >= 0 && cr.opts.opt_level <= 3);
 		cr.opts.max_nodes = 1000;
 		compile_plan *plan = NULL;
-		if (compile_plan_make(cr.text, cr.len, &cr.opts, &plan, &err) == 0) {
+		coil_graph *g = cr.g;
+		cr.g = NULL;
+		if (compile_plan_graph(g, &cr.opts, &plan, &err) == 0) {
 			FUZZ_CHECK(cache_key_valid(plan->key) && !strchr(plan->target, ' '));
 			compile_plan_free(plan);
 		} else {
