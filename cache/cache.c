@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,29 +41,54 @@ int cache_check_key(const char *key, coil_err *err)
 			 shown, key[n] ? "..." : "", strlen(key));
 }
 
+/* Every path in the cache is made here, under c->dir: fmt's first %s. */
+static int dir_path(const coil_cache *c, char *buf, size_t cap, coil_err *err, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+static int dir_path(const coil_cache *c, char *buf, size_t cap, coil_err *err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, cap, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= cap)
+		return coil_errc(err, COIL_E_IO, "cache path too long under %s", c->dir);
+	return 0;
+}
+
 int cache_path(const coil_cache *c, const char *sub, char *buf, size_t cap, coil_err *err)
 {
-	int n = snprintf(buf, cap, "%s/%s", c->dir, sub);
-	if (n < 0 || (size_t)n >= cap)
-		return coil_errf(err, "cache path too long: %s/%s", c->dir, sub);
-	return 0;
+	return dir_path(c, buf, cap, err, "%s/%s", c->dir, sub);
 }
 
 int cache_fan_path(const coil_cache *c, const char *key, char *buf, size_t cap, coil_err *err)
 {
-	int n = snprintf(buf, cap, "%s/objects/%.2s", c->dir, key);
-	if (n < 0 || (size_t)n >= cap)
-		return coil_errf(err, "cache path too long under %s", c->dir);
-	return 0;
+	return dir_path(c, buf, cap, err, "%s/objects/%.2s", c->dir, key);
 }
 
 int cache_obj_path(const coil_cache *c, const char *key, const char *ext, char *buf, size_t cap,
 		   coil_err *err)
 {
-	int n = snprintf(buf, cap, "%s/objects/%.2s/%s%s", c->dir, key, key, ext);
-	if (n < 0 || (size_t)n >= cap)
-		return coil_errf(err, "cache path too long under %s", c->dir);
-	return 0;
+	return dir_path(c, buf, cap, err, "%s/objects/%.2s/%s%s", c->dir, key, key, ext);
+}
+
+int cache_trash_path(const coil_cache *c, const char *key, const char *ext, char *buf, size_t cap,
+		     coil_err *err)
+{
+	return dir_path(c, buf, cap, err, "%s/tmp/%s%s.trash", c->dir, key, ext);
+}
+
+int cache_lock_path(const coil_cache *c, const char *key, char *buf, size_t cap, coil_err *err)
+{
+	return dir_path(c, buf, cap, err, "%s/locks/%s.lock", c->dir, key);
+}
+
+int cache_key_of_name(const char *name, const char *suffix, char key[CACHE_KEY_HEX + 1])
+{
+	if (strlen(name) != CACHE_KEY_HEX + strlen(suffix) || strcmp(name + CACHE_KEY_HEX, suffix) != 0)
+		return 0;
+	memcpy(key, name, CACHE_KEY_HEX);
+	key[CACHE_KEY_HEX] = '\0';
+	return cache_key_valid(key);
 }
 
 int cache_entry_paths(const coil_cache *c, const char *key, char *so_out, char *graph_out, size_t cap,
@@ -218,14 +244,7 @@ static int find_broken_rows(coil_cache *c, cache_keys *bad, coil_err *err)
 /* If name is "<key>.so" or "<key>.graph" with a valid key, copy the key out. */
 static int object_key(const char *name, char key[CACHE_KEY_HEX + 1])
 {
-	size_t n = strlen(name);
-	if (n <= CACHE_KEY_HEX)
-		return 0;
-	if (strcmp(name + CACHE_KEY_HEX, ".so") != 0 && strcmp(name + CACHE_KEY_HEX, ".graph") != 0)
-		return 0;
-	memcpy(key, name, CACHE_KEY_HEX);
-	key[CACHE_KEY_HEX] = '\0';
-	return cache_key_valid(key);
+	return cache_key_of_name(name, ".so", key) || cache_key_of_name(name, ".graph", key);
 }
 
 /* Delete object files that have no row.  Files not named like ours are left

@@ -74,15 +74,6 @@ int cache_db_begin(coil_cache *c, coil_err *err)
 	return cache_db_run(c, "BEGIN IMMEDIATE", err);
 }
 
-int cache_trash_path(const coil_cache *c, const char *key, const char *ext, char *buf, size_t cap,
-		     coil_err *err)
-{
-	int n = snprintf(buf, cap, "%s/tmp/%s%s.trash", c->dir, key, ext);
-	if (n < 0 || (size_t)n >= cap)
-		return coil_errf(err, "cache path too long under %s", c->dir);
-	return 0;
-}
-
 /* After the transaction: delete the trashed files (committed) or put them
  * back (rolled back). */
 static void settle_trash(coil_cache *c, int committed)

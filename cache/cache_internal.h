@@ -33,7 +33,12 @@ int cache_path(const coil_cache *c, const char *sub, char *buf, size_t cap, coil
 int cache_fan_path(const coil_cache *c, const char *key, char *buf, size_t cap, coil_err *err);
 int cache_obj_path(const coil_cache *c, const char *key, const char *ext, char *buf, size_t cap,
 		   coil_err *err);
-
+/* DIR/tmp/<key><ext>.trash and DIR/locks/<key>.lock. */
+int cache_trash_path(const coil_cache *c, const char *key, const char *ext, char *buf, size_t cap,
+		     coil_err *err);
+int cache_lock_path(const coil_cache *c, const char *key, char *buf, size_t cap, coil_err *err);
+/* 1 with the key copied out when name is "<key><suffix>" with a valid key. */
+int cache_key_of_name(const char *name, const char *suffix, char key[CACHE_KEY_HEX + 1]);
 /* ---- cache_db.c: the index ----
  * Schema (user_version 1):
  *   entries(key TEXT PRIMARY KEY, size, graph_size, sha256, meta, created, last_used, tick)
@@ -72,9 +77,6 @@ int cache_db_total(coil_cache *c, uint64_t *bytes, coil_err *err);
 int cache_db_drop(coil_cache *c, const char *key, coil_err *err);
 /* The same for key's files alone (a store replacing an entry). */
 int cache_db_trash_files(coil_cache *c, const char *key, coil_err *err);
-/* DIR/tmp/<key><ext>.trash */
-int cache_trash_path(const coil_cache *c, const char *key, const char *ext, char *buf, size_t cap,
-		     coil_err *err);
 /* Inside a transaction: drop least-recently-used entries other than keep
  * (NULL: none is kept) until the total is <= budget; counts evictions. */
 int cache_db_evict(coil_cache *c, uint64_t budget, const char *keep, coil_err *err);

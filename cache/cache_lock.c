@@ -25,9 +25,8 @@ static int lock_key(coil_cache *c, const char *key, int nonblock, int *fd_out, c
 	if (cache_check_key(key, err) != 0)
 		return coil_err_prefix(err, "%s", fn);
 	char path[PATH_MAX];
-	int n = snprintf(path, sizeof path, "%s/locks/%s.lock", c->dir, key);
-	if (n < 0 || (size_t)n >= sizeof path)
-		return coil_errf(err, "%s: path too long under %s", fn, c->dir);
+	if (cache_lock_path(c, key, path, sizeof path, err))
+		return coil_err_prefix(err, "%s", fn);
 	for (;;) {
 		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 		if (fd < 0)
@@ -79,13 +78,7 @@ int cache_locks_cleanup(coil_cache *c, coil_err *err)
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		char key[CACHE_KEY_HEX + 1], path[PATH_MAX];
-		if (strlen(e->d_name) != CACHE_KEY_HEX + 5 ||
-		    strcmp(e->d_name + CACHE_KEY_HEX, ".lock") != 0)
-			continue;
-		memcpy(key, e->d_name, CACHE_KEY_HEX);
-		key[CACHE_KEY_HEX] = '\0';
-		int n = snprintf(path, sizeof path, "%s/%s", locks, e->d_name);
-		if (!cache_key_valid(key) || n < 0 || (size_t)n >= sizeof path)
+		if (!cache_key_of_name(e->d_name, ".lock", key) || cache_lock_path(c, key, path, sizeof path, NULL))
 			continue;
 		int fd = open(path, O_RDWR | O_CLOEXEC);
 		if (fd < 0)

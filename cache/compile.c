@@ -11,19 +11,13 @@
 #include <unistd.h>
 
 #include "codegen/codegen.h"
+#include "common/clock.h"
 
 #ifndef COIL_CODEGEN_HASH
 #define COIL_CODEGEN_HASH "dev"
 #endif
 /* Digest of codegen's sources (Makefile): what coil emits changes, the key does too. */
 #define CODEGEN_KEY_VERSION "coil-codegen-" COIL_CODEGEN_HASH
-
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 /* A build that fails with less free than this on the cache's file system
  * failed for want of room. */
@@ -198,7 +192,7 @@ int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *r, coil_err
 	codegen_opts co = plan_codegen_opts(p);
 	codegen_result cr;
 	memset(&cr, 0, sizeof cr);
-	double t0 = now_ms();
+	double t0 = clock_ms();
 	if (codegen_compile(p->g, &co, so, &cr, err)) {
 		/* A build that failed on a full disk (the compiler could not
 		 * write its output): make room by evicting, try once more. */
@@ -212,7 +206,7 @@ int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *r, coil_err
 			goto out;
 		}
 	}
-	r->compile_ms = now_ms() - t0;
+	r->compile_ms = clock_ms() - t0;
 	char *meta = NULL;
 	{
 		json_t *m = json_pack("{s:s,s:s,s:s,s:i,s:f,s:i,s:s}", "graph_hash", p->graph_hash, "target", p->target,

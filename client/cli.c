@@ -12,6 +12,7 @@
 #include "client/artifact.h"
 #include "coil/coil.h"
 #include "codegen/codegen.h"
+#include "common/clock.h"
 #include "common/graph.h"
 #include "common/interp.h"
 #include "common/tensor.h"
@@ -375,13 +376,6 @@ static int cmd_cache(opts *o)
 	return rc;
 }
 
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static int read_file(const char *path, char **buf, size_t *len, coil_err *err)
 {
 	FILE *f = fopen(path, "rb");
@@ -426,9 +420,9 @@ static int plan_file(opts *o, const char *path, loaded *l, coil_err *err)
 		return coil_err_input(err, "--opt takes 0, 1, 2 or 3, not '%.20s'", o->opt);
 	if (read_file(path, &l->text, &l->len, err))
 		return -1;
-	double t0 = now_ms();
+	double t0 = clock_ms();
 	int rc = compile_plan_make(l->text, l->len, &co, &l->plan, err);
-	l->plan_ms = now_ms() - t0;
+	l->plan_ms = clock_ms() - t0;
 	return rc ? coil_err_prefix(err, "%s", path) : 0;
 }
 
@@ -447,7 +441,7 @@ static int compile_remote(opts *o, loaded *l, coil_err *err)
 	coil_client *c = NULL;
 	coil_compile_opts co = {.target = o->target, .opt_level = o->opt ? l->plan->opt_level : COIL_OPT_DEFAULT};
 	coil_compile_info info;
-	double t0 = now_ms();
+	double t0 = clock_ms();
 	if (coil_client_create(o->server, getenv("COIL_TOKEN"), &copts, &c) ||
 	    coil_compile(c, l->text, l->len, &co, &info) ||
 	    coil_fetch(c, info.key, info.sha256, l->res.path, sizeof l->res.path)) {
@@ -456,7 +450,7 @@ static int compile_remote(opts *o, loaded *l, coil_err *err)
 		return -1;
 	}
 	coil_client_destroy(c);
-	double t1 = now_ms();
+	double t1 = clock_ms();
 	memcpy(l->res.key, info.key, sizeof info.key);
 	memcpy(l->res.sha256, info.sha256, sizeof info.sha256);
 	snprintf(l->res.target, sizeof l->res.target, "%s", info.target);
@@ -465,7 +459,7 @@ static int compile_remote(opts *o, loaded *l, coil_err *err)
 	l->res.compile_ms = info.compile_ms;
 	l->compile_ms = t1 - t0;
 	int rc = artifact_open(l->res.path, &l->art, err);
-	l->load_ms = now_ms() - t1;
+	l->load_ms = clock_ms() - t1;
 	return rc;
 }
 
@@ -474,17 +468,17 @@ static int compile_and_load(opts *o, const char *path, loaded *l, coil_err *err)
 	if (o->server)
 		return compile_remote(o, l, err);
 	coil_cache *c = NULL;
-	double t1 = now_ms();
+	double t1 = clock_ms();
 	const char *dir = o->cache_dir ? o->cache_dir : getenv("COIL_CACHE_DIR");
 	if (cache_open(dir, 0, &c, err) || compile_plan_run(c, l->plan, &l->res, err)) {
 		cache_close(c);
 		return coil_err_prefix(err, "%s", path);
 	}
-	double t2 = now_ms();
+	double t2 = clock_ms();
 	int rc = artifact_open(l->res.path, &l->art, err);
 	cache_close(c);
 	l->compile_ms = t2 - t1;
-	l->load_ms = now_ms() - t2;
+	l->load_ms = clock_ms() - t2;
 	return rc;
 }
 
@@ -700,12 +694,12 @@ static int run_artifact(coil_artifact *a, coil_graph *g, bound *b, int threads, 
 		in[i] = b->ins[i].data;
 		shp[i] = b->ins[i].shape;
 	}
-	double t0 = now_ms();
+	double t0 = clock_ms();
 	if (a->create(par, g->nparams, threads, &m)) {
 		coil_errf(err, "create: %s", a->last_error());
 		goto out;
 	}
-	*create_ms = now_ms() - t0;
+	*create_ms = clock_ms() - t0;
 	for (int i = 0; i < g->noutputs; i++) {
 		coil_tensor *t = &outs[i];
 		t->dtype = a->outputs[i].dtype;
@@ -722,12 +716,12 @@ static int run_artifact(coil_artifact *a, coil_graph *g, bound *b, int threads, 
 		outp[i] = t->data;
 	}
 	for (int r = 0; r < repeat; r++) {
-		double t1 = now_ms();
+		double t1 = clock_ms();
 		if (a->run(m, in, shp, outp)) {
 			coil_errf(err, "run: %s", a->last_error());
 			goto out;
 		}
-		times[r] = now_ms() - t1;
+		times[r] = clock_ms() - t1;
 	}
 	for (int i = 1; i < repeat; i++) /* insertion sort: repeat is small */
 		for (int j = i; j > 0 && times[j] < times[j - 1]; j--) {
