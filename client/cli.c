@@ -376,30 +376,6 @@ static int cmd_cache(opts *o)
 	return rc;
 }
 
-static int read_file(const char *path, char **buf, size_t *len, coil_err *err)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return coil_errf(err, "%s: cannot open", path);
-	size_t cap = 65536, n = 0;
-	char *b = malloc(cap);
-	for (size_t r; b && (r = fread(b + n, 1, cap - n, f)) > 0;) {
-		n += r;
-		if (n == cap) {
-			char *nb = cap < ((size_t)1 << 31) ? realloc(b, cap *= 2) : NULL;
-			if (!nb)
-				free(b);
-			b = nb;
-		}
-	}
-	fclose(f);
-	if (!b)
-		return coil_errf(err, "%s: too large or out of memory", path);
-	*buf = b;
-	*len = n;
-	return 0;
-}
-
 /* A graph file read once and planned once (compile_plan: parsed, validated,
  * its target resolved and its cache key made), then compiled through the
  * local cache or a coild and loaded.  text is the file's bytes, for a server. */
@@ -412,25 +388,34 @@ typedef struct loaded {
 	double plan_ms, compile_ms, load_ms;
 } loaded;
 
-static int plan_file(opts *o, const char *path, loaded *l, coil_err *err)
-{
-	memset(l, 0, sizeof *l);
-	compile_opts co = {.target = o->target};
-	if (opt_level(o, &co.opt_level))
-		return coil_err_input(err, "--opt takes 0, 1, 2 or 3, not '%.20s'", o->opt);
-	if (read_file(path, &l->text, &l->len, err))
-		return -1;
-	double t0 = clock_ms();
-	int rc = compile_plan_make(l->text, l->len, &co, &l->plan, err);
-	l->plan_ms = clock_ms() - t0;
-	return rc ? coil_err_prefix(err, "%s", path) : 0;
-}
-
 static void loaded_free(loaded *l)
 {
 	artifact_close(l->art);
 	compile_plan_free(l->plan);
 	free(l->text);
+}
+
+/* 0, or -1 with the error printed and l freed. */
+static int plan_file(opts *o, const char *path, loaded *l)
+{
+	memset(l, 0, sizeof *l);
+	coil_err err = {0};
+	compile_opts co = {.target = o->target};
+	int rc = -1;
+	if (opt_level(o, &co.opt_level))
+		coil_err_input(&err, "--opt takes 0, 1, 2 or 3, not '%.20s'", o->opt);
+	else if (!graph_read_file(path, &l->text, &l->len, &err)) {
+		double t0 = clock_ms();
+		rc = compile_plan_make(l->text, l->len, &co, &l->plan, &err);
+		l->plan_ms = clock_ms() - t0;
+		if (rc)
+			coil_err_prefix(&err, "%s", path);
+	}
+	if (rc) {
+		fail(NULL, &err);
+		loaded_free(l);
+	}
+	return rc;
 }
 
 /* Remote mode: compile on the coild, fetch the artifact into the local cache
@@ -510,10 +495,8 @@ static int cmd_compile(opts *o)
 	coil_err err = {0};
 	loaded l;
 	int rc = 0;
-	if (plan_file(o, o->pos[0], &l, &err)) {
-		loaded_free(&l);
-		return fail(NULL, &err);
-	}
+	if (plan_file(o, o->pos[0], &l))
+		return 1;
 	/* Inspection: the same plan through the pipeline, its IR or C printed
 	 * (nothing stored); with -o the artifact is made through the cache too. */
 	if (o->dump_after || o->emit_c) {
@@ -767,10 +750,8 @@ static int cmd_run(opts *o)
 		return usage_err("usage: coil run GRAPH.json -w W.safetensors -i I.safetensors [-o OUT] [--threads N] [--repeat N]");
 	coil_err err = {0};
 	loaded l;
-	if (plan_file(o, o->pos[0], &l, &err)) {
-		loaded_free(&l);
-		return fail(NULL, &err);
-	}
+	if (plan_file(o, o->pos[0], &l))
+		return 1;
 	coil_graph *g = l.plan->g;
 	bound b = {0};
 	coil_tensor *outs = calloc((size_t)g->noutputs + 1, sizeof *outs);
@@ -814,10 +795,8 @@ static int cmd_check(opts *o)
 		return usage_err("usage: coil check GRAPH.json [-w W.safetensors] [-i I.safetensors] [--target T]");
 	coil_err err = {0};
 	loaded l;
-	if (plan_file(o, o->pos[0], &l, &err)) {
-		loaded_free(&l);
-		return fail(NULL, &err);
-	}
+	if (plan_file(o, o->pos[0], &l))
+		return 1;
 	coil_graph *g = l.plan->g;
 	bound b = {0};
 	coil_tensor *outs = calloc((size_t)g->noutputs + 1, sizeof *outs), *ref = calloc((size_t)g->noutputs + 1, sizeof *ref);

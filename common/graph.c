@@ -2,6 +2,7 @@
  * parsing, topological order, then shape and dtype inference (infer.c). */
 #include "common/graph.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -884,47 +885,55 @@ fail:
 	return NULL;
 }
 
-coil_graph *graph_load_file(const char *path, coil_err *err)
+int graph_read_file(const char *path, char **text, size_t *len, coil_err *err)
 {
+	*text = NULL;
+	*len = 0;
 	FILE *f = fopen(path, "rb");
-	if (!f) {
-		coil_errc(err, COIL_E_IO, "%s: cannot open", path);
-		return NULL;
-	}
+	if (!f)
+		return coil_errc(err, COIL_E_IO, "%s: cannot open: %s", path, strerror(errno));
 	char *buf = NULL;
-	size_t len = 0, cap = 0;
+	size_t n = 0, cap = 0;
 	for (;;) {
-		if (cap - len < 65536) {
+		if (cap - n < 65536) {
 			if (cap > ((size_t)1 << 31)) {
 				fclose(f);
 				free(buf);
-				coil_err_input(err, "%s: larger than 2 GiB", path);
-				return NULL;
+				return coil_errc(err, COIL_E_LIMIT, "%s: larger than 2 GiB", path);
 			}
 			cap = cap ? cap * 2 : 65536;
 			char *nb = realloc(buf, cap);
 			if (!nb) {
 				fclose(f);
 				free(buf);
-				coil_err_oom(err);
-				return NULL;
+				return coil_err_oom(err);
 			}
 			buf = nb;
 		}
-		size_t r = fread(buf + len, 1, cap - len, f);
-		len += r;
+		size_t r = fread(buf + n, 1, cap - n, f);
+		n += r;
 		if (r == 0)
 			break;
 	}
-	int bad = ferror(f);
+	int bad = ferror(f) ? errno : 0;
 	fclose(f);
 	if (bad) {
 		free(buf);
-		coil_errc(err, COIL_E_IO, "%s: read error", path);
-		return NULL;
+		return coil_errc(err, COIL_E_IO, "%s: cannot read: %s", path, strerror(bad));
 	}
-	coil_graph *g = graph_parse(buf, len, err);
-	free(buf);
+	*text = buf;
+	*len = n;
+	return 0;
+}
+
+coil_graph *graph_load_file(const char *path, coil_err *err)
+{
+	char *text;
+	size_t len;
+	if (graph_read_file(path, &text, &len, err))
+		return NULL;
+	coil_graph *g = graph_parse(text, len, err);
+	free(text);
 	return g;
 }
 

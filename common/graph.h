@@ -89,6 +89,9 @@ struct json_t;
 struct json_t *graph_json_load(const char *json, size_t len, coil_err *err);
 coil_graph *graph_from_json(struct json_t *root, coil_err *err);
 coil_graph *graph_load_file(const char *path, coil_err *err);
+/* A file's bytes (malloc'd into *text, *len of them): what graph_load_file
+ * parses, for a caller that keeps the text too. */
+int graph_read_file(const char *path, char **text, size_t *len, coil_err *err);
 void graph_free(coil_graph *g);
 
 /* Canonical text (JSON, see docs/graph-format.md) in the graph's arena, and its
