@@ -30,14 +30,14 @@ int cache_check_key(const char *key, coil_err *err)
 	if (cache_key_valid(key))
 		return 0;
 	if (!key)
-		return coil_errf(err, "invalid cache key (null): want 64 lowercase hex digits");
+		return coil_err_input(err, "invalid cache key (null): want 64 lowercase hex digits");
 	/* Quote at most 80 characters, with anything unprintable shown as '?'. */
 	char shown[81];
 	size_t n = 0;
 	for (; key[n] && n < 80; n++)
 		shown[n] = (key[n] >= 0x20 && key[n] < 0x7f) ? key[n] : '?';
 	shown[n] = '\0';
-	return coil_errf(err, "invalid cache key \"%s%s\" (%zu chars): want 64 lowercase hex digits",
+	return coil_err_input(err, "invalid cache key \"%s%s\" (%zu chars): want 64 lowercase hex digits",
 			 shown, key[n] ? "..." : "", strlen(key));
 }
 
@@ -120,16 +120,16 @@ static char *default_dir(coil_err *err)
 	else if (home && home[0])
 		n = snprintf(buf, sizeof buf, "%s/.cache/coil", home);
 	else {
-		coil_errf(err, "cache: no directory given and neither XDG_CACHE_HOME nor HOME is set");
+		coil_errc(err, COIL_E_IO, "cache: no directory given and neither XDG_CACHE_HOME nor HOME is set");
 		return NULL;
 	}
 	if (n < 0 || (size_t)n >= sizeof buf) {
-		coil_errf(err, "cache: default directory path too long");
+		coil_errc(err, COIL_E_IO, "cache: default directory path too long");
 		return NULL;
 	}
 	char *d = strdup(buf);
 	if (!d)
-		coil_errf(err, "cache: out of memory");
+		coil_errc(err, COIL_E_RESOURCE, "cache: out of memory");
 	return d;
 }
 
@@ -138,17 +138,17 @@ int cache_open(const char *dir, uint64_t budget_bytes, coil_cache **out, coil_er
 	*out = NULL;
 	coil_cache *c = calloc(1, sizeof *c);
 	if (!c)
-		return coil_errf(err, "cache: out of memory");
+		return coil_errc(err, COIL_E_RESOURCE, "cache: out of memory");
 	c->budget = budget_bytes;
 	if (dir) {
 		if (!dir[0]) {
 			free(c);
-			return coil_errf(err, "cache: empty directory name");
+			return coil_errc(err, COIL_E_IO, "cache: empty directory name");
 		}
 		c->dir = strdup(dir);
 		if (!c->dir) {
 			free(c);
-			return coil_errf(err, "cache: out of memory");
+			return coil_errc(err, COIL_E_RESOURCE, "cache: out of memory");
 		}
 		/* Trailing slashes would double up in every path we build. */
 		for (size_t n = strlen(c->dir); n > 1 && c->dir[n - 1] == '/'; n--)
@@ -195,7 +195,7 @@ int cache_keys_add(cache_keys *l, const char *key, coil_err *err)
 		size_t cap = l->cap ? 2 * l->cap : 16;
 		void *p = realloc(l->keys, cap * sizeof *l->keys);
 		if (!p)
-			return coil_errf(err, "cache: out of memory");
+			return coil_errc(err, COIL_E_RESOURCE, "cache: out of memory");
 		l->keys = p;
 		l->cap = cap;
 	}
@@ -256,7 +256,7 @@ static int remove_orphans(coil_cache *c, coil_err *err)
 		return -1;
 	DIR *top = opendir(objects);
 	if (!top)
-		return coil_errf(err, "cannot open %s: %s", objects, strerror(errno));
+		return coil_errc(err, coil_code_of_errno(errno), "cannot open %s: %s", objects, strerror(errno));
 	sqlite3_stmt *has;
 	if (cache_db_prepare(c, &has, "SELECT 1 FROM entries WHERE key = ?1", err) != 0) {
 		closedir(top);
@@ -309,7 +309,7 @@ static int restore_trash(coil_cache *c, coil_err *err)
 		return -1;
 	DIR *d = opendir(tmp);
 	if (!d)
-		return coil_errf(err, "cannot open %s: %s", tmp, strerror(errno));
+		return coil_errc(err, coil_code_of_errno(errno), "cannot open %s: %s", tmp, strerror(errno));
 	sqlite3_stmt *has;
 	if (cache_db_prepare(c, &has, "SELECT 1 FROM entries WHERE key = ?1", err) != 0) {
 		closedir(d);
@@ -341,7 +341,7 @@ static int restore_trash(coil_cache *c, coil_err *err)
 		}
 		if (rc == SQLITE_ROW && access(o, F_OK) != 0) {
 			if (rename(t, o) != 0) {
-				ret = coil_errf(err, "cannot restore %s: %s", o, strerror(errno));
+				ret = coil_errc(err, coil_code_of_errno(errno), "cannot restore %s: %s", o, strerror(errno));
 				break;
 			}
 		} else {

@@ -33,16 +33,22 @@ static const char *const schema[] = {
 	"PRAGMA user_version = 1",
 };
 
+coil_code cache_db_code(coil_cache *c)
+{
+	int e = c->db ? sqlite3_errcode(c->db) : SQLITE_CANTOPEN;
+	return e == SQLITE_FULL || e == SQLITE_NOMEM ? COIL_E_RESOURCE : COIL_E_IO;
+}
+
 int cache_db_fail(coil_cache *c, const char *what, coil_err *err)
 {
-	return coil_errf(err, "cache index: %s: %s", what, sqlite3_errmsg(c->db));
+	return coil_errc(err, cache_db_code(c), "cache index: %s: %s", what, sqlite3_errmsg(c->db));
 }
 
 int cache_db_prepare(coil_cache *c, sqlite3_stmt **st, const char *sql, coil_err *err)
 {
 	if (sqlite3_prepare_v2(c->db, sql, -1, st, NULL) != SQLITE_OK) {
 		*st = NULL;
-		return coil_errf(err, "cache index: preparing \"%.60s\": %s", sql, sqlite3_errmsg(c->db));
+		return coil_errc(err, cache_db_code(c), "cache index: preparing \"%.60s\": %s", sql, sqlite3_errmsg(c->db));
 	}
 	return 0;
 }
@@ -54,7 +60,7 @@ static int step_done(coil_cache *c, sqlite3_stmt *st, coil_err *err)
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		;
 	if (rc != SQLITE_DONE)
-		return coil_errf(err, "cache index: \"%.60s\": %s", sqlite3_sql(st),
+		return coil_errc(err, cache_db_code(c), "cache index: \"%.60s\": %s", sqlite3_sql(st),
 				 sqlite3_errmsg(c->db));
 	return 0;
 }
@@ -123,7 +129,7 @@ static int set_wal(coil_cache *c, coil_err *err)
 			const char *mode = (const char *)sqlite3_column_text(st, 0);
 			int ok = mode && strcmp(mode, "wal") == 0;
 			if (!ok)
-				coil_errf(err, "cache index: cannot use WAL mode (journal mode is %s)",
+				coil_errc(err, COIL_E_IO, "cache index: cannot use WAL mode (journal mode is %s)",
 					  mode ? mode : "?");
 			sqlite3_finalize(st);
 			return ok ? 0 : -1;
@@ -149,7 +155,7 @@ static int create_schema(coil_cache *c, coil_err *err)
 		goto fail;
 	}
 	if (version > SCHEMA_VERSION) {
-		coil_errf(err, "cache index: schema version %d is newer than this coil's (%d)", version,
+		coil_errc(err, COIL_E_IO, "cache index: schema version %d is newer than this coil's (%d)", version,
 			  SCHEMA_VERSION);
 		goto fail;
 	}
@@ -171,7 +177,7 @@ int cache_db_open(coil_cache *c, coil_err *err)
 		return -1;
 	int rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
 	if (rc != SQLITE_OK) {
-		coil_errf(err, "cannot open index %s: %s", path,
+		coil_errc(err, COIL_E_IO, "cannot open index %s: %s", path,
 			  c->db ? sqlite3_errmsg(c->db) : sqlite3_errstr(rc));
 		return -1; /* cache_close() closes c->db */
 	}
@@ -246,7 +252,7 @@ int cache_db_trash_files(coil_cache *c, const char *key, coil_err *err)
 		/* A file that will not move fails the transaction: deleting it
 		 * now could not be undone by a rollback. */
 		if (rename(o, t) != 0 && errno != ENOENT)
-			return coil_errf(err, "cannot move %s aside: %s", o, strerror(errno));
+			return coil_errc(err, coil_code_of_errno(errno), "cannot move %s aside: %s", o, strerror(errno));
 	}
 	return 0;
 }

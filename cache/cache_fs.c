@@ -32,8 +32,8 @@ int cache_fs_mkdir(const char *path, int *created, coil_err *err)
 	if (errno == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
 		return 0;
 	if (errno == EEXIST)
-		return coil_errf(err, "%s exists and is not a directory", path);
-	return coil_errf(err, "cannot create directory %s: %s", path, strerror(errno));
+		return coil_errc(err, COIL_E_IO, "%s exists and is not a directory", path);
+	return coil_errc(err, coil_code_of_errno(errno), "cannot create directory %s: %s", path, strerror(errno));
 }
 
 int cache_fs_mkdirs(const char *path, coil_err *err)
@@ -41,7 +41,7 @@ int cache_fs_mkdirs(const char *path, coil_err *err)
 	char buf[PATH_MAX];
 	size_t n = strlen(path);
 	if (n >= sizeof buf)
-		return coil_errf(err, "path too long: %s", path);
+		return coil_errc(err, COIL_E_IO, "path too long: %s", path);
 	memcpy(buf, path, n + 1);
 	for (char *p = buf + 1; *p; p++) {
 		if (*p != '/')
@@ -59,12 +59,12 @@ int cache_fs_fsync_dir(const char *path, coil_err *err)
 {
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
-		return coil_errf(err, "cannot open directory %s: %s", path, strerror(errno));
+		return coil_errc(err, coil_code_of_errno(errno), "cannot open directory %s: %s", path, strerror(errno));
 	int rc = fsync(fd);
 	int e = errno;
 	close(fd);
 	if (rc != 0)
-		return coil_errf(err, "fsync %s: %s", path, strerror(e));
+		return coil_errc(err, coil_code_of_errno(e), "fsync %s: %s", path, strerror(e));
 	return 0;
 }
 
@@ -76,7 +76,7 @@ int cache_fs_write_all(int fd, const void *p, size_t n, const char *path, coil_e
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0)
-			return coil_errf(err, "cannot write %s: %s", path, strerror(errno));
+			return coil_errc(err, coil_code_of_errno(errno), "cannot write %s: %s", path, strerror(errno));
 		s += w;
 		n -= (size_t)w;
 	}
@@ -113,12 +113,12 @@ int cache_fs_tmp_create(coil_cache *c, const char *suffix, char *buf, size_t cap
 		int n = snprintf(buf, cap, "%s/tmp/%ld-%u%s.tmp", c->dir, (long)getpid(),
 				 c->tmp_seq++, suffix);
 		if (n < 0 || (size_t)n >= cap)
-			return coil_errf(err, "cache path too long under %s", c->dir);
+			return coil_errc(err, COIL_E_IO, "cache path too long under %s", c->dir);
 		int fd = open(buf, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 		if (fd < 0 && errno == EEXIST)
 			continue;
 		if (fd < 0)
-			return coil_errf(err, "cannot create %s: %s", buf, strerror(errno));
+			return coil_errc(err, coil_code_of_errno(errno), "cannot create %s: %s", buf, strerror(errno));
 		int h = hold(fd, buf);
 		if (h == 0) {
 			*fd_out = fd;
@@ -128,10 +128,10 @@ int cache_fs_tmp_create(coil_cache *c, const char *suffix, char *buf, size_t cap
 		close(fd);
 		if (h < 0) {
 			cache_fs_unlink(buf);
-			return coil_errf(err, "cannot lock %s: %s", buf, strerror(e));
+			return coil_errc(err, coil_code_of_errno(e), "cannot lock %s: %s", buf, strerror(e));
 		}
 	}
-	return coil_errf(err, "cannot create a temp file in %s/tmp: all names taken", c->dir);
+	return coil_errc(err, COIL_E_IO, "cannot create a temp file in %s/tmp: all names taken", c->dir);
 }
 
 int cache_tmpdir_create(coil_cache *c, char *buf, size_t cap, int *fd_out, coil_err *err)
@@ -140,10 +140,10 @@ int cache_tmpdir_create(coil_cache *c, char *buf, size_t cap, int *fd_out, coil_
 	for (int attempt = 0; attempt < 100; attempt++) {
 		int n = snprintf(buf, cap, "%s/tmp/build-XXXXXX", c->dir);
 		if (n < 0 || (size_t)n >= cap)
-			return coil_errf(err, "cache path too long under %s", c->dir);
+			return coil_errc(err, COIL_E_IO, "cache path too long under %s", c->dir);
 		if (!mkdtemp(buf))
-			return coil_errf(err, "cannot create a build directory in %s/tmp: %s", c->dir,
-					 strerror(errno));
+			return coil_errc(err, coil_code_of_errno(errno), "cannot create a build directory in %s/tmp: %s",
+					 c->dir, strerror(errno));
 		/* Until it is held, another handle's sweep may take the new
 		 * directory for a dead build's and remove it: then try again. */
 		int fd = open(buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -159,10 +159,10 @@ int cache_tmpdir_create(coil_cache *c, char *buf, size_t cap, int *fd_out, coil_
 			close(fd);
 		if (h < 0) {
 			rmdir(buf);
-			return coil_errf(err, "cannot lock %s: %s", buf, strerror(e));
+			return coil_errc(err, coil_code_of_errno(e), "cannot lock %s: %s", buf, strerror(e));
 		}
 	}
-	return coil_errf(err, "cannot create a build directory in %s/tmp", c->dir);
+	return coil_errc(err, COIL_E_IO, "cannot create a build directory in %s/tmp", c->dir);
 }
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -187,7 +187,7 @@ int cache_fs_sweep_tmp(coil_cache *c, coil_err *err)
 		return -1;
 	DIR *d = opendir(tmp);
 	if (!d)
-		return coil_errf(err, "cannot open %s: %s", tmp, strerror(errno));
+		return coil_errc(err, coil_code_of_errno(errno), "cannot open %s: %s", tmp, strerror(errno));
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
@@ -223,7 +223,7 @@ int cache_fs_same_bytes(const char *path, const void *data, size_t len, coil_err
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return 0;
-		return coil_errf(err, "cannot open %s: %s", path, strerror(errno));
+		return coil_errc(err, coil_code_of_errno(errno), "cannot open %s: %s", path, strerror(errno));
 	}
 	const unsigned char *want = data;
 	unsigned char buf[65536];
@@ -236,7 +236,7 @@ int cache_fs_same_bytes(const char *path, const void *data, size_t len, coil_err
 		if (n < 0) {
 			int e = errno;
 			close(fd);
-			return coil_errf(err, "cannot read %s: %s", path, strerror(e));
+			return coil_errc(err, coil_code_of_errno(e), "cannot read %s: %s", path, strerror(e));
 		}
 		if (n == 0)
 			break;

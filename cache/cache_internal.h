@@ -46,6 +46,9 @@ int cache_key_of_name(const char *name, const char *suffix, char key[CACHE_KEY_H
  * "tick" is a shared counter bumped on every store and hit; entries are evicted
  * in increasing tick order, which is exact where second-resolution times tie. */
 int cache_db_open(coil_cache *c, coil_err *err);
+/* The code of the index's last failure: resource for a full disk or no
+ * memory, else I/O. */
+coil_code cache_db_code(coil_cache *c);
 /* Fill err with "cache index: WHAT: <sqlite message>"; returns -1. */
 int cache_db_fail(coil_cache *c, const char *what, coil_err *err);
 int cache_db_prepare(coil_cache *c, sqlite3_stmt **st, const char *sql, coil_err *err);

@@ -30,7 +30,7 @@ static int lock_key(coil_cache *c, const char *key, int nonblock, int *fd_out, c
 	for (;;) {
 		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 		if (fd < 0)
-			return coil_errf(err, "%s: cannot open %s: %s", fn, path, strerror(errno));
+			return coil_errc(err, coil_code_of_errno(errno), "%s: cannot open %s: %s", fn, path, strerror(errno));
 		int rc;
 		while ((rc = flock(fd, LOCK_EX | (nonblock ? LOCK_NB : 0))) != 0 && errno == EINTR)
 			;
@@ -39,7 +39,7 @@ static int lock_key(coil_cache *c, const char *key, int nonblock, int *fd_out, c
 			close(fd);
 			if (nonblock && e == EWOULDBLOCK)
 				return 1;
-			return coil_errf(err, "%s: cannot lock %s: %s", fn, path, strerror(e));
+			return coil_errc(err, coil_code_of_errno(e), "%s: cannot lock %s: %s", fn, path, strerror(e));
 		}
 		if (cache_fs_still_linked(fd, path)) {
 			*fd_out = fd;
@@ -74,7 +74,7 @@ int cache_locks_cleanup(coil_cache *c, coil_err *err)
 		return -1;
 	DIR *d = opendir(locks);
 	if (!d)
-		return coil_errf(err, "cannot open %s: %s", locks, strerror(errno));
+		return coil_errc(err, coil_code_of_errno(errno), "cannot open %s: %s", locks, strerror(errno));
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		char key[CACHE_KEY_HEX + 1], path[PATH_MAX];

@@ -136,7 +136,7 @@ int cache_get_meta(coil_cache *c, const char *key, char **meta_out, char sha256_
 		const char *sha = (const char *)sqlite3_column_text(st, 1);
 		ret = 1;
 		if (meta_out && meta && !(*meta_out = strdup(meta)))
-			ret = coil_errf(err, "cache_get_meta %s: out of memory", key);
+			ret = coil_errc(err, COIL_E_RESOURCE, "cache_get_meta %s: out of memory", key);
 		if (sha256_hex)
 			snprintf(sha256_hex, 65, "%s", sha ? sha : "");
 		if (size)

@@ -74,7 +74,7 @@ static int stage_write(staged *s, const void *p, size_t n, coil_err *err)
 static int seal(int fd, const char *path, coil_err *err)
 {
 	if (fsync(fd) != 0)
-		return coil_errf(err, "cannot sync %s: %s", path, strerror(errno));
+		return coil_errc(err, coil_code_of_errno(errno), "cannot sync %s: %s", path, strerror(errno));
 	return 0;
 }
 
@@ -120,7 +120,7 @@ static int stage_commit(coil_cache *c, staged *s, const char *key, const char *c
 	    cache_sha256_final(s->hash, sha, err) != 0)
 		return -1;
 	if (c->budget && (s->size > c->budget || canon_len > c->budget - s->size))
-		return coil_errf(err,
+		return coil_errc(err, COIL_E_LIMIT,
 				 "artifact (%llu bytes) plus graph text (%zu bytes) exceed the cache"
 				 " budget of %llu bytes",
 				 (unsigned long long)s->size, canon_len, (unsigned long long)c->budget);
@@ -142,13 +142,13 @@ static int stage_commit(coil_cache *c, staged *s, const char *key, const char *c
 		goto fail;
 	/* The graph goes first: a .so is never in place without its graph. */
 	if (rename(s->graph_tmp, graph) != 0) {
-		coil_errf(err, "cannot rename %s to %s: %s", s->graph_tmp, graph, strerror(errno));
+		coil_errc(err, coil_code_of_errno(errno), "cannot rename %s to %s: %s", s->graph_tmp, graph, strerror(errno));
 		goto fail;
 	}
 	s->graph_tmp[0] = '\0';
 	have_graph = 1;
 	if (rename(s->so_tmp, so) != 0) {
-		coil_errf(err, "cannot rename %s to %s: %s", s->so_tmp, so, strerror(errno));
+		coil_errc(err, coil_code_of_errno(errno), "cannot rename %s to %s: %s", s->so_tmp, so, strerror(errno));
 		goto fail;
 	}
 	s->so_tmp[0] = '\0';
@@ -182,9 +182,9 @@ static int check_store_args(const char *key, const char *canon, size_t canon_len
 		errno = 0;
 		json_t *j = json_loads(meta, JSON_DECODE_ANY, &jerr);
 		if (!j && errno == ENOMEM) /* jansson reports it as a syntax error */
-			return coil_errf(err, "out of memory while checking the metadata");
+			return coil_errc(err, COIL_E_RESOURCE, "out of memory while checking the metadata");
 		if (!j)
-			return coil_errf(err, "metadata is not JSON: line %d: %s", jerr.line, jerr.text);
+			return coil_errc(err, COIL_E_IO, "metadata is not JSON: line %d: %s", jerr.line, jerr.text);
 		json_decref(j);
 	}
 	return 0;
@@ -206,7 +206,7 @@ static int store_once(coil_cache *c, const char *key, const char *src_path, cons
 	}
 	int src = open(src_path, O_RDONLY | O_CLOEXEC);
 	if (src < 0)
-		return coil_errf(err, "cannot open %s: %s", src_path, strerror(errno));
+		return coil_errc(err, coil_code_of_errno(errno), "cannot open %s: %s", src_path, strerror(errno));
 	if (stage_open(c, &s, err) != 0) {
 		close(src);
 		return -1;
@@ -218,7 +218,7 @@ static int store_once(coil_cache *c, const char *key, const char *src_path, cons
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			ret = coil_errf(err, "cannot read %s: %s", src_path, strerror(errno));
+			ret = coil_errc(err, coil_code_of_errno(errno), "cannot read %s: %s", src_path, strerror(errno));
 			break;
 		}
 		if (n == 0 || (ret = stage_write(&s, buf, (size_t)n, err)) != 0)
@@ -234,7 +234,7 @@ static int store_once(coil_cache *c, const char *key, const char *src_path, cons
 /* Did the last failure come from a full disk? */
 static int disk_full(coil_cache *c, const coil_err *err)
 {
-	return (err && strstr(err->msg, strerror(ENOSPC))) || sqlite3_errcode(c->db) == SQLITE_FULL;
+	return (err && err->code == COIL_E_RESOURCE) || sqlite3_errcode(c->db) == SQLITE_FULL;
 }
 
 /* Evict least-recently-used entries other than keep, at least bytes of

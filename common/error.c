@@ -1,5 +1,6 @@
 #include "common/error.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -83,4 +84,9 @@ const char *coil_code_name(coil_code code)
 		[COIL_E_INTERNAL] = "internal",
 	};
 	return (unsigned)code < COIL_NCODES && names[code] ? names[code] : "internal";
+}
+
+coil_code coil_code_of_errno(int e)
+{
+	return e == ENOSPC || e == EDQUOT || e == ENOMEM || e == EFBIG ? COIL_E_RESOURCE : COIL_E_IO;
 }

@@ -46,6 +46,10 @@ int coil_err_prefix(coil_err *e, const char *fmt, ...) __attribute__((format(pri
 /* Record the node at fault (its id; NULL clears it). */
 void coil_err_node(coil_err *e, const char *node_id);
 
+/* The code of a failed system call's errno: resource for a full disk, a
+ * quota or no memory, else I/O. */
+coil_code coil_code_of_errno(int e);
+
 /* The code's name in replies and logs: "bad_input", "unsupported", ... */
 const char *coil_code_name(coil_code code);
 
