@@ -500,6 +500,8 @@ int ir_decompose(coil_ir *ir, coil_err *err)
 		const coil_value *o = node_out(g, n, 0);
 		if (o->dtype == COIL_BF16 || o->dtype == COIL_F16) {
 			node_errf(err, n, "dtype %s is not supported by codegen yet", dtype_name(o->dtype));
+			if (err)
+				err->code = COIL_E_UNSUPPORTED;
 			goto fail;
 		}
 		int dz = dn_decompose_node(ir, i, res, err); /* a oneDNN fusion ends or goes on here */

@@ -9,6 +9,15 @@
 
 #define ARGERR(i, ...) arg_err(g, n, err, i, __VA_ARGS__)
 
+/* What a graph asks that ATen does but coil does not: the error rc made,
+ * marked unsupported. */
+static int unsupported(coil_err *err, int rc)
+{
+	if (err)
+		err->code = COIL_E_UNSUPPORTED;
+	return rc;
+}
+
 static int arg_err(coil_graph *g, const coil_node *n, coil_err *err, int i, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 static int arg_err(coil_graph *g, const coil_node *n, coil_err *err, int i, const char *fmt, ...)
@@ -315,7 +324,7 @@ static int infer_batch_norm(coil_graph *g, coil_node *n, coil_err *err)
 	if (x->rank < 2)
 		return ARGERR(0, "expected rank >= 2, got %d", x->rank);
 	if (n->args[5].i)
-		return ARGERR(5, "training mode is not supported (inference only)");
+		return unsupported(err, ARGERR(5, "training mode is not supported (inference only)"));
 	if (!has(n, 3) || !has(n, 4))
 		return ARGERR(has(n, 3) ? 4 : 3, "running statistics are required in inference");
 	for (int i = 1; i <= 4; i++)
@@ -1026,9 +1035,9 @@ int view_slice(const coil_graph *g, const coil_node *n, int *dim, coil_dim *star
 	*step = a[4].i;
 	int64_t s = a[2].kind == ARG_INT ? a[2].i : 0, e = a[3].kind == ARG_INT ? a[3].i : INT64_MAX;
 	if (a[2].kind != ARG_INT && a[2].kind != ARG_NONE)
-		return coil_err_input(err, "args[2] 'start': symbolic slice bounds are not supported");
+		return unsupported(err, coil_err_input(err, "args[2] 'start': symbolic slice bounds are not supported"));
 	if (a[3].kind != ARG_INT && a[3].kind != ARG_NONE)
-		return coil_err_input(err, "args[3] 'end': symbolic slice bounds are not supported");
+		return unsupported(err, coil_err_input(err, "args[3] 'end': symbolic slice bounds are not supported"));
 	if (is_static) {
 		if (s < 0)
 			s += sz;
@@ -1116,7 +1125,7 @@ static int infer_dropout(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0);
 	if (n->args[2].kind != ARG_BOOL || n->args[2].i) /* native_dropout: train=None means training */
-		return ARGERR(2, "training mode is not supported (inference only)");
+		return unsupported(err, ARGERR(2, "training mode is not supported (inference only)"));
 	set_out(g, n, 0, x->dtype, x->rank, x->shape);
 	if (n->nout == 2)
 		set_out(g, n, 1, COIL_BOOL, x->rank, x->shape);
