@@ -276,12 +276,17 @@ static int http(coil_client *c, const char *method, const char *path, const char
 	}
 }
 
-/* Set the error from a non-2xx answer: the server's {"error": ...} if any. */
+/* Set the error from a non-2xx answer: the server's {"error": ...} if any,
+ * with its code: "compile: HTTP 422 (unsupported): node 'x': ...". */
 static int http_fail(const char *what, long status, const membuf *resp)
 {
 	json_t *o = resp->p ? json_loadb(resp->p, resp->len, 0, NULL) : NULL;
 	const char *msg = json_string_value(json_object_get(o, "error"));
-	fail("%s: HTTP %ld: %s", what, status, msg ? msg : "(no error message)");
+	const char *code = json_string_value(json_object_get(o, "code"));
+	char tag[48] = "";
+	if (code)
+		snprintf(tag, sizeof tag, " (%.32s)", code);
+	fail("%s: HTTP %ld%s: %s", what, status, tag, msg ? msg : "(no error message)");
 	json_decref(o);
 	return -1;
 }
