@@ -28,6 +28,15 @@ int emit_err_code(emit_errs *e, coil_ir *ir, int gnode, const char *fmt);
  * buffers it touches in used[].  On failure sets *bad and err. */
 void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_err *err, int *bad);
 
+/* emit_common.c: the C type of a dtype; the C name of value v's buffer
+ * (in0, p1, c2, o0 or b17: inputs, params, constants, outputs, arena
+ * buffers; the caller marks it used); and the index pidx of output p of a
+ * reduction kernel whose kept dims (those not 1 in p) take the loop
+ * variables outer[] of the reduction r0's non-1 dims in order. */
+const char *emit_ctype(coil_dtype t);
+char *emit_buf_name(coil_ir *ir, int v);
+void emit_kept_index(const ir_node *p, const ir_node *r0, char **outer, char **pidx);
+
 /* The emitters' memo table (memo.c): the C name of value v rendered at index
  * key; memo_push opens a scope, memo_pop forgets what was put in it.  Entries
  * live in arena a. */

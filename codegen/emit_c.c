@@ -51,17 +51,6 @@ typedef struct ectx {
 	struct ectx *fold;   /* the create IR's kernels (fold.c), NULL */
 } ectx;
 
-static const char *ctype(coil_dtype t)
-{
-	switch (t) {
-	case COIL_F32: return "float";
-	case COIL_F64: return "double";
-	case COIL_I64: return "int64_t";
-	case COIL_I32: return "int32_t";
-	case COIL_I8: return "int8_t";
-	default: return "uint8_t"; /* u8, bool */
-	}
-}
 
 static void out(ectx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void out(ectx *c, const char *fmt, ...)
@@ -108,26 +97,20 @@ static const char *render_op(int prim, coil_dtype t)
 static char *literal(ectx *c, double v, coil_dtype t)
 {
 	if (isnan(v))
-		return arena_printf(c->a, "((%s)NAN)", ctype(t));
+		return arena_printf(c->a, "((%s)NAN)", emit_ctype(t));
 	if (isinf(v))
-		return arena_printf(c->a, "((%s)%sINFINITY)", ctype(t), v < 0 ? "-" : "");
+		return arena_printf(c->a, "((%s)%sINFINITY)", emit_ctype(t), v < 0 ? "-" : "");
 	if (t == COIL_F32 || t == COIL_F64) {
 		char *s = arena_printf(c->a, t == COIL_F32 ? "%.9g" : "%.17g", v);
 		return arena_printf(c->a, "%s%s%s", s, strpbrk(s, ".e") ? "" : ".0", t == COIL_F32 ? "f" : "");
 	}
-	return arena_printf(c->a, "((%s)%lld)", ctype(t), (long long)v);
+	return arena_printf(c->a, "((%s)%lld)", emit_ctype(t), (long long)v);
 }
 
 static char *bufname(ectx *c, int v)
 {
-	ir_node *n = &c->ir->nodes[v];
 	c->used[v] = 1;
-	switch (n->op) {
-	case IR_INPUT: return arena_printf(c->a, "in%d", n->index);
-	case IR_PARAM: return arena_printf(c->a, "p%d", n->index);
-	case IR_CONST: return arena_printf(c->a, "c%d", n->index);
-	default: return n->out >= 0 ? arena_printf(c->a, "o%d", n->out) : arena_printf(c->a, "b%d", v);
-	}
+	return emit_buf_name(c->ir, v);
 }
 
 static char *key_of(ectx *c, ir_node *n, char **idx)
@@ -149,7 +132,7 @@ static char *rv(ectx *c, int v, char **idx)
 {
 	ir_node *n = &c->ir->nodes[v];
 	if (n->op == IR_FILL)
-		return n->sub ? arena_printf(c->a, "((%s)(%s))", ctype(n->dtype), ir_dim_c(c->a, &n->start))
+		return n->sub ? arena_printf(c->a, "((%s)(%s))", emit_ctype(n->dtype), ir_dim_c(c->a, &n->start))
 			      : literal(c, n->fill, n->dtype);
 	if (n->op == IR_REDUCE && n->kernel == c->k)
 		return arena_printf(c->a, "acc%d", v);
@@ -158,7 +141,7 @@ static char *rv(ectx *c, int v, char **idx)
 		return name;
 	if (is_buf(c, n)) {
 		name = arena_printf(c->a, "t%d", c->ntmp++);
-		out(c, "const %s %s = %s[%s];\n", ctype(n->dtype), name, bufname(c, v), ix_linear(c->ir, n, idx));
+		out(c, "const %s %s = %s[%s];\n", emit_ctype(n->dtype), name, bufname(c, v), ix_linear(c->ir, n, idx));
 		return memo_put(&c->memo, c->a, v, key, name);
 	}
 	char *a[3] = {0};
@@ -173,7 +156,7 @@ static char *rv(ectx *c, int v, char **idx)
 	switch (n->op) {
 	case IR_CAST:
 		e = n->dtype == COIL_BOOL ? arena_printf(c->a, "(%s != 0)", a[0])
-					  : arena_printf(c->a, "(%s)%s", ctype(n->dtype), a[0]);
+					  : arena_printf(c->a, "(%s)%s", emit_ctype(n->dtype), a[0]);
 		break;
 	case IR_WHERE: e = arena_printf(c->a, "(%s ? %s : %s)", a[0], a[1], a[2]); break;
 	default: {
@@ -191,7 +174,7 @@ static char *rv(ectx *c, int v, char **idx)
 	}
 	}
 	name = arena_printf(c->a, "t%d", c->ntmp++);
-	out(c, "const %s %s = %s;\n", ctype(n->dtype), name, e);
+	out(c, "const %s %s = %s;\n", emit_ctype(n->dtype), name, e);
 	return memo_put(&c->memo, c->a, v, key, name);
 }
 
@@ -282,12 +265,12 @@ static void emit_reduce(ectx *c, ir_kernel *K)
 		coil_dtype st = c->ir->nodes[r->src[0]].dtype;
 		if (r->sub == RD_ARGMAX) {
 			out(c, "int64_t acc%d = 0, pos%d = 0;\n", v, v);
-			out(c, "%s m%d = 0;\n", ctype(st), v);
+			out(c, "%s m%d = 0;\n", emit_ctype(st), v);
 		} else {
 			if (r->sub == RD_WMEAN || r->sub == RD_WM2) /* Welford: count and running mean, in double */
 				out(c, "double acc%d = 0, wn%d = 0, wm%d = 0;\n", v, v, v);
 			else
-				out(c, "%s acc%d = %s;\n", ctype(r->dtype), v, red_init(r->dtype, r->sub));
+				out(c, "%s acc%d = %s;\n", emit_ctype(r->dtype), v, red_init(r->dtype, r->sub));
 		}
 		int nl = open_loops(c, s0->shape, s0->rank, M, 0);
 		char *x = rv(c, r->src[0], full);
@@ -326,16 +309,7 @@ static void emit_reduce(ectx *c, ir_kernel *K)
 			continue;
 		}
 		char *pidx[COIL_MAX_RANK];
-		int j = 0;
-		for (int d = 0; d < p->rank; d++) {
-			if (dim_eq_const(&p->shape[d], 1)) {
-				pidx[d] = "0";
-				continue;
-			}
-			while (j < r0->rank && dim_eq_const(&r0->shape[j], 1))
-				j++;
-			pidx[d] = outer[j++];
-		}
+		emit_kept_index(p, r0, outer, pidx);
 		store(c, K->outs[i], pidx);
 	}
 	if (anyfull) {
@@ -546,7 +520,7 @@ static int emit_kernel(ectx *c, int k)
 		ir_node *n = &c->ir->nodes[v];
 		if (!c->used[v])
 			continue;
-		const char *t = ctype(n->dtype);
+		const char *t = emit_ctype(n->dtype);
 		switch (n->op) {
 		case IR_INPUT:
 			names[nn] = arena_printf(c->a, "in%d", n->index);
@@ -711,13 +685,13 @@ static void emit_consts(ectx *c, FILE *f)
 		if (n >= 256) {
 			size_t bytes = (size_t)n * dtype_size(v->dtype);
 			fprintf(f, "static const union {\n\tunsigned char b[%zu];\n\t%s v[%lld];\n} c%d_ = {.b = \"", bytes + 1,
-				ctype(v->dtype), (long long)n, i);
+				emit_ctype(v->dtype), (long long)n, i);
 			for (size_t e = 0; e < bytes; e++)
 				fprintf(f, "%s\\x%02x", e && e % 32 == 0 ? "\"\n\t\"" : "", ((const unsigned char *)v->data)[e]);
-			fprintf(f, "\"};\nstatic const %s *const c%d = c%d_.v;\n", ctype(v->dtype), i, i);
+			fprintf(f, "\"};\nstatic const %s *const c%d = c%d_.v;\n", emit_ctype(v->dtype), i, i);
 			continue;
 		}
-		fprintf(f, "static const %s c%d[%lld] = {", ctype(v->dtype), i, (long long)(n ? n : 1));
+		fprintf(f, "static const %s c%d[%lld] = {", emit_ctype(v->dtype), i, (long long)(n ? n : 1));
 		for (int64_t e = 0; e < n; e++)
 			fprintf(f, "%s%s", e ? ", " : "", literal(c, dtype_load(v->dtype, v->data, (size_t)e), v->dtype));
 		fprintf(f, "%s};\n", n ? "" : "0");

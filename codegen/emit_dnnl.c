@@ -112,14 +112,8 @@ int dn_residual(coil_ir *ir, int ext)
 
 static char *bufname(coil_ir *ir, int *used, int v)
 {
-	ir_node *n = &ir->nodes[v];
 	used[v] = 1;
-	switch (n->op) {
-	case IR_INPUT: return arena_printf(ir->arena, "in%d", n->index);
-	case IR_PARAM: return arena_printf(ir->arena, "p%d", n->index);
-	case IR_CONST: return arena_printf(ir->arena, "c%d", n->index);
-	default: return n->out >= 0 ? arena_printf(ir->arena, "o%d", n->out) : arena_printf(ir->arena, "b%d", v);
-	}
+	return emit_buf_name(ir, v);
 }
 
 int dn_emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs)

@@ -31,17 +31,6 @@ typedef struct xctx {
 	int *bad;
 } xctx;
 
-static const char *ct(coil_dtype t)
-{
-	switch (t) {
-	case COIL_F32: return "float";
-	case COIL_F64: return "double";
-	case COIL_I64: return "int64_t";
-	case COIL_I32: return "int32_t";
-	case COIL_I8: return "int8_t";
-	default: return "uint8_t";
-	}
-}
 
 static void out(xctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void out(xctx *c, const char *fmt, ...)
@@ -54,14 +43,8 @@ static void out(xctx *c, const char *fmt, ...)
 
 static char *buf(xctx *c, int v)
 {
-	ir_node *n = &c->ir->nodes[v];
 	c->used[v] = 1;
-	switch (n->op) {
-	case IR_INPUT: return arena_printf(c->ir->arena, "in%d", n->index);
-	case IR_PARAM: return arena_printf(c->ir->arena, "p%d", n->index);
-	case IR_CONST: return arena_printf(c->ir->arena, "c%d", n->index);
-	default: return n->out >= 0 ? arena_printf(c->ir->arena, "o%d", n->out) : arena_printf(c->ir->arena, "b%d", v);
-	}
+	return emit_buf_name(c->ir, v);
 }
 
 static char *arg(xctx *c, int i) { return buf(c, c->ir->val_node[c->n->args[i].v[0]]); }
@@ -110,7 +93,7 @@ static void conv(xctx *c)
 	if (ov < 0)
 		return;
 	ir_node *xn = argn(c, 0), *wn = argn(c, 1), *o = &c->ir->nodes[ov];
-	const char *t = ct(o->dtype);
+	const char *t = emit_ctype(o->dtype);
 	int sd = xn->rank - 2, tr = (int)n->args[6].i;
 	long long G = n->args[8].i, CI = sdim(xn, 1), CO = sdim(o, 1);
 	long long in[3] = {1, 1, 1}, on[3] = {1, 1, 1}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, p[3] = {0}, dl[3] = {1, 1, 1};
@@ -194,7 +177,7 @@ static void matmul(xctx *c)
 		return;
 	int base = c->n->op == OP_ADDMM ? 1 : 0;
 	ir_node *a = argn(c, base), *o = &c->ir->nodes[outv];
-	const char *t = ct(o->dtype);
+	const char *t = emit_ctype(o->dtype);
 	int r = a->rank;
 	char *B = c->n->op == OP_BMM ? dimc(c, &a->shape[0]) : "1";
 	char *M = dimc(c, &a->shape[r - 2]), *K = dimc(c, &a->shape[r - 1]), *N = dimc(c, &o->shape[o->rank - 1]);
@@ -245,7 +228,7 @@ static void pool2d(xctx *c)
 	pool_params pp;
 	pool_get_params(n, &pp);
 	int r = xn->rank, avg = n->op == OP_AVG_POOL2D;
-	const char *t = ct(xn->dtype);
+	const char *t = emit_ctype(xn->dtype);
 	long long H = sdim(xn, r - 2), W = sdim(xn, r - 1), OH = sdim(o, r - 2), OW = sdim(o, r - 1);
 	out(c, "\tconst int64_t planes = %s, work = planes * %lld;\n", prod(c, xn, 0, r - 2),
 	    OH * OW * (long long)(pp.k[0] * pp.k[1]));
@@ -305,7 +288,7 @@ static void adaptive_pool2d(xctx *c)
 	int ov = result(c, 0), iv = n->nout == 2 ? result(c, 1) : -1;
 	ir_node *o = &c->ir->nodes[ov >= 0 ? ov : iv];
 	int r = xn->rank, mx = n->op == OP_ADAPTIVE_MAX_POOL2D;
-	const char *t = ct(xn->dtype);
+	const char *t = emit_ctype(xn->dtype);
 	long long H = sdim(xn, r - 2), W = sdim(xn, r - 1), OH = sdim(o, r - 2), OW = sdim(o, r - 1);
 	long long kh = (H + OH - 1) / OH + 1, kw = (W + OW - 1) / OW + 1;
 	out(c, "\tconst int64_t planes = %s, work = planes * %lld;\n", prod(c, xn, 0, r - 2), OH * OW * kh * kw);
@@ -372,7 +355,7 @@ static void upsample2d(xctx *c)
 	ir_node *xn = argn(c, 0), *o = &c->ir->nodes[ov];
 	upsample_params up;
 	upsample_get_params(c->n, &up);
-	const char *t = ct(o->dtype);
+	const char *t = emit_ctype(o->dtype);
 	long long H = sdim(xn, 2), W = sdim(xn, 3), OH = sdim(o, 2), OW = sdim(o, 3);
 	long long L = OH > OW ? OH : OW;
 	int64_t *ix[4];
@@ -445,11 +428,11 @@ static void cat(xctx *c)
 		if (xk->dtype == o->dtype)
 			out(c, "\t\tfor (int64_t a = 0; a < outer; a++)\n\t\t\tmemcpy(%s + (a * od + at) * inner, "
 			       "%s + a * xd * inner, (size_t)(xd * inner) * sizeof(%s));\n",
-			    buf(c, outv), buf(c, v), ct(o->dtype));
+			    buf(c, outv), buf(c, v), emit_ctype(o->dtype));
 		else /* promoted: convert element by element (bool stays 0/1) */
 			out(c, "\t\tfor (int64_t a = 0; a < outer; a++)\n\t\t\tfor (int64_t e = 0; e < xd * inner; e++)\n"
 			       "\t\t\t\t%s[(a * od + at) * inner + e] = (%s)%s[a * xd * inner + e];\n",
-			    buf(c, outv), ct(o->dtype), buf(c, v));
+			    buf(c, outv), emit_ctype(o->dtype), buf(c, v));
 		out(c, "\t\tat += xd;\n\t}\n");
 	}
 }
@@ -465,13 +448,13 @@ static void embedding(xctx *c)
 	int code = emit_err_code(c->errs, c->ir, c->ir->nodes[outv].gnode, "index %lld out of range for %lld embeddings");
 	out(c, "\tconst int64_t n = %s, D = %s, V = %s, work = n * D;\n", prod(c, ix, 0, ix->rank), dimc(c, &w->shape[1]),
 	    dimc(c, &w->shape[0]));
-	out(c, "\tconst %s *restrict idx = %s;\n", ct(ix->dtype), arg(c, 1));
+	out(c, "\tconst %s *restrict idx = %s;\n", emit_ctype(ix->dtype), arg(c, 1));
 	out(c, "\tfor (int64_t e = 0; e < n; e++)\n\t\tif ((int64_t)idx[e] < 0 || (int64_t)idx[e] >= V) {\n");
 	out(c, "\t\t\tcoil_raise(x->st, %d, (long long)idx[e], (long long)V);\n\t\t\treturn;\n\t\t}\n", code);
 	out(c, PAR(1));
 	out(c, "\tfor (int64_t e = 0; e < n; e++)\n");
 	out(c, "\t\tmemcpy(%s + e * D, %s + (int64_t)idx[e] * D, (size_t)D * sizeof(%s));\n", buf(c, outv), arg(c, 0),
-	    ct(o->dtype));
+	    emit_ctype(o->dtype));
 }
 
 static void pad(xctx *c)
@@ -485,7 +468,7 @@ static void pad(xctx *c)
 	for (int k = 0; k < p->n / 2; k++)
 		lo[xn->rank - 1 - k] = p->ints[2 * k];
 	double v = c->n->args[2].f;
-	const char *t = ct(o->dtype);
+	const char *t = emit_ctype(o->dtype);
 	if (o->dtype == COIL_BOOL)
 		v = v != 0;
 	out(c, "\tfor (int64_t e = 0; e < %s; e++)\n\t\t%s[e] = (%s)%s;\n", prod(c, o, 0, o->rank), buf(c, outv), t,
@@ -512,7 +495,7 @@ static void roll(xctx *c)
 		return;
 	ir_node *xn = argn(c, 0);
 	const coil_arg *sh = &c->n->args[1], *dm = &c->n->args[2];
-	const char *t = ct(xn->dtype), *src = arg(c, 0), *dst = buf(c, outv);
+	const char *t = emit_ctype(xn->dtype), *src = arg(c, 0), *dst = buf(c, outv);
 	int r = xn->rank;
 	if (dm->n == 0 || r == 0) {
 		out(c, "\tconst int64_t n = %s;\n", prod(c, xn, 0, r));

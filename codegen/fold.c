@@ -357,7 +357,7 @@ int ir_fold_graph(coil_graph *g, ir_fold **out, coil_err *err)
 		c.vnode[v] = -1;
 	/* what oneDNN takes (the same plan decompose makes, on the user's graph) */
 	coil_err e = {0};
-	dn_plan *dn = dn_plan_graph(g, a, &e);
+	dn_plan *dn = fd->dn = dn_plan_graph(g, a, &e);
 	for (int j = 0; dn && j < dn->nf; j++) {
 		const coil_node *h = &g->nodes[dn->f[j].head];
 		if (dn->f[j].b_trans) {

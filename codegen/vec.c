@@ -232,14 +232,8 @@ static void out(vctx *c, const char *fmt, ...)
 
 static char *bufname(vctx *c, int v)
 {
-	ir_node *n = &c->ir->nodes[v];
 	c->used[v] = 1;
-	switch (n->op) {
-	case IR_INPUT: return P("in%d", n->index);
-	case IR_PARAM: return P("p%d", n->index);
-	case IR_CONST: return P("c%d", n->index);
-	default: return n->out >= 0 ? P("o%d", n->out) : P("b%d", v);
-	}
+	return emit_buf_name(c->ir, v);
 }
 
 static int is_buf(vctx *c, const ir_node *n)
@@ -1074,16 +1068,7 @@ static void ep_outer(vctx *c, ir_kernel *K, ir_node *s0, ir_node *r0, char **out
 		if (p->rank == s0->rank && dims_equal(p->shape, s0->shape, p->rank) && r0->mask)
 			continue;
 		char *pidx[COIL_MAX_RANK];
-		int j = 0;
-		for (int d = 0; d < p->rank; d++) {
-			if (dim_eq_const(&p->shape[d], 1)) {
-				pidx[d] = "0";
-				continue;
-			}
-			while (j < r0->rank && dim_eq_const(&r0->shape[j], 1))
-				j++;
-			pidx[d] = outer[j++];
-		}
+		emit_kept_index(p, r0, outer, pidx);
 		vstore(c, K->outs[i], pidx);
 	}
 }
