@@ -1215,6 +1215,97 @@ static void test_queue_full(void **state)
 	server_free(s);
 }
 
+/* A chain of n nodes of one kind on x: f32[4, 4] (the JSON in a malloc'd
+ * string): relu, transpose(0, 1), view to [16] and back, add(v, v), softmax. */
+static char *chain_graph(const char *kind, int n, size_t *len)
+{
+	size_t cap = (size_t)n * 128 + 512, m = 0;
+	char *b = malloc(cap);
+	assert_non_null(b);
+	m += (size_t)snprintf(b + m, cap - m, "{\"format\": \"coil-graph\", \"version\": 1, \"inputs\": [{\"name\": "
+					     "\"v0\", \"dtype\": \"f32\", \"shape\": [4, 4]}], \"nodes\": [");
+	for (int i = 1; i <= n; i++) {
+		char args[96];
+		if (!strcmp(kind, "relu"))
+			snprintf(args, sizeof args, "\"v%d\"", i - 1);
+		else if (!strcmp(kind, "transpose"))
+			snprintf(args, sizeof args, "\"v%d\", 0, 1", i - 1);
+		else if (!strcmp(kind, "view"))
+			snprintf(args, sizeof args, "\"v%d\", %s", i - 1, i % 2 ? "[16]" : "[4, 4]");
+		else if (!strcmp(kind, "add"))
+			snprintf(args, sizeof args, "\"v%d\", \"v%d\"", i - 1, i - 1);
+		else
+			snprintf(args, sizeof args, "\"v%d\", -1", i - 1);
+		const char *op = !strcmp(kind, "relu") ? "aten.relu.default" : !strcmp(kind, "transpose") ? "aten.transpose.int"
+			       : !strcmp(kind, "view") ? "aten.view.default" : !strcmp(kind, "add") ? "aten.add.Tensor"
+			       : "aten.softmax.int";
+		m += (size_t)snprintf(b + m, cap - m, "%s{\"id\": \"n%d\", \"op\": \"%s\", \"args\": [%s], \"outputs\": [\"v%d\"]}",
+				      i > 1 ? ", " : "", i, op, args, i);
+	}
+	int last = !strcmp(kind, "view") && n % 2 ? n - 1 : n; /* an output of shape [4, 4] */
+	m += (size_t)snprintf(b + m, cap - m, "], \"outputs\": [\"v%d\"]}", last);
+	assert_true(m < cap);
+	*len = m;
+	return b;
+}
+
+/* coild's peak resident memory (VmHWM) in KiB. */
+static long peak_rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	while (f && fgets(line, sizeof line, f))
+		if (!strncmp(line, "VmHWM:", 6))
+			kib = atol(line + 6);
+	if (f)
+		fclose(f);
+	return kib;
+}
+
+/* Graphs made to break a compiler: chains of 20,000 nodes of each kind are
+ * compiled or refused with a 4xx naming a limit, never a crash; a chain of
+ * 1,000 softmaxes (whose C grew with the square of the chain) answers within
+ * the compile deadline, with coild's peak memory under 1 GiB. */
+#define HOSTILE_RSS_KIB (1024L * 1024)
+static void test_hostile_graphs(void **state)
+{
+	(void)state;
+	server *s = calloc(1, sizeof *s);
+	static const char *const flags[] = {"--max-body", "16M", "--compile-timeout", "120", NULL};
+	server_start(s, flags);
+	static const char *const kinds[] = {"relu", "transpose", "view", "add", "softmax"};
+	for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+		int n = strcmp(kinds[k], "softmax") ? 20000 : 1000;
+		size_t len;
+		char *g = chain_graph(kinds[k], n, &len);
+		resp r = req(s, "POST", "/v1/compile", g, (long)len, NULL);
+		free(g);
+		int st;
+		if (waitpid(s->pid, &st, WNOHANG) == s->pid)
+			fail_msg("coild died on a chain of %d %s nodes (status %d)", n, kinds[k], st);
+		if (r.status != 200 && !(r.status >= 400 && r.status < 500))
+			fail_msg("a chain of %d %s nodes: status %ld: %s", n, kinds[k], r.status, r.body ? r.body : "");
+		if (r.status != 200) {
+			json_t *o = json_loadb(r.body ? r.body : "", r.len, 0, NULL);
+			const char *code = json_string_value(json_object_get(o, "code"));
+			if (!code || strcmp(code, "limit"))
+				fail_msg("a chain of %d %s nodes refused without naming a limit: %s", n, kinds[k], r.body);
+			json_decref(o);
+		}
+		print_message("# chain of %d %s: %ld\n", n, kinds[k], r.status);
+		resp_free(&r);
+		resp h = get(s, "/healthz");
+		assert_int_equal(h.status, 200);
+		resp_free(&h);
+	}
+	long kib = peak_rss_kib(s->pid);
+	print_message("# coild peak RSS after the chains: %ld KiB (bound %ld)\n", kib, HOSTILE_RSS_KIB);
+	assert_true(kib > 0 && kib < HOSTILE_RSS_KIB);
+	assert_int_equal(server_free(s), 0);
+}
+
 /* The cache outlives the process; SIGTERM lets a compile in flight finish. */
 static void test_restart_and_shutdown(void **state)
 {
@@ -1326,6 +1417,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest own[] = {
 		cmocka_unit_test(test_queue_full),
 		cmocka_unit_test(test_restart_and_shutdown),
+		cmocka_unit_test(test_hostile_graphs),
 		cmocka_unit_test(test_two_servers_one_cache),
 	};
 	int fails = cmocka_run_group_tests_name("server", plain, plain_setup, group_teardown);
