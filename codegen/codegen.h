@@ -40,7 +40,13 @@ typedef struct codegen_opts {
 	                          * when set, else by size and CPUs), -1 one file,
 	                          * N > 0 split into up to N (emit.h) */
 	int jobs;                /* compilers at once; 0: the CPUs */
+	size_t max_c_bytes;      /* most bytes of C for one graph; 0: CODEGEN_MAX_C_BYTES */
 } codegen_opts;
+
+/* Fusion keeps the C linear in the graph (fuse.c): a few KiB a node at most,
+ * after the fixed prelude.  This bounds what one graph may make the compiler
+ * read: 100,000 nodes (COIL_MAX_NODES) of the worst kind stay under it. */
+#define CODEGEN_MAX_C_BYTES ((size_t)256 << 20)
 
 typedef struct codegen_result {
 	int nkernels;

@@ -50,6 +50,7 @@ typedef struct fctx {
 	char *keep;       /* per node: stays in the run graph */
 	char *mark;       /* per node: scratch for cone walks */
 	int *vnode;       /* per value: producing node, -1 */
+	int *stack;       /* per node: cone's walk */
 } fctx;
 
 static int64_t numel(const coil_value *v)
@@ -194,10 +195,19 @@ static void cone(fctx *c, const coil_value *vals, int v)
 {
 	if (vals[v].kind != VAL_NODE || c->mark[c->vnode[v]])
 		return;
-	int i = c->vnode[v];
-	c->mark[i] = 1;
-	coil_node *n = &c->g->nodes[i];
-	FOR_TENSOR_ARGS(n, u, cone(c, vals, u));
+	/* as deep as the graph: a loop over a stack, each node pushed once */
+	int sp = 0;
+	c->mark[c->vnode[v]] = 1;
+	c->stack[sp++] = c->vnode[v];
+	while (sp) {
+		coil_node *n = &c->g->nodes[c->stack[--sp]];
+		FOR_TENSOR_ARGS(n, u, {
+			if (vals[u].kind == VAL_NODE && !c->mark[c->vnode[u]]) {
+				c->mark[c->vnode[u]] = 1;
+				c->stack[sp++] = c->vnode[u];
+			}
+		});
+	}
 }
 
 /* A graph over a copy of vals holding the nodes with sel[i] set (renumbered;
@@ -347,10 +357,11 @@ int ir_fold_graph(coil_graph *g, ir_fold **out, coil_err *err)
 	c.keep = arena_alloc(a, nn);
 	c.leaf = arena_alloc(a, nv * sizeof(int64_t));
 	c.vnode = arena_alloc(a, nv * sizeof(int));
+	c.stack = arena_alloc(a, nn * sizeof(int));
 	char *dn_trans = arena_alloc(a, nn);
 	coil_value *vals = arena_alloc(a, nv * sizeof *vals);
 	int *consts = arena_alloc(a, (nv + (size_t)g->nconsts) * sizeof(int));
-	if (!c.cls || !c.worth || !c.fold || !c.mark || !c.keep || !c.leaf || !c.vnode || !dn_trans || !vals ||
+	if (!c.cls || !c.worth || !c.fold || !c.mark || !c.keep || !c.leaf || !c.vnode || !c.stack || !dn_trans || !vals ||
 	    !consts)
 		goto oom;
 	for (int v = 0; v < g->nvals; v++)

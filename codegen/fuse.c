@@ -9,7 +9,18 @@
  * and epilogue outputs read earlier ones as scalars.  A reduction joins a group
  * only when every read of a group member is at the group's own row index
  * (checked on the index expressions) and never through another kernel's
- * buffer, which also keeps the kernel graph acyclic. */
+ * buffer, which also keeps the kernel graph acyclic.
+ *
+ * Inlining has a cost model (bound_inlining): no inlined expression is more
+ * than FUSE_MAX_DEPTH nodes deep, and no node is evaluated more than
+ * FUSE_MAX_RECOMPUTE times for each evaluation of the kernels that read it.
+ * (a reshape counts FUSE_RESHAPE_DEPTH deep).  A node past either bound gets a buffer.  So the emitted C grows linearly
+ * with the graph (a chain of softmaxes grew with its square, a chain of
+ * add(x, x) exponentially), and every walk along an inlined expression (here,
+ * in memplan and in the emitters) is at most FUSE_MAX_DEPTH deep.  Neither
+ * bound changes a kernel of the model suite. */
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/ir.h"
@@ -19,13 +30,28 @@ typedef struct group {
 	int red0;         /* first reduction: its input shape and mask */
 } group;
 
+#define FUSE_MAX_DEPTH 64
+#define FUSE_MAX_RECOMPUTE 16
+/* A reshape counts this deep: its index expressions repeat its reader's (a
+ * linear offset, then a division and a remainder of it), so a chain of
+ * reshapes doubles them at each step.  8 of them inline at most. */
+#define FUSE_RESHAPE_DEPTH 8
+/* A reduction or a materialized node looks for a reduction group to join
+ * among the latest this many (a chain of 20,000 softmaxes looked through all
+ * the groups before it, each time through the whole graph). */
+#define FUSE_JOIN_WINDOW 64
+
 typedef struct fctx {
 	coil_ir *ir;
 	coil_err *err;
 	int *grp;         /* node -> kernel index for reductions, -1 */
-	char *seen;       /* boundary walk marks */
+	int *seen;        /* boundary walk: the walk (walks) that visited a node */
+	int walks;
+	int *stack;       /* boundary walk: nodes to visit */
+	int *kmin;        /* per kernel: its first member node (none before it reads it) */
 	int cur;          /* kernel being checked */
-	int *cover;       /* node -> kernel mark for covering */
+	int *cover;       /* node -> the walk (gen) that covered it */
+	int gen;          /* cover walks so far */
 	int *scratch;
 	int probe;        /* cover() only looks */
 } fctx;
@@ -52,20 +78,81 @@ static int is_buffer(const ir_node *n)
 	       n->op == IR_REDUCE;
 }
 
-/* Boundary walk: from v (read through a buffer), may kernel k be reached? */
+/* Boundary walk: from v (read through a buffer), may kernel k be reached?
+ * Through buffers too, so as deep as the graph: a loop over a stack.  Nodes
+ * come after what they read, so nothing before k's first member leads to it. */
 static int reaches(fctx *c, int v, int k)
 {
-	ir_node *n = &c->ir->nodes[v];
-	if (c->seen[v])
-		return 0;
-	c->seen[v] = 1;
-	if (n->kernel == k && (n->op == IR_REDUCE || n->mat))
-		return 1;
-	int cnt;
-	const int *s = ir_srcs(n, &cnt);
-	for (int i = 0; i < cnt; i++)
-		if (reaches(c, s[i], k))
+	int sp = 0, walk = ++c->walks;
+	c->stack[sp++] = v;
+	c->seen[v] = walk;
+	while (sp) {
+		ir_node *n = &c->ir->nodes[c->stack[--sp]];
+		if (n->kernel == k && (n->op == IR_REDUCE || n->mat))
 			return 1;
+		int cnt;
+		const int *s = ir_srcs(n, &cnt);
+		for (int i = 0; i < cnt; i++)
+			if (c->seen[s[i]] != walk && s[i] >= c->kmin[k]) {
+				c->seen[s[i]] = walk;
+				c->stack[sp++] = s[i]; /* each node once: the stack holds at most ir->n */
+			}
+	}
+	return 0;
+}
+
+/* Read inline by its readers (no buffer of its own, not a constant fill). */
+static int inlined(const ir_node *n)
+{
+	return !is_buffer(n) && n->op != IR_FILL;
+}
+
+/* The cost model (top of file): buffers for the live nodes that are inlined
+ * deeper than FUSE_MAX_DEPTH or evaluated more than FUSE_MAX_RECOMPUTE times.
+ * Views are index arithmetic: their reads are counted on their source. */
+static int bound_inlining(coil_ir *ir, const char *live, coil_err *err)
+{
+	int *depth = calloc((size_t)ir->n + 1, sizeof *depth);
+	int64_t *evals = calloc((size_t)ir->n + 1, sizeof *evals);
+	if (!depth || !evals) {
+		free(depth);
+		free(evals);
+		return coil_err_oom(err);
+	}
+	for (int v = 0; v < ir->n; v++) {
+		ir_node *n = &ir->nodes[v];
+		if (!live[v] || !inlined(n))
+			continue;
+		int cnt, d = 0;
+		const int *s = ir_srcs(n, &cnt);
+		for (int i = 0; i < cnt; i++)
+			d = depth[s[i]] > d ? depth[s[i]] : d;
+		depth[v] = d + (n->op == IR_VIEW && n->sub == V_RESHAPE ? FUSE_RESHAPE_DEPTH : 1);
+		if (depth[v] > FUSE_MAX_DEPTH) {
+			n->mat = 1;
+			depth[v] = 0;
+		}
+	}
+	/* readers come after what they read: evaluations flow backwards */
+	for (int v = ir->n - 1; v >= 0; v--) {
+		ir_node *n = &ir->nodes[v];
+		if (!live[v])
+			continue;
+		int64_t e = 1;
+		if (inlined(n)) {
+			e = evals[v];
+			if (e > FUSE_MAX_RECOMPUTE && n->op != IR_VIEW) {
+				n->mat = 1;
+				e = 1;
+			}
+		}
+		int cnt;
+		const int *s = ir_srcs(n, &cnt);
+		for (int i = 0; i < cnt; i++)
+			evals[s[i]] = evals[s[i]] + e > INT32_MAX ? INT32_MAX : evals[s[i]] + e;
+	}
+	free(depth);
+	free(evals);
 	return 0;
 }
 
@@ -78,10 +165,8 @@ static int check(fctx *c, int v, char **idx, int k)
 		return same_row(c, n, idx) ? 0 : -1;
 	if (n->op == IR_FILL)
 		return 0;
-	if (is_buffer(n) && !(n->mat && n->kernel == k && n->op != IR_REDUCE)) {
-		memset(c->seen, 0, (size_t)c->ir->n);
+	if (is_buffer(n) && !(n->mat && n->kernel == k && n->op != IR_REDUCE))
 		return reaches(c, v, k) ? -1 : 0;
-	}
 	for (int i = 0; i < n->nsrc; i++) {
 		char *sidx[COIL_MAX_RANK];
 		ix_operand(c->ir, n, i, idx, sidx);
@@ -91,18 +176,44 @@ static int check(fctx *c, int v, char **idx, int k)
 	return 0;
 }
 
+/* Kernels and their lists grow by doubling (in the arena): a graph of many
+ * kernels costs memory in proportion to it. */
+static int grow(coil_arena *a, void **p, int n, int *cap, size_t size)
+{
+	if (n < *cap)
+		return 0;
+	int nc = *cap ? 2 * *cap : 4;
+	void *q = arena_alloc(a, (size_t)nc * size);
+	if (!q)
+		return -1;
+	if (n)
+		memcpy(q, *p, (size_t)n * size);
+	*p = q;
+	*cap = nc;
+	return 0;
+}
+
 static int new_kernel(coil_ir *ir, enum kernel_kind kind, coil_err *err)
 {
-	ir_kernel *ks = arena_alloc(ir->arena, (size_t)(ir->nk + 1) * sizeof *ks);
-	if (!ks)
+	if (grow(ir->arena, (void **)&ir->ks, ir->nk, &ir->capk, sizeof *ir->ks))
 		return coil_err_oom(err);
-	if (ir->nk)
-		memcpy(ks, ir->ks, (size_t)ir->nk * sizeof *ks);
-	ir->ks = ks;
-	ks[ir->nk] = (ir_kernel){.kind = kind, .ext = -1};
-	ks[ir->nk].outs = arena_alloc(ir->arena, (size_t)ir->n * sizeof(int));
-	ks[ir->nk].reds = arena_alloc(ir->arena, (size_t)ir->n * sizeof(int));
+	ir->ks[ir->nk] = (ir_kernel){.kind = kind, .ext = -1};
 	return ir->nk++;
+}
+
+/* Appends v to kernel k's outputs (reds: its reductions). */
+static int kernel_add(fctx *c, int k, int v, int reds, coil_err *err)
+{
+	coil_ir *ir = c->ir;
+	ir_kernel *K = &ir->ks[k];
+	if (!K->nouts && !K->nreds)
+		c->kmin[k] = v;
+	c->kmin[k] = v < c->kmin[k] ? v : c->kmin[k];
+	int **l = reds ? &K->reds : &K->outs, *n = reds ? &K->nreds : &K->nouts, *cap = reds ? &K->capreds : &K->capouts;
+	if (grow(ir->arena, (void **)l, *n, cap, sizeof(int)))
+		return coil_err_oom(err);
+	(*l)[(*n)++] = v;
+	return 0;
 }
 
 /* Full-iteration index of a group (input shape of its first reduction). */
@@ -133,13 +244,14 @@ static int outer_idx(fctx *c, const ir_node *r, const ir_node *p, char **idx)
 	return j == r->rank ? 0 : -1;
 }
 
-/* Inline walk collecting covered graph nodes and reductions read from other kernels. */
+/* Inline walk collecting covered graph nodes and reductions read from other
+ * kernels; one walk (c->gen) marks what it covered. */
 static void cover(fctx *c, int v, int k, ir_kernel *K)
 {
 	ir_node *n = &c->ir->nodes[v];
-	if (c->cover[v] == k + 1)
+	if (c->cover[v] == c->gen)
 		return;
-	c->cover[v] = k + 1;
+	c->cover[v] = c->gen;
 	if (n->gnode >= 0) {
 		int dup = 0;
 		for (int i = 0; i < K->ncover; i++)
@@ -180,10 +292,11 @@ int ir_fuse(coil_ir *ir, coil_err *err)
 	}
 	/* Liveness from the outputs (nodes are in topological order). */
 	char *live = arena_alloc(ir->arena, (size_t)ir->n + 1);
-	c.seen = arena_alloc(ir->arena, (size_t)ir->n + 1);
+	c.seen = arena_alloc(ir->arena, (size_t)(ir->n + 1) * sizeof(int));
+	c.kmin = arena_alloc(ir->arena, (size_t)(ir->n + 1) * sizeof(int));
 	c.cover = arena_alloc(ir->arena, (size_t)(ir->n + 1) * sizeof(int));
 	c.scratch = arena_alloc(ir->arena, (size_t)(ir->n + 1) * sizeof(int));
-	if (!c.scratch || !live || !c.seen || !c.cover)
+	if (!c.scratch || !live || !c.seen || !c.kmin || !c.cover)
 		return coil_err_oom(err);
 	for (int j = 0; j < ir->nout; j++)
 		live[ir->outs[j]] = 1;
@@ -206,6 +319,9 @@ int ir_fuse(coil_ir *ir, coil_err *err)
 			ir->nodes[s[i]].nuse++;
 		}
 	}
+	c.stack = arena_alloc(ir->arena, (size_t)(ir->n + 1) * sizeof(int));
+	if (!c.stack || bound_inlining(ir, live, err))
+		return !c.stack ? coil_err_oom(err) : -1;
 	/* Extern kernels: one per graph node. */
 	for (int v = 0; v < ir->n; v++) {
 		ir_node *n = &ir->nodes[v];
@@ -219,7 +335,8 @@ int ir_fuse(coil_ir *ir, coil_err *err)
 			return -1;
 		if (ir->ks[k].ext < 0)
 			ir->ks[k].ext = v;
-		ir->ks[k].outs[ir->ks[k].nouts++] = v;
+		if (kernel_add(&c, k, v, 0, err))
+			return -1;
 		n->kernel = k;
 	}
 	/* Reduction groups. */
@@ -229,11 +346,12 @@ int ir_fuse(coil_ir *ir, coil_err *err)
 			continue;
 		ir_node *src = &ir->nodes[r->src[0]];
 		char *idx[COIL_MAX_RANK];
-		int joined = -1;
-		for (int k = ir->nk - 1; k >= 0 && joined < 0; k--) {
+		int joined = -1, looked = 0;
+		for (int k = ir->nk - 1; k >= 0 && joined < 0 && looked < FUSE_JOIN_WINDOW; k--) {
 			ir_kernel *K = &ir->ks[k];
 			if (K->kind != K_REDUCE)
 				continue;
+			looked++;
 			ir_node *r0 = &ir->nodes[K->reds[0]], *s0 = &ir->nodes[r0->src[0]];
 			if (r0->mask != r->mask || s0->rank != src->rank || !dims_equal(s0->shape, src->shape, src->rank))
 				continue;
@@ -243,8 +361,8 @@ int ir_fuse(coil_ir *ir, coil_err *err)
 		}
 		if (joined < 0 && (joined = new_kernel(ir, K_REDUCE, err)) < 0)
 			return -1;
-		ir_kernel *K = &ir->ks[joined];
-		K->reds[K->nreds++] = v;
+		if (kernel_add(&c, joined, v, 1, err))
+			return -1;
 		r->kernel = joined;
 	}
 	/* Materialized pointwise nodes: a group's epilogue or a kernel of their own. */
@@ -252,11 +370,12 @@ int ir_fuse(coil_ir *ir, coil_err *err)
 		ir_node *p = &ir->nodes[v];
 		if (!live[v] || !p->mat || p->op == IR_EXTERN || p->op == IR_REDUCE)
 			continue;
-		int joined = -1;
-		for (int k = ir->nk - 1; k >= 0 && joined < 0; k--) {
+		int joined = -1, looked = 0;
+		for (int k = ir->nk - 1; k >= 0 && joined < 0 && looked < FUSE_JOIN_WINDOW; k--) {
 			ir_kernel *K = &ir->ks[k];
 			if (K->kind != K_REDUCE)
 				continue;
+			looked++;
 			ir_node *r0 = &ir->nodes[K->reds[0]], *s0 = &ir->nodes[r0->src[0]];
 			char *idx[COIL_MAX_RANK];
 			int full = p->rank == s0->rank && dims_equal(p->shape, s0->shape, p->rank);
@@ -272,37 +391,39 @@ int ir_fuse(coil_ir *ir, coil_err *err)
 				continue;
 			}
 			/* worth it only when v reads a member inline */
-			memset(c.cover, 0, (size_t)(ir->n + 1) * sizeof(int));
 			ir_kernel tmp = {.cover = c.scratch};
 			int uses = 0;
 			c.probe = 1;
+			c.gen++;
 			cover(&c, v, k, &tmp);
 			c.probe = 0;
 			p->kernel = -1;
 			for (int i = 0; i < K->nreds; i++)
-				uses |= c.cover[K->reds[i]] == k + 1;
+				uses |= c.cover[K->reds[i]] == c.gen;
 			if (uses)
 				joined = k;
 		}
 		if (joined < 0 && (joined = new_kernel(ir, K_POINTWISE, err)) < 0)
 			return -1;
-		ir_kernel *K = &ir->ks[joined];
-		K->outs[K->nouts++] = v;
+		if (kernel_add(&c, joined, v, 0, err))
+			return -1;
 		p->kernel = joined;
 	}
 	/* Covered graph nodes; reductions read from other kernels get buffers. */
 	for (int k = 0; k < ir->nk; k++) {
 		ir_kernel *K = &ir->ks[k];
-		K->cover = arena_alloc(ir->arena, (size_t)(ir->n + 1) * sizeof(int));
-		memset(c.cover, 0, (size_t)(ir->n + 1) * sizeof(int));
-		if (K->kind == K_EXTERN) {
+		K->cover = c.scratch; /* then a copy of what it holds */
+		K->ncover = 0;
+		c.gen++;
+		if (K->kind == K_EXTERN)
 			K->cover[K->ncover++] = ir->nodes[K->ext].gnode;
-			continue;
-		}
-		for (int i = 0; i < K->nreds; i++)
+		for (int i = 0; K->kind != K_EXTERN && i < K->nreds; i++)
 			cover(&c, K->reds[i], k, K);
-		for (int i = 0; i < K->nouts; i++)
+		for (int i = 0; K->kind != K_EXTERN && i < K->nouts; i++)
 			cover(&c, K->outs[i], k, K);
+		if (!(K->cover = arena_alloc(ir->arena, (size_t)(K->ncover + 1) * sizeof(int))))
+			return coil_err_oom(err);
+		memcpy(K->cover, c.scratch, (size_t)K->ncover * sizeof(int));
 	}
 	return 0;
 }

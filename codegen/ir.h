@@ -79,6 +79,7 @@ typedef struct ir_kernel {
 	enum kernel_kind kind;
 	int nouts, *outs;  /* materialized nodes it writes (K_REDUCE: epilogue, full or outer shaped) */
 	int nreds, *reds;  /* K_REDUCE: reductions, in order */
+	int capouts, capreds;
 	int ext;           /* K_EXTERN: first IR_EXTERN node of the graph node */
 	int ncover, *cover; /* graph node indices covered, for comments */
 } ir_kernel;
@@ -96,7 +97,7 @@ typedef struct coil_ir {
 	ir_node *nodes;
 	int *val_node;     /* graph value -> IR node */
 	int nout, *outs;   /* graph outputs -> IR node */
-	int nk;
+	int nk, capk;
 	ir_kernel *ks;     /* in schedule order after schedule */
 	int nslots;
 	ir_slot *slots;

@@ -144,6 +144,17 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 		lay.units = units < 0 ? 0 : units > EMIT_MAX_UNITS ? EMIT_MAX_UNITS : units;
 	if (ir_emit_src(ir, t->name, hash, &lay, &src, err))
 		goto out;
+	int nunits = src.rt_unit;
+	size_t c_bytes = 0, max_c = o->max_c_bytes ? o->max_c_bytes : CODEGEN_MAX_C_BYTES;
+	for (int i = 0; i < src.n; i++) {
+		c_bytes += strlen(src.text[i]);
+		nunits += strstr(src.name[i], ".c") != NULL;
+	}
+	if (c_bytes > max_c) {
+		coil_errc(err, COIL_E_LIMIT, "codegen: the graph's C is %zu bytes, more than the limit of %zu", c_bytes,
+			  max_c);
+		goto out;
+	}
 	if ((df = dump_to(o, "emit_c")))
 		write_src(&src, df);
 	if (o->keep_c && keep_src(&src, o->keep_c, err))
@@ -151,12 +162,6 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 	double secs = 0;
 	if (out_so && build_files(&src, o->cc, o->opt, t->flags, o->werror, o->timeout_s, o->jobs, out_so, &secs, err))
 		goto out;
-	int nunits = src.rt_unit;
-	size_t c_bytes = 0;
-	for (int i = 0; i < src.n; i++) {
-		c_bytes += strlen(src.text[i]);
-		nunits += strstr(src.name[i], ".c") != NULL;
-	}
 	if ((df = dump_to(o, "build"))) {
 		if (out_so)
 			fprintf(df, "%s: %d unit%s, cc %s %s, %.2f s\n", out_so, nunits, nunits == 1 ? "" : "s",

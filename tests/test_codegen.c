@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "codegen/codegen.h"
 #include "coil/artifact.h"
 #include "common/interp.h"
+#include "tests/chains.h"
 
 static char tmpdir[] = "/tmp/coil-test-XXXXXX";
 static int sos;
@@ -1263,6 +1265,83 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* Code generation of a graph up to its C (no compiler), on a thread with a
+ * 256 KiB stack: no pass may recurse as deep as the graph. */
+typedef struct emit_job {
+	const char *json;
+	size_t len, max_c;
+	int rc;
+	coil_err err;
+	codegen_result res;
+} emit_job;
+
+static void *emit_thread(void *p)
+{
+	emit_job *j = p;
+	coil_graph *g = graph_parse(j->json, j->len, &j->err);
+	codegen_opts o = {.target = "x86-64-v4", .max_c_bytes = j->max_c};
+	j->rc = g ? codegen_compile(g, &o, NULL, &j->res, &j->err) : -1;
+	graph_free(g);
+	return NULL;
+}
+
+static int emit_small_stack(emit_job *j)
+{
+	pthread_attr_t at;
+	pthread_t th;
+	pthread_attr_init(&at);
+	pthread_attr_setstacksize(&at, 256 << 10);
+	assert_int_equal(pthread_create(&th, &at, emit_thread, j), 0);
+	pthread_join(th, NULL);
+	pthread_attr_destroy(&at);
+	return j->rc;
+}
+
+/* Chains of 20,000 nodes of each kind go through every pass on a small stack
+ * (each pass iterative, or as deep as fusion lets an expression be); 2,000
+ * of each compile and match the interpreter.  A chain of softmaxes makes C
+ * linear in its length (it grew with the square), and a graph whose C passes
+ * the limit is refused with a 'limit' error naming it. */
+static void test_deep_graphs(void **state)
+{
+	(void)state;
+	static const char *const kinds[] = {"relu", "transpose", "view", "add", "softmax"};
+	for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+		int soft = !strcmp(kinds[k], "softmax"), n = soft ? 1000 : 20000;
+		size_t len;
+		char *g = chain_graph(kinds[k], n, &len);
+		emit_job j = {.json = g, .len = len};
+		if (emit_small_stack(&j))
+			fail_msg("a chain of %d %s: %s", n, kinds[k], j.err.msg);
+		print_message("# %d %s: %d kernels, %zu bytes of C\n", n, kinds[k], j.res.nkernels, j.res.c_bytes);
+		free(g);
+		g = chain_graph(kinds[k], soft ? 200 : 2000, &len);
+		if (check_graph(g, 0, NULL))
+			fail_msg("a chain of %s does not match the interpreter", kinds[k]);
+		free(g);
+	}
+	size_t c[2];
+	for (int i = 0; i < 2; i++) {
+		size_t len;
+		char *g = chain_graph("softmax", i ? 1000 : 250, &len);
+		emit_job j = {.json = g, .len = len};
+		assert_int_equal(emit_small_stack(&j), 0);
+		c[i] = j.res.c_bytes;
+		free(g);
+	}
+	print_message("# softmax chains: 250 -> %zu, 1000 -> %zu bytes of C\n", c[0], c[1]);
+	/* linear: at most 4 KiB of C a softmax past the prelude (200 of them made
+	 * 88 MB of C before fusion had a cost model) */
+	assert_true(c[1] > c[0] && (c[1] - c[0]) / 750 < 4096);
+	size_t len;
+	char *g = chain_graph("relu", 10, &len);
+	emit_job j = {.json = g, .len = len, .max_c = 4096};
+	assert_int_equal(emit_small_stack(&j), -1);
+	assert_int_equal(j.err.code, COIL_E_LIMIT);
+	assert_non_null(strstr(j.err.msg, "more than the limit of 4096"));
+	free(g);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1283,6 +1362,7 @@ int main(void)
 		cmocka_unit_test(test_layouts), cmocka_unit_test(test_transposes),
 		cmocka_unit_test(test_shared_functions),
 		cmocka_unit_test(test_split_units),
+		cmocka_unit_test(test_deep_graphs),
 	};
 	/* COIL_TEST_FILTER=test_split*: run only the matching tests */
 	if (getenv("COIL_TEST_FILTER"))
