@@ -127,31 +127,59 @@ enum MHD_Result reply_json(request *r, unsigned status, json_t *obj)
 	return reply(r, status, resp, n);
 }
 
-enum MHD_Result reply_error(request *r, unsigned status, const char *fmt, ...)
+json_t *error_json(int code, const char *node, const char *msg)
+{
+	/* json_string rejects invalid UTF-8; fall back on a lossy copy */
+	json_t *m = json_string(msg);
+	if (!m)
+		m = json_string("request failed (message was not valid UTF-8)");
+	json_t *o = json_pack("{s:o, s:s}", "error", m, "code", err_name(code));
+	json_t *n = node && *node ? json_string(node) : NULL;
+	if (o && n)
+		json_object_set_new(o, "node", n);
+	else
+		json_decref(n);
+	return o;
+}
+
+enum MHD_Result reply_fail(request *r, int code, const char *node, const char *msg, json_t *extra, const char *hdr,
+			   const char *val)
+{
+	snprintf(r->note + strlen(r->note), sizeof r->note - strlen(r->note), "%serror=\"%.180s\" code=%s",
+		 r->note[0] ? " " : "", msg, err_name(code));
+	json_t *o = error_json(code, node, msg);
+	if (o && extra)
+		json_object_update_missing(o, extra);
+	json_decref(extra);
+	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	struct MHD_Response *resp = text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE)
+					 : NULL;
+	if (!resp) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	if (code == ERR_UNAUTHORIZED)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"coild\"");
+	if (hdr)
+		MHD_add_response_header(resp, hdr, val);
+	return reply(r, err_status(code), resp, strlen(text));
+}
+
+enum MHD_Result reply_error(request *r, int code, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	snprintf(r->note, sizeof r->note, "error=\"%.180s\"", msg);
-	json_t *o = json_object();
-	/* json_string rejects invalid UTF-8; fall back on a lossy copy */
-	json_t *m = json_string(msg);
-	if (!m)
-		m = json_string("request failed (message was not valid UTF-8)");
-	json_object_set_new(o, "error", m);
-	if (status == 401) {
-		char *text = json_dumps(o, JSON_COMPACT);
-		json_decref(o);
-		if (!text)
-			return MHD_NO;
-		struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"coild\"");
-		return reply(r, status, resp, strlen(text));
-	}
-	return reply_json(r, status, o);
+	return reply_fail(r, code, NULL, msg, NULL, NULL, NULL);
+}
+
+enum MHD_Result reply_err(request *r, const coil_err *e)
+{
+	return reply_fail(r, e->code, e->node, e->msg[0] ? e->msg : "failed (no message)", NULL, NULL, NULL);
 }
 
 /* ---- one request ---- */
@@ -171,78 +199,66 @@ static enum MHD_Result dispatch(request *r)
 	case ROUTE_UNKNOWN:
 	case ROUTE_COUNT: break;
 	}
-	return reply_error(r, 404, "no route for %s %s", r->method, r->url);
+	return reply_error(r, ERR_NOT_FOUND, "no route for %s %s", r->method, r->url);
 }
 
-/* Record why a request is refused (answered by answer_refusal); returns status. */
-static unsigned refuse(request *r, unsigned status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static unsigned refuse(request *r, unsigned status, const char *fmt, ...)
+/* Record why a request is refused (answered by answer_refusal); returns code. */
+static int refuse(request *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int refuse(request *r, int code, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(r->refusal, sizeof r->refusal, fmt, ap);
 	va_end(ap);
-	r->refused = status;
-	return status;
+	r->refused = code;
+	return code;
 }
 
 static enum MHD_Result answer_refusal(request *r)
 {
-	if (r->refused != 405)
-		return reply_error(r, r->refused, "%s", r->refusal);
-	json_t *o = json_pack("{s:s}", "error", r->refusal);
-	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
-	json_decref(o);
-	struct MHD_Response *resp = text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
-	if (!resp) {
-		free(text);
-		return MHD_NO;
-	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
-	snprintf(r->note, sizeof r->note, "error=\"method not allowed\"");
-	return reply(r, 405, resp, strlen(text));
+	return reply_fail(r, r->refused, NULL, r->refusal, NULL, r->refused == ERR_METHOD ? MHD_HTTP_HEADER_ALLOW : NULL,
+			  r->allow);
 }
 
 /* The first callback: everything that can be decided from the headers.
- * Returns 0 to go on, or the status of a refusal (recorded with refuse). */
-static unsigned first_call(request *r, const char *url)
+ * Returns 0 to go on, or the code of a refusal (recorded with refuse). */
+static int first_call(request *r, const char *url)
 {
 	coild *s = r->s;
 	unsigned m = http_method_bit(r->method), allowed = 0;
 	int path_known = 0;
 	const route_def *hit = route_find(r->method, url, r->param, sizeof r->param, &path_known, &allowed);
 	if (!path_known)
-		return refuse(r, 404, "no route for %s; see docs/api.md", r->url);
+		return refuse(r, ERR_NOT_FOUND, "no route for %s; see docs/api.md", r->url);
 	if (!hit) {
 		route_allow_list(allowed, r->allow, sizeof r->allow);
-		return refuse(r, 405, "method %.20s is not allowed on %.80s (allowed: %s)", r->method, r->url, r->allow);
+		return refuse(r, ERR_METHOD, "method %.20s is not allowed on %.80s (allowed: %s)", r->method, r->url, r->allow);
 	}
 	r->route = hit->route;
 
 	const char *authz = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 	int a = auth_check(&s->auth, authz, hit->roles);
 	if (a == 401)
-		return refuse(r, 401, "%s", authz ? "the bearer token is not valid"
+		return refuse(r, ERR_UNAUTHORIZED, "%s", authz ? "the bearer token is not valid"
 						  : "this server needs 'Authorization: Bearer TOKEN'");
 	if (a == 403)
-		return refuse(r, 403, "the token lacks the '%s' role needed for %s %s", auth_role_name(hit->roles),
+		return refuse(r, ERR_FORBIDDEN, "the token lacks the '%s' role needed for %s %s", auth_role_name(hit->roles),
 			      r->method, hit->pattern);
 
 	if (strstr(hit->pattern, "{key}") && !cache_key_valid(r->param))
-		return refuse(r, 400, "artifact key '%.70s' is not 64 lowercase hex digits", r->param);
+		return refuse(r, COIL_E_INPUT, "artifact key '%.70s' is not 64 lowercase hex digits", r->param);
 	if (strstr(hit->pattern, "{id}") && !job_id_valid(r->param))
-		return refuse(r, 400, "job id '%.70s' is not %d lowercase hex digits", r->param, JOB_ID_HEX);
+		return refuse(r, COIL_E_INPUT, "job id '%.70s' is not %d lowercase hex digits", r->param, JOB_ID_HEX);
 
 	if (m == M_POST) {
 		const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 		unsigned long long n;
 		if (content_length_over(cl, s->cfg.max_body, &n))
-			return refuse(r, 413, "request body of %llu bytes exceeds this server's limit of %llu bytes",
+			return refuse(r, COIL_E_LIMIT, "request body of %llu bytes exceeds this server's limit of %llu bytes",
 				      (unsigned long long)n, (unsigned long long)s->cfg.max_body);
 		const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
 		if (!content_type_ok(ct))
-			return refuse(r, 415, "Content-Type '%.60s' is not accepted: send the graph as application/json",
+			return refuse(r, ERR_MEDIA_TYPE, "Content-Type '%.60s' is not accepted: send the graph as application/json",
 				      ct);
 	}
 	return 0;
@@ -257,7 +273,7 @@ static unsigned first_call(request *r, const char *url)
 static int refuse_now(request *r)
 {
 	const char *expect = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
-	return r->refused == 413 || (expect && !strcasecmp(expect, "100-continue"));
+	return r->refused == COIL_E_LIMIT || (expect && !strcasecmp(expect, "100-continue"));
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -327,7 +343,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (r->job)
 		return route_compile_resume(r);
 	if (r->too_big)
-		return reply_error(r, 413, "request body exceeds this server's limit of %llu bytes",
+		return reply_error(r, COIL_E_LIMIT, "request body exceeds this server's limit of %llu bytes",
 				   (unsigned long long)r->s->cfg.max_body);
 	return dispatch(r);
 }

@@ -166,53 +166,49 @@ void compile_request_free(compile_request *cr)
 	cr->owned = NULL;
 }
 
-/* The envelope's fields into cr; -1 with msg on a bad one. */
-static int read_envelope(json_t *doc, compile_request *cr, char *msg, size_t msgcap)
+/* The envelope's fields into cr; -1 with err on a bad one. */
+static int read_envelope(json_t *doc, compile_request *cr, coil_err *err)
 {
 	const char *k;
 	json_t *v;
 	json_object_foreach(doc, k, v) {
 		if (!strcmp(k, "graph")) {
 			if (!json_is_object(v))
-				return snprintf(msg, msgcap, "\"graph\" must be a JSON object"), -1;
+				return coil_err_input(err, "\"graph\" must be a JSON object");
 		} else if (!strcmp(k, "target")) {
 			if (!json_is_string(v) || !*json_string_value(v))
-				return snprintf(msg, msgcap, "\"target\" must be a non-empty string"), -1;
+				return coil_err_input(err, "\"target\" must be a non-empty string");
 			snprintf(cr->target, sizeof cr->target, "%s", json_string_value(v));
 			cr->opts.target = cr->target;
 		} else if (!strcmp(k, "async")) {
 			if (!json_is_boolean(v))
-				return snprintf(msg, msgcap, "\"async\" must be true or false"), -1;
+				return coil_err_input(err, "\"async\" must be true or false");
 			cr->async = json_is_true(v);
 		} else if (!strcmp(k, "options")) {
 			if (!json_is_object(v))
-				return snprintf(msg, msgcap, "\"options\" must be an object"), -1;
+				return coil_err_input(err, "\"options\" must be an object");
 			const char *ok;
 			json_t *ov;
 			json_object_foreach(v, ok, ov) {
 				if (strcmp(ok, "opt_level"))
-					return snprintf(msg, msgcap, "unknown option \"options.%.60s\" (known: opt_level)",
-							ok), -1;
+					return coil_err_input(err, "unknown option \"options.%.60s\" (known: opt_level)", ok);
 				if (!json_is_integer(ov) || json_integer_value(ov) < 0 || json_integer_value(ov) > 3)
-					return snprintf(msg, msgcap, "\"options.opt_level\" must be an integer in 0..3"), -1;
+					return coil_err_input(err, "\"options.opt_level\" must be an integer in 0..3");
 				cr->opts.opt_level = (int)json_integer_value(ov);
 			}
 		} else {
-			return snprintf(msg, msgcap,
-					"unknown field \"%.60s\" in the request (known: graph, target, options, async)", k),
-			       -1;
+			return coil_err_input(err,
+					      "unknown field \"%.60s\" in the request (known: graph, target, options, async)",
+					      k);
 		}
 	}
 	return 0;
 }
 
 static int parse_request(const char *body, size_t len, const char *q_target, const char *q_opt_level,
-			 const char *q_async, int max_nodes, compile_request *cr, unsigned *status, char *msg,
-			 size_t msgcap)
+			 const char *q_async, int max_nodes, compile_request *cr, coil_err *err)
 {
 	memset(cr, 0, sizeof *cr);
-	*status = 400;
-	msg[0] = 0;
 	cr->async = query_truthy(q_async);
 	cr->opts.opt_level = DEFAULT_OPT_LEVEL;
 	if (q_target && *q_target) {
@@ -223,33 +219,35 @@ static int parse_request(const char *body, size_t len, const char *q_target, con
 		char *end;
 		long v = strtol(q_opt_level, &end, 10);
 		if (!*q_opt_level || *end || v < 0 || v > 3)
-			return snprintf(msg, msgcap, "query argument opt_level='%.20s' is not an integer in 0..3",
-					q_opt_level), -1;
+			return coil_err_input(err, "query argument opt_level='%.20s' is not an integer in 0..3",
+					      q_opt_level);
 		cr->opts.opt_level = (int)v;
 	}
 	if (!body || len == 0)
-		return snprintf(msg, msgcap, "empty body: POST a coil graph (JSON) or {\"graph\": {...}}"), -1;
+		return coil_err_input(err, "empty body: POST a coil graph (JSON) or {\"graph\": {...}}");
 
 	json_error_t je;
 	json_t *doc = json_loadb(body, len, 0, &je);
-	if (!doc)
-		return snprintf(msg, msgcap, "request body is not valid JSON: line %d, column %d: %s", je.line,
-				je.column, je.text), -1;
+	if (!doc) {
+		if (json_error_code(&je) == json_error_out_of_memory)
+			return coil_err_oom(err);
+		return coil_err_input(err, "request body is not valid JSON: line %d, column %d: %s", je.line, je.column,
+				      je.text);
+	}
 	int ret = -1;
 	json_t *graph = doc;
 	cr->text = body;
 	cr->len = len;
 	if (!json_is_object(doc)) {
-		snprintf(msg, msgcap, "request body must be a JSON object (a coil graph or {\"graph\": {...}})");
+		coil_err_input(err, "request body must be a JSON object (a coil graph or {\"graph\": {...}})");
 		goto out;
 	}
 	if (json_object_get(doc, "graph")) {
-		if (read_envelope(doc, cr, msg, msgcap) != 0)
+		if (read_envelope(doc, cr, err) != 0)
 			goto out;
 		graph = json_object_get(doc, "graph");
 		if (!(cr->owned = json_dumps(graph, JSON_COMPACT))) {
-			*status = 500;
-			snprintf(msg, msgcap, "out of memory");
+			coil_err_oom(err);
 			goto out;
 		}
 		cr->text = cr->owned;
@@ -258,9 +256,8 @@ static int parse_request(const char *body, size_t len, const char *q_target, con
 	/* The node limit is checked before the graph is parsed in earnest. */
 	json_t *nodes = json_object_get(graph, "nodes");
 	if (json_is_array(nodes) && json_array_size(nodes) > (size_t)max_nodes) {
-		*status = 413;
-		snprintf(msg, msgcap, "graph has %zu nodes; this server accepts at most %d", json_array_size(nodes),
-			 max_nodes);
+		coil_errc(err, COIL_E_LIMIT, "graph has %zu nodes; this server accepts at most %d",
+			  json_array_size(nodes), max_nodes);
 		goto out;
 	}
 	ret = 0;
@@ -275,10 +272,10 @@ out:
 }
 
 int compile_request_parse(const char *body, size_t len, const char *q_target, const char *q_opt_level,
-			  const char *q_async, int max_nodes, compile_request *cr, unsigned *status, char *msg,
-			  size_t msgcap)
+			  const char *q_async, int max_nodes, compile_request *cr, coil_err *err)
 {
-	int rc = parse_request(body, len, q_target, q_opt_level, q_async, max_nodes, cr, status, msg, msgcap);
-	one_line(msg); /* jansson quotes the offending text, newlines and all */
+	int rc = parse_request(body, len, q_target, q_opt_level, q_async, max_nodes, cr, err);
+	if (rc != 0)
+		one_line(err->msg); /* jansson quotes the offending text, newlines and all */
 	return rc;
 }

@@ -12,7 +12,8 @@
  * Invariants: a route found takes the method; a path parameter that passes
  * its pattern check is exactly 64 (key) or 32 (job id) lowercase hex digits,
  * so nothing else reaches a file name; authorization answers 0, 401 or 403;
- * a refused compile request has a status and a one-line message. */
+ * a refused compile request has a code (bad input, limit or out of memory)
+ * and a one-line message. */
 #include <string.h>
 
 #include "cache/cache.h"
@@ -97,10 +98,10 @@ int fuzz_http(const uint8_t *data, size_t size)
 
 	/* The compile request, then its plan (graph validation, target, options). */
 	compile_request cr;
-	unsigned status = 0;
-	char msg[1024];
-	if (compile_request_parse(body, blen, f[6], f[7], f[8], 1000, &cr, &status, msg, sizeof msg) != 0) {
-		FUZZ_CHECK((status == 400 || status == 413 || status == 500) && msg[0] && !strchr(msg, '\n'));
+	coil_err perr = {0};
+	if (compile_request_parse(body, blen, f[6], f[7], f[8], 1000, &cr, &perr) != 0) {
+		FUZZ_CHECK(perr.code == COIL_E_INPUT || perr.code == COIL_E_LIMIT || perr.code == COIL_E_RESOURCE);
+		FUZZ_CHECK(perr.msg[0] && !strchr(perr.msg, '\n'));
 	} else {
 		FUZZ_CHECK(cr.text && cr.len > 0 && cr.opts.opt_level >= 0 && cr.opts.opt_level <= 3);
 		cr.opts.max_nodes = 1000;
