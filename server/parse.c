@@ -160,6 +160,57 @@ void one_line(char *s)
 			*s = ' ';
 }
 
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+int uri_clean(const char *raw)
+{
+	for (const char *p = raw; p && *p; p++) {
+		int c = (unsigned char)*p;
+		if (c == '%' && hexval(p[1]) >= 0 && hexval(p[2]) >= 0)
+			c = hexval(p[1]) * 16 + hexval(p[2]);
+		if (c < 0x20 || c == 0x7f)
+			return 0;
+	}
+	return 1;
+}
+
+/* 1 if s is one or more decimal digits and nothing else. */
+static int all_digits(const char *s)
+{
+	if (!s || !*s)
+		return 0;
+	for (; *s; s++)
+		if (*s < '0' || *s > '9')
+			return 0;
+	return 1;
+}
+
+int framing_check(const framing *f, coil_err *err)
+{
+	int v11 = f->version && !strcmp(f->version, "HTTP/1.1");
+	if (f->n_length > 1)
+		return coil_err_input(err, "the request has %d Content-Length headers; send one", f->n_length);
+	if (f->n_length == 1 && !all_digits(f->length))
+		return coil_err_input(err, "Content-Length '%.40s' is not a number of bytes", f->length);
+	if (f->n_encoding > 1)
+		return coil_err_input(err, "the request has %d Transfer-Encoding headers; send one", f->n_encoding);
+	if (f->n_encoding && f->n_length)
+		return coil_err_input(err, "the request has both Content-Length and Transfer-Encoding; send one");
+	if (f->n_encoding && strcasecmp(f->encoding ? f->encoding : "", "chunked"))
+		return coil_err_input(err, "Transfer-Encoding '%.40s' is not supported (only chunked)",
+				      f->encoding ? f->encoding : "");
+	if (f->n_encoding && !v11)
+		return coil_err_input(err, "Transfer-Encoding needs HTTP/1.1");
+	if (f->n_host > 1)
+		return coil_err_input(err, "the request has %d Host headers; send one", f->n_host);
+	if (v11 && f->n_host == 0)
+		return coil_err_input(err, "an HTTP/1.1 request needs a Host header");
+	return 0;
+}
+
 void compile_request_free(compile_request *cr)
 {
 	free(cr->owned);

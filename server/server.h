@@ -221,13 +221,16 @@ typedef struct request {
 	coild *s;
 	struct MHD_Connection *conn;
 	enum route route;
-	const char *method;
-	char url[256];          /* for the log (truncated) */
+	const char *method;     /* NULL until the headers are in */
+	char url[256];          /* the raw target, for messages and the log (truncated) */
 	char param[80];         /* the key or job id from the path (validated) */
 	double start;
 	char *body;
-	size_t len, cap;
-	int too_big;
+	size_t len, cap;        /* len: also the bytes of a refused body, dropped */
+	int bad_uri;            /* the raw target has a control character */
+	int close;              /* answer with Connection: close */
+	int cut;                /* answered in mid-body; the rest is dropped (counted in len) */
+	int counted;            /* counted in coild.active */
 	unsigned status;
 	uint64_t bytes;         /* response body bytes */
 	job *job;               /* a compile waiting on or answered from a job */
@@ -294,6 +297,26 @@ int query_truthy(const char *v);
 /* Control characters (newlines included) in s become spaces: what a
  * request puts into a message or the log stays on one line. */
 void one_line(char *s);
+
+/* 1 if the raw request target (path and query, before percent-decoding) has
+ * no control character (below 0x20, or 0x7f), as it is or percent-encoded
+ * (%00 would cut the decoded path short; %0a would start a new log line). */
+int uri_clean(const char *raw);
+
+/* The framing a request's headers declare: how many of each header came (all
+ * of them, duplicates too) and the first value of each. */
+typedef struct framing {
+	const char *version;              /* "HTTP/1.1", "HTTP/1.0" */
+	int n_length, n_encoding, n_host; /* Content-Length, Transfer-Encoding, Host */
+	const char *length, *encoding;    /* the first Content-Length, Transfer-Encoding */
+} framing;
+
+/* 0 if the framing has one reading, else -1 with err (COIL_E_INPUT): more
+ * than one Content-Length, Transfer-Encoding or Host; a Content-Length that
+ * is not a number; Content-Length with Transfer-Encoding; a coding other than
+ * chunked; HTTP/1.1 without Host.  A proxy in front of coild that reads such
+ * a request another way would let one request hide inside another. */
+int framing_check(const framing *f, coil_err *err);
 
 /* A compile request: a raw graph, or the envelope {"graph": {...},
  * "target": "...", "options": {"opt_level": N}, "async": B}.  Query

@@ -6,12 +6,15 @@
  * Tests that need a working compiler (codegen) report "ok ... # SKIP" only
  * when the server answers "codegen not available"; any other failure fails
  * them. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -21,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -362,6 +366,59 @@ static void store_fake(const server *s, const char *seed, char key[65], char sha
 	cache_close(c);
 }
 
+/* ---- raw bytes on a socket ---- */
+
+/* A TCP connection to s from the loopback address src ("127.0.0.2": another
+ * client address on the same machine), or -1. */
+static int raw_connect(const server *s, const char *src)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	struct sockaddr_in a = {.sin_family = AF_INET}, to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->port)};
+	inet_pton(AF_INET, src, &a.sin_addr);
+	inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+	if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || connect(fd, (struct sockaddr *)&to, sizeof to) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Read from fd until the peer closes, an error, or ms pass; returns the bytes
+ * read (NUL-terminated in out) and in *closed whether the peer closed. */
+static size_t raw_read(int fd, char *out, size_t cap, long ms, int *closed)
+{
+	size_t n = 0;
+	*closed = 0;
+	for (long waited = 0; waited < ms && n + 1 < cap;) {
+		struct pollfd pf = {.fd = fd, .events = POLLIN};
+		if (poll(&pf, 1, 50) <= 0) {
+			waited += 50;
+			continue;
+		}
+		ssize_t k = recv(fd, out + n, cap - 1 - n, 0);
+		if (k <= 0) {
+			*closed = 1;
+			break;
+		}
+		n += (size_t)k;
+	}
+	out[n] = 0;
+	return n;
+}
+
+/* Send the request text (len bytes) on a new connection and read the answer
+ * until the server closes (or 5 s pass). */
+static void raw_exchange(const server *s, const char *text, size_t len, char *out, size_t cap, int *closed)
+{
+	int fd = raw_connect(s, "127.0.0.1");
+	assert_true(fd >= 0);
+	assert_true(send(fd, text, len, MSG_NOSIGNAL) == (ssize_t)len);
+	raw_read(fd, out, cap, 5000, closed);
+	close(fd);
+}
+
 /* ---- compiling, with the codegen skip ---- */
 
 /* POST a graph file; when this build has no code generator ("codegen not
@@ -676,6 +733,93 @@ static void test_oversize_body(void **state)
 	metric_reaching(s, m413, NULL, before + 1);
 	assert_true(metric_settled(s, m413, NULL) == before + 1);
 	/* the server is fine afterwards */
+	resp r = get(s, "/healthz");
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+}
+
+/* Requests whose framing could be read two ways (request smuggling behind a
+ * proxy that reads them the other way) are refused with 400, and their
+ * connection is closed: the request hidden behind them is never answered. */
+static void test_ambiguous_framing(void **state)
+{
+	server *s = *state;
+	static const struct {
+		const char *text, *want;
+	} bad[] = {
+		{"POST /v1/compile HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 40\r\n\r\n{}"
+		 "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+		 "2 Content-Length headers"},
+		{"POST /v1/compile HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}",
+		 "2 Content-Length headers"},
+		{"POST /v1/compile HTTP/1.1\r\nHost: x\r\nContent-Length: 42\r\nTransfer-Encoding: chunked\r\n\r\n"
+		 "0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+		 "both Content-Length and Transfer-Encoding"},
+		{"GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n"
+		 "0\r\n\r\n",
+		 "2 Transfer-Encoding headers"},
+		{"POST /v1/compile HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+		 "only chunked"},
+		{"POST /v1/compile HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "needs HTTP/1.1"},
+		{"GET /healthz HTTP/1.1\r\n\r\n", "needs a Host header"},
+		{"GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "2 Host headers"},
+		{"GET /healthz%00/x HTTP/1.1\r\nHost: x\r\n\r\n", "control character"},
+		{"GET /v1/artifacts/%0a HTTP/1.1\r\nHost: x\r\n\r\n", "control character"},
+		{"GET /v1/targets?x=%7f HTTP/1.1\r\nHost: x\r\n\r\n", "control character"},
+		{"GET /healthz?x=\x01 HTTP/1.1\r\nHost: x\r\n\r\n", "control character"},
+	};
+	char out[8192];
+	int closed;
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		raw_exchange(s, bad[i].text, strlen(bad[i].text), out, sizeof out, &closed);
+		if (strncmp(out, "HTTP/1.1 400 ", 13) || !strstr(out, "\"code\":\"bad_input\"") || !strstr(out, bad[i].want))
+			fail_msg("case %zu: want 400 '%s', got: %s", i, bad[i].want, out);
+		if (!closed || strstr(out, "HTTP/1.1 200"))
+			fail_msg("case %zu: the connection stayed open or the hidden request was answered: %s", i, out);
+	}
+	/* HTTP/1.0 needs no Host */
+	const char *old = "GET /healthz HTTP/1.0\r\n\r\n";
+	raw_exchange(s, old, strlen(old), out, sizeof out, &closed);
+	if (strncmp(out, "HTTP/1.1 200 ", 13) && strncmp(out, "HTTP/1.0 200 ", 13))
+		fail_msg("HTTP/1.0 without Host: %s", out);
+}
+
+/* A chunked body has no length to refuse before it is read: past --max-body
+ * the server answers 413 in mid-body and closes the connection, instead of
+ * reading on without end. */
+static void test_chunked_over_limit(void **state)
+{
+	server *s = *state;
+	int fd = raw_connect(s, "127.0.0.1");
+	assert_true(fd >= 0);
+	const char *head = "POST /v1/compile HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+	assert_true(send(fd, head, strlen(head), MSG_NOSIGNAL) > 0);
+	static char chunk[8200];
+	int hn = snprintf(chunk, sizeof chunk, "%x\r\n", 8192);
+	memset(chunk + hn, ' ', 8192);
+	memcpy(chunk + hn + 8192, "\r\n", 2);
+	size_t clen = (size_t)hn + 8194, sent = 0, cap = (size_t)256 << 20;
+	/* send until the server hangs up (a bounded amount beyond the limit sits
+	 * in the socket buffers meanwhile) */
+	while (sent < cap) {
+		struct pollfd pf = {.fd = fd, .events = POLLOUT};
+		if (poll(&pf, 1, 5000) <= 0)
+			fail_msg("the server stopped reading after %zu bytes but did not close", sent);
+		ssize_t k = send(fd, chunk, clen, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (k < 0 && errno != EAGAIN)
+			break;
+		if (k > 0)
+			sent += (size_t)k;
+	}
+	if (sent >= cap)
+		fail_msg("the server read %zu bytes of a body over its 64 KiB limit", sent);
+	char out[4096];
+	int closed;
+	raw_read(fd, out, sizeof out, 5000, &closed);
+	close(fd);
+	if (strncmp(out, "HTTP/1.1 413 ", 13) || !strstr(out, "\"code\":\"limit\"") || !strstr(out, "limit of 65536 bytes"))
+		fail_msg("after %zu bytes: %s", sent, out);
+	print_message("# chunked body cut after %zu bytes sent (limit 65536)\n", sent);
 	resp r = get(s, "/healthz");
 	assert_int_equal(r.status, 200);
 	resp_free(&r);
@@ -1373,6 +1517,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_bad_requests),
 		cmocka_unit_test(test_error_codes),
 		cmocka_unit_test(test_oversize_body),
+		cmocka_unit_test(test_ambiguous_framing),
+		cmocka_unit_test(test_chunked_over_limit),
 		cmocka_unit_test(test_artifact_routes),
 		cmocka_unit_test(test_tampered_artifact),
 		cmocka_unit_test(test_compile_with_curl),
