@@ -821,7 +821,9 @@ json_t *graph_json_load(const char *text, size_t len, coil_err *err)
 {
 	json_error_t je;
 	json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-	if (!root) {
+	if (!root && json_error_code(&je) == json_error_out_of_memory)
+		coil_err_oom(err);
+	else if (!root) {
 		coil_err_input(err, "invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
 		printable_msg(err);
 	}

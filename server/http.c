@@ -4,14 +4,22 @@
  * the handler threads borrow.
  *
  * A request's life:
- *   first callback  route by path (404), method (405), token (401/403), the
- *                   key or job id in the path (400), Content-Length against
- *                   --max-body (413), Content-Type (415); a 413, or a refusal
- *                   of a client waiting for 100 Continue, is answered at once
- *                   (and the connection closed); other refusals once the
- *                   body is read (see refuse_now)
- *   body callbacks  the body accumulates, or is discarded once too big or
- *                   refused
+ *   raw target      (the URI log callback) the request is allocated; a
+ *                   control character in the target, raw or %-encoded, is
+ *                   noted
+ *   first callback  the target (400) and the framing headers (400: more than
+ *                   one Content-Length, Transfer-Encoding or Host, both of
+ *                   the first two, HTTP/1.1 without Host), answered at once
+ *                   and the connection closed; then route by path (404),
+ *                   method (405), token (401/403), the key or job id in the
+ *                   path (400), Content-Length against --max-body (413),
+ *                   Content-Type (415); a 413, or a refusal of a client
+ *                   waiting for 100 Continue, is answered at once (and the
+ *                   connection closed); other refusals once the body is read
+ *                   (see refuse_now)
+ *   body callbacks  the body accumulates, or is discarded when refused; one
+ *                   that passes --max-body (chunked: no length to refuse
+ *                   early on) is answered in mid-body and cut (see cut)
  *   last callback   the handler runs (answering earlier would cost the
  *                   keep-alive); a synchronous compile that has to wait
  *                   suspends the connection and is called again when its job
@@ -29,6 +37,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +51,9 @@
 #define MAX_CONNECTIONS 4096
 /* How long a stop waits for requests in progress. */
 #define DRAIN_LIMIT_MS 30000
+/* After answering in mid-body, how much more of the body is read and dropped
+ * before the connection closes (see cut). */
+#define CUT_LINGER (256 * 1024)
 
 int64_t now_ms(void)
 {
@@ -95,7 +107,7 @@ enum MHD_Result reply(request *r, unsigned status, struct MHD_Response *resp, ui
 {
 	if (!resp)
 		return MHD_NO;
-	if (atomic_load(&r->s->stopping))
+	if (atomic_load(&r->s->stopping) || r->close)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
 	r->status = status;
 	r->bytes = strcmp(r->method, "HEAD") ? body_bytes : 0;
@@ -127,66 +139,65 @@ enum MHD_Result reply_json(request *r, unsigned status, json_t *obj)
 	return reply(r, status, resp, n);
 }
 
-enum MHD_Result reply_error(request *r, unsigned status, const char *fmt, ...)
+json_t *error_json(int code, const char *node, const char *msg)
+{
+	/* json_string rejects invalid UTF-8; fall back on a lossy copy */
+	json_t *m = json_string(msg);
+	if (!m)
+		m = json_string("request failed (message was not valid UTF-8)");
+	json_t *o = json_pack("{s:o, s:s}", "error", m, "code", err_name(code));
+	json_t *n = node && *node ? json_string(node) : NULL;
+	if (o && n)
+		json_object_set_new(o, "node", n);
+	else
+		json_decref(n);
+	return o;
+}
+
+/* The error, for the log line. */
+static void note_error(request *r, int code, const char *msg)
+{
+	size_t n = strlen(r->note);
+	snprintf(r->note + n, sizeof r->note - n, "%serror=\"%.180s\" code=%s", n ? " " : "", msg, err_name(code));
+}
+
+enum MHD_Result reply_fail(request *r, int code, const char *node, const char *msg, json_t *extra, const char *hdr,
+			   const char *val)
+{
+	note_error(r, code, msg);
+	json_t *o = error_json(code, node, msg);
+	if (o && extra)
+		json_object_update_missing(o, extra);
+	json_decref(extra);
+	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	struct MHD_Response *resp = text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE)
+					 : NULL;
+	if (!resp) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	if (code == ERR_UNAUTHORIZED)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"coild\"");
+	if (hdr)
+		MHD_add_response_header(resp, hdr, val);
+	return reply(r, err_status(code), resp, strlen(text));
+}
+
+enum MHD_Result reply_error(request *r, int code, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	snprintf(r->note, sizeof r->note, "error=\"%.180s\"", msg);
-	json_t *o = json_object();
-	/* json_string rejects invalid UTF-8; fall back on a lossy copy */
-	json_t *m = json_string(msg);
-	if (!m)
-		m = json_string("request failed (message was not valid UTF-8)");
-	json_object_set_new(o, "error", m);
-	if (status == 401) {
-		char *text = json_dumps(o, JSON_COMPACT);
-		json_decref(o);
-		if (!text)
-			return MHD_NO;
-		struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"coild\"");
-		return reply(r, status, resp, strlen(text));
-	}
-	return reply_json(r, status, o);
+	return reply_fail(r, code, NULL, msg, NULL, NULL, NULL);
 }
 
-/* The HTTP status of each failure code: the one place coild chooses one. */
-unsigned http_status(coil_code code)
+enum MHD_Result reply_err(request *r, const coil_err *e)
 {
-	static const unsigned status[COIL_NCODES] = {
-		[COIL_OK] = 200,
-		[COIL_E_INPUT] = 400,
-		[COIL_E_UNSUPPORTED] = 422,
-		[COIL_E_LIMIT] = 413,
-		[COIL_E_RESOURCE] = 503,
-		[COIL_E_IO] = 500,
-		[COIL_E_COMPILER] = 500,
-		[COIL_E_TIMEOUT] = 504,
-		[COIL_E_INTERNAL] = 500,
-	};
-	return (unsigned)code < COIL_NCODES ? status[code] : 500;
-}
-
-enum MHD_Result reply_coil_error(request *r, const coil_err *err)
-{
-	unsigned status = http_status(err->code);
-	const char *msg = err->msg[0] ? err->msg : "request failed";
-	snprintf(r->note, sizeof r->note, "error=\"%.180s\"", msg);
-	json_t *o = json_object(), *m = json_string(msg);
-	if (!m)
-		m = json_string("request failed (message was not valid UTF-8)");
-	json_object_set_new(o, "error", m);
-	json_object_set_new(o, "code", json_string(coil_code_name(err->code)));
-	if (err->node[0]) {
-		json_t *n = json_string(err->node);
-		if (n)
-			json_object_set_new(o, "node", n);
-	}
-	return reply_json(r, status, o);
+	return reply_fail(r, e->code, e->node, e->msg[0] ? e->msg : "failed (no message)", NULL, NULL, NULL);
 }
 
 /* ---- one request ---- */
@@ -206,78 +217,94 @@ static enum MHD_Result dispatch(request *r)
 	case ROUTE_UNKNOWN:
 	case ROUTE_COUNT: break;
 	}
-	return reply_error(r, 404, "no route for %s %s", r->method, r->url);
+	return reply_error(r, ERR_NOT_FOUND, "no route for %s %s", r->method, r->url);
 }
 
-/* Record why a request is refused (answered by answer_refusal); returns status. */
-static unsigned refuse(request *r, unsigned status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static unsigned refuse(request *r, unsigned status, const char *fmt, ...)
+/* Record why a request is refused (answered by answer_refusal); returns code. */
+static int refuse(request *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int refuse(request *r, int code, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(r->refusal, sizeof r->refusal, fmt, ap);
 	va_end(ap);
-	r->refused = status;
-	return status;
+	r->refused = code;
+	return code;
 }
 
 static enum MHD_Result answer_refusal(request *r)
 {
-	if (r->refused != 405)
-		return reply_error(r, r->refused, "%s", r->refusal);
-	json_t *o = json_pack("{s:s}", "error", r->refusal);
-	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
-	json_decref(o);
-	struct MHD_Response *resp = text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE) : NULL;
-	if (!resp) {
-		free(text);
-		return MHD_NO;
-	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
-	snprintf(r->note, sizeof r->note, "error=\"method not allowed\"");
-	return reply(r, 405, resp, strlen(text));
+	return reply_fail(r, r->refused, NULL, r->refusal, NULL, r->refused == ERR_METHOD ? MHD_HTTP_HEADER_ALLOW : NULL,
+			  r->allow);
+}
+
+/* Count the framing headers, duplicates included (MHD_lookup_connection_value
+ * sees only the first). */
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	(void)kind;
+	framing *f = cls;
+	if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) && !f->n_length++)
+		f->length = value;
+	else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) && !f->n_encoding++)
+		f->encoding = value;
+	else if (!strcasecmp(key, MHD_HTTP_HEADER_HOST))
+		f->n_host++;
+	return MHD_YES;
 }
 
 /* The first callback: everything that can be decided from the headers.
- * Returns 0 to go on, or the status of a refusal (recorded with refuse). */
-static unsigned first_call(request *r, const char *url)
+ * Returns 0 to go on, or the code of a refusal (recorded with refuse). */
+static int first_call(request *r, const char *url, const char *version)
 {
 	coild *s = r->s;
+	/* A request that could be read two ways is answered and its connection
+	 * closed before anything of its body is read. */
+	framing f = {.version = version};
+	coil_err e = {0};
+	MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_header, &f);
+	if (r->bad_uri || framing_check(&f, &e) != 0) {
+		r->close = 1;
+		if (r->bad_uri)
+			return refuse(r, COIL_E_INPUT, "the request target has a control character (raw or "
+						       "percent-encoded, like %%00 or %%0a)");
+		return refuse(r, e.code, "%s", e.msg);
+	}
+
 	unsigned m = http_method_bit(r->method), allowed = 0;
 	int path_known = 0;
 	const route_def *hit = route_find(r->method, url, r->param, sizeof r->param, &path_known, &allowed);
 	if (!path_known)
-		return refuse(r, 404, "no route for %s; see docs/api.md", r->url);
+		return refuse(r, ERR_NOT_FOUND, "no route for %s; see docs/api.md", r->url);
 	if (!hit) {
 		route_allow_list(allowed, r->allow, sizeof r->allow);
-		return refuse(r, 405, "method %.20s is not allowed on %.80s (allowed: %s)", r->method, r->url, r->allow);
+		return refuse(r, ERR_METHOD, "method %.20s is not allowed on %.80s (allowed: %s)", r->method, r->url, r->allow);
 	}
 	r->route = hit->route;
 
 	const char *authz = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 	int a = auth_check(&s->auth, authz, hit->roles);
 	if (a == 401)
-		return refuse(r, 401, "%s", authz ? "the bearer token is not valid"
+		return refuse(r, ERR_UNAUTHORIZED, "%s", authz ? "the bearer token is not valid"
 						  : "this server needs 'Authorization: Bearer TOKEN'");
 	if (a == 403)
-		return refuse(r, 403, "the token lacks the '%s' role needed for %s %s", auth_role_name(hit->roles),
+		return refuse(r, ERR_FORBIDDEN, "the token lacks the '%s' role needed for %s %s", auth_role_name(hit->roles),
 			      r->method, hit->pattern);
 
 	if (strstr(hit->pattern, "{key}") && !cache_key_valid(r->param))
-		return refuse(r, 400, "artifact key '%.70s' is not 64 lowercase hex digits", r->param);
+		return refuse(r, COIL_E_INPUT, "artifact key '%.70s' is not 64 lowercase hex digits", r->param);
 	if (strstr(hit->pattern, "{id}") && !job_id_valid(r->param))
-		return refuse(r, 400, "job id '%.70s' is not %d lowercase hex digits", r->param, JOB_ID_HEX);
+		return refuse(r, COIL_E_INPUT, "job id '%.70s' is not %d lowercase hex digits", r->param, JOB_ID_HEX);
 
 	if (m == M_POST) {
 		const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 		unsigned long long n;
 		if (content_length_over(cl, s->cfg.max_body, &n))
-			return refuse(r, 413, "request body of %llu bytes exceeds this server's limit of %llu bytes",
+			return refuse(r, COIL_E_LIMIT, "request body of %llu bytes exceeds this server's limit of %llu bytes",
 				      (unsigned long long)n, (unsigned long long)s->cfg.max_body);
 		const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
 		if (!content_type_ok(ct))
-			return refuse(r, 415, "Content-Type '%.60s' is not accepted: send the graph as application/json",
+			return refuse(r, ERR_MEDIA_TYPE, "Content-Type '%.60s' is not accepted: send the graph as application/json",
 				      ct);
 	}
 	return 0;
@@ -292,28 +319,78 @@ static unsigned first_call(request *r, const char *url)
 static int refuse_now(request *r)
 {
 	const char *expect = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
-	return r->refused == 413 || (expect && !strcasecmp(expect, "100-continue"));
+	return r->close || r->refused == COIL_E_LIMIT || (expect && !strcasecmp(expect, "100-continue"));
+}
+
+/* Answer r's refusal in the middle of its body, which libmicrohttpd cannot
+ * do: write the response onto the socket ourselves and close our side for
+ * writing, then read on and drop at most CUT_LINGER bytes more before the
+ * connection closes, so that a client still sending reads the answer
+ * rather than a reset.  Nothing else writes to the connection: no response
+ * is queued with libmicrohttpd for this request.  Returns MHD_NO if the
+ * connection must close now. */
+static enum MHD_Result cut(request *r)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	json_t *o = error_json(r->refused, NULL, r->refusal);
+	char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	r->cut = 1;
+	r->len = 0; /* from here: the bytes dropped after the answer */
+	if (!ci || !body) {
+		free(body);
+		return MHD_NO;
+	}
+	unsigned status = err_status(r->refused);
+	char head[256];
+	size_t blen = strlen(body);
+	int hn = snprintf(head, sizeof head,
+			  "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+			  "Connection: close\r\n\r\n",
+			  status, MHD_get_reason_phrase_for(status), blen + 1);
+	struct iovec iov[3] = {{head, (size_t)hn}, {body, blen}, {"\n", 1}};
+	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 3};
+	ssize_t w = sendmsg(ci->connect_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+	shutdown(ci->connect_fd, SHUT_WR);
+	free(body);
+	r->status = status;
+	r->bytes = w > hn ? (uint64_t)w - (uint64_t)hn : 0;
+	note_error(r, r->refused, r->refusal);
+	snprintf(r->note + strlen(r->note), sizeof r->note - strlen(r->note), " (answered in mid-body, cut)");
+	return w == (ssize_t)(hn + blen + 1) ? MHD_YES : MHD_NO;
+}
+
+/* The request begins where libmicrohttpd has its target (the URI log
+ * callback, before percent-decoding); from here on its completion is
+ * notified (on_completed frees it). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	request *r = calloc(1, sizeof *r);
+	if (!r)
+		return NULL;
+	r->s = cls;
+	r->conn = conn;
+	r->route = ROUTE_UNKNOWN;
+	r->start = now_s();
+	r->bad_uri = !uri_clean(uri);
+	snprintf(r->url, sizeof r->url, "%s", uri ? uri : "");
+	return r;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
 				  const char *version, const char *upload_data, size_t *upload_data_size,
 				  void **con_cls)
 {
-	(void)version;
 	coild *s = cls;
 	request *r = *con_cls;
-	if (!r) {
-		if (!(r = calloc(1, sizeof *r)))
+	if (!r || !r->method) {
+		if (!r && !(r = on_uri(s, url, conn)))
 			return MHD_NO;
 		*con_cls = r;
 		atomic_fetch_add(&s->active, 1);
-		r->s = s;
-		r->conn = conn;
-		r->route = ROUTE_UNKNOWN;
+		r->counted = 1;
 		r->method = method;
-		r->start = now_s();
-		snprintf(r->url, sizeof r->url, "%s", url);
-		if (first_call(r, url) && refuse_now(r))
+		if (first_call(r, url, version) && refuse_now(r))
 			return answer_refusal(r);
 		r->receiving = 1;
 		atomic_fetch_add(&s->receiving, 1);
@@ -322,21 +399,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (*upload_data_size) {
 		size_t n = *upload_data_size;
 		*upload_data_size = 0;
-		if (r->too_big)
-			return MHD_YES;
+		if (r->cut) {
+			r->len += n;
+			return r->len > CUT_LINGER ? MHD_NO : MHD_YES;
+		}
 		if (r->refused) {
 			/* Read and dropped, as much as a body we would accept; past
-			 * that (chunked: no length to refuse early on) the connection
-			 * closes, as libmicrohttpd takes no answer in mid-body. */
+			 * that the refusal is answered in mid-body. */
 			r->len += n;
-			return r->len > r->s->cfg.max_body ? MHD_NO : MHD_YES;
+			return r->len > r->s->cfg.max_body ? cut(r) : MHD_YES;
 		}
 		if (r->len + n > r->s->cfg.max_body) {
-			r->too_big = 1;
 			free(r->body);
 			r->body = NULL;
 			r->len = r->cap = 0;
-			return MHD_YES;
+			refuse(r, COIL_E_LIMIT, "request body exceeds this server's limit of %llu bytes",
+			       (unsigned long long)r->s->cfg.max_body);
+			return cut(r);
 		}
 		if (r->len + n + 1 > r->cap) {
 			size_t cap = r->cap ? r->cap : 4096;
@@ -357,13 +436,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		r->receiving = 0;
 		atomic_fetch_sub(&s->receiving, 1);
 	}
+	if (r->cut) /* answered already */
+		return MHD_NO;
 	if (r->refused)
 		return answer_refusal(r);
 	if (r->job)
 		return route_compile_resume(r);
-	if (r->too_big)
-		return reply_error(r, 413, "request body exceeds this server's limit of %llu bytes",
-				   (unsigned long long)r->s->cfg.max_body);
 	return dispatch(r);
 }
 
@@ -382,13 +460,14 @@ static void log_request(request *r)
 								   : sizeof(struct sockaddr_in),
 			    host, sizeof host, NULL, 0, NI_NUMERICHOST);
 	char line[768];
-	int n = snprintf(line, sizeof line, "coild: %s %s %s %s %u %lluB %.1fms%s%s\n", when, host, r->method, r->url,
+	int n = snprintf(line, sizeof line, "coild: %s %s %s %s %u %lluB %.1fms%s%s\n", when, host,
+			 r->method ? r->method : "-", r->url,
 			 r->status, (unsigned long long)r->bytes, (now_s() - r->start) * 1e3, r->note[0] ? " " : "",
 			 r->note);
 	if (n > (int)sizeof line - 1)
 		n = (int)sizeof line - 1;
-	/* The URL (percent-decoded: %0a is a newline) and the messages come
-	 * from the request: they must not forge log lines. */
+	/* The URL and the messages come from the request: they must not
+	 * forge log lines. */
 	line[n - 1] = 0;
 	one_line(line);
 	line[n - 1] = '\n';
@@ -413,8 +492,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	free(r->body);
 	if (r->receiving)
 		atomic_fetch_sub(&s->receiving, 1);
+	if (r->counted)
+		atomic_fetch_sub(&s->active, 1);
 	free(r);
-	atomic_fetch_sub(&s->active, 1);
 }
 
 /* libmicrohttpd's own complaints (malformed requests, mostly), as log lines
@@ -545,6 +625,7 @@ int server_start(coild *s, const coild_config *cfg, coil_err *err)
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
 				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
 				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+				  MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
 				  MHD_OPTION_END);
 	if (!s->mhd) {
 		coil_errf(err, "cannot start the HTTP daemon on %s", cfg->listen);

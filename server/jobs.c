@@ -26,8 +26,7 @@ struct job {
 	job_state state;
 	compile_plan *plan;   /* owned until a worker has run it */
 	compile_result res;
-	int http_status;
-	char error[512];
+	coil_err err;         /* JOB_FAILED */
 	int refs;
 	int in_table;
 	int64_t created_ms, started_ms, finished_ms;
@@ -107,16 +106,16 @@ void jobs_view(jobs *q, job *j, job_view *out)
 	memcpy(out->key, j->key, sizeof out->key);
 	out->state = j->state;
 	out->res = j->res;
-	out->http_status = j->http_status;
-	memcpy(out->error, j->error, sizeof out->error);
+	out->err = j->err;
 	int64_t start = j->started_ms ? j->started_ms : now_ms();
 	out->queued_ms = (double)(start - j->created_ms);
 	pthread_mutex_unlock(&q->mu);
 }
 
-job *jobs_submit(jobs *q, compile_plan *plan, int *joined, int *full)
+job *jobs_submit(jobs *q, compile_plan *plan, int *joined, int *refused)
 {
-	*joined = *full = 0;
+	*joined = 0;
+	*refused = ERR_UNAVAILABLE;
 	pthread_mutex_lock(&q->mu);
 	job *j = NULL;
 	if (q->stopping)
@@ -129,13 +128,12 @@ job *jobs_submit(jobs *q, compile_plan *plan, int *joined, int *full)
 			goto out;
 		}
 	/* Full: every worker busy and cfg.queue jobs waiting behind them. */
-	if (q->nqueued + q->nrunning >= q->nworkers + q->s->cfg.queue) {
-		*full = 1;
+	*refused = COIL_E_RESOURCE;
+	if (q->nqueued + q->nrunning >= q->nworkers + q->s->cfg.queue)
 		goto out;
-	}
 	expire(q);
 	if (!(j = calloc(1, sizeof *j)))
-		goto out;
+		goto out; /* out of memory: COIL_E_RESOURCE too */
 	new_id(q, j->id);
 	memcpy(j->key, plan->key, sizeof j->key);
 	j->state = JOB_QUEUED;
@@ -153,6 +151,7 @@ job *jobs_submit(jobs *q, compile_plan *plan, int *joined, int *full)
 		q->head = j;
 	q->tail = j;
 	q->nqueued++;
+	*refused = 0;
 	pthread_cond_signal(&q->work);
 out:
 	pthread_mutex_unlock(&q->mu);
@@ -214,15 +213,9 @@ void jobs_depth(jobs *q, int *queued, int *running)
 	pthread_mutex_unlock(&q->mu);
 }
 
-/* The status a compile error is answered with.  Codegen that is not built in
- * is "not implemented"; every other failure of a graph that validated is the
- * server's. */
-static int error_status(const char *msg)
-{
-	if (strstr(msg, "codegen not available"))
-		return 501;
-	return 500;
-}
+/* Below this many free bytes on the cache's file system, a compile that ran
+ * out of something ran out of disk: 507, not 503 (cache/compile.c's margin). */
+#define DISK_LOW ((int64_t)4 << 20)
 
 /* Record the outcome and wake the waiters. */
 static void finish(jobs *q, job *j, int rc, const compile_result *res, const coil_err *err)
@@ -240,8 +233,9 @@ static void finish(jobs *q, job *j, int rc, const compile_result *res, const coi
 		j->state = JOB_DONE;
 	} else {
 		j->state = JOB_FAILED;
-		snprintf(j->error, sizeof j->error, "%s", err->msg[0] ? err->msg : "compile failed");
-		j->http_status = error_status(j->error);
+		j->err = *err;
+		if (!j->err.msg[0])
+			snprintf(j->err.msg, sizeof j->err.msg, "compile failed (no message)");
 	}
 	j->finished_ms = now_ms();
 	if (j->plan)
@@ -293,7 +287,12 @@ static void *worker(void *arg)
 		compile_result res;
 		coil_err err = {0};
 		memset(&res, 0, sizeof res);
-		int rc = compile_plan_run(c, plan, &res, &err);
+		int rc = q->test_fail_oom ? coil_err_oom(&err) : compile_plan_run(c, plan, &res, &err);
+		/* A failure for want of something, on a full disk: the disk. */
+		int64_t room;
+		if (rc != 0 && (err.code == COIL_E_RESOURCE || err.code == COIL_E_IO || err.code == COIL_E_COMPILER) &&
+		    (room = cache_free_bytes(c)) >= 0 && room < DISK_LOW)
+			err.code = (coil_code)ERR_DISK_FULL;
 		finish(q, j, rc, &res, &err);
 		jobs_release(q, j);
 	}
@@ -305,6 +304,12 @@ int jobs_start(jobs *q, coild *s, coil_err *err)
 {
 	memset(q, 0, sizeof *q);
 	q->s = s;
+	/* Test-only (tests/test_server.c): every compile fails as if out of
+	 * memory.  Off unless the variable is set; coild says so at start. */
+	const char *oom = getenv("COILD_TEST_FAIL_COMPILE_OOM");
+	q->test_fail_oom = oom && !strcmp(oom, "1");
+	if (q->test_fail_oom)
+		fprintf(stderr, "coild: TEST HOOK COILD_TEST_FAIL_COMPILE_OOM=1: every compile fails with out of memory\n");
 	pthread_mutex_init(&q->mu, NULL);
 	pthread_cond_init(&q->work, NULL);
 	if (!(q->threads = calloc((size_t)s->cfg.workers, sizeof *q->threads)))

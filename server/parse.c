@@ -160,47 +160,97 @@ void one_line(char *s)
 			*s = ' ';
 }
 
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+int uri_clean(const char *raw)
+{
+	for (const char *p = raw; p && *p; p++) {
+		int c = (unsigned char)*p;
+		if (c == '%' && hexval(p[1]) >= 0 && hexval(p[2]) >= 0)
+			c = hexval(p[1]) * 16 + hexval(p[2]);
+		if (c < 0x20 || c == 0x7f)
+			return 0;
+	}
+	return 1;
+}
+
+/* 1 if s is one or more decimal digits and nothing else. */
+static int all_digits(const char *s)
+{
+	if (!s || !*s)
+		return 0;
+	for (; *s; s++)
+		if (*s < '0' || *s > '9')
+			return 0;
+	return 1;
+}
+
+int framing_check(const framing *f, coil_err *err)
+{
+	int v11 = f->version && !strcmp(f->version, "HTTP/1.1");
+	if (f->n_length > 1)
+		return coil_err_input(err, "the request has %d Content-Length headers; send one", f->n_length);
+	if (f->n_length == 1 && !all_digits(f->length))
+		return coil_err_input(err, "Content-Length '%.40s' is not a number of bytes", f->length);
+	if (f->n_encoding > 1)
+		return coil_err_input(err, "the request has %d Transfer-Encoding headers; send one", f->n_encoding);
+	if (f->n_encoding && f->n_length)
+		return coil_err_input(err, "the request has both Content-Length and Transfer-Encoding; send one");
+	if (f->n_encoding && strcasecmp(f->encoding ? f->encoding : "", "chunked"))
+		return coil_err_input(err, "Transfer-Encoding '%.40s' is not supported (only chunked)",
+				      f->encoding ? f->encoding : "");
+	if (f->n_encoding && !v11)
+		return coil_err_input(err, "Transfer-Encoding needs HTTP/1.1");
+	if (f->n_host > 1)
+		return coil_err_input(err, "the request has %d Host headers; send one", f->n_host);
+	if (v11 && f->n_host == 0)
+		return coil_err_input(err, "an HTTP/1.1 request needs a Host header");
+	return 0;
+}
+
 void compile_request_free(compile_request *cr)
 {
 	graph_free(cr->g);
 	cr->g = NULL;
 }
 
-/* The envelope's fields into cr; -1 with msg on a bad one. */
-static int read_envelope(json_t *doc, compile_request *cr, char *msg, size_t msgcap)
+/* The envelope's fields into cr; -1 with err on a bad one. */
+static int read_envelope(json_t *doc, compile_request *cr, coil_err *err)
 {
 	const char *k;
 	json_t *v;
 	json_object_foreach(doc, k, v) {
 		if (!strcmp(k, "graph")) {
 			if (!json_is_object(v))
-				return snprintf(msg, msgcap, "\"graph\" must be a JSON object"), -1;
+				return coil_err_input(err, "\"graph\" must be a JSON object");
 		} else if (!strcmp(k, "target")) {
 			if (!json_is_string(v) || !*json_string_value(v))
-				return snprintf(msg, msgcap, "\"target\" must be a non-empty string"), -1;
+				return coil_err_input(err, "\"target\" must be a non-empty string");
 			snprintf(cr->target, sizeof cr->target, "%s", json_string_value(v));
 			cr->opts.target = cr->target;
 		} else if (!strcmp(k, "async")) {
 			if (!json_is_boolean(v))
-				return snprintf(msg, msgcap, "\"async\" must be true or false"), -1;
+				return coil_err_input(err, "\"async\" must be true or false");
 			cr->async = json_is_true(v);
 		} else if (!strcmp(k, "options")) {
 			if (!json_is_object(v))
-				return snprintf(msg, msgcap, "\"options\" must be an object"), -1;
+				return coil_err_input(err, "\"options\" must be an object");
 			const char *ok;
 			json_t *ov;
 			json_object_foreach(v, ok, ov) {
 				if (strcmp(ok, "opt_level"))
-					return snprintf(msg, msgcap, "unknown option \"options.%.60s\" (known: opt_level)",
-							ok), -1;
+					return coil_err_input(err, "unknown option \"options.%.60s\" (known: opt_level)", ok);
 				if (!json_is_integer(ov) || json_integer_value(ov) < 0 || json_integer_value(ov) > 3)
-					return snprintf(msg, msgcap, "\"options.opt_level\" must be an integer in 0..3"), -1;
+					return coil_err_input(err, "\"options.opt_level\" must be an integer in 0..3");
 				cr->opts.opt_level = (int)json_integer_value(ov);
 			}
 		} else {
-			return snprintf(msg, msgcap,
-					"unknown field \"%.60s\" in the request (known: graph, target, options, async)", k),
-			       -1;
+			return coil_err_input(err,
+					      "unknown field \"%.60s\" in the request (known: graph, target, options, async)",
+					      k);
 		}
 	}
 	return 0;
@@ -211,7 +261,6 @@ static int read_envelope(json_t *doc, compile_request *cr, char *msg, size_t msg
 static int parse_request(const char *body, size_t len, const char *q_target, const char *q_opt_level,
 			 const char *q_async, int max_nodes, compile_request *cr, coil_err *err)
 {
-	char msg[400];
 	memset(cr, 0, sizeof *cr);
 	cr->async = query_truthy(q_async);
 	cr->opts.opt_level = COMPILE_OPT_DEFAULT;
@@ -239,10 +288,8 @@ static int parse_request(const char *body, size_t len, const char *q_target, con
 		goto out;
 	}
 	if (json_object_get(doc, "graph")) {
-		if (read_envelope(doc, cr, msg, sizeof msg) != 0) {
-			coil_err_input(err, "%s", msg);
+		if (read_envelope(doc, cr, err) != 0)
 			goto out;
-		}
 		graph = json_object_get(doc, "graph");
 	}
 	/* The node limit is checked before the graph is parsed in earnest. */

@@ -48,8 +48,10 @@ static json_t *job_json(const job_view *v)
 	if (v->state == JOB_DONE)
 		json_object_set_new(o, "result", result_json(&v->res, NULL));
 	if (v->state == JOB_FAILED) {
-		json_object_set_new(o, "error", json_string(v->error));
-		json_object_set_new(o, "http_status", json_integer(v->http_status));
+		json_t *e = error_json(v->err.code, v->err.node, v->err.msg);
+		json_object_update(o, e);
+		json_decref(e);
+		json_object_set_new(o, "http_status", json_integer(err_status(v->err.code)));
 	}
 	return o;
 }
@@ -93,6 +95,14 @@ static int try_hit(request *r, compile_plan *p, compile_result *res)
 	return hit;
 }
 
+/* 503 for a full queue, 429 for a tenant over its share: with Retry-After. */
+static enum MHD_Result reply_busy(request *r, int code, const char *msg)
+{
+	char secs[16];
+	snprintf(secs, sizeof secs, "%d", retry_after(r->s));
+	return reply_fail(r, code, NULL, msg, NULL, MHD_HTTP_HEADER_RETRY_AFTER, secs);
+}
+
 enum MHD_Result route_compile(request *r)
 {
 	coild *s = r->s;
@@ -100,7 +110,7 @@ enum MHD_Result route_compile(request *r)
 	coil_err err = {0};
 	if (compile_request_parse(r->body, r->len, arg(r, "target"), arg(r, "opt_level"), arg(r, "async"),
 				  s->cfg.max_nodes, &cr, &err) != 0)
-		return reply_coil_error(r, &err);
+		return reply_err(r, &err);
 	cr.opts.timeout_s = s->cfg.compile_timeout_s;
 	cr.opts.max_nodes = s->cfg.max_nodes;
 	int async = cr.async;
@@ -109,13 +119,13 @@ enum MHD_Result route_compile(request *r)
 	int rc = compile_plan_graph(cr.g, &cr.opts, &plan, &err); /* takes the graph */
 	cr.g = NULL;
 	if (rc != 0)
-		return reply_coil_error(r, &err);
+		return reply_err(r, &err);
 	snprintf(r->note, sizeof r->note, "key=%s", plan->key);
 
 	compile_result *res = calloc(1, sizeof *res);
 	if (!res) {
 		compile_plan_free(plan);
-		return reply_error(r, 500, "out of memory");
+		return reply_error(r, COIL_E_RESOURCE, "out of memory");
 	}
 	if (try_hit(r, plan, res)) {
 		compile_plan_free(plan);
@@ -128,30 +138,16 @@ enum MHD_Result route_compile(request *r)
 	free(res);
 	atomic_fetch_add(&s->metrics.misses, 1);
 
-	int joined, full;
-	job *j = jobs_submit(&s->jobs, plan, &joined, &full); /* takes plan */
+	int joined, refused;
+	job *j = jobs_submit(&s->jobs, plan, &joined, &refused); /* takes plan */
 	if (!j) {
-		if (full) {
-			atomic_fetch_add(&s->metrics.rejected, 1);
-			char secs[16];
-			snprintf(secs, sizeof secs, "%d", retry_after(s));
-			json_t *o2 = json_pack("{s:s}", "error", "the compile queue is full; retry later");
-			char *t = o2 ? json_dumps(o2, JSON_COMPACT) : NULL;
-			json_decref(o2);
-			struct MHD_Response *resp =
-				t ? MHD_create_response_from_buffer(strlen(t), t, MHD_RESPMEM_MUST_FREE) : NULL;
-			if (!resp) {
-				free(t);
-				return MHD_NO;
-			}
-			MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-			MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, secs);
-			snprintf(r->note, sizeof r->note, "error=\"queue full\"");
-			return reply(r, 503, resp, strlen(t));
-		}
-		if (atomic_load(&s->stopping))
-			return reply_error(r, 503, "the server is shutting down");
-		return reply_error(r, 500, "cannot create a compile job: out of memory");
+		if (refused == ERR_UNAVAILABLE)
+			return reply_error(r, ERR_UNAVAILABLE, "the server is shutting down");
+		atomic_fetch_add(&s->metrics.rejected, 1);
+		if (refused == ERR_TOO_MANY)
+			return reply_busy(r, ERR_TOO_MANY, "this tenant already has its share of the compile queue waiting;"
+						       " retry later");
+		return reply_busy(r, COIL_E_RESOURCE, "the compile queue is full; retry later");
 	}
 	if (joined)
 		atomic_fetch_add(&s->metrics.joins, 1);
@@ -188,11 +184,10 @@ enum MHD_Result route_compile_resume(request *r)
 	case JOB_DONE:
 		snprintf(r->note, sizeof r->note, "key=%s hit=%d job=%s", v.key, v.res.hit, v.id);
 		return reply_json(r, 200, result_json(&v.res, v.id));
-	case JOB_FAILED: {
-		json_t *o = json_pack("{s:s, s:s, s:s}", "error", v.error, "key", v.key, "job", v.id);
-		snprintf(r->note, sizeof r->note, "key=%s job=%s error=\"%.120s\"", v.key, v.id, v.error);
-		return reply_json(r, (unsigned)v.http_status, o);
-	}
+	case JOB_FAILED:
+		snprintf(r->note, sizeof r->note, "key=%s job=%s", v.key, v.id);
+		return reply_fail(r, v.err.code, v.err.node, v.err.msg, json_pack("{s:s, s:s}", "key", v.key, "job", v.id),
+				  NULL, NULL);
 	default:
 		return reply_json(r, 202, job_json(&v));
 	}
@@ -206,7 +201,7 @@ static int lookup(request *r, char **meta, char sha[65], uint64_t *size, char *s
 	coil_err err = {0};
 	coil_cache *c = cache_get(r->s, &err);
 	if (!c) {
-		*ret = reply_error(r, 500, "%s", err.msg);
+		*ret = reply_err(r, &err);
 		return -1;
 	}
 	int rc = cache_get_meta(c, r->param, meta, sha, size, &err);
@@ -214,9 +209,9 @@ static int lookup(request *r, char **meta, char sha[65], uint64_t *size, char *s
 		rc = -1;
 	cache_put(r->s, c);
 	if (rc < 0)
-		*ret = reply_error(r, 500, "%s", err.msg);
+		*ret = reply_err(r, &err);
 	else if (rc == 0)
-		*ret = reply_error(r, 404, "no artifact with key %s", r->param);
+		*ret = reply_error(r, ERR_NOT_FOUND, "no artifact with key %s", r->param);
 	return rc;
 }
 
@@ -226,13 +221,14 @@ static struct MHD_Response *file_response(request *r, const char *path, uint64_t
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	struct stat st;
 	if (fd < 0) {
-		*ret = errno == ENOENT ? reply_error(r, 404, "artifact %s was removed", r->param)
-				       : reply_error(r, 500, "artifact %s cannot be opened", r->param);
+		*ret = errno == ENOENT ? reply_error(r, ERR_NOT_FOUND, "artifact %s was removed", r->param)
+				       : reply_error(r, COIL_E_IO, "artifact %s cannot be opened: %s", r->param,
+						     strerror(errno));
 		return NULL;
 	}
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size) {
 		close(fd);
-		*ret = reply_error(r, 500, "artifact %s: the file does not match its index entry", r->param);
+		*ret = reply_error(r, COIL_E_IO, "artifact %s: the file does not match its index entry", r->param);
 		return NULL;
 	}
 	struct MHD_Response *resp = MHD_create_response_from_fd((uint64_t)size, fd);
@@ -249,7 +245,7 @@ enum MHD_Result route_artifact(request *r, int head)
 	uint64_t size;
 	enum MHD_Result ret;
 	if (!so)
-		return reply_error(r, 500, "out of memory");
+		return reply_error(r, COIL_E_RESOURCE, "out of memory");
 	if (lookup(r, NULL, sha, &size, so, NULL, &ret) != 1) {
 		free(so);
 		return ret;
@@ -309,7 +305,7 @@ enum MHD_Result route_artifact_graph(request *r)
 	uint64_t size;
 	enum MHD_Result ret;
 	if (!graph)
-		return reply_error(r, 500, "out of memory");
+		return reply_error(r, COIL_E_RESOURCE, "out of memory");
 	if (lookup(r, NULL, sha, &size, NULL, graph, &ret) != 1) {
 		free(graph);
 		return ret;
@@ -317,7 +313,7 @@ enum MHD_Result route_artifact_graph(request *r)
 	struct stat st;
 	if (stat(graph, &st) != 0) {
 		free(graph);
-		return reply_error(r, 404, "artifact %s was removed", r->param);
+		return reply_error(r, ERR_NOT_FOUND, "artifact %s was removed", r->param);
 	}
 	struct MHD_Response *resp = file_response(r, graph, (uint64_t)st.st_size, &ret);
 	free(graph);
@@ -339,7 +335,7 @@ enum MHD_Result route_artifact_delete(request *r)
 	if (!c || cache_remove(c, r->param, &err) != 0) {
 		if (c)
 			cache_put(r->s, c);
-		return reply_error(r, 500, "%s", err.msg);
+		return reply_err(r, &err);
 	}
 	cache_put(r->s, c);
 	snprintf(r->note, sizeof r->note, "key=%s deleted", r->param);
@@ -350,7 +346,7 @@ enum MHD_Result route_job(request *r)
 {
 	job *j = jobs_find(&r->s->jobs, r->param);
 	if (!j)
-		return reply_error(r, 404, "no job %s (unknown, or finished more than %d seconds ago)", r->param,
+		return reply_error(r, ERR_NOT_FOUND, "no job %s (unknown, or finished more than %d seconds ago)", r->param,
 				   r->s->cfg.job_ttl_s);
 	job_view v;
 	jobs_view(&r->s->jobs, j, &v);
@@ -377,8 +373,8 @@ enum MHD_Result route_healthz(request *r)
 	int queued, running;
 	jobs_depth(&s->jobs, &queued, &running);
 	if (atomic_load(&s->stopping))
-		return reply_json(r, 503, json_pack("{s:s, s:s}", "error", "the server is shutting down", "status",
-						    "stopping"));
+		return reply_fail(r, ERR_UNAVAILABLE, NULL, "the server is shutting down",
+				  json_pack("{s:s}", "status", "stopping"), NULL, NULL);
 	return reply_json(r, 200, json_pack("{s:s, s:f, s:i, s:i, s:i}", "status", "ok", "uptime_s",
 					    (double)(now_ms() - s->started_ms) / 1e3, "workers", s->cfg.workers,
 					    "queue_depth", queued, "running", running));
@@ -388,7 +384,7 @@ enum MHD_Result route_metrics(request *r)
 {
 	char *text = metrics_render(r->s);
 	if (!text)
-		return reply_error(r, 500, "out of memory");
+		return reply_error(r, COIL_E_RESOURCE, "out of memory");
 	size_t n = strlen(text);
 	struct MHD_Response *resp = MHD_create_response_from_buffer(n, text, MHD_RESPMEM_MUST_FREE);
 	if (!resp) {

@@ -8,6 +8,8 @@
  *   routes.c   the handlers, one per route (docs/api.md)
  *   jobs.c     the compile queue: bounded, single flight by key, worker
  *              threads, the job table behind /v1/jobs/{id}
+ *   errors.c   the one table: every error code coild answers with, its
+ *              name and its HTTP status
  *   metrics.c  counters and the Prometheus text of /metrics
  *   auth.c     bearer tokens and their roles
  *   parse.c    routing, patterns, headers, query and body of a compile
@@ -77,6 +79,26 @@ void auth_free(coild_auth *a);
 int auth_check(const coild_auth *a, const char *authorization, unsigned need);
 const char *auth_role_name(unsigned role);
 
+/* ---- errors.c ---- */
+/* The codes of coild's answers: common/error.h's coil_code values, then the
+ * refusals of the server itself.  A coil_err's code may hold either. */
+enum {
+	ERR_NOT_FOUND = COIL_NCODES, /* no such route, artifact or job */
+	ERR_METHOD,                  /* the path does not take this method */
+	ERR_UNAUTHORIZED,            /* no token, or an unknown one */
+	ERR_FORBIDDEN,               /* a token without the route's role */
+	ERR_MEDIA_TYPE,              /* a Content-Type a compile does not take */
+	ERR_TOO_MANY,                /* a tenant over its share of the queue */
+	ERR_UNAVAILABLE,             /* the server is stopping */
+	ERR_DISK_FULL,               /* COIL_E_RESOURCE on a full cache file system */
+	ERR_NCODES
+};
+
+/* The HTTP status of a code (500 for one out of range). */
+unsigned err_status(int code);
+/* Its name in answers and logs: "bad_input", "not_found", ... */
+const char *err_name(int code);
+
 /* ---- metrics.c ---- */
 #define ROUTES(X)                                                                                    \
 	X(COMPILE, "compile") X(ARTIFACT, "artifact") X(ARTIFACT_META, "artifact_meta")             \
@@ -124,8 +146,7 @@ typedef struct job_view {
 	char key[65];
 	job_state state;
 	compile_result res;  /* JOB_DONE */
-	int http_status;     /* JOB_FAILED: the status a synchronous request gets */
-	char error[512];     /* JOB_FAILED */
+	coil_err err;        /* JOB_FAILED: code (a coil_code or an ERR_*), message, node */
 	double queued_ms;    /* time spent waiting for a worker */
 } job_view;
 
@@ -142,6 +163,7 @@ typedef struct jobs {
 	int nworkers;
 	pthread_t *threads;
 	uint64_t seq;          /* mixed into job ids */
+	int test_fail_oom;     /* test-only: COILD_TEST_FAIL_COMPILE_OOM=1 */
 } jobs;
 
 int jobs_start(jobs *q, coild *s, coil_err *err);
@@ -149,9 +171,10 @@ int jobs_start(jobs *q, coild *s, coil_err *err);
 void jobs_stop(jobs *q);
 /* Take plan (always: it is freed here if not kept) and return a job computing
  * it: an in-flight job with the same key (*joined = 1), or a new queued one.
- * NULL when the queue is full (*full = 1) or the server is stopping.  The
- * caller holds a reference: jobs_release() it. */
-job *jobs_submit(jobs *q, compile_plan *plan, int *joined, int *full);
+ * NULL with *refused: COIL_E_RESOURCE (the queue is full, or out of memory)
+ * or ERR_UNAVAILABLE (stopping).  The caller holds a reference:
+ * jobs_release() it. */
+job *jobs_submit(jobs *q, compile_plan *plan, int *joined, int *refused);
 /* A referenced job by id, NULL if unknown or expired. */
 job *jobs_find(jobs *q, const char *id);
 void jobs_release(jobs *q, job *j);
@@ -198,19 +221,22 @@ typedef struct request {
 	coild *s;
 	struct MHD_Connection *conn;
 	enum route route;
-	const char *method;
-	char url[256];          /* for the log (truncated) */
+	const char *method;     /* NULL until the headers are in */
+	char url[256];          /* the raw target, for messages and the log (truncated) */
 	char param[80];         /* the key or job id from the path (validated) */
 	double start;
 	char *body;
-	size_t len, cap;
-	int too_big;
+	size_t len, cap;        /* len: also the bytes of a refused body, dropped */
+	int bad_uri;            /* the raw target has a control character */
+	int close;              /* answer with Connection: close */
+	int cut;                /* answered in mid-body; the rest is dropped (counted in len) */
+	int counted;            /* counted in coild.active */
 	unsigned status;
 	uint64_t bytes;         /* response body bytes */
 	job *job;               /* a compile waiting on or answered from a job */
 	int receiving;          /* counted in coild.receiving */
 	int async;
-	unsigned refused;       /* a refusal decided from the headers: its status, */
+	int refused;            /* a refusal decided from the headers: its code, */
 	char refusal[320];      /* message */
 	char allow[64];         /* and, for 405, the Allow header */
 	char note[320];         /* extra words for the log line */
@@ -218,13 +244,18 @@ typedef struct request {
 
 /* Queue a JSON response (takes obj's reference); returns MHD_YES/MHD_NO. */
 enum MHD_Result reply_json(request *r, unsigned status, json_t *obj);
-/* {"error": "..."} with status. */
-/* A failure: its HTTP status from err's code (http_status, one table), and
- * the body {"error": msg, "code": name, "node": id}. */
-unsigned http_status(coil_code code);
-enum MHD_Result reply_coil_error(request *r, const coil_err *err);
-enum MHD_Result reply_error(request *r, unsigned status, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+/* The body of every error: {"error": msg, "code": err_name(code), "node":
+ * node} ("node" only when node is set); NULL when out of memory. */
+json_t *error_json(int code, const char *node, const char *msg);
+/* Answer an error: error_json plus the fields of extra (taken; may be NULL),
+ * with err_status(code), and one more header when hdr is set (Allow,
+ * Retry-After; 401 gets WWW-Authenticate on its own). */
+enum MHD_Result reply_fail(request *r, int code, const char *node, const char *msg, json_t *extra, const char *hdr,
+			   const char *val);
+/* reply_fail with a printf-style message. */
+enum MHD_Result reply_error(request *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* reply_fail with a coil_err's code, message and node. */
+enum MHD_Result reply_err(request *r, const coil_err *e);
 /* Queue a prepared response (destroyed here). */
 enum MHD_Result reply(request *r, unsigned status, struct MHD_Response *resp, uint64_t body_bytes);
 
@@ -266,6 +297,26 @@ int query_truthy(const char *v);
  * request puts into a message or the log stays on one line. */
 void one_line(char *s);
 
+/* 1 if the raw request target (path and query, before percent-decoding) has
+ * no control character (below 0x20, or 0x7f), as it is or percent-encoded
+ * (%00 would cut the decoded path short; %0a would start a new log line). */
+int uri_clean(const char *raw);
+
+/* The framing a request's headers declare: how many of each header came (all
+ * of them, duplicates too) and the first value of each. */
+typedef struct framing {
+	const char *version;              /* "HTTP/1.1", "HTTP/1.0" */
+	int n_length, n_encoding, n_host; /* Content-Length, Transfer-Encoding, Host */
+	const char *length, *encoding;    /* the first Content-Length, Transfer-Encoding */
+} framing;
+
+/* 0 if the framing has one reading, else -1 with err (COIL_E_INPUT): more
+ * than one Content-Length, Transfer-Encoding or Host; a Content-Length that
+ * is not a number; Content-Length with Transfer-Encoding; a coding other than
+ * chunked; HTTP/1.1 without Host.  A proxy in front of coild that reads such
+ * a request another way would let one request hide inside another. */
+int framing_check(const framing *f, coil_err *err);
+
 /* A compile request: a raw graph, or the envelope {"graph": {...},
  * "target": "...", "options": {"opt_level": N}, "async": B}.  Query
  * arguments (target, opt_level, async; NULL when absent) apply to both; the
@@ -277,9 +328,9 @@ typedef struct compile_request {
 	int async;
 } compile_request;
 
-/* 0 with cr filled (release with compile_request_free), or -1 with err: a
- * one-line message and its code (bad input; limit for more than max_nodes
- * nodes; resource when out of memory), the node where one is at fault. */
+/* 0 with cr filled (release with compile_request_free), or -1 with err: its
+ * code COIL_E_INPUT (a bad request), COIL_E_LIMIT (more than max_nodes
+ * nodes) or COIL_E_RESOURCE (out of memory), its message one line. */
 int compile_request_parse(const char *body, size_t len, const char *q_target, const char *q_opt_level,
 			  const char *q_async, int max_nodes, compile_request *cr, coil_err *err);
 void compile_request_free(compile_request *cr);

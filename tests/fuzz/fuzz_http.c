@@ -9,10 +9,13 @@
  * An empty line is an absent header or argument; a line "=" an empty one.
  * The whole input is also read as a tokens file.
  *
- * Invariants: a route found takes the method; a path parameter that passes
+ * Invariants: a clean target has no control byte; framing that passes has
+ * one Content-Length (a number) or one chunked Transfer-Encoding, not both,
+ * and at most one Host; a route found takes the method; a path parameter that passes
  * its pattern check is exactly 64 (key) or 32 (job id) lowercase hex digits,
  * so nothing else reaches a file name; authorization answers 0, 401 or 403;
- * a refused compile request has a status and a one-line message. */
+ * a refused compile request has a code (bad input, limit or out of memory)
+ * and a one-line message. */
 #include <string.h>
 
 #include "cache/cache.h"
@@ -82,6 +85,25 @@ int fuzz_http(const uint8_t *data, size_t size)
 	uint64_t sz;
 	(void)config_parse_size(f[3], &sz);
 	(void)etag_matches(f[5], f[1]);
+
+	/* The raw target and the framing headers (Content-Length from line 4,
+	 * Transfer-Encoding from line 6; how many of each from the size). */
+	if (f[1] && uri_clean(f[1]))
+		for (const char *c = f[1]; *c; c++)
+			FUZZ_CHECK((unsigned char)*c >= 0x20 && *c != 0x7f && strncmp(c, "%00", 3));
+	framing fr = {.version = size & 1 ? "HTTP/1.1" : "HTTP/1.0",
+		      .n_length = f[3] ? 1 + (int)(size >> 1 & 1) : 0,
+		      .length = f[3],
+		      .n_encoding = f[5] ? 1 : 0,
+		      .encoding = f[5],
+		      .n_host = (int)(size >> 2 & 3)};
+	coil_err ferr = {0};
+	if (framing_check(&fr, &ferr) == 0) {
+		FUZZ_CHECK(fr.n_length <= 1 && fr.n_host <= 1 && !(fr.n_length && fr.n_encoding));
+		FUZZ_CHECK(!fr.n_length || strspn(fr.length, "0123456789") == strlen(fr.length));
+	} else {
+		FUZZ_CHECK(ferr.code == COIL_E_INPUT && ferr.msg[0]);
+	}
 
 	/* Authorization against a fixed tokens file. */
 	coild_auth a;
