@@ -209,7 +209,7 @@ static void test_timeout(void **state)
 		double took = now() - t0;
 		if (!strstr(err.msg, "ran longer than the limit of 1 s and was killed"))
 			fail_msg("%s: %s", modes[i], err.msg);
-		assert_true(took >= 1.0 && took < 5.0);
+		assert_true(took >= 1.0 && took < 60.0); /* killed, not left to run: well under a minute */
 		assert_int_equal(leftovers(), 0);
 	}
 }
@@ -272,14 +272,19 @@ static void test_failures_reported(void **state)
 }
 
 /* Runaway compiles on several threads at once: each is killed, each caller
- * gets its error, and a real compile beside them still works. */
+ * gets its error, and a real compile beside them still works.  Nothing
+ * here depends on timing: the runaways sleep (only the limit can end them,
+ * however loaded the machine), and the compiler's name (a symlink) is made
+ * before any thread starts. */
+static char runaway_cc[PATH_MAX + 64];
+
 static void *runaway(void *arg)
 {
 	coil_err *err = arg;
 	char out[PATH_MAX + 32];
 	snprintf(out, sizeof out, "%s/t%p.so", dir, arg);
 	double secs;
-	build_so(SRC, cc("spin"), NULL, NULL, 0, 1, out, &secs, err);
+	build_so(SRC, runaway_cc, NULL, NULL, 0, 1, out, &secs, err);
 	return NULL;
 }
 
@@ -289,6 +294,7 @@ static void test_threads_survive(void **state)
 	pthread_t th[4];
 	coil_err errs[4];
 	memset(errs, 0, sizeof errs);
+	snprintf(runaway_cc, sizeof runaway_cc, "%s", cc("sleep"));
 	for (int i = 0; i < 4; i++)
 		assert_int_equal(pthread_create(&th[i], NULL, runaway, &errs[i]), 0);
 	char out[PATH_MAX + 16];
@@ -299,7 +305,9 @@ static void test_threads_survive(void **state)
 		fail_msg("a real compile beside runaways: %s", err.msg);
 	for (int i = 0; i < 4; i++) {
 		pthread_join(th[i], NULL);
-		assert_non_null(strstr(errs[i].msg, "was killed"));
+		if (!strstr(errs[i].msg, "ran longer than the limit of 1 s and was killed"))
+			fail_msg("runaway %d: %s", i, errs[i].msg);
+		assert_int_equal(errs[i].code, COIL_E_TIMEOUT);
 	}
 	struct stat st;
 	assert_int_equal(stat(out, &st), 0);
@@ -411,7 +419,7 @@ static void test_unit_failures(void **state)
 		double took = now() - t0;
 		if (!strstr(err.msg, "ran longer than the limit of 1 s and was killed"))
 			fail_msg("%s: %s", runaways[i], err.msg);
-		assert_true(took >= 1.0 && took < 5.0);
+		assert_true(took >= 1.0 && took < 60.0);
 		assert_int_not_equal(access(out, F_OK), 0);
 		assert_int_equal(leftovers(), 0);
 	}
