@@ -74,6 +74,7 @@ int compile_plan_make(const char *json, size_t len, const compile_opts *o, compi
 		return coil_err_oom(err);
 	p->opt_level = o->opt_level ? o->opt_level : 2;
 	p->timeout_s = o->timeout_s;
+	p->limits = (sandbox_limits){o->sandbox_mem_bytes, o->sandbox_pids, o->sandbox_cpu_s, o->timeout_s};
 	p->g = graph_parse(json, len, err);
 	if (!p->g)
 		goto fail;
@@ -159,14 +160,15 @@ int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *r, coil_err
 	codegen_result cr;
 	memset(&cr, 0, sizeof cr);
 	double t0 = now_ms();
-	if (codegen_compile(p->g, &co, so, &cr, err)) {
+	if (sandbox_compile(p->g, &co, &p->limits, so, &cr, NULL, err)) {
 		/* A build that failed on a full disk (the compiler could not
 		 * write its output): make room by evicting, try once more. */
 		int64_t room = cache_free_bytes(c);
 		if (room < 0 || room >= COMPILE_MIN_FREE)
 			goto out;
 		coil_err e2 = {0};
-		if (cache_make_room(c, COMPILE_MIN_FREE, &e2) <= 0 || codegen_compile(p->g, &co, so, &cr, err)) {
+		if (cache_make_room(c, COMPILE_MIN_FREE, &e2) <= 0 ||
+		    sandbox_compile(p->g, &co, &p->limits, so, &cr, NULL, err)) {
 			coil_err_prefix(err, "the cache's file system is full (%lld bytes free)",
 					(long long)cache_free_bytes(c));
 			goto out;
