@@ -4,7 +4,7 @@ OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 override CFLAGS += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread -fPIC \
            -Iinclude -I. -fno-strict-aliasing $(CFLAGS_EXTRA)
-override LDLIBS += -ljansson -lsqlite3 -lcrypto -ldnnl -lcurl -ldl -lm -pthread
+override LDLIBS += -ljansson -lsqlite3 -lcrypto -ldnnl -lcurl -lseccomp -ldl -lm -pthread
 B       ?= build
 
 COMMON_SRC  := $(wildcard common/*.c)

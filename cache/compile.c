@@ -81,6 +81,7 @@ int compile_plan_graph(coil_graph *g, const compile_opts *o, compile_plan **out,
 	}
 	p->opt_level = o->opt_level;
 	p->timeout_s = o->timeout_s;
+	p->limits = (sandbox_limits){o->sandbox_mem_bytes, o->sandbox_pids, o->sandbox_cpu_s, o->timeout_s};
 	int max_nodes = o->max_nodes ? o->max_nodes : COIL_MAX_NODES;
 	if (p->g->nnodes > max_nodes) {
 		coil_errc(err, COIL_E_LIMIT, "graph has %d nodes, more than the limit of %d", p->g->nnodes, max_nodes);
@@ -193,14 +194,15 @@ int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *r, coil_err
 	codegen_result cr;
 	memset(&cr, 0, sizeof cr);
 	double t0 = clock_ms();
-	if (codegen_compile(p->g, &co, so, &cr, err)) {
+	if (sandbox_compile(p->g, &co, &p->limits, so, &cr, NULL, err)) {
 		/* A build that failed on a full disk (the compiler could not
 		 * write its output): make room by evicting, try once more. */
 		int64_t room = cache_free_bytes(c);
 		if (room < 0 || room >= COMPILE_MIN_FREE)
 			goto out;
 		coil_err e2 = {0};
-		if (cache_make_room(c, COMPILE_MIN_FREE, &e2) <= 0 || codegen_compile(p->g, &co, so, &cr, err)) {
+		if (cache_make_room(c, COMPILE_MIN_FREE, &e2) <= 0 ||
+		    sandbox_compile(p->g, &co, &p->limits, so, &cr, NULL, err)) {
 			coil_err_prefix(err, "the cache's file system is full (%lld bytes free)",
 					(long long)cache_free_bytes(c));
 			goto out;

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "cache/cache.h"
+#include "codegen/sandbox.h"
 #include "common/graph.h"
 
 #define COMPILE_OPT_DEFAULT 2
@@ -26,8 +27,14 @@ typedef struct compile_opts {
 	const char *target;   /* "native" (NULL) or a named target, see codegen_targets() */
 	int opt_level;        /* 0..3 (-O0..-O3), as given: each front end sets its
 	                       * default (COMPILE_OPT_DEFAULT); part of the key */
-	int timeout_s;        /* compiler wall-clock limit; 0 = default */
+	int timeout_s;        /* deadline of the whole compile, code generation and C compiler,
+	                       * wall clock; 0 = BUILD_DEFAULT_TIMEOUT_S */
 	int max_nodes;        /* reject larger graphs; 0 = COIL_MAX_NODES */
+	/* The compile's sandbox (codegen/sandbox.h), its budgets for the whole
+	 * process tree; 0 = the defaults */
+	uint64_t sandbox_mem_bytes; /* memory; SANDBOX_DEFAULT_MEM (4 GiB) */
+	int sandbox_pids;           /* processes at once; SANDBOX_DEFAULT_PIDS (256) */
+	int sandbox_cpu_s;          /* CPU seconds; SANDBOX_CPU_PER_DEADLINE (4) x the deadline */
 } compile_opts;
 
 typedef struct compile_plan {
@@ -38,6 +45,7 @@ typedef struct compile_plan {
 	char key[65];
 	char target[256];     /* resolved feature list, e.g. "x86-64-v4,avx512_bf16" */
 	int opt_level, timeout_s;
+	sandbox_limits limits; /* the compile's budgets and deadline (timeout_s) */
 } compile_plan;
 
 typedef struct compile_result {

@@ -443,7 +443,7 @@ static int compile_remote(opts *o, loaded *l, coil_err *err)
 	l->res.hit = info.hit;
 	l->res.compile_ms = info.compile_ms;
 	l->compile_ms = t1 - t0;
-	int rc = artifact_open(l->res.path, &l->art, err);
+	int rc = artifact_open_verified(l->res.path, l->res.sha256, &l->art, err);
 	l->load_ms = clock_ms() - t1;
 	return rc;
 }
@@ -460,7 +460,7 @@ static int compile_and_load(opts *o, const char *path, loaded *l, coil_err *err)
 		return coil_err_prefix(err, "%s", path);
 	}
 	double t2 = clock_ms();
-	int rc = artifact_open(l->res.path, &l->art, err);
+	int rc = artifact_open_cached(c, l->res.key, l->res.path, l->res.sha256, &l->art, err);
 	cache_close(c);
 	l->compile_ms = t2 - t1;
 	l->load_ms = clock_ms() - t2;

@@ -1,9 +1,12 @@
 /* build: the system C compiler turns the generated C into a shared object.
  *
- * The compiler runs sandboxed, because its input derives from a request:
+ * Each run of the compiler is confined here, because its input derives from
+ * a request (and codegen/sandbox.c puts the whole compile, code generation
+ * and these runs, in a sandboxed process tree of its own on top of this):
  *   - a private temporary directory (mode 0700, beside the output) holds
  *     model.c and the compiler's log; it is the child's working directory,
  *     TMPDIR and HOME, and is removed with everything in it afterwards;
+ *     every path on the command line is relative to it;
  *   - a clean environment: PATH, LC_ALL, TMPDIR and HOME, nothing inherited;
  *   - stdin is /dev/null, no other descriptor of the caller stays open;
  *   - resource limits (never raised above the caller's): CPU time, address
@@ -61,27 +64,24 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 }
 
 /* rm -rf dir (whatever a killed compiler left there too). */
-static void rm_tree(const char *dir)
+void build_rm_tree(const char *dir)
 {
 	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/* The directory part of path, made absolute, into buf. */
-static int dir_of(const char *path, char *buf, size_t cap)
+/* The directory part of path into buf: "." when it has none.  Relative
+ * stays relative: a sandboxed caller (sandbox.c) may sit in a directory
+ * whose ancestors it cannot search. */
+int build_dir_of(const char *path, char *buf, size_t cap)
 {
 	const char *slash = strrchr(path, '/');
-	char cwd[PATH_MAX];
 	int n;
 	if (slash == path)
 		n = snprintf(buf, cap, "/");
-	else if (slash && path[0] == '/')
-		n = snprintf(buf, cap, "%.*s", (int)(slash - path), path);
-	else if (!getcwd(cwd, sizeof cwd))
-		return -1;
 	else if (slash)
-		n = snprintf(buf, cap, "%s/%.*s", cwd, (int)(slash - path), path);
+		n = snprintf(buf, cap, "%.*s", (int)(slash - path), path);
 	else
-		n = snprintf(buf, cap, "%s", cwd);
+		n = snprintf(buf, cap, ".");
 	return n < 0 || (size_t)n >= cap ? -1 : 0;
 }
 
@@ -110,13 +110,15 @@ static void limit(int resource, rlim_t want)
 	struct rlimit rl;
 	if (getrlimit(resource, &rl) != 0)
 		return;
-	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want)
-		want = rl.rlim_max;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
+		want = rl.rlim_cur; /* nor the soft one (the compile sandbox's, sandbox.c) */
 	rl.rlim_cur = want;
-	if (resource == RLIMIT_CPU && (rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want + 5))
-		rl.rlim_max = want + 5; /* SIGXCPU at the soft limit, SIGKILL 5 s later */
-	else if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want)
+	if (resource == RLIMIT_CPU) {
+		if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want + 5)
+			rl.rlim_max = want + 5; /* SIGXCPU at the soft limit, SIGKILL 5 s later */
+	} else if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want) {
 		rl.rlim_max = want;
+	}
 	setrlimit(resource, &rl);
 }
 
@@ -224,13 +226,15 @@ static int job_error(const job *j, const char *name, const char *exe, int many, 
 				  : sig == SIGXFSZ ? " (file size limit)"
 				  : sig == SIGKILL ? " (killed; CPU time or memory limit?)"
 						   : "";
-		return coil_errf(err, "build: %s died of signal %d%s%s: %s", name, sig, why, on, log);
+		coil_code code = sig == SIGXCPU || sig == SIGXFSZ ? COIL_E_RESOURCE : COIL_E_COMPILER;
+		return coil_errc(err, code, "build: %s died of signal %d%s%s: %s", name, sig, why, on, log);
 	}
 	if (WEXITSTATUS(status) == 126)
 		return coil_errf(err, "build: cannot set up the sandbox for %s", name);
 	if (WEXITSTATUS(status) == 127)
-		return coil_errf(err, "build: cannot run %s (%s)", name, exe);
-	return coil_errf(err, "build: %s failed (status %d)%s: %s", name, WEXITSTATUS(status), on, log);
+		return coil_errc(err, COIL_E_COMPILER, "build: cannot run %s (%s)", name, exe);
+	return coil_errc(err, COIL_E_COMPILER, "build: %s failed (status %d)%s: %s", name, WEXITSTATUS(status), on,
+			 log);
 }
 
 /* Runs jobs[0..n) (at most par at once, by cost, largest first), then
@@ -253,14 +257,16 @@ static int run_jobs(job *jobs, int n, job *link, int par, const char *name, cons
 				int e = errno;
 				for (int i = 0; i < n; i++)
 					kill_job(&jobs[i]);
-				return coil_errf(err, "build: cannot start %s: fork: %s", name, strerror(e));
+				return coil_errc(err, COIL_E_RESOURCE, "build: cannot start %s: fork: %s", name,
+						 strerror(e));
 			}
 			running++;
 		}
 		if (failed < 0 && !left && link && !linking) {
 			if (start(link, exe, envp, dir, limit_s) != 0) {
 				int e = errno;
-				return coil_errf(err, "build: cannot start %s: fork: %s", name, strerror(e));
+				return coil_errc(err, COIL_E_RESOURCE, "build: cannot start %s: fork: %s", name,
+						 strerror(e));
 			}
 			linking = 1;
 			running++;
@@ -310,7 +316,8 @@ static int run_jobs(job *jobs, int n, job *link, int par, const char *name, cons
 		}
 	}
 	if (timed_out)
-		return coil_errf(err, "build: %s ran longer than the limit of %d s and was killed", name, limit_s);
+		return coil_errc(err, COIL_E_TIMEOUT, "build: %s ran longer than the limit of %d s and was killed", name,
+				 limit_s);
 	if (failed >= 0)
 		return job_error(failed < n ? &jobs[failed] : link, name, exe, n > 1 || link != NULL, err);
 	return 0;
@@ -342,7 +349,7 @@ static int plain_name(const char *s)
 int build_files(const codegen_src *src, const char *cc, const char *opt, const char *tflags, int werror,
 		int timeout_s, int jobs, const char *out_so, double *secs, coil_err *err)
 {
-	char dir[PATH_MAX], out_abs[PATH_MAX + 8], tmp_so[PATH_MAX + 16], tf[256];
+	char dir[PATH_MAX], tmp_so[PATH_MAX + 16], tf[256];
 	char exe[PATH_MAX], env_tmp[PATH_MAX + 16], env_home[PATH_MAX + 16];
 	const char *name = cc ? cc : "cc";
 	*secs = 0;
@@ -355,38 +362,38 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 		    !strcmp(src->name[i], "dnnl_rt.h"))
 			return coil_errf(err, "build: bad source file name");
 	if (resolve_cc(name, exe, sizeof exe) != 0)
-		return coil_errf(err, "build: compiler '%s' not found", name);
+		return coil_errc(err, COIL_E_COMPILER, "build: compiler '%s' not found", name);
 	/* The private directory sits beside the output (inside the cache's tmp/
-	 * when building for the cache, so a crash leaves nothing elsewhere). */
-	if (dir_of(out_so, dir, sizeof dir - 20) != 0)
-		return coil_errf(err, "build: output path %s is too long", out_so);
-	const char *base = strrchr(out_so, '/') ? strrchr(out_so, '/') + 1 : out_so;
-	if (snprintf(out_abs, sizeof out_abs, "%s/%s", dir, base) >= (int)sizeof out_abs)
-		return coil_errf(err, "build: output path %s is too long", out_so);
+	 * when building for the cache, so a crash leaves nothing elsewhere).
+	 * The compiler runs in it and every path it is given is relative to it;
+	 * TMPDIR and HOME are the directory, "." when it is relative. */
+	if (build_dir_of(out_so, dir, sizeof dir - 20) != 0)
+		return coil_errc(err, COIL_E_LIMIT, "build: output path %s is too long", out_so);
 	strcat(dir, "/.coil-cc-XXXXXX");
 	if (!mkdtemp(dir))
-		return coil_errf(err, "build: cannot make a private directory beside %s: %s", out_so, strerror(errno));
+		return coil_errc(err, COIL_E_IO, "build: cannot make a private directory beside %s: %s", out_so,
+				 strerror(errno));
 	snprintf(tmp_so, sizeof tmp_so, "%s/model.so", dir);
-	snprintf(env_tmp, sizeof env_tmp, "TMPDIR=%s", dir);
-	snprintf(env_home, sizeof env_home, "HOME=%s", dir);
+	snprintf(env_tmp, sizeof env_tmp, "TMPDIR=%s", dir[0] == '/' ? dir : ".");
+	snprintf(env_home, sizeof env_home, "HOME=%s", dir[0] == '/' ? dir : ".");
 	char *const envp[] = {"PATH=" BUILD_PATH, "LC_ALL=C", env_tmp, env_home, NULL};
 	for (int i = 0; i < src->n; i++)
 		if (write_text(dir, src->name[i], src->text[i]) != 0) {
-			rm_tree(dir);
-			return coil_errf(err, "build: cannot write %s/%s", dir, src->name[i]);
+			build_rm_tree(dir);
+			return coil_errc(err, COIL_E_IO, "build: cannot write %s/%s", dir, src->name[i]);
 		}
 	/* the oneDNN runtime's source (embedded in libcoil from codegen/rt):
 	 * model.c includes it, or it is a unit */
 	if (write_text(dir, "dnnl_rt.h", coil_rt_dnnl_h) != 0 || write_text(dir, "dnnl_rt.c", coil_rt_dnnl_c) != 0) {
-		rm_tree(dir);
-		return coil_errf(err, "build: cannot write the oneDNN runtime's source into %s", dir);
+		build_rm_tree(dir);
+		return coil_errc(err, COIL_E_IO, "build: cannot write the oneDNN runtime's source into %s", dir);
 	}
 	/* the units: every .c, and the runtime */
 	int nu = 0;
 	job *J = calloc(CODEGEN_MAX_FILES + 2, sizeof *J), *L = NULL;
 	if (!J) {
-		rm_tree(dir);
-		return coil_errf(err, "build: out of memory");
+		build_rm_tree(dir);
+		return coil_err_oom(err);
 	}
 	for (int i = 0; i <= src->n; i++) {
 		const char *u = i < src->n ? src->name[i] : src->rt_unit ? "dnnl_rt.c" : NULL;
@@ -400,7 +407,7 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 	}
 	if (!nu) {
 		free(J);
-		rm_tree(dir);
+		build_rm_tree(dir);
 		return coil_errf(err, "build: no translation unit");
 	}
 	snprintf(tf, sizeof tf, "%s", tflags ? tflags : "");
@@ -430,10 +437,10 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 			j->argv[n++] = "-Wno-unused-variable";
 			j->argv[n++] = "-Wno-unused-parameter";
 		}
-		snprintf(j->obj, sizeof j->obj, "%s/%.*s.o", dir, (int)strlen(j->unit) - 2, j->unit);
+		snprintf(j->obj, sizeof j->obj, "%.*s.o", (int)strlen(j->unit) - 2, j->unit);
 		snprintf(j->log_path, sizeof j->log_path, "%s/%s.log", dir, j->unit);
 		j->argv[n++] = "-o";
-		j->argv[n++] = nu == 1 ? tmp_so : j->obj;
+		j->argv[n++] = nu == 1 ? "model.so" : j->obj;
 		j->argv[n++] = j->unit;
 		if (nu == 1) {
 			j->argv[n++] = "-lm";
@@ -452,7 +459,7 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 		L->argv[n++] = "-fPIC";
 		L->argv[n++] = "-fopenmp";
 		L->argv[n++] = "-o";
-		L->argv[n++] = tmp_so;
+		L->argv[n++] = "model.so";
 		for (int u = 0; u < nu; u++)
 			L->argv[n++] = J[u].obj;
 		L->argv[n++] = "-lm";
@@ -468,10 +475,10 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 	double t0 = now();
 	int rc = run_jobs(J, nu, L, par, name, exe, envp, dir, limit_s, t0, err);
 	*secs = now() - t0;
-	if (!rc && rename(tmp_so, out_abs) != 0)
-		rc = coil_errf(err, "build: %s made no shared object (%s)", name, strerror(errno));
+	if (!rc && rename(tmp_so, out_so) != 0)
+		rc = coil_errc(err, COIL_E_COMPILER, "build: %s made no shared object (%s)", name, strerror(errno));
 	free(J);
-	rm_tree(dir);
+	build_rm_tree(dir);
 	return rc;
 }
 

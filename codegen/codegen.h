@@ -102,5 +102,10 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 		int timeout_s, int jobs, const char *out_so, double *secs, coil_err *err);
 /* CPUs this thread may run on (sched_getaffinity), at least 1. */
 int build_cpus(void);
+/* The directory part of path into buf (cap bytes): "." when it has none,
+ * relative when path is.  0, or -1 when it does not fit. */
+int build_dir_of(const char *path, char *buf, size_t cap);
+/* rm -rf dir, without following symbolic links. */
+void build_rm_tree(const char *dir);
 
 #endif

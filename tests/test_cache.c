@@ -21,6 +21,8 @@
 #include <cmocka.h>
 
 #include "cache/cache.h"
+#include "cache/compile.h"
+#include "client/artifact.h"
 
 typedef struct {
 	char dir[PATH_MAX]; /* the temp directory; the cache lives in dir/c */
@@ -903,6 +905,55 @@ static void test_processes_share_a_directory(void **state)
 	assert_int_equal(bad, 0);
 }
 
+/* An artifact whose bytes changed after it was cached (same size, so the
+ * index's size check passes) is not loaded: its bytes are copied into
+ * sealed memory, hashed there and loaded from there, with no window in
+ * between.  The bad entry is removed, so the next compile builds it anew. */
+static void test_tampered_artifact_refused(void **state)
+{
+	fixture *f = *state;
+	static const char G[] = "{\"format\": \"coil-graph\", \"version\": 1,"
+				" \"inputs\": [{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [\"n\", 4]}],"
+				" \"nodes\": [{\"id\": \"a\", \"op\": \"aten.relu\", \"args\": [\"x\"], \"outputs\": [\"y\"]}],"
+				" \"outputs\": [\"y\"]}";
+	compile_opts o = {.target = "generic", .opt_level = 1};
+	compile_result r, r2;
+	coil_err err = {0};
+	if (cache_compile(f->c, G, strlen(G), &o, &r, &err))
+		fail_msg("%s", err.msg);
+	coil_artifact *a = NULL;
+	if (artifact_open_cached(f->c, r.key, r.path, r.sha256, &a, &err))
+		fail_msg("%s", err.msg);
+	assert_true(a->memfd >= 0); /* loaded from the sealed copy */
+	artifact_close(a);
+
+	size_t len;
+	char *bytes = read_file(r.path, &len);
+	assert_int_equal(len, r.size);
+	bytes[len / 2] ^= 0x5a;
+	int fd = open(r.path, O_WRONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, bytes, len, 0), (ssize_t)len);
+	close(fd);
+	free(bytes);
+	a = NULL;
+	assert_int_equal(artifact_open_cached(f->c, r.key, r.path, r.sha256, &a, &err), -2);
+	assert_null(a);
+	assert_int_equal(err.code, COIL_E_IO);
+	if (!strstr(err.msg, "sha256 mismatch") || !strstr(err.msg, "refusing to load"))
+		fail_msg("%s", err.msg);
+	assert_false(present(f, r.key));
+
+	if (cache_compile(f->c, G, strlen(G), &o, &r2, &err))
+		fail_msg("%s", err.msg);
+	assert_false(r2.hit);
+	assert_string_equal(r2.sha256, r.sha256);
+	if (artifact_open_cached(f->c, r2.key, r2.path, r2.sha256, &a, &err))
+		fail_msg("%s", err.msg);
+	assert_int_equal(a->ninputs, 1);
+	artifact_close(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -926,6 +977,7 @@ int main(void)
 		T(test_store_replaces_and_small_buffer),
 		T(test_default_dir_from_environment),
 		T(test_processes_share_a_directory),
+		T(test_tampered_artifact_refused),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -92,9 +92,11 @@ int coil_target_supported(const char *target);
 
 typedef struct coil_module coil_module;
 
-/* Load the artifact at path.  In order: if sha256 is given, the file's bytes
- * must hash to it; if target is given (from the server's /meta, or the local
- * cache's metadata), this CPU must support it; then dlopen, the ABI version
+/* Load the artifact at path.  In order: if target is given (from the server's
+ * /meta, or the local cache's metadata), this CPU must support it; if sha256
+ * is given, the file's bytes are copied into sealed memory and must hash to
+ * it there, and that very copy is what is loaded (nothing can change it
+ * between the check and the load); then dlopen, the ABI version
  * must be COIL_ABI_VERSION, and the target in coil_artifact_describe() (a
  * function that uses no target features) must be known and supported here.
  * An artifact failing a check is refused (never run: no SIGILL).  Free with

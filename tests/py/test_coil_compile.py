@@ -9,7 +9,8 @@ ABI, compared with eager.
   * dynamic batch, non-contiguous inputs, nested outputs, wrong dtypes, the target chain check;
   * export fixes in coil.compile: a data-preserving as_strided becomes a view; unsupported
     ops on no input (Swin's masks, gathered biases) are folded into constants;
-  * compile through a real coild (server=URL).
+  * compile through a real coild (server=URL);
+  * the artifact is loaded only with the sha256 `coil compile` announced (a changed byte: refused).
 A private cache directory keeps the user's cache untouched.
 
 Run: COIL=build/coil PYTHONPATH=client/python /usr/bin/python3 tests/py/test_coil_compile.py
@@ -351,6 +352,32 @@ def test_server(t, cache, fns):
                 p.kill()
 
 
+def test_verified_load(t, fns):
+    """coil.compile loads the artifact only with the sha256 `coil compile` announced, checked
+    in sealed memory: a copy with one byte changed (same size) is refused."""
+    if "mlp" not in fns:
+        t.ok(False, "verified load: mlp did not compile")
+        return
+    f = fns["mlp"][0]
+    sha = f.info["sha256"]
+    with open(f.artifact_path, "rb") as src:
+        data = bytearray(src.read())
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "copy.so")
+        with open(p, "wb") as out:
+            out.write(data)
+        t.ok(coil.Artifact(p, sha256=sha).target == f.target, "an unchanged copy loads with its sha256")
+        data[len(data) // 2] ^= 0x5A
+        with open(p, "r+b") as out:
+            out.write(data)
+        try:
+            coil.Artifact(p, sha256=sha)
+            t.ok(False, "a changed artifact is refused", "it loaded")
+        except coil.CoilError as e:
+            t.ok("sha256 mismatch" in str(e) and "refusing to load" in str(e),
+                 "a changed artifact is refused: %s" % str(e)[:60], str(e))
+
+
 def main():
     t = Tap()
     torch.set_num_threads(1)
@@ -365,6 +392,7 @@ def main():
         t.run("dynamic batch", test_dynamic, t, cache)
         t.run("targets", test_targets, t, fns)
         t.run("server", test_server, t, cache, fns)
+        t.run("verified load", test_verified_load, t, fns)
         for f, _, _ in fns.values():
             f.close()
     t.done()

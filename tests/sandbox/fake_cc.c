@@ -13,8 +13,18 @@
  *   orphan   start a child that sleeps for ever, write its pid, exit 0
  *            (with an empty -o file)
  *   fail     print an error like a compiler's and exit 1
+ *   eat      allocate and touch 16 MiB at a time without end; when an
+ *            allocation fails (RLIMIT_AS) print how far it got and exit 3
+ *   forkbomb every process forks again and again, for ever (retrying
+ *            when a fork is refused)
+ *   net.PORT try to connect to 127.0.0.1:PORT, then report (with a line
+ *            "connect ok" or "connect failed: REASON")
  *   M@FILE   mode M when FILE is on the command line, else report (one
  *            translation unit of several misbehaves)
+ *
+ * report also says who it runs as and where: "uid U gid G", "ns KIND
+ * ID" for the net, pid, mnt and user namespaces, "seccomp N" and
+ * "nonewprivs N" (from /proc/self/status).
  *
  * report run with -c (compiling one unit to an object) writes its report
  * into the object; a link appends the objects' reports to its own, so the
@@ -22,12 +32,17 @@
  * pids into ARGV0.pids (beside the symlink): the build removes what it made.
  *
  * Built without sanitizers (ASan could not start under RLIMIT_AS). */
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -56,12 +71,58 @@ static void sleep_forever(void)
 		pause();
 }
 
+/* "connect ok" or "connect failed: REASON" for 127.0.0.1:port, into buf. */
+static void try_connect(int port, char *buf, size_t cap)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	if (s < 0) {
+		snprintf(buf, cap, "connect failed: socket: %s", strerror(errno));
+		return;
+	}
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port)};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(s, (struct sockaddr *)&a, sizeof a) == 0)
+		snprintf(buf, cap, "connect ok");
+	else
+		snprintf(buf, cap, "connect failed: %s", strerror(errno));
+	close(s);
+}
+
+/* Who and where: uid, namespaces, seccomp. */
+static void identity(FILE *f)
+{
+	fprintf(f, "uid %d gid %d\n", (int)getuid(), (int)getgid());
+	static const char *const ns[] = {"net", "pid", "mnt", "user"};
+	for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
+		char path[64], id[128];
+		snprintf(path, sizeof path, "/proc/self/ns/%s", ns[i]);
+		ssize_t n = readlink(path, id, sizeof id - 1);
+		id[n > 0 ? n : 0] = 0;
+		fprintf(f, "ns %s %s\n", ns[i], n > 0 ? id : "?");
+	}
+	FILE *st = fopen("/proc/self/status", "r");
+	char line[256];
+	while (st && fgets(line, sizeof line, st)) {
+		if (!strncmp(line, "Seccomp:", 8))
+			fprintf(f, "seccomp %d\n", atoi(line + 8));
+		else if (!strncmp(line, "NoNewPrivs:", 11))
+			fprintf(f, "nonewprivs %d\n", atoi(line + 11));
+	}
+	if (st)
+		fclose(st);
+}
+
 int main(int argc, char **argv)
 {
 	const char *base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
 	const char *mode = strchr(base, '-') ? strchr(base, '-') + 1 : "report";
 	const char *out = out_path(argc, argv);
 	char mbuf[256];
+	char net[256] = "";
+	if (!strncmp(mode, "net.", 4)) {
+		try_connect(atoi(mode + 4), net, sizeof net);
+		mode = "report";
+	}
 	const char *at = strchr(mode, '@');
 	if (at) {
 		int hit = 0;
@@ -86,6 +147,9 @@ int main(int argc, char **argv)
 		lim(f, "nproc", RLIMIT_NPROC);
 		lim(f, "core", RLIMIT_CORE);
 		fprintf(f, "pgid %d pid %d\n", (int)getpgid(0), (int)getpid());
+		identity(f);
+		if (net[0])
+			fprintf(f, "%s\n", net);
 		char target[4096];
 		ssize_t n = readlink("/proc/self/fd/0", target, sizeof target - 1);
 		target[n > 0 ? n : 0] = 0;
@@ -144,6 +208,19 @@ int main(int argc, char **argv)
 		}
 		sleep_forever();
 	}
+	if (!strcmp(mode, "eat")) {
+		size_t chunk = (size_t)16 << 20, mib = 0;
+		for (char *p; (p = malloc(chunk)); mib += 16)
+			memset(p, 1, chunk);
+		fprintf(stderr, "fake_cc: out of memory after %zu MiB\n", mib);
+		return 3;
+	}
+	if (!strcmp(mode, "forkbomb"))
+		for (;;)
+			if (fork() < 0) {
+				struct timespec ts = {0, 10 * 1000 * 1000};
+				nanosleep(&ts, NULL);
+			}
 	if (!strcmp(mode, "fail")) {
 		fprintf(stderr, "model.c:1:1: error: fake failure\n");
 		return 1;

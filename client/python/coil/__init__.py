@@ -482,7 +482,7 @@ def compile(module, example_inputs, server=None, target="native", threads=None, 
         if t is None:
             raise CoilError("param %r of the graph has no tensor" % p["name"])
         plist.append(t)
-    art = Artifact(info["artifact"])
+    art = Artifact(info["artifact"], sha256=info["sha256"])
     if len(art.inputs) != len(graph["inputs"]) or len(art.outputs) != len(graph["outputs"]):
         raise CoilError("artifact %s does not match the exported graph" % info["artifact"])
     model = Model(art, plist, threads=threads, keep_params=keep_params)

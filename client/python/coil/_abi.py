@@ -1,6 +1,9 @@
 """ctypes over the artifact ABI (include/coil/artifact.h, docs/abi.md), version 1."""
 import ctypes
+import fcntl
+import hashlib
 import json
+import os
 import threading
 
 import torch
@@ -44,14 +47,50 @@ def _pin_libgomp():
 _I64P = ctypes.POINTER(ctypes.c_int64)
 
 
-class Artifact:
-    """One loaded artifact (.so): its description and its C functions. Never unloaded."""
+def _sealed_copy(path, sha256):
+    """path's bytes in a sealed memfd whose SHA-256 must be sha256 (as client/artifact.c's
+    artifact_open_verified): the bytes checked are the bytes loaded, from /proc/self/fd/N.
+    Returns that path; the descriptor stays open for as long as the process (Artifacts are
+    never unloaded, and dlopen matches a loaded object by name first)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        fd = os.memfd_create("coil-artifact", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    except OSError as e:
+        raise _err_load("cannot read artifact %s: %s" % (path, e)) from None
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
+                    fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
+        h, off = hashlib.sha256(), 0
+        while True:
+            chunk = os.pread(fd, 1 << 20, off)
+            if not chunk:
+                break
+            h.update(chunk)
+            off += len(chunk)
+    except OSError as e:
+        os.close(fd)
+        raise _err_load("cannot copy artifact %s into memory: %s" % (path, e)) from None
+    if h.hexdigest() != sha256:
+        os.close(fd)
+        raise _err_load("artifact %s: sha256 mismatch (expected %s, found %s), refusing to load it"
+                        % (path, sha256, h.hexdigest()))
+    return "/proc/self/fd/%d" % fd
 
-    def __init__(self, path):
+
+class Artifact:
+    """One loaded artifact (.so): its description and its C functions. Never unloaded.
+    With sha256, only bytes with that digest are loaded (checked in sealed memory)."""
+
+    def __init__(self, path, sha256=None):
         self.path = path
         _pin_libgomp()
+        load_path = _sealed_copy(path, sha256) if sha256 else path
         try:
-            lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
+            lib = ctypes.CDLL(load_path, mode=ctypes.RTLD_LOCAL)
         except OSError as e:
             raise _err_load("cannot load artifact %s: %s" % (path, e)) from None
         try:

@@ -1,0 +1,663 @@
+/* The compile sandbox (sandbox.h): three processes.
+ *
+ *   caller   (coild's worker thread, the CLI) makes the work directory and
+ *            the cgroup, forks the supervisor, then only watches: it reads
+ *            the supervisor's and worker's reports from a pipe, polls the
+ *            cgroup's counters, and kills the whole tree at the deadline or
+ *            over a budget.  Then it gives its verdict, moves the shared
+ *            object out and removes the rest.
+ *   supervisor  joins the cgroup, drops every descriptor but the pipe,
+ *            unshares the namespaces and forks the worker (pid 1 of the new
+ *            pid namespace), waits for it and reports how it ended.
+ *   worker   makes mounts private and mounts its /proc, becomes nobody,
+ *            sets no_new_privs, rlimits (where no cgroup stands in) and the
+ *            seccomp filter, then runs codegen_compile, which forks the
+ *            compilers (build.c), and reports its result.
+ *
+ * Why fork and not exec a helper: the worker inherits the graph the caller
+ * already parsed and validated, so nothing is parsed twice and there is no
+ * helper binary to install and find beside every program that links
+ * libcoil (coild, coil, the tests).  The cost of forking from a threaded
+ * process is that the children may only use what is safe after fork: glibc
+ * makes malloc and stdio safe there, and code generation takes no lock of
+ * its own (no static mutable state in the compiler), nor does any of the
+ * set-up here.  Each report is one write of one fixed-size struct, smaller
+ * than PIPE_BUF, so it arrives whole or not at all.
+ *
+ * The work directory (.coil-sbx-XXXXXX beside out_so) is given to the
+ * sandbox's uid; the supervisor enters it while it still may, so the tree
+ * needs no search permission on the directories above it.  Afterwards the
+ * caller takes it back before looking at what the tree left there, and
+ * moves out only a plain file with one link: never a symbolic or hard link
+ * planted to make it read something else. */
+#include "codegen/sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "codegen/sandbox_internal.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SBX_ASAN 1 /* ASan cannot run under RLIMIT_AS (its shadow memory) */
+#else
+#define SBX_ASAN 0
+#endif
+
+/* The compilers' own deadline (build.c) is the sandbox's plus this, so
+ * that the sandbox's verdict is the one given. */
+#define SBX_BUILD_SLACK_S 5
+/* How often the caller reads the cgroup's counters. */
+#define SBX_TICK_MS 50
+
+/* A report from the tree. */
+typedef struct sbx_msg {
+	char type;      /* 'I' set-up done, 'R' the compile's result, 'S' how the worker ended, 'E' set-up failed */
+	int rc;         /* 'R' */
+	int status;     /* 'S': the worker's wait status */
+	unsigned have;  /* 'I': SANDBOX_* had */
+	char notes[256]; /* 'I': what could not be had */
+	coil_err err;   /* 'R', 'E' */
+	codegen_result res; /* 'R' */
+} sbx_msg;
+_Static_assert(sizeof(sbx_msg) <= PIPE_BUF, "a report is one atomic write");
+
+/* Why the caller killed the tree. */
+enum { KILL_NONE, KILL_DEADLINE, KILL_PIDS, KILL_CPU, KILL_READ };
+
+typedef struct sbx_run {
+	/* what the tree gets */
+	coil_graph *g;
+	const codegen_opts *o;
+	sandbox_limits lim;
+	char work[PATH_MAX];   /* the work directory */
+	int drop;              /* become SANDBOX_UID (coil runs as root) */
+	sbx_cgroup cg;
+	pid_t caller;
+	/* what the caller learns */
+	int got_result, got_status, got_setup_err, rc, status, killed, read_errno;
+	coil_err err;
+	codegen_result res;
+	unsigned have;
+	char notes[512];
+	sbx_cg_usage use;
+} sbx_run;
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int sandbox_enabled(void)
+{
+	const char *e = getenv("COIL_SANDBOX");
+	return !(e && (!strcmp(e, "0") || !strcmp(e, "off")));
+}
+
+/* ---- in the tree ---- */
+
+static void send_msg(int fd, const sbx_msg *m)
+{
+	ssize_t n;
+	do
+		n = write(fd, m, sizeof *m);
+	while (n < 0 && errno == EINTR);
+}
+
+static int put_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = write(fd, text, strlen(text));
+	close(fd);
+	return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/* Every signal to its default action, none blocked: a handler of the
+ * caller's (a crash reporter, a test framework's) must not run in the
+ * tree, and a fault there must end the process that made it. */
+static void default_signals(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = SIG_DFL;
+	for (int sig = 1; sig < NSIG; sig++)
+		sigaction(sig, &sa, NULL); /* fails harmlessly for SIGKILL, SIGSTOP and glibc's own */
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+/* In a new user namespace: this uid and gid, mapped to themselves. */
+static int map_self(uid_t uid, gid_t gid)
+{
+	char m[64];
+	if (put_file("/proc/self/setgroups", "deny"))
+		return -1;
+	snprintf(m, sizeof m, "%u %u 1", (unsigned)uid, (unsigned)uid);
+	if (put_file("/proc/self/uid_map", m))
+		return -1;
+	snprintf(m, sizeof m, "%u %u 1", (unsigned)gid, (unsigned)gid);
+	return put_file("/proc/self/gid_map", m);
+}
+
+static int become_nobody(void)
+{
+	return setgroups(0, NULL) || setresgid(SANDBOX_GID, SANDBOX_GID, SANDBOX_GID) ||
+	       setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID) ? -1 : 0;
+}
+
+/* Every descriptor but the pipe (moved to 3, close-on-exec) and stderr:
+ * stdin and stdout are /dev/null; the caller's sockets, database and locks
+ * stay outside. */
+static int keep_only_pipe(int wfd)
+{
+	int p = fcntl(wfd, F_DUPFD_CLOEXEC, 3); /* out of 0..2 first: the caller may have closed stdin */
+	int null = open("/dev/null", O_RDWR);
+	if (p < 0 || null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0)
+		return -1;
+	if (p != 3 && dup3(p, 3, O_CLOEXEC) < 0)
+		return -1;
+	if (syscall(SYS_close_range, 4u, ~0u, 0u) != 0)
+		for (int fd = 4; fd < 65536; fd++)
+			close(fd);
+	return 0;
+}
+
+#define NS_FLAGS (CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP)
+
+/* The namespaces.  Root unshares them as root (the worker drops to nobody
+ * later, after mounting its /proc); where root may not (no CAP_SYS_ADMIN,
+ * in some containers), and for any other user, through a user namespace
+ * of its own uid, after becoming nobody first when root.  m->have and
+ * m->notes say what it got; r->drop is cleared when the drop happened.
+ * -1 when it is left in a user namespace without its ids mapped (where it
+ * could create no file). */
+static int unshare_all(sbx_run *r, sbx_msg *m)
+{
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+	int e = 0;
+	if (uid == 0) {
+		if (unshare(NS_FLAGS) == 0) {
+			m->have |= SANDBOX_MNTNS | SANDBOX_PIDNS | SANDBOX_NETNS;
+			return 0;
+		}
+		e = errno;
+	}
+	if (uid == 0 && r->drop) {
+		if (become_nobody() != 0) {
+			sbx_note(m->notes, sizeof m->notes, "cannot become uid %d: %s", SANDBOX_UID, strerror(errno));
+			return 0;
+		}
+		r->drop = 0;
+		m->have |= SANDBOX_UID_DROP;
+		uid = SANDBOX_UID, gid = SANDBOX_GID;
+	}
+	if (unshare(CLONE_NEWUSER | NS_FLAGS) != 0) {
+		sbx_note(m->notes, sizeof m->notes, "no namespaces (unshare: %s)", strerror(e ? e : errno));
+		return 0;
+	}
+	/* a uid change made this process undumpable, and so its /proc/self
+	 * root's: the maps are written there */
+	int dumpable = prctl(PR_GET_DUMPABLE);
+	prctl(PR_SET_DUMPABLE, 1);
+	int rc = map_self(uid, gid);
+	prctl(PR_SET_DUMPABLE, dumpable);
+	if (rc == 0)
+		m->have |= SANDBOX_USERNS | SANDBOX_MNTNS | SANDBOX_PIDNS | SANDBOX_NETNS;
+	return rc;
+}
+
+/* The worker's mounts: private (nothing propagates out or in), then a
+ * /proc that shows its own pid namespace only. */
+static void mounts(sbx_msg *m)
+{
+	if (!(m->have & SANDBOX_MNTNS))
+		return;
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
+		/* e.g. in a chroot, where / is no mount point: mount nothing */
+		sbx_note(m->notes, sizeof m->notes, "mounts not made private (%s): no /proc of its own",
+			 strerror(errno));
+		m->have &= ~(unsigned)SANDBOX_MNTNS;
+		return;
+	}
+	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0)
+		m->have |= SANDBOX_PROC;
+	else
+		sbx_note(m->notes, sizeof m->notes, "no /proc of its own (%s)", strerror(errno));
+}
+
+static void drop_caps(void)
+{
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct d[2];
+	memset(d, 0, sizeof d);
+	syscall(SYS_capset, &h, d);
+}
+
+static void set_limit(int resource, rlim_t soft, rlim_t hard)
+{
+	struct rlimit rl = {soft, hard};
+	setrlimit(resource, &rl);
+}
+
+/* Per-process limits where no cgroup bounds the tree. */
+static void rlimits(const sbx_run *r, sbx_msg *m)
+{
+	set_limit(RLIMIT_CORE, 0, 0);
+	if (!(r->cg.have & SANDBOX_CG_MEM) && !SBX_ASAN)
+		set_limit(RLIMIT_AS, r->lim.mem_bytes, r->lim.mem_bytes);
+	if (!(r->cg.have & SANDBOX_CG_PIDS))
+		set_limit(RLIMIT_NPROC, (rlim_t)r->lim.pids, (rlim_t)r->lim.pids);
+	if (!(r->cg.have & SANDBOX_CG_CPU))
+		set_limit(RLIMIT_CPU, (rlim_t)r->lim.cpu_s, (rlim_t)r->lim.cpu_s + 5);
+	if (r->cg.have != (SANDBOX_CG_MEM | SANDBOX_CG_PIDS | SANDBOX_CG_CPU))
+		sbx_note(m->notes, sizeof m->notes, "per-process rlimits stand in for the missing cgroup budgets%s",
+			 SBX_ASAN && !(r->cg.have & SANDBOX_CG_MEM) ? " (no memory limit: ASan build)" : "");
+}
+
+/* TEST ONLY (tests/test_sandbox.c): COIL_SANDBOX_TEST=crash, alloc or spin
+ * makes code generation crash, allocate without end or never finish.  Read
+ * in the worker only, after the sandbox is in place.  -1 with err when the
+ * allocation ran out without being killed. */
+static int test_hook(coil_err *err)
+{
+	const char *t = getenv("COIL_SANDBOX_TEST");
+	if (!t)
+		return 0;
+	if (!strcmp(t, "crash")) {
+		/* a real fault (pid 1 of a namespace ignores a raise()d SIGSEGV),
+		 * and not a null pointer, which UBSan would catch first */
+		volatile char *p = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p != MAP_FAILED)
+			p[0] = 1;
+	}
+	if (!strcmp(t, "spin"))
+		for (volatile unsigned long x = 0;; x++)
+			;
+	if (!strcmp(t, "alloc"))
+		for (;;) {
+			char *p = malloc((size_t)64 << 20);
+			if (!p)
+				return coil_err_oom(err);
+			memset(p, 1, (size_t)64 << 20);
+		}
+	return 0;
+}
+
+/* The worker: pid 1 of the new pid namespace where there is one. */
+static void worker(sbx_run *r, sbx_msg *m)
+{
+	sbx_msg out;
+	mounts(m);
+	if (r->drop) {
+		if (become_nobody() == 0)
+			m->have |= SANDBOX_UID_DROP;
+		else
+			sbx_note(m->notes, sizeof m->notes, "cannot become uid %d: %s", SANDBOX_UID, strerror(errno));
+	}
+	if (m->have & SANDBOX_USERNS)
+		drop_caps();
+	prctl(PR_SET_PDEATHSIG, SIGKILL); /* after the uid change, which clears it */
+	rlimits(r, m);
+	char why[128] = "";
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		snprintf(why, sizeof why, "no_new_privs: %s", strerror(errno));
+	if (!why[0] && sbx_filter_load(why, sizeof why) == 0)
+		m->have |= SANDBOX_SECCOMP;
+	else
+		sbx_note(m->notes, sizeof m->notes, "no seccomp filter (%s)", why);
+	m->type = 'I';
+	send_msg(3, m);
+	memset(&out, 0, sizeof out);
+	out.type = 'R';
+	codegen_opts o = *r->o;
+	o.timeout_s = r->lim.deadline_s + SBX_BUILD_SLACK_S;
+	out.rc = test_hook(&out.err);
+	if (!out.rc)
+		out.rc = codegen_compile(r->g, &o, "model.so", &out.res, &out.err);
+	send_msg(3, &out);
+	_exit(0);
+}
+
+/* The supervisor: the caller's child, the worker's parent. */
+static __attribute__((noreturn)) void supervisor(sbx_run *r, int wfd)
+{
+	sbx_msg m;
+	memset(&m, 0, sizeof m);
+	default_signals();
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != r->caller)
+		_exit(1);
+	setpgid(0, 0); /* the caller kills the group */
+	if (keep_only_pipe(wfd) != 0 || chdir(r->work) != 0) {
+		coil_errf(&m.err, "sandbox: cannot set up: %s", strerror(errno));
+		m.type = 'E';
+		send_msg(wfd, &m);
+		_exit(1);
+	}
+	if (r->cg.have && sbx_cg_join(&r->cg) != 0)
+		sbx_note(m.notes, sizeof m.notes, "cannot join the cgroup: %s", strerror(errno));
+	m.have = SANDBOX_PROCESS;
+	if (unshare_all(r, &m) != 0) {
+		coil_errf(&m.err, "sandbox: cannot map ids in its user namespace: %s", strerror(errno));
+		m.type = 'E';
+		send_msg(3, &m);
+		_exit(1);
+	}
+	prctl(PR_SET_PDEATHSIG, SIGKILL); /* again: a uid change clears it */
+	pid_t pid = fork();
+	if (pid == 0)
+		worker(r, &m);
+	if (pid < 0) {
+		int e = errno;
+		coil_errc(&m.err, COIL_E_RESOURCE, "sandbox: cannot start code generation: fork: %s", strerror(e));
+		m.type = 'E';
+		send_msg(3, &m);
+		_exit(1);
+	}
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	memset(&m, 0, sizeof m);
+	m.type = 'S';
+	m.status = st;
+	send_msg(3, &m);
+	_exit(0);
+}
+
+/* ---- in the caller ---- */
+
+static void resolve_limits(const sandbox_limits *in, sandbox_limits *out)
+{
+	sandbox_limits d = {0};
+	*out = in ? *in : d;
+	if (out->deadline_s <= 0)
+		out->deadline_s = BUILD_DEFAULT_TIMEOUT_S;
+	if (!out->mem_bytes)
+		out->mem_bytes = SANDBOX_DEFAULT_MEM;
+	if (out->pids <= 0)
+		out->pids = SANDBOX_DEFAULT_PIDS;
+	if (out->cpu_s <= 0)
+		out->cpu_s = SANDBOX_CPU_PER_DEADLINE * out->deadline_s;
+}
+
+/* .coil-sbx-XXXXXX beside out_so, the sandbox's uid's when coil is root. */
+static int make_work(sbx_run *r, const char *out_so, coil_err *err)
+{
+	if (build_dir_of(out_so, r->work, sizeof r->work - 20) != 0)
+		return coil_errc(err, COIL_E_LIMIT, "sandbox: output path %s is too long", out_so);
+	strcat(r->work, "/.coil-sbx-XXXXXX");
+	if (!mkdtemp(r->work))
+		return coil_errc(err, COIL_E_IO, "sandbox: cannot make a work directory beside %s: %s", out_so,
+				 strerror(errno));
+	r->drop = geteuid() == 0;
+	if (r->drop && chown(r->work, SANDBOX_UID, SANDBOX_GID) != 0) {
+		sbx_note(r->notes, sizeof r->notes, "runs as root: cannot hand %s to uid %d (%s)", r->work,
+			 SANDBOX_UID, strerror(errno));
+		r->drop = 0;
+	}
+	return 0;
+}
+
+/* One report, whole: 1, 0 at the end, -1 on error. */
+static int read_msg(int fd, sbx_msg *m)
+{
+	size_t got = 0;
+	while (got < sizeof *m) {
+		ssize_t n = read(fd, (char *)m + got, sizeof *m - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			return got ? (errno = EPIPE, -1) : 0;
+		got += (size_t)n;
+	}
+	return 1;
+}
+
+static void take(sbx_run *r, const sbx_msg *m)
+{
+	if (m->type == 'I') {
+		r->have |= m->have;
+		if (m->notes[0])
+			sbx_note(r->notes, sizeof r->notes, "%s", m->notes);
+	} else if (m->type == 'R') {
+		r->got_result = 1;
+		r->rc = m->rc;
+		r->err = m->err;
+		r->res = m->res;
+	} else if (m->type == 'S') {
+		r->got_status = 1;
+		r->status = m->status;
+	} else if (m->type == 'E') {
+		r->got_setup_err = 1;
+		r->err = m->err;
+	}
+}
+
+/* Over the process or CPU budget (the memory budget kills by itself)? */
+static int over_budget(sbx_run *r)
+{
+	sbx_cg_usage_read(&r->cg, &r->use);
+	if ((r->cg.have & SANDBOX_CG_PIDS) && r->use.pids_max)
+		return KILL_PIDS;
+	if ((r->cg.have & SANDBOX_CG_CPU) && r->use.cpu_ns > (uint64_t)r->lim.cpu_s * 1000000000u)
+		return KILL_CPU;
+	return KILL_NONE;
+}
+
+/* Reads the reports until the tree is done, or kills it. */
+static void watch(sbx_run *r, pid_t sup, int rfd)
+{
+	double end = now_s() + r->lim.deadline_s;
+	for (;;) {
+		double left = end - now_s();
+		if (left <= 0) {
+			r->killed = KILL_DEADLINE;
+			break;
+		}
+		int ms = r->cg.have ? SBX_TICK_MS : left > 1 ? 1000 : (int)(left * 1000) + 1;
+		struct pollfd p = {rfd, POLLIN, 0};
+		int n = poll(&p, 1, ms);
+		if (n < 0 && errno != EINTR) {
+			r->read_errno = errno, r->killed = KILL_READ;
+			break;
+		}
+		if (n > 0) {
+			sbx_msg m;
+			int k = read_msg(rfd, &m);
+			if (k == 0)
+				return; /* everyone in the tree closed the pipe: done */
+			if (k < 0) {
+				r->read_errno = errno, r->killed = KILL_READ;
+				break;
+			}
+			take(r, &m);
+			continue;
+		}
+		if ((r->killed = over_budget(r)) != KILL_NONE)
+			break;
+	}
+	sbx_cg_kill(&r->cg);
+	kill(-sup, SIGKILL); /* the supervisor and the worker; the compilers die with the worker */
+}
+
+static const char *signame(int sig)
+{
+	switch (sig) {
+	case SIGSEGV: return "SIGSEGV";
+	case SIGBUS: return "SIGBUS";
+	case SIGILL: return "SIGILL";
+	case SIGFPE: return "SIGFPE";
+	case SIGABRT: return "SIGABRT";
+	case SIGKILL: return "SIGKILL";
+	case SIGXCPU: return "SIGXCPU";
+	case SIGSYS: return "SIGSYS";
+	default: return "signal";
+	}
+}
+
+/* The worker's end, when it reported no result. */
+static int worker_verdict(const sbx_run *r, coil_err *err)
+{
+	int st = r->status, sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+	if (sig == SIGKILL || sig == SIGXCPU)
+		return coil_errc(err, COIL_E_RESOURCE, "code generation was killed (signal %d, %s: over a limit)", sig,
+				 signame(sig));
+	if (sig)
+		return coil_errc(err, COIL_E_INTERNAL, "code generation crashed (signal %d, %s)", sig, signame(sig));
+	return coil_errc(err, COIL_E_INTERNAL, "code generation ended without a result (exit status %d)",
+			 WEXITSTATUS(st));
+}
+
+/* The error for the compile, from what the caller saw; 0 on success. */
+static int verdict(const sbx_run *r, int sup_status, coil_err *err)
+{
+	int dl = r->lim.deadline_s;
+	switch (r->killed) {
+	case KILL_DEADLINE:
+		return coil_errc(err, COIL_E_TIMEOUT, "compile ran longer than its deadline of %d s and was killed", dl);
+	case KILL_PIDS:
+		return coil_errc(err, COIL_E_RESOURCE,
+				 "compile reached its budget of %d processes (a fork refused) and was killed", r->lim.pids);
+	case KILL_CPU:
+		return coil_errc(err, COIL_E_RESOURCE, "compile used more than its budget of %d s of CPU time and was killed",
+				 r->lim.cpu_s);
+	case KILL_READ:
+		return coil_errc(err, COIL_E_IO, "sandbox: reading the compile's report: %s", strerror(r->read_errno));
+	}
+	if (r->got_result && r->rc == 0)
+		return 0;
+	if (r->use.oom_kills)
+		return coil_errc(err, COIL_E_RESOURCE, "compile exceeded its memory budget of %llu MiB (%s)",
+				 (unsigned long long)(r->lim.mem_bytes >> 20),
+				 r->got_result ? r->err.msg : "code generation was killed");
+	if (r->use.pids_max)
+		return coil_errc(err, COIL_E_RESOURCE, "compile reached its budget of %d processes (%s)", r->lim.pids,
+				 r->got_result ? r->err.msg : "code generation was killed");
+	if (r->got_result || r->got_setup_err) {
+		if (err)
+			*err = r->err;
+		return -1;
+	}
+	if (r->got_status)
+		return worker_verdict(r, err);
+	if (WIFSIGNALED(sup_status))
+		return coil_errf(err, "sandbox: the supervisor died of signal %d", WTERMSIG(sup_status));
+	return coil_errf(err, "sandbox: the supervisor exited (status %d) before code generation ended",
+			 WEXITSTATUS(sup_status));
+}
+
+/* Takes the work directory back, then moves its model.so to out_so: a
+ * plain file with one link only. */
+static int take_output(const sbx_run *r, const char *out_so, coil_err *err)
+{
+	char so[PATH_MAX + 16];
+	snprintf(so, sizeof so, "%s/model.so", r->work);
+	if ((r->have & SANDBOX_UID_DROP) &&
+	    (chown(r->work, geteuid(), getegid()) != 0 || chmod(r->work, 0700) != 0))
+		return coil_errc(err, COIL_E_IO, "sandbox: cannot take %s back: %s", r->work, strerror(errno));
+	struct stat st;
+	if (lstat(so, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1)
+		return coil_errc(err, COIL_E_COMPILER, "sandbox: the compile left no plain file %s", so);
+	if (rename(so, out_so) != 0)
+		return coil_errc(err, COIL_E_IO, "sandbox: cannot move %s to %s: %s", so, out_so, strerror(errno));
+	return 0;
+}
+
+/* What could not be had, once per process on stderr. */
+static void log_notes(const char *notes)
+{
+	static atomic_int said;
+	if (notes[0] && !atomic_exchange(&said, 1))
+		fprintf(stderr, "coil: sandbox: %s\n", notes);
+}
+
+/* Forks the supervisor, watches, reaps.  -1 with err when it cannot start. */
+static int run_tree(sbx_run *r, coil_err *err)
+{
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return coil_errc(err, COIL_E_RESOURCE, "sandbox: pipe: %s", strerror(errno));
+	pid_t sup = fork();
+	if (sup == 0) {
+		close(fds[0]);
+		supervisor(r, fds[1]);
+	}
+	int e = errno;
+	close(fds[1]);
+	if (sup < 0) {
+		close(fds[0]);
+		return coil_errc(err, COIL_E_RESOURCE, "sandbox: cannot start: fork: %s", strerror(e));
+	}
+	watch(r, sup, fds[0]);
+	close(fds[0]);
+	int st = 0;
+	while (waitpid(sup, &st, 0) < 0 && errno == EINTR)
+		;
+	sbx_cg_usage_read(&r->cg, &r->use);
+	sbx_cg_kill(&r->cg); /* stragglers outside a pid namespace */
+	return verdict(r, st, err);
+}
+
+int sandbox_compile(coil_graph *g, const codegen_opts *o, const sandbox_limits *lim, const char *out_so,
+		    codegen_result *res, sandbox_info *info, coil_err *err)
+{
+	codegen_opts dflt = {0};
+	o = o ? o : &dflt;
+	if (info)
+		memset(info, 0, sizeof *info);
+	if (!sandbox_enabled())
+		return codegen_compile(g, o, out_so, res, err);
+	if (!out_so || o->dump_after || o->keep_c)
+		return coil_errc(err, COIL_E_UNSUPPORTED, "sandbox: needs an output and no IR dump or kept C");
+	sbx_run *r = calloc(1, sizeof *r);
+	if (!r)
+		return coil_err_oom(err);
+	r->g = g;
+	r->o = o;
+	r->caller = getpid();
+	resolve_limits(lim, &r->lim);
+	int rc = make_work(r, out_so, err);
+	if (rc == 0) {
+		sbx_cg_create(&r->cg, &r->lim, r->notes, sizeof r->notes);
+		rc = run_tree(r, err);
+		sbx_cg_destroy(&r->cg, r->notes, sizeof r->notes);
+		if (rc == 0)
+			rc = take_output(r, out_so, err);
+		if (rc == 0 && res)
+			*res = r->res;
+		build_rm_tree(r->work);
+	}
+	r->have |= r->cg.have;
+	log_notes(r->notes);
+	if (info) {
+		info->have = r->have;
+		snprintf(info->notes, sizeof info->notes, "%s", r->notes);
+	}
+	free(r);
+	return rc;
+}
