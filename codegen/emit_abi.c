@@ -1,0 +1,470 @@
+/* emit_abi: the artifact around the kernels (include/coil/artifact.h): the
+ * shared prelude, the constants, oneDNN's create and prepare, and
+ * coil_model_create/run/destroy with the description; then the file layout,
+ * one file or several translation units (emit.h), each kernel function
+ * spread to a unit.  The kernels themselves are emit_c.c's. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/dnnl.h"
+#include "codegen/emit_c.h"
+#include "codegen/ir.h"
+#include "common/infer.h"
+#include "coil/artifact.h"
+
+static const char prelude[] =
+	"#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n#include <omp.h>\n\n"
+	"#define COIL_EXPORT __attribute__((visibility(\"default\")))\n"
+	"#define COIL_MAX(a, b) (((a) > (b) || (a) != (a)) ? (a) : (b))\n"
+	"#define COIL_MIN(a, b) (((a) < (b) || (a) != (a)) ? (a) : (b))\n"
+	"/* A runtime error raised by a kernel (first one wins); coil_model_run\n"
+	" * checks it after the kernel and fails with coil_errmsg[code]. */\n"
+	"typedef struct coil_status {\n\tint code;\n\tlong long a, b;\n} coil_status;\n"
+	"static inline void coil_raise(coil_status *st, int code, long long a, long long b)\n{\n"
+	"\tint z = 0;\n"
+	"\tif (__atomic_compare_exchange_n(&st->code, &z, code, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {\n"
+	"\t\tst->a = a;\n\t\tst->b = b;\n\t}\n}\n"
+	"static inline double coil_floordiv(double a, double b)\n{\n"
+	"\tif (b == 0)\n\t\treturn a / b;\n\tdouble m = fmod(a, b), q = (a - m) / b;\n"
+	"\tif (m != 0 && ((b < 0) != (m < 0)))\n\t\tq -= 1;\n\treturn q;\n}\n"
+	"static inline int64_t coil_floordiv_i(int64_t a, int64_t b, coil_status *st, int code)\n{\n"
+	"\tif (__builtin_expect(b == 0, 0)) {\n\t\tcoil_raise(st, code, 0, 0);\n\t\treturn 0;\n\t}\n"
+	"\treturn (int64_t)floor((double)a / (double)b);\n}\n"
+	"static inline int64_t coil_div_i(int64_t a, int64_t b, coil_status *st, int code)\n{\n"
+	"\tif (__builtin_expect(b == 0, 0)) {\n\t\tcoil_raise(st, code, 0, 0);\n\t\treturn 0;\n\t}\n"
+	"\treturn b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;\n}\n"
+	"static inline int64_t coil_abs(int64_t a) { return a < 0 ? -a : a; }\n"
+	"/* floor(a / b) for b > 0 */\n"
+	"static inline int64_t coil_fdiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }\n"
+	"static inline int64_t coil_ipow(int64_t a, int64_t b) { return (int64_t)pow((double)a, (double)b); }\n\n"
+	"typedef struct coil_ctx {\n\tconst int64_t *sym;\n\tint nt;\n\tconst void *const *in;\n"
+	"\tvoid *const *par;\n\tvoid *const *out;\n\tchar *arena;\n\tconst int64_t *off;\n\tcoil_status *st;\n\tstruct coil_dn *dn; /* oneDNN objects, when any */\n} coil_ctx;\n\n";
+
+/* In the file with the ABI. */
+static const char pin_openmp[] =
+	"/* OpenMP's worker threads outlive parallel regions: keep libgomp loaded\n"
+	" * when this artifact is dlclose'd (else they run unmapped code). */\n"
+	"__attribute__((constructor)) static void coil_pin_openmp(void)\n{\n"
+	"\t(void)dlopen(\"libgomp.so.1\", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);\n}\n\n";
+/* Constants: small ones as initializers; from 256 elements on, as the bytes
+ * of a string literal, which the C compiler reads about ten times faster
+ * (a union gives the bytes their element type; b holds the literal's NUL). */
+static void emit_consts(ectx *c, FILE *f)
+{
+	coil_graph *g = c->ir->g;
+	for (int i = 0; i < g->nconsts; i++) {
+		coil_value *v = &g->vals[g->consts[i]];
+		int64_t n = 1, d;
+		for (int j = 0; j < v->rank; j++)
+			n *= dim_is_const(&v->shape[j], &d) ? d : 0;
+		if (n >= 256) {
+			size_t bytes = (size_t)n * dtype_size(v->dtype);
+			fprintf(f, "static const union {\n\tunsigned char b[%zu];\n\t%s v[%lld];\n} c%d_ = {.b = \"", bytes + 1,
+				emit_ctype(v->dtype), (long long)n, i);
+			for (size_t e = 0; e < bytes; e++)
+				fprintf(f, "%s\\x%02x", e && e % 32 == 0 ? "\"\n\t\"" : "", ((const unsigned char *)v->data)[e]);
+			fprintf(f, "\"};\nstatic const %s *const c%d = c%d_.v;\n", emit_ctype(v->dtype), i, i);
+			continue;
+		}
+		fprintf(f, "static const %s c%d[%lld] = {", emit_ctype(v->dtype), i, (long long)(n ? n : 1));
+		for (int64_t e = 0; e < n; e++)
+			fprintf(f, "%s%s", e ? ", " : "", ectx_literal(c, dtype_load(v->dtype, v->data, (size_t)e), v->dtype));
+		fprintf(f, "%s};\n", n ? "" : "0");
+	}
+	fprintf(f, "\n");
+}
+/* describe's JSON: positions, dtypes and shape expressions (symbols s0..),
+ * no user names. */
+static char *shape_json(ectx *c, const coil_dim *s, int rank)
+{
+	char *j = "[";
+	for (int i = 0; i < rank; i++) {
+		int64_t v;
+		j = dim_is_const(&s[i], &v) ? arena_printf(c->a, "%s%s%lld", j, i ? ", " : "", (long long)v)
+					    : arena_printf(c->a, "%s%s\\\"%s\\\"", j, i ? ", " : "", ir_dim_c(c->a, &s[i]));
+	}
+	return arena_printf(c->a, "%s]", j);
+}
+
+static char *tensors_json(ectx *c, int n, const int *vals)
+{
+	char *j = "[";
+	for (int i = 0; i < n; i++) {
+		coil_value *v = &c->ir->g->vals[vals[i]];
+		j = arena_printf(c->a, "%s%s{\\\"dtype\\\": \\\"%s\\\", \\\"shape\\\": %s}", j, i ? ", " : "",
+				 dtype_name(v->dtype), shape_json(c, v->shape, v->rank));
+	}
+	return arena_printf(c->a, "%s]", j);
+}
+
+/* Whether create keeps param i (user's, or folded from nparams on): it is
+ * read by a run kernel, or by oneDNN's objects, which a graph with symbols
+ * rebuilds per binding at run time.  Without symbols, oneDNN reads the
+ * caller's params (and the folded ones) once in create and create keeps
+ * only what the run reads. */
+static int par_kept(const coil_ir *ir, int i)
+{
+	if (i < ir->g->nparams && ir->fold && !ir->fold->param_live[i])
+		return 0; /* only folds read it */
+	return (i < ir->npar_run && ir->par_run[i]) || (dn_used(ir) && ir->g->syms.n);
+}
+
+/* describe's peak_bytes: the arena, the params create keeps (copied or
+ * folded) and the outputs, for given symbol values; the arena's expression
+ * alone if the sum cannot be formed. */
+static char *peak_bytes(ectx *c)
+{
+	coil_graph *g = c->ir->g;
+	const ir_fold *fd = c->ir->fold;
+	int64_t folded = 0;
+	for (int j = 0; fd && j < fd->nparam; j++)
+		folded += par_kept(c->ir, g->nparams + j) ? fd->bytes[j] : 0;
+	coil_dim tot = c->ir->arena_bytes, fb = dim_const(folded);
+	coil_err e;
+	if (dim_add(&tot, &tot, &fb, &e))
+		return ir_dim_c(c->a, &c->ir->arena_bytes);
+	for (int i = 0; i < g->nparams + g->noutputs; i++) {
+		if (i < g->nparams && !par_kept(c->ir, i))
+			continue;
+		coil_value *v = &g->vals[i < g->nparams ? g->params[i] : g->outputs[i - g->nparams]];
+		coil_dim b = dim_const((int64_t)dtype_size(v->dtype));
+		for (int j = 0; j < v->rank; j++)
+			if (dim_mul(&b, &b, &v->shape[j], &e))
+				return ir_dim_c(c->a, &c->ir->arena_bytes);
+		if (dim_add(&tot, &tot, &b, &e))
+			return ir_dim_c(c->a, &c->ir->arena_bytes);
+	}
+	return ir_dim_c(c->a, &tot);
+}
+
+/* off[] and total, the arena's size: memplan's fixed offsets first, then
+ * the symbolic slots, each 64-byte aligned. */
+static void emit_offsets(ectx *c, FILE *f, coil_ir *ir, const char *ind)
+{
+	fprintf(f, "%sint64_t off[%d], total = %lld;\n", ind, ir->nslots + 1, (long long)ir->fixed_bytes);
+	for (int j = 0; j < ir->nslots; j++) {
+		if (ir->slots[j].at >= 0)
+			fprintf(f, "%soff[%d] = %lld;\n", ind, j, (long long)ir->slots[j].at);
+		else
+			fprintf(f, "%soff[%d] = total;\n%stotal += ((int64_t)(%s) + 63) & ~(int64_t)63;\n", ind, j, ind,
+				ir_dim_c(c->a, &ir->slots[j].bytes));
+	}
+}
+
+/* coil_model_create's folding (fold.c): buffers for the folded params, then
+ * the create IR's kernels reading the caller's params, their intermediates
+ * in an arena freed right after. */
+static void emit_create_folds(ectx *c, FILE *f)
+{
+	const ir_fold *fd = c->ir->fold;
+	coil_ir *fi = fd ? fd->create : NULL;
+	int np = c->ir->g->nparams;
+	if (!fi)
+		return;
+	for (int j = 0; j < fd->nparam; j++)
+		fprintf(f, "\tif (!(m->par[%d] = malloc(%lld))) {\n\t\tcoil_model_destroy(m);\n\t\treturn fail(\"out of memory\", 0, 0);\n\t}\n",
+			np + j, (long long)(fd->bytes[j] ? fd->bytes[j] : 1));
+	fprintf(f, "\t{\n\t\tconst int64_t sym[8] = {1, 1, 1, 1, 1, 1, 1, 1};\n");
+	emit_offsets(c, f, fi, "\t\t");
+	fprintf(f, "\t\tchar *arena = total ? aligned_alloc(64, (size_t)total) : NULL;\n"
+		   "\t\tif (total && !arena) {\n\t\t\tcoil_model_destroy(m);\n\t\t\treturn fail(\"out of memory\", 0, 0);\n\t\t}\n");
+	fprintf(f, "\t\tcoil_status st = {0, 0, 0};\n");
+	fprintf(f, "\t\tcoil_ctx x = {sym, m->nthreads, NULL, (void *const *)params, m->par + %d, arena, off, &st, NULL};\n", np);
+	for (int k = 0; k < fi->nk; k++) {
+		fprintf(f, "\t%s", c->fold->call[k]);
+		if (c->fold->may_fail[k])
+			fprintf(f, "\t\tif (st.code) {\n\t\t\tfree(arena);\n\t\t\tcoil_model_destroy(m);\n"
+				   "\t\t\treturn fail(coil_errmsg[st.code], st.a, st.b);\n\t\t}\n");
+	}
+	fprintf(f, "\t\tfree(arena);\n\t}\n");
+}
+
+static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
+{
+	coil_graph *g = c->ir->g;
+	coil_ir *ir = c->ir;
+	const ir_fold *fd = ir->fold;
+	int ns = g->syms.n, npar = g->nparams + (fd ? fd->nparam : 0);
+	fprintf(f, "static const char describe_json[] = \"{\\\"abi_version\\\": %d, \\\"target\\\": \\\"%s\\\", "
+		   "\\\"graph_hash\\\": \\\"%s\\\", \\\"symbols\\\": %d, \\\"inputs\\\": %s, \\\"params\\\": %s, "
+		   "\\\"outputs\\\": %s, \\\"arena_bytes\\\": \\\"%s\\\", \\\"peak_bytes\\\": \\\"%s\\\", "
+		   "\\\"kernels\\\": %d, \\\"functions\\\": %d, \\\"folded_bytes\\\": \\\"%lld\\\", "
+		   "\\\"folded_params\\\": %d, \\\"folded_constants\\\": %d, \\\"create_kernels\\\": %d}\";\n\n",
+		COIL_ABI_VERSION, target, hash, ns, tensors_json(c, g->ninputs, g->inputs),
+		tensors_json(c, g->nparams, g->params), tensors_json(c, g->noutputs, g->outputs),
+		ir_dim_c(c->a, &ir->arena_bytes), peak_bytes(c), ir->nk, c->nfn, (long long)(fd ? fd->folded_bytes : 0),
+		fd ? fd->nparam : 0, fd ? fd->nconst : 0, fd && fd->create ? fd->create->nk : 0);
+	fprintf(f, "static _Thread_local char coil_errbuf[256];\n");
+	if (c->errs.n > 1) {
+		fprintf(f, "static const char *const coil_errmsg[] = {\"\"");
+		for (int i = 1; i < c->errs.n; i++)
+			fprintf(f, ", \"%s\"", c->errs.msg[i]);
+		fprintf(f, "};\n");
+	}
+	fprintf(f, "static int fail(const char *msg, long long a, long long b)\n{\n"
+		   "\tsnprintf(coil_errbuf, sizeof coil_errbuf, msg, a, b);\n\treturn -1;\n}\n\n");
+	fprintf(f, "struct coil_model {\n\tint nthreads;\n\tvoid *par[%d];\n\tchar *arena;\n\tint64_t arena_cap;\n%s};\n\n",
+		npar + 1, dn_used(ir) ? "\tstruct coil_dn *dn;\n" : "");
+	dn_emit_model(ir, f);
+	fprintf(f, "COIL_EXPORT int coil_abi_version(void) { return %d; }\n", COIL_ABI_VERSION);
+	fprintf(f, "COIL_EXPORT const char *coil_artifact_describe(void) { return describe_json; }\n");
+	fprintf(f, "COIL_EXPORT const char *coil_model_last_error(void) { return coil_errbuf; }\n\n");
+	/* params: static sizes, copied */
+	fprintf(f, "COIL_EXPORT int coil_model_create(const void *const *params, int nparams, int nthreads, coil_model **out)\n{\n");
+	fprintf(f, "\t*out = NULL;\n\tif (nparams != %d)\n\t\treturn fail(\"expected %%lld params, got %%lld\", %d, nparams);\n",
+		g->nparams, g->nparams);
+	fprintf(f, "\tcoil_model *m = calloc(1, sizeof *m);\n\tif (!m)\n\t\treturn fail(\"out of memory\", 0, 0);\n");
+	fprintf(f, "\tm->nthreads = nthreads > 0 ? nthreads : omp_get_max_threads();\n");
+	for (int i = 0; i < g->nparams; i++) {
+		coil_value *v = &g->vals[g->params[i]];
+		int64_t n = (int64_t)dtype_size(v->dtype), d;
+		if (!par_kept(ir, i)) /* only folds or oneDNN's create read it */
+			continue;
+		for (int j = 0; j < v->rank; j++)
+			n *= dim_is_const(&v->shape[j], &d) ? d : 0;
+		fprintf(f, "\tif (!(m->par[%d] = malloc(%lld))) {\n\t\tcoil_model_destroy(m);\n\t\treturn fail(\"out of memory\", 0, 0);\n\t}\n",
+			i, (long long)(n ? n : 1));
+		fprintf(f, "\tmemcpy(m->par[%d], params[%d], %lld);\n", i, i, (long long)n);
+	}
+	emit_create_folds(c, f);
+	if (dn_used(ir) && !g->syms.n) { /* oneDNN objects now; with symbols at the first run */
+		/* params only oneDNN reads: the caller's, lent to create; folded ones freed after */
+		fprintf(f, "\tconst int64_t sym0[8] = {1, 1, 1, 1, 1, 1, 1, 1};\n");
+		for (int i = 0; i < g->nparams; i++)
+			if (!par_kept(ir, i) && !(fd && !fd->param_live[i]))
+				fprintf(f, "\tm->par[%d] = (void *)params[%d];\n", i, i);
+		fprintf(f, "\tconst int dn_rc = coil_dn_prepare(m, sym0);\n");
+		for (int i = 0; i < npar; i++) {
+			if (par_kept(ir, i) || (i < g->nparams && fd && !fd->param_live[i]))
+				continue;
+			if (i >= g->nparams)
+				fprintf(f, "\tfree(m->par[%d]);\n", i);
+			fprintf(f, "\tm->par[%d] = NULL;\n", i);
+		}
+		fprintf(f, "\tif (dn_rc) {\n\t\tcoil_model_destroy(m);\n\t\treturn -1;\n\t}\n");
+	}
+	fprintf(f, "\t*out = m;\n\treturn 0;\n}\n\n");
+	fprintf(f, "COIL_EXPORT void coil_model_destroy(coil_model *m)\n{\n\tif (!m)\n\t\treturn;\n");
+	fprintf(f, "\tfor (int i = 0; i < %d; i++)\n\t\tfree(m->par[i]);\n\tfree(m->arena);\n%s\tfree(m);\n}\n\n", npar,
+		dn_used(ir) ? "\tcoil_dn_free(m->dn);\n" : "");
+	/* symbol binding */
+	fprintf(f, "static int bind(const int64_t *const *shapes, int64_t *sym)\n{\n\tint bound[8] = {0};\n");
+	fprintf(f, "\tfor (int i = 0; i < 8; i++)\n\t\tsym[i] = 1;\n\t(void)bound;\n\t(void)shapes;\n");
+	for (int i = 0; i < g->ninputs; i++) {
+		coil_value *v = &g->vals[g->inputs[i]];
+		for (int d = 0; d < v->rank; d++) {
+			int64_t cst;
+			if (dim_is_const(&v->shape[d], &cst)) {
+				fprintf(f, "\tif (shapes[%d][%d] != %lld)\n\t\treturn fail(\"input %d: dim %d is %%lld, expected %%lld\", shapes[%d][%d], %lld);\n",
+					i, d, (long long)cst, i, d, i, d, (long long)cst);
+				continue;
+			}
+			int s = 0;
+			while (!v->shape[d].t[0].pow[s])
+				s++;
+			fprintf(f, "\tif (shapes[%d][%d] < 0 || (bound[%d] && sym[%d] != shapes[%d][%d]))\n"
+				   "\t\treturn fail(\"input %d: dim %d is %%lld, inconsistent with symbol s%d = %%lld\", shapes[%d][%d], sym[%d]);\n",
+				i, d, s, s, i, d, i, d, s, i, d, s);
+			fprintf(f, "\tbound[%d] = 1;\n\tsym[%d] = shapes[%d][%d];\n", s, s, i, d);
+		}
+	}
+	fprintf(f, "\treturn 0;\n}\n\n");
+	fprintf(f, "COIL_EXPORT int coil_model_output_shape(coil_model *m, const int64_t *const *input_shapes, int output, int64_t *shape)\n{\n");
+	fprintf(f, "\tint64_t sym[8];\n\t(void)m;\n\tif (bind(input_shapes, sym))\n\t\treturn -1;\n");
+	for (int s = 0; s < g->syms.n; s++)
+		fprintf(f, "\tconst int64_t s%d = sym[%d];\n", s, s);
+	fprintf(f, "\tswitch (output) {\n");
+	for (int j = 0; j < g->noutputs; j++) {
+		coil_value *v = &g->vals[g->outputs[j]];
+		fprintf(f, "\tcase %d:\n", j);
+		for (int d = 0; d < v->rank; d++)
+			fprintf(f, "\t\tshape[%d] = %s;\n", d, ir_dim_c(c->a, &v->shape[d]));
+		fprintf(f, "\t\treturn %d;\n", v->rank);
+	}
+	fprintf(f, "\tdefault:\n\t\treturn fail(\"no output %%lld\", output, 0);\n\t}\n}\n\n");
+	fprintf(f, "COIL_EXPORT int coil_model_run(coil_model *m, const void *const *inputs, const int64_t *const *input_shapes, void *const *outputs)\n{\n");
+	fprintf(f, "\tint64_t sym[8];\n");
+	fprintf(f, "\tif (!m)\n\t\treturn fail(\"no model\", 0, 0);\n\tif (bind(input_shapes, sym))\n\t\treturn -1;\n");
+	for (int s = 0; s < g->syms.n; s++)
+		fprintf(f, "\tconst int64_t s%d = sym[%d];\n", s, s);
+	emit_offsets(c, f, ir, "\t");
+	fprintf(f, "\tif (total > m->arena_cap) {\n\t\tchar *a = aligned_alloc(64, (size_t)total);\n"
+		   "\t\tif (!a)\n\t\t\treturn fail(\"out of memory for %%lld arena bytes\", total, 0);\n"
+		   "\t\tfree(m->arena);\n\t\tm->arena = a;\n\t\tm->arena_cap = total;\n\t}\n");
+	fprintf(f, "\tcoil_status st = {0, 0, 0};\n");
+	fprintf(f, "\tcoil_ctx x = {sym, m->nthreads, inputs, m->par, outputs, m->arena, off, &st, NULL};\n");
+	if (dn_used(ir))
+		fprintf(f, "\tif (coil_dn_prepare(m, sym))\n\t\treturn -1;\n\tx.dn = m->dn;\n");
+	for (int k = 0; k < ir->nk; k++) {
+		fputs(c->call[k], f);
+		if (c->may_fail[k])
+			fprintf(f, "\tif (st.code)\n\t\treturn fail(coil_errmsg[st.code], st.a, st.b);\n");
+	}
+	fprintf(f, "\treturn 0;\n}\n");
+}
+
+/* The split layout's kernel file (1..nfiles) for each function: longest
+ * processing time first, largest function to the least loaded file. */
+static int spread(ectx *c, int nfiles)
+{
+	size_t load[EMIT_MAX_UNITS + 1] = {0};
+	int *order = arena_alloc(c->a, (size_t)(c->nfn + 1) * sizeof *order);
+	if (!order)
+		return -1;
+	for (int i = 0; i < c->nfn; i++)
+		order[i] = i;
+	for (int i = 1; i < c->nfn; i++) /* by size, largest first (stable) */
+		for (int j = i; j > 0 && c->fn[order[j]].size > c->fn[order[j - 1]].size; j--) {
+			int t = order[j];
+			order[j] = order[j - 1];
+			order[j - 1] = t;
+		}
+	for (int i = 0; i < c->nfn; i++) {
+		int best = 1;
+		for (int b = 2; b <= nfiles; b++)
+			if (load[b] < load[best])
+				best = b;
+		c->fn[order[i]].file = best;
+		load[best] += c->fn[order[i]].size;
+	}
+	return 0;
+}
+
+/* Appends text to *s (a memstream's buffer through f). */
+static char *finish(FILE *f, char **buf)
+{
+	if (fclose(f) != 0) {
+		free(*buf);
+		*buf = NULL;
+	}
+	return *buf;
+}
+
+int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_layout *lay, codegen_src *out,
+		coil_err *err)
+{
+	ectx c = {.ir = ir, .a = ir->arena, .err = err, .isa = vec_isa_for(target)};
+	memset(out, 0, sizeof *out);
+	c.errs.arena = ir->arena;
+	if (ectx_init(&c, "kfn", "COIL_KFN") || emit_fold_kernels(&c))
+		return -1;
+	for (int k = 0; k < ir->nk; k++)
+		if (emit_kernel(&c, k))
+			return -1;
+	/* the ABI: constants, oneDNN's create/prepare, create/run/destroy */
+	char *abi = NULL;
+	size_t alen = 0;
+	FILE *f = open_memstream(&abi, &alen);
+	if (!f)
+		return coil_err_oom(err);
+	emit_consts(&c, f);
+	emit_abi(&c, f, target, hash);
+	if (!finish(f, &abi))
+		return coil_err_oom(err);
+	/* the layout: one file, or split */
+	size_t total = 0;
+	for (int i = 0; i < c.nfn; i++)
+		total += c.fn[i].size;
+	int rt = dn_used(ir), nfiles = lay ? lay->units : 0;
+	if (nfiles < 0) { /* automatic */
+		int cpus = lay->cpus < 1 ? 1 : lay->cpus;
+		size_t k = (total + EMIT_UNIT_BYTES - 1) / EMIT_UNIT_BYTES;
+		nfiles = k < 1 ? 1 : k > (size_t)cpus ? cpus : (int)k;
+		if (cpus < 2 || (!rt && total + alen < EMIT_UNIT_BYTES))
+			nfiles = 0;
+	}
+	if (nfiles > EMIT_MAX_UNITS)
+		nfiles = EMIT_MAX_UNITS;
+	if (nfiles > 0 && spread(&c, nfiles) < 0) {
+		free(abi);
+		return coil_err_oom(err);
+	}
+	/* files: model.h and model.c (the ABI) when split, then the kernel files
+	 * that got functions; model.c alone otherwise */
+	int split = nfiles > 0, nf = split ? nfiles + 2 : 1, bad = 0, used_files[EMIT_MAX_UNITS + 1] = {1};
+	for (int i = 0; split && i < c.nfn; i++)
+		used_files[c.fn[i].file] = 1;
+	char *head = NULL;
+	size_t hlen = 0;
+	/* the shared part: model.h, or the top of model.c */
+	if (!(f = open_memstream(&head, &hlen)))
+		bad = 1;
+	else {
+		fprintf(f, "/* Generated by coil codegen (ABI %d) for target %s, graph %s.\n * %d kernels, %d functions. */\n",
+			COIL_ABI_VERSION, target, hash, ir->nk, c.nfn);
+		fprintf(f, "#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <stdio.h>\n%s", prelude);
+		vec_prelude(f);
+		fprintf(f, "typedef struct coil_model coil_model;\nvoid coil_model_destroy(coil_model *m);\n\n");
+		/* split, the runtime is a unit of its own (its header here);
+		 * else model.c includes its source */
+		dn_emit_support(ir, f, split);
+		if (split) {
+			fprintf(f, "#define COIL_KFN\n");
+			for (int i = 0; i < c.nfn; i++)
+				fprintf(f, "%s;\n", c.fn[i].proto);
+			fprintf(f, "\n");
+		} else {
+			fprintf(f, "#define COIL_KFN static\n\n");
+		}
+		bad = !finish(f, &head);
+	}
+	int n = 0;
+	for (int u = 0; u < nf && !bad; u++) {
+		char *text = NULL;
+		size_t tlen = 0;
+		if (split && u == 0) {
+			out->name[n] = "model.h";
+			out->text[n++] = arena_strdup(ir->arena, head);
+			continue;
+		}
+		int file = split ? u - 1 : 0;
+		if (!used_files[file])
+			continue;
+		if (!(f = open_memstream(&text, &tlen))) {
+			bad = 1;
+			break;
+		}
+		if (split)
+			fprintf(f, "#include \"model.h\"\n\n");
+		else
+			fputs(head, f);
+		if (file == 0)
+			fputs(pin_openmp, f);
+		for (int i = 0; file == 0 && c.fold && i < c.fold->nfn; i++)
+			fputs(c.fold->fn[i].text, f);
+		for (int i = 0; i < c.nfn; i++)
+			if (c.fn[i].file == file)
+				fputs(c.fn[i].text, f);
+		if (file == 0)
+			fputs(abi, f);
+		if (!finish(f, &text)) {
+			bad = 1;
+			break;
+		}
+		out->name[n] = file == 0 ? "model.c" : arena_printf(ir->arena, "k%d.c", n - 1);
+		out->light[n] = split && file == 0;
+		out->text[n] = arena_strdup(ir->arena, text);
+		free(text);
+		bad = !out->name[n] || !out->text[n];
+		n++;
+	}
+	free(head);
+	free(abi);
+	if (bad)
+		return coil_err_oom(err);
+	out->n = n;
+	out->rt_unit = split && rt;
+	out->nkernels = ir->nk;
+	out->nfuncs = c.nfn;
+	return 0;
+}
+
+char *ir_emit_c(coil_ir *ir, const char *target, const char *hash, coil_err *err)
+{
+	codegen_src src;
+	emit_layout one = {0, 1};
+	return ir_emit_src(ir, target, hash, &one, &src, err) ? NULL : src.text[0];
+}
