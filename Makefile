@@ -104,7 +104,7 @@ fuzz:
 		CFLAGS_EXTRA=-Wno-error fuzzers
 	@FUZZ_B=$(FUZZ_B) FUZZ_TIME=$(FUZZ_TIME) sh tests/fuzz/run.sh $(FUZZ_TARGETS)
 
-# Every suite, then one line "N passed, N failed".  The hardening suites run
+# Every suite, then one line "N passed, N failed, N skipped".  The hardening suites run
 # a second time built with ASan+UBSan (SAN_B; `make asan`/`make ubsan` run
 # everything under one sanitizer each, outside `make test`).
 SAN_B      ?= build-san

@@ -9,7 +9,8 @@
  *   supervisor  joins the cgroup, drops every descriptor but the pipe,
  *            unshares the namespaces and forks the worker (pid 1 of the new
  *            pid namespace), waits for it and reports how it ended.
- *   worker   makes mounts private and mounts its /proc, becomes nobody,
+ *   worker   makes mounts private, mounts its /proc, makes everything but
+ *            its work directory read-only, becomes nobody,
  *            sets no_new_privs, rlimits (where no cgroup stands in) and the
  *            seccomp filter, then runs codegen_compile, which forks the
  *            compilers (build.c), and reports its result.
@@ -229,15 +230,32 @@ static int unshare_all(sbx_run *r, sbx_msg *m)
 	return rc;
 }
 
-/* The worker's mounts: private (nothing propagates out or in), then a
- * /proc that shows its own pid namespace only. */
+/* The file system read-only but for the work directory: the worker's
+ * working directory moves to a detached bind mount of it (a clone of the
+ * mount, attached nowhere, so that ".." leads nowhere above it either),
+ * then every mount is made read-only. */
+static void read_only(sbx_msg *m)
+{
+	struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
+	int t = open_tree(AT_FDCWD, ".", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (t < 0 || fchdir(t) != 0 || mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof ro) != 0)
+		sbx_note(m->notes, sizeof m->notes, "file system not made read-only (%s)", strerror(errno));
+	else
+		m->have |= SANDBOX_RO;
+	if (t >= 0)
+		close(t);
+}
+
+/* The worker's mounts: private (nothing propagates out or in), a /proc
+ * that shows its own pid namespace only, and all read-only but the work
+ * directory. */
 static void mounts(sbx_msg *m)
 {
 	if (!(m->have & SANDBOX_MNTNS))
 		return;
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
 		/* e.g. in a chroot, where / is no mount point: mount nothing */
-		sbx_note(m->notes, sizeof m->notes, "mounts not made private (%s): no /proc of its own",
+		sbx_note(m->notes, sizeof m->notes, "mounts not made private (%s): no /proc of its own, not read-only",
 			 strerror(errno));
 		m->have &= ~(unsigned)SANDBOX_MNTNS;
 		return;
@@ -246,6 +264,7 @@ static void mounts(sbx_msg *m)
 		m->have |= SANDBOX_PROC;
 	else
 		sbx_note(m->notes, sizeof m->notes, "no /proc of its own (%s)", strerror(errno));
+	read_only(m);
 }
 
 static void drop_caps(void)
@@ -351,7 +370,7 @@ static __attribute__((noreturn)) void supervisor(sbx_run *r, int wfd)
 	if (getppid() != r->caller)
 		_exit(1);
 	setpgid(0, 0); /* the caller kills the group */
-	if (keep_only_pipe(wfd) != 0 || chdir(r->work) != 0) {
+	if (chdir(r->work) != 0 || keep_only_pipe(wfd) != 0) {
 		coil_errf(&m.err, "sandbox: cannot set up: %s", strerror(errno));
 		m.type = 'E';
 		send_msg(wfd, &m);

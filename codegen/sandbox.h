@@ -22,7 +22,8 @@
  *   - under one wall-clock deadline for the whole compile, code generation
  *     included, at which the whole tree is killed;
  *   - with only its private work directory writable (handed to the
- *     sandbox's uid), and no descriptor of the caller but stderr.
+ *     sandbox's uid; every mount read-only in its mount namespace), and no
+ *     descriptor of the caller but stderr.
  * Whatever cannot be had is said once on stderr ("coil: sandbox: ...") and
  * in sandbox_info.notes; the compile goes on with the rest.  COIL_SANDBOX=0
  * in the environment turns it off (for debugging): codegen then runs in
@@ -60,6 +61,7 @@ enum {
 	SANDBOX_CG_MEM = 1 << 8,  /* cgroup memory budget */
 	SANDBOX_CG_PIDS = 1 << 9, /* cgroup process budget */
 	SANDBOX_CG_CPU = 1 << 10, /* cgroup CPU accounting */
+	SANDBOX_RO = 1 << 11,     /* every mount read-only but the work directory */
 };
 
 typedef struct sandbox_info {

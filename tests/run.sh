@@ -1,25 +1,46 @@
 #!/bin/sh
-# Runs every test suite and ends with one line: "N passed, N failed".
+# Runs every test suite and ends with one line: "N passed, N failed, N skipped".
 # C suites are cmocka binaries in $B/tests, run with TAP output; Python suites are
 # tests/py/test_*.py run with Debian's python3 (PyTorch lives there), also printing TAP.
 # A suite that crashes or exits non-zero without reporting a failure counts as one failure.
+# A skipped test ("ok ... # SKIP" or cmocka's "not ok N # SKIP name") is neither: each is
+# listed with its reason (the text after "# SKIP", or for cmocka the last "# " line the
+# test printed before it).
 # With SAN_B set, the suites named in SAN_SUITES run again from that (sanitizer) build.
 B=${B:-build}
-pass=0; fail=0
+pass=0; fail=0; skip=0
 log=$(mktemp); trap 'rm -f "$log"' EXIT
 PY=/usr/bin/python3
+
+# The skipped tests in $log, one "    skipped: NAME: REASON" line each.
+list_skips() {
+	awk '
+	/^#/ { diag = substr($0, 3); next }
+	/^(not )?ok .*# SKIP/ {
+		i = index($0, "# SKIP")
+		head = substr($0, 1, i - 1); tail = substr($0, i + 6)
+		sub(/^ +/, "", tail)
+		name = head; sub(/^(not )?ok [0-9]*( - )?/, "", name); sub(/ +$/, "", name)
+		if (name == "") { name = tail; reason = diag } else reason = tail
+		printf "    skipped: %s: %s\n", name, reason == "" ? "no reason given" : reason
+		diag = ""; next
+	}
+	/^(not )?ok / { diag = "" }' "$log"
+}
 
 run_suite() {
 	name=$1; shift
 	start=$(date +%s)
 	"$@" >"$log" 2>&1
 	rc=$?
-	p=$(grep -c '^ok ' "$log")
-	f=$(grep -c '^not ok ' "$log")
+	s=$(grep -c '^\(not \)\{0,1\}ok .*# SKIP' "$log")
+	p=$(grep '^ok ' "$log" | grep -vc '# SKIP')
+	f=$(grep '^not ok ' "$log" | grep -vc '# SKIP')
 	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "# $name exited with status $rc" >>"$log"; fi
-	[ "$p" -eq 0 ] && [ "$f" -eq 0 ] && { f=1; echo "# $name ran no test" >>"$log"; }
-	pass=$((pass + p)); fail=$((fail + f))
-	printf '%-32s %4d passed, %d failed  (%ds)\n' "$name" "$p" "$f" $(( $(date +%s) - start ))
+	[ "$p" -eq 0 ] && [ "$f" -eq 0 ] && [ "$s" -eq 0 ] && { f=1; echo "# $name ran no test" >>"$log"; }
+	pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
+	printf '%-32s %4d passed, %d failed, %d skipped  (%ds)\n' "$name" "$p" "$f" "$s" $(( $(date +%s) - start ))
+	[ "$s" -ne 0 ] && list_skips
 	if [ "$f" -ne 0 ]; then grep -v '^ok ' "$log" | tail -n 40 | sed 's/^/    /'; fi
 }
 
@@ -38,5 +59,5 @@ for t in tests/py/test_*.py; do
 	[ -f "$t" ] || continue
 	run_suite "$(basename "$t")" env COIL=$B/coil PYTHONPATH=client/python "$PY" "$t"
 done
-echo "$pass passed, $fail failed"
+echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

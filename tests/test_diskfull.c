@@ -1,8 +1,12 @@
 /* A cache on a small file system, and a cache under a tiny budget.  The
  * file system is a tmpfs of a few hundred KiB mounted in a mount namespace
  * of this process's own (unshare(CLONE_NEWNS) before anything else), so the
- * mount vanishes with the process whatever happens; where that is not
- * allowed (no CAP_SYS_ADMIN), the full-disk tests skip and
+ * mount vanishes with the process whatever happens.  Its mounts are made
+ * private so that nothing mounted here propagates out; where / is no mount
+ * point (a chroot: MS_PRIVATE on / fails with EINVAL) the small file system
+ * goes below a mount point that can be made private (/dev/shm, /run, ...)
+ * instead.  Where neither works (no CAP_SYS_ADMIN, a chroot without such a
+ * mount) the full-disk tests skip, saying why, and
  * tests/test_fault.c's test_disk_full (ENOSPC injected) stands in.
  *
  *   full disk, cache API: stores fail saying the disk is full, the index
@@ -66,6 +70,46 @@ static void fresh_small_fs(const char *size)
 	snprintf(opts, sizeof opts, "size=%s,mode=0700", size);
 	if (mount("tmpfs", small, "tmpfs", 0, opts) != 0)
 		fail_msg("mount tmpfs on %s: %s", small, strerror(errno));
+}
+
+/* Where / is no mount point (a chroot, where MS_PRIVATE on / fails with
+ * EINVAL and a user namespace may not be made): a mount point below it of
+ * an in-memory file system (a tmpfs, devtmpfs: /dev/shm, /run, /dev) that
+ * can be made private; `small` becomes a new directory there.  0, or -1. */
+static int small_elsewhere(void)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	char line[4096], mp[PATH_MAX], type[64];
+	int rc = -1;
+	while (rc && f && fgets(line, sizeof line, f)) {
+		const char *sep = strstr(line, " - ");
+		if (!sep || sscanf(sep + 3, "%63s", type) != 1 || sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1 ||
+		    (strcmp(type, "tmpfs") && strcmp(type, "devtmpfs")) || !strcmp(mp, "/") ||
+		    mount(NULL, mp, NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+			continue;
+		int n = snprintf(small, sizeof small, "%.*s/coil-diskfull-XXXXXX", (int)(sizeof small - 32), mp);
+		rc = n > 0 && (size_t)n < sizeof small && mkdtemp(small) ? 0 : -1;
+	}
+	if (f)
+		fclose(f);
+	return rc;
+}
+
+/* Our own mount namespace for the small file system, nothing mounted in it
+ * propagating out (to the namespace we came from); "" or why not. */
+static void own_mounts(char *why, size_t cap)
+{
+	why[0] = 0;
+	if (unshare(CLONE_NEWNS) != 0) {
+		snprintf(why, cap, "unshare(CLONE_NEWNS): %s", strerror(errno));
+		return;
+	}
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0)
+		return;
+	if (errno != EINVAL)
+		snprintf(why, cap, "making mounts private: %s", strerror(errno));
+	else if (small_elsewhere() != 0)
+		snprintf(why, cap, "/ is no mount point, and no in-memory file system below it could be made private");
 }
 
 static int full_msg(const char *m)
@@ -292,8 +336,10 @@ static void verify_dir(const char *dir)
 static void test_coild_full_disk(void **state)
 {
 	(void)state;
-	if (!have_mount)
+	if (!have_mount) {
+		print_message("# no tmpfs (%s)\n", mount_why);
 		skip();
+	}
 	fresh_small_fs("512k");
 	char dir[PATH_MAX + 32];
 	snprintf(dir, sizeof dir, "%s/cache", small);
@@ -368,8 +414,10 @@ static int teardown(void **state)
 		kill(live_pid, SIGKILL);
 		waitpid(live_pid, NULL, 0);
 	}
-	if (have_mount)
+	if (have_mount) {
 		umount2(small, MNT_DETACH);
+		rmdir(small); /* when not under root */
+	}
 	nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 	return 0;
 }
@@ -384,14 +432,10 @@ int main(int argc, char **argv)
 		return 1;
 	snprintf(small, sizeof small, "%s/small", root);
 	mkdir(small, 0700);
-	if (unshare(CLONE_NEWNS) != 0)
-		snprintf(mount_why, sizeof mount_why, "unshare(CLONE_NEWNS): %s", strerror(errno));
-	else if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
-		snprintf(mount_why, sizeof mount_why, "making mounts private: %s", strerror(errno));
-	else if (mount("tmpfs", small, "tmpfs", 0, "size=64k") != 0)
+	own_mounts(mount_why, sizeof mount_why);
+	if (!mount_why[0] && mount("tmpfs", small, "tmpfs", 0, "size=64k") != 0)
 		snprintf(mount_why, sizeof mount_why, "mount tmpfs: %s", strerror(errno));
-	else
-		have_mount = 1;
+	have_mount = !mount_why[0];
 	char self[PATH_MAX];
 	snprintf(self, sizeof self, "%s", argv[0]);
 	snprintf(coild_path, sizeof coild_path, "%s/../coild", dirname(self));

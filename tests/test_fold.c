@@ -562,8 +562,10 @@ static int dnnl_off(void)
 static void test_residual_in_place(void **state)
 {
 	(void)state;
-	if (dnnl_off())
+	if (dnnl_off()) {
+		print_message("# COIL_DNNL=0: no oneDNN lowering to check\n");
 		skip();
+	}
 	static const struct {
 		const char *g, *layout;
 		int in_place;
@@ -610,8 +612,10 @@ static void test_residual_in_place(void **state)
 static void test_params_dropped(void **state)
 {
 	(void)state;
-	if (dnnl_off())
+	if (dnnl_off()) {
+		print_message("# COIL_DNNL=0: no oneDNN lowering to check\n");
 		skip();
+	}
 	const long long params = (4 * 8 * 8 * 9 + 8 * 8) * 4, out = 8 * 8 * 8 * 4;
 	conv_params = 1;
 	art a, b;

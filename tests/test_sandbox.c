@@ -628,7 +628,7 @@ static int listen_local(int *port)
 
 typedef struct who {
 	int uid, seccomp, nonewprivs, fds;
-	char net[128], pid[128], connect[256];
+	char net[128], pid[128], connect[256], tmpwrite[256];
 } who;
 
 static void read_who(who *w)
@@ -646,6 +646,8 @@ static void read_who(who *w)
 		sscanf(line, "nonewprivs %d", &w->nonewprivs);
 		if (!strncmp(line, "connect ", 8))
 			snprintf(w->connect, sizeof w->connect, "%s", line);
+		if (!strncmp(line, "tmpwrite ", 9))
+			snprintf(w->tmpwrite, sizeof w->tmpwrite, "%s", line);
 		if (!strncmp(line, "fd ", 3) && atoi(line + 3) > 2)
 			w->fds++;
 	}
@@ -663,8 +665,9 @@ static void own_ns(const char *kind, char *buf, size_t cap)
 
 /* The tree runs as nobody (coil as root) or as the caller's own uid, with
  * no_new_privs and the seccomp filter, in its own network and pid
- * namespaces, with no descriptor of ours: a compiler cannot reach a
- * socket listening on our loopback.  The same compiler run without the
+ * namespaces, with no descriptor of ours and a read-only file system but
+ * for its work directory: a compiler can neither reach a socket listening
+ * on our loopback nor write in /tmp.  The same compiler run without the
  * sandbox can, which shows the test sees what it means to. */
 static void test_sandbox_isolation(void **state)
 {
@@ -699,6 +702,10 @@ static void test_sandbox_isolation(void **state)
 		assert_non_null(strstr(info.notes, "cgroup"));
 	if ((info.have & SANDBOX_NETNS) || (info.have & SANDBOX_SECCOMP))
 		assert_memory_equal(w.connect, "connect failed", 14);
+	if (info.have & SANDBOX_RO)
+		assert_string_equal(w.tmpwrite, "tmpwrite failed: Read-only file system");
+	else
+		assert_true(strstr(info.notes, "read-only") || !(info.have & SANDBOX_MNTNS));
 	struct sockaddr_in peer;
 	socklen_t n = sizeof peer;
 	int c = accept(ls, (struct sockaddr *)&peer, &n);
@@ -716,6 +723,7 @@ static void test_sandbox_isolation(void **state)
 	assert_int_equal(w.uid, (int)geteuid());
 	assert_string_equal(w.net, net);
 	assert_string_equal(w.connect, "connect ok");
+	assert_string_equal(w.tmpwrite, "tmpwrite ok");
 	close(ls);
 	assert_cleaned_up();
 }

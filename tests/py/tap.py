@@ -1,7 +1,9 @@
-"""Tiny TAP producer for the Python test suites (tests/run.sh counts "ok " / "not ok " lines).
+"""Tiny TAP producer for the Python test suites (tests/run.sh counts "ok " / "not ok " lines,
+and "... # SKIP reason" as skipped).
 
     t = Tap()
     t.ok(cond, "name", diag="shown as '# ...' lines when the test fails")
+    t.skip("name", "why it cannot run here")
     t.diag("free-form note")
     t.done()   # prints 1..N, exits 1 if anything failed
 """
@@ -34,6 +36,12 @@ class Tap:
             if diag is not None:
                 self.diag(diag)
         return bool(cond)
+
+    def skip(self, name, reason):
+        """A test that cannot run here: "ok N - name # SKIP reason" (neither passed nor failed)."""
+        self.n += 1
+        name = " ".join(str(name).split()).replace("#", "")
+        self._print("ok %d - %s # SKIP %s" % (self.n, name, " ".join(str(reason).split())))
 
     def run(self, name, fn, *args, **kwargs):
         """Call fn; an exception counts as a failure (with its traceback as diagnostics).

@@ -24,7 +24,8 @@
  *
  * report also says who it runs as and where: "uid U gid G", "ns KIND
  * ID" for the net, pid, mnt and user namespaces, "seccomp N" and
- * "nonewprivs N" (from /proc/self/status).
+ * "nonewprivs N" (from /proc/self/status), and whether it can create a
+ * file in /tmp: "tmpwrite ok" or "tmpwrite failed: REASON".
  *
  * report run with -c (compiling one unit to an object) writes its report
  * into the object; a link appends the objects' reports to its own, so the
@@ -110,6 +111,15 @@ static void identity(FILE *f)
 	}
 	if (st)
 		fclose(st);
+	char tmp[] = "/tmp/coil-fake-cc-XXXXXX";
+	int fd = mkstemp(tmp);
+	if (fd >= 0) {
+		close(fd);
+		unlink(tmp);
+		fprintf(f, "tmpwrite ok\n");
+	} else {
+		fprintf(f, "tmpwrite failed: %s\n", strerror(errno));
+	}
 }
 
 int main(int argc, char **argv)
