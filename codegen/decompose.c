@@ -469,13 +469,6 @@ coil_ir *ir_create(coil_graph *g, coil_err *err)
 
 int ir_plan_dnnl(coil_ir *ir, coil_err *err)
 {
-	/* Nothing folded: the graph is the one fold planned, and its plan stands.
-	 * (A graph fold changed has params where it had nodes, which oneDNN may
-	 * take as constant weights: it is planned anew.) */
-	if (ir->fold && ir->fold->g == ir->g && ir->fold->dn) {
-		ir->dn = ir->fold->dn;
-		return 0;
-	}
 	coil_err e = {0};
 	ir->dn = dn_plan_graph(ir->g, ir->arena, &e);
 	if (!ir->dn && e.code != COIL_OK) {

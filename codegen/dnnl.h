@@ -100,6 +100,13 @@ int dn_residual(coil_ir *ir, int ext);
  * is created (a conv's weight and bias, a matmul's constant B or bias). */
 int dn_create_only(coil_ir *ir, int ext, int i);
 
+/* If n is an mm/addmm whose B is t(W) (transpose(W, 0, 1), a 2-d permute)
+ * of a constant W, which oneDNN reads transposed at no cost: that transpose's
+ * node; else -1.  (fold keeps such a transpose for oneDNN to read.) */
+int dn_b_transposed(coil_graph *g, const coil_node *n);
+
+/* 0 when COIL_DNNL=0 turns the lowering off. */
+int dn_enabled(void);
 /* Plans g (NULL when nothing runs on oneDNN).  Lives in arena a. */
 dn_plan *dn_plan_graph(coil_graph *g, coil_arena *a, coil_err *err);
 

@@ -4,8 +4,8 @@
  * constant (depends on graph constants and fills only: full, zeros) or weight
  * (depends on params, perhaps constants too).  A node is dynamic, whatever
  * its inputs, when a result has a symbolic shape or a symbolic size argument,
- * when oneDNN takes it (its plan on the graph: fusions, and B = t(W) of a
- * matmul, which oneDNN reads transposed at no cost), or when it would grow
+ * when it is B = t(W) of a matrix product (oneDNN reads W transposed at no
+ * cost: dn_b_transposed), or when it would grow
  * too much: every result of a folded node holds at most
  *     max(FOLD_MIN_ELEMS, 2 * the largest constant or param it is computed from)
  * elements, so an expand or a fill of a big shape stays a loop that costs
@@ -107,7 +107,7 @@ static int symbolic_args(const coil_node *n)
 	return 0;
 }
 
-static void classify(fctx *c, const dn_plan *dn, const char *dn_trans)
+static void classify(fctx *c, const char *dn_trans)
 {
 	coil_graph *g = c->g;
 	for (int v = 0; v < g->nvals; v++) {
@@ -124,7 +124,7 @@ static void classify(fctx *c, const dn_plan *dn, const char *dn_trans)
 			worth |= c->worth[v];
 			leaf = c->leaf[v] > leaf ? c->leaf[v] : leaf;
 		});
-		if ((dn && dn->at[i] != -1) || dn_trans[i] || symbolic_args(n))
+		if (dn_trans[i] || symbolic_args(n))
 			cls = DYN;
 		if (cls == WGT && op_get(n->op)->kind == EXT)
 			cls = DYN;
@@ -366,18 +366,13 @@ int ir_fold_graph(coil_graph *g, ir_fold **out, coil_err *err)
 		goto oom;
 	for (int v = 0; v < g->nvals; v++)
 		c.vnode[v] = -1;
-	/* what oneDNN takes (the same plan decompose makes, on the user's graph) */
-	coil_err e = {0};
-	dn_plan *dn = fd->dn = dn_plan_graph(g, a, &e);
-	for (int j = 0; dn && j < dn->nf; j++) {
-		const coil_node *h = &g->nodes[dn->f[j].head];
-		if (dn->f[j].b_trans) {
-			int bv = h->args[(h->op == OP_ADDMM) + 1].v[0];
-			if (g->vals[bv].kind == VAL_NODE)
-				dn_trans[g->vals[bv].index] = 1;
-		}
+	/* B = t(W) of a matrix product stays for oneDNN to read transposed */
+	for (int i = 0; i < g->nnodes && dn_enabled(); i++) {
+		int t = dn_b_transposed(g, &g->nodes[i]);
+		if (t >= 0)
+			dn_trans[t] = 1;
 	}
-	classify(&c, dn, dn_trans);
+	classify(&c, dn_trans);
 	frontier(&c);
 	keep_pass(&c);
 

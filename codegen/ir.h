@@ -125,8 +125,6 @@ typedef struct ir_fold {
 	int64_t *bytes;
 	int64_t folded_bytes;   /* sum of bytes */
 	char *param_live;       /* per user param: read by the run (else create does not keep it) */
-	struct dn_plan *dn;     /* oneDNN's plan of the user's graph, which fold classes by; the
-	                         * dnnl pass takes it as it is when g is the user's graph */
 } ir_fold;
 
 /* The passes, in pipeline order. */

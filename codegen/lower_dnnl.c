@@ -185,16 +185,26 @@ static int eligible(pctx *c, int h, dn_fuse *f)
 			return 0;
 	}
 	/* a constant B, or B = t(W) / transpose(W, 0, 1) of a constant W */
-	int bv_i = n->args[base + 1].v[0];
-	if (n->op != OP_BMM && is_const_val(g, bv_i)) {
+	int bv_i = n->args[base + 1].v[0], t;
+	if (n->op != OP_BMM && is_const_val(g, bv_i))
 		f->b_param = bv_i;
-	} else if (n->op != OP_BMM && g->vals[bv_i].kind == VAL_NODE) {
-		const coil_node *t = &g->nodes[g->vals[bv_i].index];
-		if ((t->op == OP_T || t->op == OP_TRANSPOSE || t->op == OP_PERMUTE) && node_in(g, t, 0)->rank == 2 &&
-		    is_const_val(g, t->args[0].v[0]))
-			f->b_param = t->args[0].v[0], f->b_trans = 1;
-	}
+	else if ((t = dn_b_transposed(g, n)) >= 0)
+		f->b_param = g->nodes[t].args[0].v[0], f->b_trans = 1;
 	return 1;
+}
+
+int dn_b_transposed(coil_graph *g, const coil_node *n)
+{
+	if (n->op != OP_MM && n->op != OP_ADDMM)
+		return -1;
+	int bv = n->args[(n->op == OP_ADDMM) + 1].v[0];
+	if (bv < 0 || g->vals[bv].kind != VAL_NODE)
+		return -1;
+	const coil_node *t = &g->nodes[g->vals[bv].index];
+	if ((t->op == OP_T || t->op == OP_TRANSPOSE || t->op == OP_PERMUTE) && node_in(g, t, 0)->rank == 2 &&
+	    is_const_val(g, t->args[0].v[0]))
+		return g->vals[bv].index;
+	return -1;
 }
 
 static int is_reshape_op(const coil_node *n)
@@ -456,10 +466,15 @@ out:
 	free(outv);
 }
 
-dn_plan *dn_plan_graph(coil_graph *g, coil_arena *a, coil_err *err)
+int dn_enabled(void)
 {
 	const char *sw = getenv("COIL_DNNL");
-	if (sw && !strcmp(sw, "0"))
+	return !(sw && !strcmp(sw, "0"));
+}
+
+dn_plan *dn_plan_graph(coil_graph *g, coil_arena *a, coil_err *err)
+{
+	if (!dn_enabled())
 		return NULL;
 	pctx c = {.g = g};
 	c.nuse = arena_alloc(a, (size_t)(g->nvals + 1) * sizeof(int));
