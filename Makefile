@@ -66,7 +66,7 @@ $(B)/tests/test_crash: | $(B)/coild $(B)/coil
 $(B)/tests/fake_cc: tests/sandbox/fake_cc.c
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -g -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -o $@ $<
-$(B)/tests/test_sandbox: | $(B)/tests/fake_cc
+$(B)/tests/test_sandbox: | $(B)/tests/fake_cc $(B)/coil
 
 # test_fault puts a switch in front of these (link-time wrapping: nothing in
 # the production code knows), and runs the stand-in compiler.

@@ -13,7 +13,10 @@
  *      memory.memsw.limit_in_bytes where swap is accounted), pids.max;
  *      memory.oom_control oom_kill, pids.events max, cpuacct.usage.
  * Making directories there takes root (or a delegated v2 subtree); where it
- * fails the sandbox falls back to per-process rlimits and says so. */
+ * fails the sandbox falls back to per-process rlimits and says so.  The
+ * directories are named coil-PID-N; the first compile of a process removes
+ * those of processes that are gone (killed in the middle of a compile). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -147,11 +150,34 @@ static int v1_mount(const char *ctl, char *buf, size_t cap)
 	return rc;
 }
 
-/* mkdir base/own/name, else base/name: the new directory into out. */
-static int make_dir(const char *base, const char *own, const char *name, char *out, size_t cap)
+/* Removes the directories coil-PID-N in dir whose process is gone (a coil
+ * killed in the middle of a compile); one still holding a process stays. */
+static void sweep(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		int pid;
+		char p[PATH_MAX + 300];
+		if (sscanf(e->d_name, "coil-%d-", &pid) != 1 || pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+		rmdir(p);
+	}
+	if (d)
+		closedir(d);
+}
+
+/* mkdir base/own/name, else base/name: the new directory into out.  With
+ * tidy, the parent is swept first. */
+static int make_dir(const char *base, const char *own, const char *name, int tidy, char *out, size_t cap)
 {
 	for (int at_root = 0; at_root < 2; at_root++) {
 		const char *mid = at_root || !strcmp(own, "/") ? "" : own;
+		if (snprintf(out, cap, "%s%s", base, mid) >= (int)cap)
+			return -1;
+		if (tidy)
+			sweep(out);
 		if (snprintf(out, cap, "%s%s/%s", base, mid, name) >= (int)cap)
 			return -1;
 		if (mkdir(out, 0755) == 0)
@@ -163,7 +189,8 @@ static int make_dir(const char *base, const char *own, const char *name, char *o
 	return -1;
 }
 
-static void v1_create(sbx_cgroup *cg, const sandbox_limits *lim, const char *name, char *notes, size_t cap)
+static void v1_create(sbx_cgroup *cg, const sandbox_limits *lim, const char *name, int tidy, char *notes,
+		      size_t cap)
 {
 	static const char *const ctl[SBX_CG_N] = {"memory", "pids", "cpuacct"};
 	static const unsigned bit[SBX_CG_N] = {SANDBOX_CG_MEM, SANDBOX_CG_PIDS, SANDBOX_CG_CPU};
@@ -176,7 +203,7 @@ static void v1_create(sbx_cgroup *cg, const sandbox_limits *lim, const char *nam
 			sbx_note(notes, cap, "no %s cgroup (finding its hierarchy: %s)", ctl[i], strerror(errno));
 			continue;
 		}
-		if (make_dir(base, own, name, cg->dir[i], sizeof cg->dir[i])) {
+		if (make_dir(base, own, name, tidy, cg->dir[i], sizeof cg->dir[i])) {
 			sbx_note(notes, cap, "no %s cgroup (mkdir in %s: %s)", ctl[i], base, strerror(errno));
 			continue;
 		}
@@ -205,7 +232,8 @@ static void subtree(const char *dir, char *buf, size_t cap)
 		*p = *p == ' ' || *p == '\n' ? ',' : *p;
 }
 
-static void v2_create(sbx_cgroup *cg, const sandbox_limits *lim, const char *name, char *notes, size_t cap)
+static void v2_create(sbx_cgroup *cg, const sandbox_limits *lim, const char *name, int tidy, char *notes,
+		      size_t cap)
 {
 	char own[PATH_MAX], parent[PATH_MAX + 32], ctl[256] = "";
 	if (own_path("", own, sizeof own)) {
@@ -217,7 +245,7 @@ static void v2_create(sbx_cgroup *cg, const sandbox_limits *lim, const char *nam
 	if ((!has_word(ctl, "memory") || !has_word(ctl, "pids")) &&
 	    put(parent, "cgroup.subtree_control", "+memory +pids") == 0)
 		subtree(parent, ctl, sizeof ctl);
-	if (make_dir(CG_ROOT, own, name, cg->dir[0], sizeof cg->dir[0])) {
+	if (make_dir(CG_ROOT, own, name, tidy, cg->dir[0], sizeof cg->dir[0])) {
 		sbx_note(notes, cap, "no cgroup (mkdir in %s: %s)", parent, strerror(errno));
 		return;
 	}
@@ -242,11 +270,13 @@ void sbx_cg_create(sbx_cgroup *cg, const sandbox_limits *lim, char *notes, size_
 {
 	memset(cg, 0, sizeof *cg);
 	char name[64];
-	snprintf(name, sizeof name, "coil-%d-%u", (int)getpid(), atomic_fetch_add(&cg_seq, 1));
+	unsigned seq = atomic_fetch_add(&cg_seq, 1);
+	snprintf(name, sizeof name, "coil-%d-%u", (int)getpid(), seq);
+	/* the first compile of a process clears what killed ones left */
 	if (access(CG_ROOT "/cgroup.controllers", F_OK) == 0)
-		v2_create(cg, lim, name, notes, cap);
+		v2_create(cg, lim, name, seq == 0, notes, cap);
 	else
-		v1_create(cg, lim, name, notes, cap);
+		v1_create(cg, lim, name, seq == 0, notes, cap);
 }
 
 int sbx_cg_join(const sbx_cgroup *cg)

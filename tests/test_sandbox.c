@@ -24,6 +24,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,6 +35,7 @@
 #include "codegen/sandbox.h"
 
 static char fake_cc[PATH_MAX];   /* $B/tests/fake_cc */
+static char coil_cli[PATH_MAX];  /* $B/coil */
 static char dir[PATH_MAX];       /* this run's temp dir */
 
 static double now(void)
@@ -585,24 +587,38 @@ static unsigned have(void)
 	return h;
 }
 
-static int cg_walk_hits;
+static int cg_walk_hits, cg_walk_busy;
 static char cg_walk_name[64];
 static int cg_walk(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
-	(void)st, (void)ftw;
-	if (flag == FTW_D && !strncmp(path + ftw->base, cg_walk_name, strlen(cg_walk_name)))
-		cg_walk_hits++;
+	(void)st;
+	if (flag != FTW_D || strncmp(path + ftw->base, cg_walk_name, strlen(cg_walk_name)))
+		return 0;
+	cg_walk_hits++;
+	char procs[PATH_MAX + 16];
+	snprintf(procs, sizeof procs, "%s/cgroup.procs", path);
+	FILE *f = fopen(procs, "r");
+	cg_walk_busy += f && fgetc(f) != EOF;
+	if (f)
+		fclose(f);
 	return 0;
 }
 
-/* cgroups of this process's compiles still there (each is removed once no
- * process is left in it). */
+/* cgroups of pid's compiles still there (each is removed once no process
+ * is left in it); *busy (may be NULL): how many still hold a process. */
+static int cgroups_of(pid_t pid, int *busy)
+{
+	snprintf(cg_walk_name, sizeof cg_walk_name, "coil-%d-", (int)pid);
+	cg_walk_hits = cg_walk_busy = 0;
+	nftw("/sys/fs/cgroup", cg_walk, 16, FTW_PHYS);
+	if (busy)
+		*busy = cg_walk_busy;
+	return cg_walk_hits;
+}
+
 static int cgroups_left(void)
 {
-	snprintf(cg_walk_name, sizeof cg_walk_name, "coil-%d-", (int)getpid());
-	cg_walk_hits = 0;
-	nftw("/sys/fs/cgroup", cg_walk, 16, FTW_PHYS);
-	return cg_walk_hits;
+	return cgroups_of(getpid(), NULL);
 }
 
 static void assert_cleaned_up(void)
@@ -879,6 +895,66 @@ static void test_sandbox_through_cache(void **state)
 	assert_int_equal(cgroups_left(), 0);
 }
 
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw);
+
+/* A caller killed in the middle of a compile: its sandbox dies with it
+ * (each process of the tree dies with its parent), and the cgroup it
+ * leaves is removed by the next coil's first compile. */
+static void test_sandbox_killed_caller(void **state)
+{
+	(void)state;
+	if (!(have() & SANDBOX_CG_PIDS)) {
+		print_message("# no cgroup here: nothing left behind to remove\n");
+		skip();
+	}
+	pid_t a = fork();
+	if (a == 0) {
+		coil_err err;
+		sbx("sleep", (sandbox_limits){.deadline_s = 600}, NULL, &err);
+		_exit(1);
+	}
+	assert_true(a > 0);
+	int busy = 0;
+	for (int i = 0; i < 3000 && !busy; i++) { /* until its compile runs (at most a minute) */
+		cgroups_of(a, &busy);
+		struct timespec ts = {0, 20 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	assert_true(busy > 0);
+	kill(a, SIGKILL);
+	assert_int_equal(waitpid(a, NULL, 0), a);
+	for (int i = 0; i < 3000 && busy; i++) { /* its tree follows it */
+		cgroups_of(a, &busy);
+		struct timespec ts = {0, 20 * 1000 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	assert_int_equal(busy, 0);
+	assert_true(cgroups_of(a, NULL) > 0); /* left behind, empty */
+	char cmd[3 * PATH_MAX + 128], graph[PATH_MAX + 16];
+	snprintf(graph, sizeof graph, "%s/tiny.json", dir);
+	FILE *f = fopen(graph, "w");
+	assert_non_null(f);
+	fputs(TINY, f);
+	fclose(f);
+	snprintf(cmd, sizeof cmd, "COIL_CACHE_DIR=%s/cli-cache %s compile --target generic %s/tiny.json >/dev/null",
+		 dir, coil_cli, dir);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(cgroups_of(a, NULL), 0);
+	/* its work directory stays (in the cache's tmp/, a reconcile removes it) */
+	assert_int_equal(leftovers(), 1);
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	while (d && (e = readdir(d)))
+		if (!strncmp(e->d_name, ".coil-sbx-", 10)) {
+			char p[PATH_MAX + 300];
+			snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+			nftw(p, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		}
+	if (d)
+		closedir(d);
+	assert_cleaned_up();
+}
+
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	(void)st, (void)flag, (void)ftw;
@@ -911,6 +987,7 @@ int main(int argc, char **argv)
 	snprintf(self, sizeof self, "%s", argv[0]);
 	char *d = realpath(dirname(self), NULL);
 	snprintf(fake_cc, sizeof fake_cc, "%s/fake_cc", d ? d : ".");
+	snprintf(coil_cli, sizeof coil_cli, "%s/../coil", d ? d : ".");
 	free(d);
 	if (access(fake_cc, X_OK) != 0) {
 		fprintf(stderr, "test_sandbox: no fake compiler at %s\n", fake_cc);
@@ -933,6 +1010,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_sandbox_deadline),
 		cmocka_unit_test(test_sandbox_codegen_crash),
 		cmocka_unit_test(test_sandbox_through_cache),
+		cmocka_unit_test(test_sandbox_killed_caller),
 	};
 	return cmocka_run_group_tests_name("sandbox", tests, setup, teardown);
 }
