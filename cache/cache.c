@@ -60,6 +60,16 @@ int cache_path(const coil_cache *c, const char *sub, char *buf, size_t cap, coil
 	return dir_path(c, buf, cap, err, "%s/%s", c->dir, sub);
 }
 
+DIR *cache_opendir(const coil_cache *c, const char *sub, char *buf, size_t cap, coil_err *err)
+{
+	if (cache_path(c, sub, buf, cap, err) != 0)
+		return NULL;
+	DIR *d = opendir(buf);
+	if (!d)
+		coil_errc(err, coil_code_of_errno(errno), "cannot open %s: %s", buf, strerror(errno));
+	return d;
+}
+
 int cache_fan_path(const coil_cache *c, const char *key, char *buf, size_t cap, coil_err *err)
 {
 	return dir_path(c, buf, cap, err, "%s/objects/%.2s", c->dir, key);
@@ -252,11 +262,9 @@ static int object_key(const char *name, char key[CACHE_KEY_HEX + 1])
 static int remove_orphans(coil_cache *c, coil_err *err)
 {
 	char objects[PATH_MAX];
-	if (cache_path(c, "objects", objects, sizeof objects, err) != 0)
-		return -1;
-	DIR *top = opendir(objects);
+	DIR *top = cache_opendir(c, "objects", objects, sizeof objects, err);
 	if (!top)
-		return coil_errc(err, coil_code_of_errno(errno), "cannot open %s: %s", objects, strerror(errno));
+		return -1;
 	sqlite3_stmt *has;
 	if (cache_db_prepare(c, &has, "SELECT 1 FROM entries WHERE key = ?1", err) != 0) {
 		closedir(top);
@@ -305,11 +313,9 @@ static int remove_orphans(coil_cache *c, coil_err *err)
 static int restore_trash(coil_cache *c, coil_err *err)
 {
 	char tmp[PATH_MAX];
-	if (cache_path(c, "tmp", tmp, sizeof tmp, err) != 0)
-		return -1;
-	DIR *d = opendir(tmp);
+	DIR *d = cache_opendir(c, "tmp", tmp, sizeof tmp, err);
 	if (!d)
-		return coil_errc(err, coil_code_of_errno(errno), "cannot open %s: %s", tmp, strerror(errno));
+		return -1;
 	sqlite3_stmt *has;
 	if (cache_db_prepare(c, &has, "SELECT 1 FROM entries WHERE key = ?1", err) != 0) {
 		closedir(d);

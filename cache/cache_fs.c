@@ -183,11 +183,9 @@ void cache_tmpdir_remove(const char *path, int fd)
 int cache_fs_sweep_tmp(coil_cache *c, coil_err *err)
 {
 	char tmp[PATH_MAX];
-	if (cache_path(c, "tmp", tmp, sizeof tmp, err) != 0)
-		return -1;
-	DIR *d = opendir(tmp);
+	DIR *d = cache_opendir(c, "tmp", tmp, sizeof tmp, err);
 	if (!d)
-		return coil_errc(err, coil_code_of_errno(errno), "cannot open %s: %s", tmp, strerror(errno));
+		return -1;
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))

@@ -2,6 +2,7 @@
 #ifndef COIL_CACHE_INTERNAL_H
 #define COIL_CACHE_INTERNAL_H
 
+#include <dirent.h>
 #include <stdint.h>
 
 #include <sqlite3.h>
@@ -29,6 +30,8 @@ int cache_keys_add(cache_keys *l, const char *key, coil_err *err);
 int cache_check_key(const char *key, coil_err *err);
 /* "DIR/sub" into buf; -1 with err if it does not fit. */
 int cache_path(const coil_cache *c, const char *sub, char *buf, size_t cap, coil_err *err);
+/* opendir("DIR/sub"), its path in buf; NULL with err. */
+DIR *cache_opendir(const coil_cache *c, const char *sub, char *buf, size_t cap, coil_err *err);
 /* DIR/objects/ab (fan-out directory of key) and DIR/objects/ab/<key><ext>. */
 int cache_fan_path(const coil_cache *c, const char *key, char *buf, size_t cap, coil_err *err);
 int cache_obj_path(const coil_cache *c, const char *key, const char *ext, char *buf, size_t cap,

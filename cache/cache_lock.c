@@ -70,11 +70,9 @@ void cache_unlock_key(int fd)
 int cache_locks_cleanup(coil_cache *c, coil_err *err)
 {
 	char locks[PATH_MAX];
-	if (cache_path(c, "locks", locks, sizeof locks, err) != 0)
-		return -1;
-	DIR *d = opendir(locks);
+	DIR *d = cache_opendir(c, "locks", locks, sizeof locks, err);
 	if (!d)
-		return coil_errc(err, coil_code_of_errno(errno), "cannot open %s: %s", locks, strerror(errno));
+		return -1;
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		char key[CACHE_KEY_HEX + 1], path[PATH_MAX];

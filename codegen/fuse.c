@@ -216,6 +216,18 @@ static int kernel_add(fctx *c, int k, int v, int reds, coil_err *err)
 	return 0;
 }
 
+/* v into kernel joined, or into a new kernel of kind when joined is -1 (a
+ * reduction among the kernel's reductions, anything else its outputs). */
+static int place(fctx *c, int v, int joined, enum kernel_kind kind, coil_err *err)
+{
+	if (joined < 0 && (joined = new_kernel(c->ir, kind, err)) < 0)
+		return -1;
+	if (kernel_add(c, joined, v, c->ir->nodes[v].op == IR_REDUCE, err))
+		return -1;
+	c->ir->nodes[v].kernel = joined;
+	return 0;
+}
+
 /* Full-iteration index of a group (input shape of its first reduction). */
 static void full_idx(fctx *c, const ir_node *src, char **idx)
 {
@@ -322,22 +334,19 @@ int ir_fuse(coil_ir *ir, coil_err *err)
 	c.stack = arena_alloc(ir->arena, (size_t)(ir->n + 1) * sizeof(int));
 	if (!c.stack || bound_inlining(ir, live, err))
 		return !c.stack ? coil_err_oom(err) : -1;
-	/* Extern kernels: one per graph node. */
+	/* Extern kernels: one per graph node (gk: its kernel + 1). */
+	int *gk = arena_alloc(ir->arena, (size_t)(ir->g->nnodes + 1) * sizeof(int));
+	if (!gk)
+		return coil_err_oom(err);
 	for (int v = 0; v < ir->n; v++) {
 		ir_node *n = &ir->nodes[v];
 		if (!live[v] || n->op != IR_EXTERN)
 			continue;
-		int k = -1;
-		for (int i = 0; i < ir->nk; i++)
-			if (ir->ks[i].kind == K_EXTERN && ir->nodes[ir->ks[i].ext].gnode == n->gnode)
-				k = i;
-		if (k < 0 && (k = new_kernel(ir, K_EXTERN, err)) < 0)
+		if (place(&c, v, gk[n->gnode] - 1, K_EXTERN, err))
 			return -1;
-		if (ir->ks[k].ext < 0)
-			ir->ks[k].ext = v;
-		if (kernel_add(&c, k, v, 0, err))
-			return -1;
-		n->kernel = k;
+		gk[n->gnode] = n->kernel + 1;
+		if (ir->ks[n->kernel].ext < 0)
+			ir->ks[n->kernel].ext = v;
 	}
 	/* Reduction groups. */
 	for (int v = 0; v < ir->n; v++) {
@@ -359,11 +368,8 @@ int ir_fuse(coil_ir *ir, coil_err *err)
 			if (check(&c, r->src[0], idx, k) == 0)
 				joined = k;
 		}
-		if (joined < 0 && (joined = new_kernel(ir, K_REDUCE, err)) < 0)
+		if (place(&c, v, joined, K_REDUCE, err))
 			return -1;
-		if (kernel_add(&c, joined, v, 1, err))
-			return -1;
-		r->kernel = joined;
 	}
 	/* Materialized pointwise nodes: a group's epilogue or a kernel of their own. */
 	for (int v = 0; v < ir->n; v++) {
@@ -403,11 +409,8 @@ int ir_fuse(coil_ir *ir, coil_err *err)
 			if (uses)
 				joined = k;
 		}
-		if (joined < 0 && (joined = new_kernel(ir, K_POINTWISE, err)) < 0)
+		if (place(&c, v, joined, K_POINTWISE, err))
 			return -1;
-		if (kernel_add(&c, joined, v, 0, err))
-			return -1;
-		p->kernel = joined;
 	}
 	/* Covered graph nodes; reductions read from other kernels get buffers. */
 	for (int k = 0; k < ir->nk; k++) {
