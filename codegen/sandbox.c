@@ -325,10 +325,10 @@ static int test_hook(coil_err *err)
 	return 0;
 }
 
-/* The worker: pid 1 of the new pid namespace where there is one. */
-static void worker(sbx_run *r, sbx_msg *m)
+/* The worker's confinement, in order: mounts (while it may), its uid,
+ * capabilities, death with its parent, rlimits, no_new_privs, seccomp. */
+static void confine(const sbx_run *r, sbx_msg *m)
 {
-	sbx_msg out;
 	mounts(m);
 	if (r->drop) {
 		if (become_nobody() == 0)
@@ -347,8 +347,16 @@ static void worker(sbx_run *r, sbx_msg *m)
 		m->have |= SANDBOX_SECCOMP;
 	else
 		sbx_note(m->notes, sizeof m->notes, "no seccomp filter (%s)", why);
+}
+
+/* The worker: pid 1 of the new pid namespace where there is one.  Reports
+ * what confinement it has, then the compile's result. */
+static __attribute__((noreturn)) void worker(const sbx_run *r, sbx_msg *m)
+{
+	confine(r, m);
 	m->type = 'I';
 	send_msg(3, m);
+	sbx_msg out;
 	memset(&out, 0, sizeof out);
 	out.type = 'R';
 	codegen_opts o = *r->o;
