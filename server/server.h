@@ -2,9 +2,11 @@
  *
  *   main.c     flags and environment -> config, signals, start, graceful stop
  *   config.c   the configuration: defaults, COILD_* variables, flags
- *   http.c     libmicrohttpd plumbing: one request's life (route, auth,
- *              limits, body, dispatch, suspend/resume), JSON responses, the
- *              log line, the cache handle pool
+ *   http.c     libmicrohttpd plumbing: one request's life (framing, route,
+ *              auth, limits, body, dispatch, suspend/resume), JSON
+ *              responses, the log line, the cache handle pool
+ *   conns.c    connection deadlines: headers within --header-timeout, a
+ *              body at --min-body-rate, swept by a thread
  *   routes.c   the handlers, one per route (docs/api.md)
  *   jobs.c     the compile queue: bounded, single flight by key, worker
  *              threads, the job table behind /v1/jobs/{id}
@@ -49,6 +51,12 @@ typedef struct coild_config {
 	int compile_timeout_s;   /* compiler wall-clock limit */
 	uint64_t budget;         /* cache size bound in bytes; 0 = unlimited */
 	int job_ttl_s;           /* how long a finished job stays readable */
+	int max_conns_per_ip;    /* open connections per client address; 0 = no limit */
+	int header_timeout_s;    /* to receive a request's headers (and to wait for the next) */
+	uint64_t min_body_rate;  /* bytes/s a body must average past header_timeout_s; 0 = none */
+	int max_jobs_per_tenant; /* running compiles per tenant; 0 = max(1, workers - 1) */
+	int grace_s;             /* SIGTERM: how long running compiles may take to finish */
+	int allow_root;          /* run even with uid 0 */
 } coild_config;
 
 /* Fill cfg from defaults, then COILD_* environment variables, then argv.
@@ -186,12 +194,42 @@ int jobs_wait(jobs *q, job *j, struct MHD_Connection *conn);
 void jobs_depth(jobs *q, int *queued, int *running);
 const char *job_state_name(job_state st);
 
+/* ---- conns.c ---- */
+/* What a connection is doing: waiting for a request's headers, receiving its
+ * body, or being handled (a compile, a response going out: not swept). */
+enum conn_phase { CONN_HEADERS, CONN_BODY, CONN_BUSY };
+
+typedef struct conn_rec conn_rec; /* opaque outside conns.c */
+
+typedef struct conns {
+	pthread_mutex_t mu;
+	pthread_cond_t wake;      /* the sweeper's sleep; signalled to stop */
+	conn_rec *all;
+	int64_t header_ms;        /* --header-timeout */
+	uint64_t min_rate;        /* --min-body-rate */
+	int stopping, started;
+	pthread_t sweeper;
+	_Atomic uint64_t closed_headers, closed_body; /* connections the sweep closed */
+} conns;
+
+int conns_start(conns *c, const coild_config *cfg, coil_err *err);
+/* Stop the sweeper (after libmicrohttpd has stopped). */
+void conns_stop(conns *c);
+/* MHD_OPTION_NOTIFY_CONNECTION's callback (cls: the conns). */
+void conns_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+		  enum MHD_ConnectionNotificationCode code);
+/* conn enters phase now (its body count starts at 0). */
+void conns_phase(conns *c, struct MHD_Connection *conn, enum conn_phase phase);
+/* n more bytes of conn's body have come. */
+void conns_body(conns *c, struct MHD_Connection *conn, size_t n);
+
 /* ---- http.c ---- */
 struct coild {
 	coild_config cfg;
 	coild_auth auth;
 	coild_metrics metrics;
 	jobs jobs;
+	conns conns;
 	struct MHD_Daemon *mhd;
 	int listen_fd;
 	int port;

@@ -391,10 +391,11 @@ static size_t raw_read(int fd, char *out, size_t cap, long ms, int *closed)
 {
 	size_t n = 0;
 	*closed = 0;
-	for (long waited = 0; waited < ms && n + 1 < cap;) {
+	for (long waited = 0; n + 1 < cap;) {
 		struct pollfd pf = {.fd = fd, .events = POLLIN};
-		if (poll(&pf, 1, 50) <= 0) {
-			waited += 50;
+		if (poll(&pf, 1, ms - waited < 50 ? (int)(ms - waited) : 50) <= 0) {
+			if ((waited += 50) >= ms)
+				break;
 			continue;
 		}
 		ssize_t k = recv(fd, out + n, cap - 1 - n, 0);
@@ -1420,6 +1421,100 @@ static void test_compile_oom(void **state)
 	assert_int_equal(server_free(s), 0);
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Has the server closed fd (EOF or reset) within ms? */
+static int closed_within(int fd, long ms)
+{
+	char buf[4096];
+	int closed;
+	raw_read(fd, buf, sizeof buf, ms, &closed);
+	return closed;
+}
+
+/* Send start from 127.0.0.3, then more every 200 ms until the server closes
+ * the connection: the seconds that took, or -1 if it did not within 10 s. */
+static double trickle(const server *s, const char *start, const char *more)
+{
+	int fd = raw_connect(s, "127.0.0.3");
+	assert_true(fd >= 0);
+	send(fd, start, strlen(start), MSG_NOSIGNAL);
+	double t0 = now_s();
+	int cut = 0;
+	while (!cut && now_s() - t0 < 10) {
+		send(fd, more, strlen(more), MSG_NOSIGNAL);
+		cut = closed_within(fd, 200);
+	}
+	close(fd);
+	return cut ? now_s() - t0 : -1;
+}
+
+/* Issue #16: a few hundred connections from one address that send half a
+ * header each took every connection slot, and trickled bytes kept them.
+ * Now one address holds at most --max-conns-per-ip (64) connections, the
+ * headers must be in within --header-timeout however slowly they trickle,
+ * and a body must keep up --min-body-rate: meanwhile /healthz and another
+ * client's compile are answered. */
+static void test_half_header_flood(void **state)
+{
+	(void)state;
+	server *s = calloc(1, sizeof *s);
+	static const char *const extra[] = {"--header-timeout", "2", NULL};
+	server_start(s, extra);
+	enum { FLOOD = 300 };
+	int fds[FLOOD], open_ = 0;
+	const char *half = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+	for (int i = 0; i < FLOOD; i++) {
+		fds[i] = raw_connect(s, "127.0.0.2");
+		assert_true(fds[i] >= 0);
+		send(fds[i], half, strlen(half), MSG_NOSIGNAL);
+	}
+	/* past the per-address limit, connections are closed at once */
+	sleep_ms(300);
+	for (int i = 0; i < FLOOD; i++)
+		if (!closed_within(fds[i], 0))
+			open_++;
+		else
+			fds[i] = (close(fds[i]), -1);
+	if (open_ > 64)
+		fail_msg("%d connections from one address held open (limit 64)", open_);
+	print_message("# %d of %d half-header connections from 127.0.0.2 held, the rest refused\n", open_, FLOOD);
+
+	/* while they are held: another address is answered */
+	double t0 = now_s();
+	resp r = get(s, "/healthz");
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	json_t *o = compile_or_skip(s, GRAPHS "/tanh.json", NULL);
+	json_decref(o);
+	print_message("# /healthz and a compile answered in %.2f s during the flood\n", now_s() - t0);
+
+	/* a header trickled a byte every 200 ms is cut at the deadline; so is
+	 * a body at 50 bytes/s (under the 4 KiB/s floor) */
+	double secs = trickle(s, half, "x");
+	if (secs < 0)
+		fail_msg("a trickled header was still open after 10 s (--header-timeout 2)");
+	print_message("# trickled header cut after %.1f s\n", secs);
+	if (trickle(s, "POST /v1/compile HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{", "          ") < 0)
+		fail_msg("a body at 50 bytes/s was still open after 10 s");
+
+	/* and the flood's connections are gone by their deadline */
+	for (int i = 0; i < FLOOD; i++)
+		if (fds[i] >= 0) {
+			if (!closed_within(fds[i], 5000))
+				fail_msg("a half-header connection was still open 5 s past --header-timeout");
+			close(fds[i]);
+		}
+	assert_true(metric(s, "coild_connections_closed_total{reason=\"header_timeout\"}") >= open_);
+	assert_true(metric(s, "coild_connections_closed_total{reason=\"slow_body\"}") >= 1);
+	assert_int_equal(server_free(s), 0);
+}
+
 /* The cache outlives the process; SIGTERM lets a compile in flight finish. */
 static void test_restart_and_shutdown(void **state)
 {
@@ -1534,6 +1629,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest own[] = {
 		cmocka_unit_test(test_queue_full),
 		cmocka_unit_test(test_compile_oom),
+		cmocka_unit_test(test_half_header_flood),
 		cmocka_unit_test(test_restart_and_shutdown),
 		cmocka_unit_test(test_two_servers_one_cache),
 	};
