@@ -285,12 +285,17 @@ static int first_call(request *r, const char *url, const char *version)
 
 	const char *authz = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 	int a = auth_check(&s->auth, authz, hit->roles);
+	r->token = s->auth.n ? auth_find(&s->auth, authz) : -1;
+	r->admin = r->token >= 0 && (s->auth.roles[r->token] & ROLE_ADMIN);
 	if (a == 401)
 		return refuse(r, ERR_UNAUTHORIZED, "%s", authz ? "the bearer token is not valid"
 						  : "this server needs 'Authorization: Bearer TOKEN'");
-	if (a == 403)
-		return refuse(r, ERR_FORBIDDEN, "the token lacks the '%s' role needed for %s %s", auth_role_name(hit->roles),
-			      r->method, hit->pattern);
+	if (a == 403) {
+		char roles[64];
+		auth_roles_text(hit->roles, roles, sizeof roles);
+		return refuse(r, ERR_FORBIDDEN, "the token lacks the %s role needed for %s %s", roles, r->method,
+			      hit->pattern);
+	}
 
 	if (strstr(hit->pattern, "{key}") && !cache_key_valid(r->param))
 		return refuse(r, COIL_E_INPUT, "artifact key '%.70s' is not 64 lowercase hex digits", r->param);
@@ -373,6 +378,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	r->conn = conn;
 	r->route = ROUTE_UNKNOWN;
 	r->start = now_s();
+	r->token = -1;
 	r->bad_uri = !uri_clean(uri);
 	snprintf(r->url, sizeof r->url, "%s", uri ? uri : "");
 	return r;
@@ -450,19 +456,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 }
 
 /* One line per request on stderr, written with one write(2). */
+void request_client(request *r, char *buf, size_t cap)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	snprintf(buf, cap, "-");
+	if (ci && ci->client_addr &&
+	    getnameinfo(ci->client_addr,
+			ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in),
+			buf, (socklen_t)cap, NULL, 0, NI_NUMERICHOST) != 0)
+		snprintf(buf, cap, "-");
+}
+
 static void log_request(request *r)
 {
-	char when[32], host[64] = "-";
+	char when[32], host[64];
 	time_t t = time(NULL);
 	struct tm tm;
 	gmtime_r(&t, &tm);
 	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-	if (ci && ci->client_addr)
-		getnameinfo(ci->client_addr,
-			    ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-								   : sizeof(struct sockaddr_in),
-			    host, sizeof host, NULL, 0, NI_NUMERICHOST);
+	request_client(r, host, sizeof host);
 	char line[768];
 	int n = snprintf(line, sizeof line, "coild: %s %s %s %s %u %lluB %.1fms%s%s\n", when, host,
 			 r->method ? r->method : "-", r->url,

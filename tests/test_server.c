@@ -65,6 +65,21 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+/* Run argv (NULL-terminated, argv[0] the program) with stderr appended to log. */
+static pid_t spawn(const char *const *argv, const char *log)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd >= 0)
+			dup2(fd, 2);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
 /* Start coild on 127.0.0.1:0 with the cache in s->cache (made here unless
  * s->dir is already set, for a restart) and extra flags (NULL-terminated). */
 static void server_start(server *s, const char *const *extra)
@@ -78,21 +93,14 @@ static void server_start(server *s, const char *const *extra)
 	snprintf(portfile, sizeof portfile, "%s/port", s->dir);
 	snprintf(log, sizeof log, "%s/log", s->dir);
 	unlink(portfile);
+	/* the tests run as root, which coild refuses unless told */
 	const char *argv[40] = {coild_path, "--listen", "127.0.0.1:0", "--cache-dir", s->cache, "--port-file", portfile,
-				"--workers", "2", "--threads", "4"};
-	int n = 11;
+				"--workers", "2", "--threads", "4", "--allow-root"};
+	int n = 12;
 	for (int i = 0; extra && extra[i] && n < 38; i++)
 		argv[n++] = extra[i];
 	argv[n] = NULL;
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		if (fd >= 0)
-			dup2(fd, 2);
-		execv(coild_path, (char *const *)argv);
-		_exit(127);
-	}
+	pid_t pid = spawn(argv, log);
 	s->pid = pid;
 	for (int i = 0; i < 1000; i++) {
 		FILE *f = fopen(portfile, "r");
@@ -1166,20 +1174,27 @@ static int auth_setup(void **state)
 	char tokens[PATH_MAX + 16];
 	snprintf(tokens, sizeof tokens, "%s/tokens", s->dir);
 	FILE *f = fopen(tokens, "w");
-	fputs("# test tokens\ncompile-token-1 compile,read\nread-token-12 read\nadmin-token-1 admin,read\n", f);
+	fputs("# test tokens\ncompile-token-1 compile,read\nread-token-12 read\nadmin-token-1 admin,read\n"
+	      "compile-token-2 compile\n",
+	      f);
 	fclose(f);
+	chmod(tokens, 0600);
 	const char *extra[] = {"--tokens", tokens, NULL};
 	server_start(s, extra);
 	*state = s;
 	return 0;
 }
 
+/* The headers of the tokens of auth_setup. */
+static const char *const AS_READ[] = {"Authorization: Bearer read-token-12", NULL};
+static const char *const AS_COMPILE[] = {"Authorization: Bearer compile-token-1", NULL};
+static const char *const AS_COMPILE2[] = {"Authorization: Bearer compile-token-2", NULL};
+static const char *const AS_ADMIN[] = {"Authorization: Bearer admin-token-1", NULL};
+
 static void test_tokens(void **state)
 {
 	server *s = *state;
-	static const char *const rd[] = {"Authorization: Bearer read-token-12", NULL};
-	static const char *const cp[] = {"Authorization: Bearer compile-token-1", NULL};
-	static const char *const ad[] = {"Authorization: Bearer admin-token-1", NULL};
+	const char *const *rd = AS_READ, *const *cp = AS_COMPILE, *const *ad = AS_ADMIN;
 	static const char *const bad[] = {"Authorization: Bearer not-a-token", NULL};
 	static const char *const basic[] = {"Authorization: Basic dXNlcjpwYXNz", NULL};
 
@@ -1230,6 +1245,23 @@ static void test_tokens(void **state)
 		fail_msg("compile with token: %s", e);
 	}
 	coil_client_destroy(c);
+}
+
+/* A job is read by the token that submitted it, or an admin token; another
+ * compile token is told it does not exist. */
+static void test_job_owners(void **state)
+{
+	server *s = *state;
+	const char *const *a = AS_COMPILE, *const *b = AS_COMPILE2, *const *ad = AS_ADMIN, *const *rd = AS_READ;
+	char loc[128];
+	submit_async(s, GRAPHS "/neg.json", "/v1/compile", a, loc, sizeof loc);
+	json_t *j = job_poll(s, loc, a, "queued running done failed", 0);
+	json_decref(j);
+	j = job_poll(s, loc, ad, "queued running done failed", 0);
+	json_decref(j);
+	expect_fail(req(s, "GET", loc, NULL, 0, b), 404, "not_found", "no job");
+	expect_fail(req(s, "GET", loc, NULL, 0, rd), 403, "forbidden", "'compile' or 'admin'");
+	expect_fail(req(s, "GET", loc, NULL, 0, NULL), 401, "unauthorized", NULL);
 }
 
 /* One request on a kept-alive handle: the next request on it goes over the
@@ -1515,6 +1547,65 @@ static void test_half_header_flood(void **state)
 	assert_int_equal(server_free(s), 0);
 }
 
+/* Run coild with args (NULL-terminated) and its cache in a temp directory:
+ * it must exit within 10 s with a non-zero status and say want on stderr. */
+static void expect_refusal_at_start(const char *const *args, const char *want)
+{
+	char dir[PATH_MAX], log[PATH_MAX + 16], cache[PATH_MAX + 16];
+	snprintf(dir, sizeof dir, "%s/coild-test-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	assert_non_null(mkdtemp(dir));
+	snprintf(log, sizeof log, "%s/log", dir);
+	snprintf(cache, sizeof cache, "%s/cache", dir);
+	const char *argv[24] = {coild_path, "--listen", "127.0.0.1:0", "--cache-dir", cache};
+	int n = 5;
+	for (int i = 0; args[i] && n < 23; i++)
+		argv[n++] = args[i];
+	pid_t pid = spawn(argv, log);
+	int st = 0, done = 0;
+	for (int i = 0; i < 1000 && !done; i++) {
+		done = waitpid(pid, &st, WNOHANG) == pid;
+		if (!done)
+			sleep_ms(10);
+	}
+	if (!done) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		fail_msg("coild started (%s expected)", want);
+	}
+	char *text = slurp(log, NULL);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) == 0 || !strstr(text, want))
+		fail_msg("coild exited with status %d: %s (expected a refusal naming '%s')", st, text, want);
+	free(text);
+	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A tokens file that others may read is refused at start; so is root
+ * without --allow-root. */
+static void test_start_refusals(void **state)
+{
+	(void)state;
+	char dir[PATH_MAX], tokens[PATH_MAX + 16];
+	snprintf(dir, sizeof dir, "%s/coild-test-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	assert_non_null(mkdtemp(dir));
+	snprintf(tokens, sizeof tokens, "%s/tokens", dir);
+	FILE *f = fopen(tokens, "w");
+	fputs("compile-token-1 compile\n", f);
+	fclose(f);
+	const char *const loose[] = {"--tokens", tokens, "--allow-root", NULL};
+	chmod(tokens, 0644);
+	expect_refusal_at_start(loose, "readable or writable by others than its owner (mode 0644)");
+	chmod(tokens, 0620);
+	expect_refusal_at_start(loose, "chmod 600");
+	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	if (geteuid() == 0) {
+		const char *const none[] = {NULL};
+		expect_refusal_at_start(none, "refusing to run as root");
+		setenv("COILD_ALLOW_ROOT", "0", 1);
+		expect_refusal_at_start(none, "refusing to run as root");
+		unsetenv("COILD_ALLOW_ROOT");
+	}
+}
+
 /* The cache outlives the process; SIGTERM lets a compile in flight finish. */
 static void test_restart_and_shutdown(void **state)
 {
@@ -1623,6 +1714,7 @@ int main(int argc, char **argv)
 	};
 	const struct CMUnitTest tokens[] = {
 		cmocka_unit_test(test_tokens),
+		cmocka_unit_test(test_job_owners),
 		cmocka_unit_test(test_refusals_after_long_urls),
 		cmocka_unit_test(test_refused_large_bodies),
 	};
@@ -1630,6 +1722,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_queue_full),
 		cmocka_unit_test(test_compile_oom),
 		cmocka_unit_test(test_half_header_flood),
+		cmocka_unit_test(test_start_refusals),
 		cmocka_unit_test(test_restart_and_shutdown),
 		cmocka_unit_test(test_two_servers_one_cache),
 	};
