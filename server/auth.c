@@ -1,22 +1,30 @@
 /* Bearer tokens: a file of "TOKEN role,role" lines, each token with its roles
- * (compile, read, admin).  Without a tokens file every route is open. */
+ * (compile, read, admin).  Without a tokens file every route is open.  The
+ * file holds secrets: coild refuses one that others than its owner may read
+ * or write. */
 #include "server/server.h"
 
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const struct {
 	const char *name;
 	unsigned role;
 } role_names[] = {{"compile", ROLE_COMPILE}, {"read", ROLE_READ}, {"admin", ROLE_ADMIN}};
 
-const char *auth_role_name(unsigned role)
+void auth_roles_text(unsigned roles, char *buf, size_t cap)
 {
+	size_t used = 0;
+	buf[0] = 0;
 	for (size_t i = 0; i < sizeof role_names / sizeof role_names[0]; i++)
-		if (role_names[i].role == role)
-			return role_names[i].name;
-	return "?";
+		if (roles & role_names[i].role) {
+			int n = snprintf(buf + used, cap - used, "%s'%s'", used ? " or " : "", role_names[i].name);
+			if (n < 0 || (size_t)n >= cap - used)
+				return;
+			used += (size_t)n;
+		}
 }
 
 /* Parse "role,role" into a mask; -1 if a name is unknown. */
@@ -110,6 +118,16 @@ int auth_load(coild_auth *a, const char *path, coil_err *err)
 	FILE *f = fopen(path, "r");
 	if (!f)
 		return coil_errc(err, COIL_E_IO, "tokens file %s: cannot open", path);
+	struct stat st;
+	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+		fclose(f);
+		return coil_err_input(err, "tokens file %s is not a regular file", path);
+	}
+	if (st.st_mode & (S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH)) {
+		fclose(f);
+		return coil_err_input(err, "tokens file %s is readable or writable by others than its owner (mode %04o):"
+				      " it holds secrets; chmod 600 %s", path, (unsigned)(st.st_mode & 07777), path);
+	}
 	char *text = NULL;
 	size_t len = 0, cap = 0;
 	int ret = 0;
@@ -163,12 +181,10 @@ static int same_secret(const char *a, size_t alen, const char *b)
 	return diff == 0;
 }
 
-int auth_check(const coild_auth *a, const char *authorization, unsigned need)
+int auth_find(const coild_auth *a, const char *authorization)
 {
-	if (a->n == 0 || need == 0)
-		return 0;
 	if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0)
-		return 401;
+		return -1;
 	const char *tok = authorization + 7;
 	while (*tok == ' ')
 		tok++;
@@ -179,7 +195,15 @@ int auth_check(const coild_auth *a, const char *authorization, unsigned need)
 	for (int i = 0; i < a->n; i++)
 		if (same_secret(tok, len, a->tokens[i]))
 			found = i;
-	if (found < 0)
+	return found;
+}
+
+int auth_check(const coild_auth *a, const char *authorization, unsigned need)
+{
+	if (a->n == 0 || need == 0)
+		return 0;
+	int i = auth_find(a, authorization);
+	if (i < 0)
 		return 401;
-	return (a->roles[found] & need) == need ? 0 : 403;
+	return a->roles[i] & need ? 0 : 403;
 }

@@ -10,8 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-/* One setting: its flag, its environment variable, how to read it. */
-enum kind { K_STR, K_INT, K_SIZE };
+/* One setting: its flag, its environment variable, how to read it.  A K_BOOL
+ * flag takes no value (--allow-root), or =1/=0; its variable 1 or 0. */
+enum kind { K_STR, K_INT, K_SIZE, K_BOOL };
 
 typedef struct setting {
 	const char *flag, *env, *help;
@@ -46,6 +47,22 @@ static const setting settings[] = {
 	{"--job-ttl", "COILD_JOB_TTL", "seconds a finished job stays readable (default 600)", K_INT, OFF(job_ttl_s),
 	 1, 86400 * 7},
 	{"--port-file", "COILD_PORT_FILE", "write the bound port number to this file", K_STR, OFF(port_file), 0, 0},
+	{"--max-conns-per-ip", "COILD_MAX_CONNS_PER_IP",
+	 "connections one client address may hold open; more are closed at once (default 64; 0 = no limit)", K_INT,
+	 OFF(max_conns_per_ip), 0, 1000000},
+	{"--header-timeout", "COILD_HEADER_TIMEOUT",
+	 "seconds to receive a request's headers, also between requests on a kept-alive connection (default 10)",
+	 K_INT, OFF(header_timeout_s), 1, 3600},
+	{"--min-body-rate", "COILD_MIN_BODY_RATE",
+	 "bytes per second a request body must average once it is --header-timeout old (default 4k; 0 = no floor)",
+	 K_SIZE, OFF(min_body_rate), 0, 0},
+	{"--max-jobs-per-tenant", "COILD_MAX_JOBS_PER_TENANT",
+	 "compiles one token (or, without tokens, one client address) may run at once (default 0 = workers - 1, at "
+	 "least 1)",
+	 K_INT, OFF(max_jobs_per_tenant), 0, 1024},
+	{"--grace", "COILD_GRACE", "seconds a SIGTERM waits for running compiles before exiting (default 30)", K_INT,
+	 OFF(grace_s), 1, 86400},
+	{"--allow-root", "COILD_ALLOW_ROOT", "run even as root (default: refuse)", K_BOOL, OFF(allow_root), 0, 1},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
@@ -96,6 +113,11 @@ static int set(coild_config *cfg, const setting *st, const char *val, const char
 			return coil_err_input(err, "%s: '%s' is not a size (bytes, or a number with k, M, G or T)", from,
 					 val);
 		return 0;
+	case K_BOOL:
+		if (strcmp(val, "1") && strcmp(val, "0"))
+			return coil_err_input(err, "%s: '%s' is not 1 or 0", from, val);
+		*(int *)p = val[0] == '1';
+		return 0;
 	}
 	return 0;
 }
@@ -104,7 +126,7 @@ void config_usage(FILE *f)
 {
 	fprintf(f, "usage: coild [options]   (each option also reads from its environment variable)\n");
 	for (size_t i = 0; i < NSETTINGS; i++)
-		fprintf(f, "  %-18s %-22s %s\n", settings[i].flag, settings[i].env, settings[i].help);
+		fprintf(f, "  %-22s %-26s %s\n", settings[i].flag, settings[i].env, settings[i].help);
 }
 
 int config_load(coild_config *cfg, int argc, char **argv, coil_err *err)
@@ -122,6 +144,10 @@ int config_load(coild_config *cfg, int argc, char **argv, coil_err *err)
 		.max_nodes = 100000,
 		.compile_timeout_s = 300,
 		.job_ttl_s = 600,
+		.max_conns_per_ip = 64,
+		.header_timeout_s = 10,
+		.min_body_rate = 4096,
+		.grace_s = 30,
 	};
 	for (size_t i = 0; i < NSETTINGS; i++) {
 		const char *v = getenv(settings[i].env);
@@ -145,6 +171,8 @@ int config_load(coild_config *cfg, int argc, char **argv, coil_err *err)
 		}
 		if (!st)
 			return coil_err_input(err, "unknown option '%s' (see coild --help)", arg);
+		if (!val && st->kind == K_BOOL)
+			val = "1";
 		if (!val) {
 			if (a + 1 >= argc)
 				return coil_err_input(err, "option %s needs a value", arg);

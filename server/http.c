@@ -111,6 +111,7 @@ enum MHD_Result reply(request *r, unsigned status, struct MHD_Response *resp, ui
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
 	r->status = status;
 	r->bytes = strcmp(r->method, "HEAD") ? body_bytes : 0;
+	conns_phase(&r->s->conns, r->conn, CONN_BUSY);
 	enum MHD_Result ret = MHD_queue_response(r->conn, status, resp);
 	MHD_destroy_response(resp);
 	return ret;
@@ -284,12 +285,17 @@ static int first_call(request *r, const char *url, const char *version)
 
 	const char *authz = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 	int a = auth_check(&s->auth, authz, hit->roles);
+	r->token = s->auth.n ? auth_find(&s->auth, authz) : -1;
+	r->admin = r->token >= 0 && (s->auth.roles[r->token] & ROLE_ADMIN);
 	if (a == 401)
 		return refuse(r, ERR_UNAUTHORIZED, "%s", authz ? "the bearer token is not valid"
 						  : "this server needs 'Authorization: Bearer TOKEN'");
-	if (a == 403)
-		return refuse(r, ERR_FORBIDDEN, "the token lacks the '%s' role needed for %s %s", auth_role_name(hit->roles),
-			      r->method, hit->pattern);
+	if (a == 403) {
+		char roles[64];
+		auth_roles_text(hit->roles, roles, sizeof roles);
+		return refuse(r, ERR_FORBIDDEN, "the token lacks the %s role needed for %s %s", roles, r->method,
+			      hit->pattern);
+	}
 
 	if (strstr(hit->pattern, "{key}") && !cache_key_valid(r->param))
 		return refuse(r, COIL_E_INPUT, "artifact key '%.70s' is not 64 lowercase hex digits", r->param);
@@ -372,6 +378,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	r->conn = conn;
 	r->route = ROUTE_UNKNOWN;
 	r->start = now_s();
+	r->token = -1;
 	r->bad_uri = !uri_clean(uri);
 	snprintf(r->url, sizeof r->url, "%s", uri ? uri : "");
 	return r;
@@ -390,6 +397,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		atomic_fetch_add(&s->active, 1);
 		r->counted = 1;
 		r->method = method;
+		conns_phase(&s->conns, conn, CONN_BODY);
 		if (first_call(r, url, version) && refuse_now(r))
 			return answer_refusal(r);
 		r->receiving = 1;
@@ -399,6 +407,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (*upload_data_size) {
 		size_t n = *upload_data_size;
 		*upload_data_size = 0;
+		conns_body(&s->conns, conn, n);
 		if (r->cut) {
 			r->len += n;
 			return r->len > CUT_LINGER ? MHD_NO : MHD_YES;
@@ -435,6 +444,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (r->receiving) { /* the whole request is in */
 		r->receiving = 0;
 		atomic_fetch_sub(&s->receiving, 1);
+		conns_phase(&s->conns, conn, CONN_BUSY);
 	}
 	if (r->cut) /* answered already */
 		return MHD_NO;
@@ -446,19 +456,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 }
 
 /* One line per request on stderr, written with one write(2). */
+void request_client(request *r, char *buf, size_t cap)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	snprintf(buf, cap, "-");
+	if (ci && ci->client_addr &&
+	    getnameinfo(ci->client_addr,
+			ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in),
+			buf, (socklen_t)cap, NULL, 0, NI_NUMERICHOST) != 0)
+		snprintf(buf, cap, "-");
+}
+
 static void log_request(request *r)
 {
-	char when[32], host[64] = "-";
+	char when[32], host[64];
 	time_t t = time(NULL);
 	struct tm tm;
 	gmtime_r(&t, &tm);
 	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-	if (ci && ci->client_addr)
-		getnameinfo(ci->client_addr,
-			    ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-								   : sizeof(struct sockaddr_in),
-			    host, sizeof host, NULL, 0, NI_NUMERICHOST);
+	request_client(r, host, sizeof host);
 	char line[768];
 	int n = snprintf(line, sizeof line, "coild: %s %s %s %s %u %lluB %.1fms%s%s\n", when, host,
 			 r->method ? r->method : "-", r->url,
@@ -478,9 +494,9 @@ static void log_request(request *r)
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
-	(void)conn;
 	coild *s = cls;
 	request *r = *con_cls;
+	conns_phase(&s->conns, conn, CONN_HEADERS); /* the next request's headers, if any, from now */
 	if (!r)
 		return;
 	*con_cls = NULL;
@@ -615,6 +631,8 @@ int server_start(coild *s, const coild_config *cfg, coil_err *err)
 		goto fail;
 	if (listen_on(cfg->listen, &s->listen_fd, &s->port, err) != 0)
 		goto fail_jobs;
+	if (conns_start(&s->conns, cfg, err) != 0)
+		goto fail_jobs;
 	s->mhd = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0,
 				  NULL, NULL, on_request, s,
 				  /* first, or MHD's complaints about the options bypass it */
@@ -624,6 +642,8 @@ int server_start(coild *s, const coild_config *cfg, coil_err *err)
 				  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
 				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
+				  MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_conns_per_ip,
+				  MHD_OPTION_NOTIFY_CONNECTION, conns_notify, &s->conns,
 				  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
 				  MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
 				  MHD_OPTION_END);
@@ -638,6 +658,7 @@ int server_start(coild *s, const coild_config *cfg, coil_err *err)
 	}
 	return 0;
 fail_jobs:
+	conns_stop(&s->conns);
 	jobs_stop(&s->jobs);
 fail:
 	if (s->listen_fd >= 0)
@@ -666,6 +687,7 @@ void server_stop(coild *s)
 	}
 	MHD_stop_daemon(s->mhd);
 	s->mhd = NULL;
+	conns_stop(&s->conns);
 	close(s->listen_fd);
 	s->listen_fd = -1;
 	for (int i = 0; i < s->npool; i++)

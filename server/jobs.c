@@ -6,6 +6,14 @@
  * processes sharing the cache).  At most cfg.queue jobs wait for one of the
  * cfg.workers threads; a submit beyond that is refused and answered 503.
  *
+ * Tenants (a token, or a client address when there are no tokens) share the
+ * workers: one runs at most cfg.max_jobs_per_tenant jobs at once (by default
+ * every worker but one), and a worker takes the oldest queued job whose
+ * tenant is under that share, so a tenant with long compiles cannot hold
+ * every worker while another waits.  One tenant may also have at most half
+ * of cfg.queue jobs waiting (429 beyond).  A job is readable by the tokens
+ * that submitted or joined it.
+ *
  * Every job sits in one table (newest first) until it has been finished for
  * cfg.job_ttl_s seconds and nobody references it.  References: the table's
  * own, one per request holding the job, one while a worker runs it; the last
@@ -27,6 +35,9 @@ struct job {
 	compile_plan *plan;   /* owned until a worker has run it */
 	compile_result res;
 	coil_err err;         /* JOB_FAILED */
+	char tenant[TENANT_MAX];
+	int *readers;         /* tokens that submitted or joined it (none without tokens) */
+	int nreaders;
 	int refs;
 	int in_table;
 	int64_t created_ms, started_ms, finished_ms;
@@ -67,7 +78,61 @@ static void job_free(job *j)
 	if (j->plan)
 		compile_plan_free(j->plan);
 	free(j->waiters);
+	free(j->readers);
 	free(j);
+}
+
+/* Under q->mu: let token (-1: none) read j; -1 out of memory. */
+static int add_reader(job *j, int token)
+{
+	if (token < 0)
+		return 0;
+	for (int i = 0; i < j->nreaders; i++)
+		if (j->readers[i] == token)
+			return 0;
+	int *p = realloc(j->readers, (size_t)(j->nreaders + 1) * sizeof *p);
+	if (!p)
+		return -1;
+	j->readers = p;
+	j->readers[j->nreaders++] = token;
+	return 0;
+}
+
+/* Under q->mu: jobs of tenant running, and queued. */
+static int tenant_running(const jobs *q, const char *tenant)
+{
+	int n = 0;
+	for (int i = 0; i < q->nworkers; i++)
+		n += q->running[i] && !strcmp(q->running[i]->tenant, tenant);
+	return n;
+}
+
+static int tenant_queued(const jobs *q, const char *tenant)
+{
+	int n = 0;
+	for (const job *j = q->head; j; j = j->qnext)
+		n += !strcmp(j->tenant, tenant);
+	return n;
+}
+
+/* Under q->mu: the oldest queued job whose tenant runs fewer than its share,
+ * taken off the FIFO; NULL if none may run now. */
+static job *pick(jobs *q)
+{
+	job *prev = NULL;
+	for (job *j = q->head; j; prev = j, j = j->qnext) {
+		if (tenant_running(q, j->tenant) >= q->share)
+			continue;
+		if (prev)
+			prev->qnext = j->qnext;
+		else
+			q->head = j->qnext;
+		if (q->tail == j)
+			q->tail = prev;
+		j->qnext = NULL;
+		return j;
+	}
+	return NULL;
 }
 
 /* Under q->mu. */
@@ -112,7 +177,7 @@ void jobs_view(jobs *q, job *j, job_view *out)
 	pthread_mutex_unlock(&q->mu);
 }
 
-job *jobs_submit(jobs *q, compile_plan *plan, int *joined, int *refused)
+job *jobs_submit(jobs *q, compile_plan *plan, const char *tenant, int token, int *joined, int *refused)
 {
 	*joined = 0;
 	*refused = ERR_UNAVAILABLE;
@@ -122,18 +187,31 @@ job *jobs_submit(jobs *q, compile_plan *plan, int *joined, int *refused)
 		goto out;
 	for (job *it = q->all; it; it = it->next)
 		if ((it->state == JOB_QUEUED || it->state == JOB_RUNNING) && !strcmp(it->key, plan->key)) {
+			*refused = COIL_E_RESOURCE;
+			if (add_reader(it, token) != 0)
+				goto out;
 			j = it;
 			j->refs++;
 			*joined = 1;
+			*refused = 0;
 			goto out;
 		}
+	/* A tenant with half the queue waiting: not now (the queue is for all). */
+	int qshare = (q->s->cfg.queue + 1) / 2;
+	*refused = ERR_TOO_MANY;
+	if (qshare > 0 && tenant_queued(q, tenant) >= qshare)
+		goto out;
 	/* Full: every worker busy and cfg.queue jobs waiting behind them. */
 	*refused = COIL_E_RESOURCE;
 	if (q->nqueued + q->nrunning >= q->nworkers + q->s->cfg.queue)
 		goto out;
 	expire(q);
-	if (!(j = calloc(1, sizeof *j)))
-		goto out; /* out of memory: COIL_E_RESOURCE too */
+	if (!(j = calloc(1, sizeof *j)) || add_reader(j, token) != 0) {
+		free(j); /* out of memory: COIL_E_RESOURCE too */
+		j = NULL;
+		goto out;
+	}
+	snprintf(j->tenant, sizeof j->tenant, "%s", tenant);
 	new_id(q, j->id);
 	memcpy(j->key, plan->key, sizeof j->key);
 	j->state = JOB_QUEUED;
@@ -160,13 +238,18 @@ out:
 	return j;
 }
 
-job *jobs_find(jobs *q, const char *id)
+job *jobs_find(jobs *q, const char *id, int token)
 {
 	pthread_mutex_lock(&q->mu);
 	expire(q);
 	job *j = q->all;
 	while (j && strcmp(j->id, id))
 		j = j->next;
+	int reader = token < 0;
+	for (int i = 0; j && i < j->nreaders; i++)
+		reader |= j->readers[i] == token;
+	if (!reader)
+		j = NULL;
 	if (j)
 		j->refs++;
 	pthread_mutex_unlock(&q->mu);
@@ -242,6 +325,10 @@ static void finish(jobs *q, job *j, int rc, const compile_result *res, const coi
 		compile_plan_free(j->plan);
 	j->plan = NULL;
 	q->nrunning--;
+	for (int i = 0; i < q->nworkers; i++)
+		if (q->running[i] == j)
+			q->running[i] = NULL;
+	pthread_cond_broadcast(&q->work); /* its tenant's share is free again */
 	struct MHD_Connection **w = j->waiters;
 	int n = j->nwaiters;
 	j->waiters = NULL;
@@ -255,6 +342,7 @@ static void finish(jobs *q, job *j, int rc, const compile_result *res, const coi
 typedef struct {
 	jobs *q;
 	coil_cache *cache;
+	int index;            /* into q->running */
 } worker_arg;
 
 static void *worker(void *arg)
@@ -262,20 +350,18 @@ static void *worker(void *arg)
 	worker_arg *wa = arg;
 	jobs *q = wa->q;
 	coil_cache *c = wa->cache;
+	int index = wa->index;
 	free(wa);
 	for (;;) {
 		pthread_mutex_lock(&q->mu);
-		while (!q->head && !q->stopping)
+		job *j;
+		while (!(j = pick(q)) && !q->stopping)
 			pthread_cond_wait(&q->work, &q->mu);
-		job *j = q->head;
-		if (!j) { /* stopping, and nothing left to do */
+		if (!j) { /* stopping, and nothing left that may run */
 			pthread_mutex_unlock(&q->mu);
 			break;
 		}
-		q->head = j->qnext;
-		if (!q->head)
-			q->tail = NULL;
-		j->qnext = NULL;
+		q->running[index] = j;
 		q->nqueued--;
 		q->nrunning++;
 		j->state = JOB_RUNNING;
@@ -312,8 +398,14 @@ int jobs_start(jobs *q, coild *s, coil_err *err)
 		fprintf(stderr, "coild: TEST HOOK COILD_TEST_FAIL_COMPILE_OOM=1: every compile fails with out of memory\n");
 	pthread_mutex_init(&q->mu, NULL);
 	pthread_cond_init(&q->work, NULL);
-	if (!(q->threads = calloc((size_t)s->cfg.workers, sizeof *q->threads)))
+	q->share = s->cfg.max_jobs_per_tenant ? s->cfg.max_jobs_per_tenant
+					      : s->cfg.workers > 1 ? s->cfg.workers - 1 : 1;
+	if (!(q->threads = calloc((size_t)s->cfg.workers, sizeof *q->threads)) ||
+	    !(q->running = calloc((size_t)s->cfg.workers, sizeof *q->running))) {
+		free(q->threads);
+		q->threads = NULL;
 		return coil_err_oom(err);
+	}
 	for (int i = 0; i < s->cfg.workers; i++) {
 		worker_arg *wa = malloc(sizeof *wa);
 		if (!wa) {
@@ -321,6 +413,7 @@ int jobs_start(jobs *q, coild *s, coil_err *err)
 			return coil_err_oom(err);
 		}
 		wa->q = q;
+		wa->index = i;
 		if (cache_open(s->cfg.cache_dir, s->cfg.budget, &wa->cache, err) != 0) {
 			free(wa);
 			jobs_stop(q);
@@ -346,7 +439,9 @@ void jobs_stop(jobs *q)
 	for (int i = 0; i < q->nworkers; i++)
 		pthread_join(q->threads[i], NULL);
 	free(q->threads);
+	free(q->running);
 	q->threads = NULL;
+	q->running = NULL;
 	q->nworkers = 0;
 	/* Drop the table's references; requests still holding a job free it. */
 	pthread_mutex_lock(&q->mu);

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int main(int argc, char **argv)
 {
@@ -17,6 +18,13 @@ int main(int argc, char **argv)
 		return 0;
 	if (rc != 0) {
 		fprintf(stderr, "coild: %s\n", err.msg);
+		return 2;
+	}
+	/* A server that takes graphs from the network, runs a compiler on them
+	 * and writes a cache has no use for root. */
+	if (geteuid() == 0 && !cfg.allow_root) {
+		fprintf(stderr, "coild: refusing to run as root: run it as an unprivileged user (see "
+				"deploy/coild.service), or pass --allow-root (COILD_ALLOW_ROOT=1)\n");
 		return 2;
 	}
 

@@ -129,6 +129,13 @@ char *metrics_render(coild *s)
 		atomic_load(&m->rejected));
 	counter(&b, "coild_bytes_served_total", "Artifact bytes sent in 200 responses.",
 		atomic_load(&m->bytes_served));
+	bprintf(&b, "# HELP coild_connections_closed_total Connections closed for want of headers within"
+		    " --header-timeout, or of a body at --min-body-rate.\n"
+		    "# TYPE coild_connections_closed_total counter\n"
+		    "coild_connections_closed_total{reason=\"header_timeout\"} %llu\n"
+		    "coild_connections_closed_total{reason=\"slow_body\"} %llu\n",
+		(unsigned long long)atomic_load(&s->conns.closed_headers),
+		(unsigned long long)atomic_load(&s->conns.closed_body));
 
 	int queued, running;
 	jobs_depth(&s->jobs, &queued, &running);

@@ -17,7 +17,7 @@ static const route_def routes[] = {
 	{ROUTE_ARTIFACT_DELETE, "/v1/artifacts/{key}", M_DELETE, ROLE_ADMIN},
 	{ROUTE_ARTIFACT_META, "/v1/artifacts/{key}/meta", M_GET | M_HEAD, ROLE_READ},
 	{ROUTE_ARTIFACT_GRAPH, "/v1/artifacts/{key}/graph", M_GET | M_HEAD, ROLE_READ},
-	{ROUTE_JOB, "/v1/jobs/{id}", M_GET | M_HEAD, ROLE_COMPILE},
+	{ROUTE_JOB, "/v1/jobs/{id}", M_GET | M_HEAD, ROLE_COMPILE | ROLE_ADMIN},
 	{ROUTE_TARGETS, "/v1/targets", M_GET | M_HEAD, ROLE_READ},
 	{ROUTE_HEALTHZ, "/healthz", M_GET | M_HEAD, 0},
 	{ROUTE_METRICS, "/metrics", M_GET | M_HEAD, ROLE_READ},

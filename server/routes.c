@@ -139,7 +139,12 @@ enum MHD_Result route_compile(request *r)
 	atomic_fetch_add(&s->metrics.misses, 1);
 
 	int joined, refused;
-	job *j = jobs_submit(&s->jobs, plan, &joined, &refused); /* takes plan */
+	char tenant[TENANT_MAX];
+	if (r->token >= 0)
+		snprintf(tenant, sizeof tenant, "token %d", r->token);
+	else
+		request_client(r, tenant, sizeof tenant);
+	job *j = jobs_submit(&s->jobs, plan, tenant, r->token, &joined, &refused); /* takes plan */
 	if (!j) {
 		if (refused == ERR_UNAVAILABLE)
 			return reply_error(r, ERR_UNAVAILABLE, "the server is shutting down");
@@ -344,7 +349,9 @@ enum MHD_Result route_artifact_delete(request *r)
 
 enum MHD_Result route_job(request *r)
 {
-	job *j = jobs_find(&r->s->jobs, r->param);
+	/* A token reads the jobs it submitted (an admin token any job): another
+	 * token's is answered as unknown. */
+	job *j = jobs_find(&r->s->jobs, r->param, r->admin ? -1 : r->token);
 	if (!j)
 		return reply_error(r, ERR_NOT_FOUND, "no job %s (unknown, or finished more than %d seconds ago)", r->param,
 				   r->s->cfg.job_ttl_s);

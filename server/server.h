@@ -2,9 +2,11 @@
  *
  *   main.c     flags and environment -> config, signals, start, graceful stop
  *   config.c   the configuration: defaults, COILD_* variables, flags
- *   http.c     libmicrohttpd plumbing: one request's life (route, auth,
- *              limits, body, dispatch, suspend/resume), JSON responses, the
- *              log line, the cache handle pool
+ *   http.c     libmicrohttpd plumbing: one request's life (framing, route,
+ *              auth, limits, body, dispatch, suspend/resume), JSON
+ *              responses, the log line, the cache handle pool
+ *   conns.c    connection deadlines: headers within --header-timeout, a
+ *              body at --min-body-rate, swept by a thread
  *   routes.c   the handlers, one per route (docs/api.md)
  *   jobs.c     the compile queue: bounded, single flight by key, worker
  *              threads, the job table behind /v1/jobs/{id}
@@ -49,6 +51,12 @@ typedef struct coild_config {
 	int compile_timeout_s;   /* compiler wall-clock limit */
 	uint64_t budget;         /* cache size bound in bytes; 0 = unlimited */
 	int job_ttl_s;           /* how long a finished job stays readable */
+	int max_conns_per_ip;    /* open connections per client address; 0 = no limit */
+	int header_timeout_s;    /* to receive a request's headers (and to wait for the next) */
+	uint64_t min_body_rate;  /* bytes/s a body must average past header_timeout_s; 0 = none */
+	int max_jobs_per_tenant; /* running compiles per tenant; 0 = max(1, workers - 1) */
+	int grace_s;             /* SIGTERM: how long running compiles may take to finish */
+	int allow_root;          /* run even with uid 0 */
 } coild_config;
 
 /* Fill cfg from defaults, then COILD_* environment variables, then argv.
@@ -68,16 +76,21 @@ typedef struct coild_auth {
 } coild_auth;
 
 /* Read a tokens file: one "TOKEN role,role" per line (roles: compile, read,
- * admin), '#' starts a comment.  err names the line at fault. */
+ * admin), '#' starts a comment.  err names the line at fault.  A file that
+ * its group or others may read or write is refused. */
 int auth_load(coild_auth *a, const char *path, coil_err *err);
 /* The same from len bytes of text (name is for messages). */
 int auth_parse(coild_auth *a, const char *text, size_t len, const char *name, coil_err *err);
 void auth_free(coild_auth *a);
-/* Check an Authorization header value (may be NULL) for the roles in need:
- * 0 allowed (also when no tokens are configured), 401 missing or unknown
- * token, 403 a known token without the role. */
+/* The index of the token an Authorization header value (may be NULL)
+ * carries, or -1. */
+int auth_find(const coild_auth *a, const char *authorization);
+/* Check an Authorization header value (may be NULL) for one of the roles in
+ * need: 0 allowed (also when no tokens are configured), 401 missing or
+ * unknown token, 403 a known token with none of them. */
 int auth_check(const coild_auth *a, const char *authorization, unsigned need);
-const char *auth_role_name(unsigned role);
+/* "'compile' or 'admin'" for a mask of roles. */
+void auth_roles_text(unsigned roles, char *buf, size_t cap);
 
 /* ---- errors.c ---- */
 /* The codes of coild's answers: common/error.h's coil_code values, then the
@@ -140,6 +153,9 @@ typedef enum { JOB_QUEUED, JOB_RUNNING, JOB_DONE, JOB_FAILED } job_state;
 
 typedef struct job job; /* opaque outside jobs.c */
 
+/* Who a compile is for: "token N", or the client address without tokens. */
+#define TENANT_MAX 72
+
 /* What a handler reads of a job (a copy taken under the lock). */
 typedef struct job_view {
 	char id[JOB_ID_HEX + 1];
@@ -161,7 +177,9 @@ typedef struct jobs {
 	int nqueued, nrunning, njobs;
 	int stopping;
 	int nworkers;
+	int share;             /* jobs one tenant may run at once */
 	pthread_t *threads;
+	job **running;         /* by worker: its job, or NULL */
 	uint64_t seq;          /* mixed into job ids */
 	int test_fail_oom;     /* test-only: COILD_TEST_FAIL_COMPILE_OOM=1 */
 } jobs;
@@ -170,13 +188,16 @@ int jobs_start(jobs *q, coild *s, coil_err *err);
 /* Finish every queued and running job, then join the workers. */
 void jobs_stop(jobs *q);
 /* Take plan (always: it is freed here if not kept) and return a job computing
- * it: an in-flight job with the same key (*joined = 1), or a new queued one.
- * NULL with *refused: COIL_E_RESOURCE (the queue is full, or out of memory)
- * or ERR_UNAVAILABLE (stopping).  The caller holds a reference:
- * jobs_release() it. */
-job *jobs_submit(jobs *q, compile_plan *plan, int *joined, int *refused);
-/* A referenced job by id, NULL if unknown or expired. */
-job *jobs_find(jobs *q, const char *id);
+ * it for tenant, readable by token (-1: no tokens): an in-flight job with the
+ * same key (*joined = 1; token may read it from now), or a new queued one.
+ * NULL with *refused: COIL_E_RESOURCE (the queue is full, or out of memory),
+ * ERR_TOO_MANY (tenant has its share of the queue waiting) or
+ * ERR_UNAVAILABLE (stopping).  The caller holds a reference: jobs_release()
+ * it. */
+job *jobs_submit(jobs *q, compile_plan *plan, const char *tenant, int token, int *joined, int *refused);
+/* A referenced job by id that token may read (-1: any job; no tokens, or an
+ * admin token), NULL if unknown, expired or another token's. */
+job *jobs_find(jobs *q, const char *id, int token);
 void jobs_release(jobs *q, job *j);
 void jobs_view(jobs *q, job *j, job_view *out);
 /* If j is unfinished, suspend conn until it is: returns 1 (conn suspended, it
@@ -186,12 +207,42 @@ int jobs_wait(jobs *q, job *j, struct MHD_Connection *conn);
 void jobs_depth(jobs *q, int *queued, int *running);
 const char *job_state_name(job_state st);
 
+/* ---- conns.c ---- */
+/* What a connection is doing: waiting for a request's headers, receiving its
+ * body, or being handled (a compile, a response going out: not swept). */
+enum conn_phase { CONN_HEADERS, CONN_BODY, CONN_BUSY };
+
+typedef struct conn_rec conn_rec; /* opaque outside conns.c */
+
+typedef struct conns {
+	pthread_mutex_t mu;
+	pthread_cond_t wake;      /* the sweeper's sleep; signalled to stop */
+	conn_rec *all;
+	int64_t header_ms;        /* --header-timeout */
+	uint64_t min_rate;        /* --min-body-rate */
+	int stopping, started;
+	pthread_t sweeper;
+	_Atomic uint64_t closed_headers, closed_body; /* connections the sweep closed */
+} conns;
+
+int conns_start(conns *c, const coild_config *cfg, coil_err *err);
+/* Stop the sweeper (after libmicrohttpd has stopped). */
+void conns_stop(conns *c);
+/* MHD_OPTION_NOTIFY_CONNECTION's callback (cls: the conns). */
+void conns_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+		  enum MHD_ConnectionNotificationCode code);
+/* conn enters phase now (its body count starts at 0). */
+void conns_phase(conns *c, struct MHD_Connection *conn, enum conn_phase phase);
+/* n more bytes of conn's body have come. */
+void conns_body(conns *c, struct MHD_Connection *conn, size_t n);
+
 /* ---- http.c ---- */
 struct coild {
 	coild_config cfg;
 	coild_auth auth;
 	coild_metrics metrics;
 	jobs jobs;
+	conns conns;
 	struct MHD_Daemon *mhd;
 	int listen_fd;
 	int port;
@@ -234,6 +285,8 @@ typedef struct request {
 	unsigned status;
 	uint64_t bytes;         /* response body bytes */
 	job *job;               /* a compile waiting on or answered from a job */
+	int token;              /* the request's token (index), -1 if none */
+	int admin;              /* its token has the admin role */
 	int receiving;          /* counted in coild.receiving */
 	int async;
 	int refused;            /* a refusal decided from the headers: its code, */
@@ -242,6 +295,8 @@ typedef struct request {
 	char note[320];         /* extra words for the log line */
 } request;
 
+/* The client's address, numeric ("-" if unknown). */
+void request_client(request *r, char *buf, size_t cap);
 /* Queue a JSON response (takes obj's reference); returns MHD_YES/MHD_NO. */
 enum MHD_Result reply_json(request *r, unsigned status, json_t *obj);
 /* The body of every error: {"error": msg, "code": err_name(code), "node":
@@ -266,7 +321,7 @@ typedef struct route_def {
 	enum route route;
 	const char *pattern; /* "{key}" and "{id}" match one path segment */
 	unsigned methods;    /* M_* */
-	unsigned roles;      /* needed when tokens are configured */
+	unsigned roles;      /* one of them needed when tokens are configured */
 } route_def;
 
 

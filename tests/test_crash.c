@@ -79,8 +79,12 @@ static void start_coild(void)
 			dup2(fd, 2);
 			close(fd);
 		}
+		/* --allow-root: the tests run as root, which coild refuses unless
+		 * told; --max-conns-per-ip: the malformed requests come BATCH at a
+		 * time from one address, and should all reach the parser */
 		execl(coild_path, coild_path, "--listen", "127.0.0.1:0", "--port-file", portfile, "--cache-dir", cdir,
-		      "--workers", "2", "--threads", "4", "--compile-timeout", "60", (char *)NULL);
+		      "--workers", "2", "--threads", "4", "--compile-timeout", "60", "--allow-root", "--max-conns-per-ip",
+		      "1000", (char *)NULL);
 		_exit(127);
 	}
 	server_pid = pid;

@@ -66,6 +66,21 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+/* Run argv (NULL-terminated, argv[0] the program) with stderr appended to log. */
+static pid_t spawn(const char *const *argv, const char *log)
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd >= 0)
+			dup2(fd, 2);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
 /* Start coild on 127.0.0.1:0 with the cache in s->cache (made here unless
  * s->dir is already set, for a restart) and extra flags (NULL-terminated). */
 static void server_start(server *s, const char *const *extra)
@@ -79,21 +94,14 @@ static void server_start(server *s, const char *const *extra)
 	snprintf(portfile, sizeof portfile, "%s/port", s->dir);
 	snprintf(log, sizeof log, "%s/log", s->dir);
 	unlink(portfile);
+	/* the tests run as root, which coild refuses unless told */
 	const char *argv[40] = {coild_path, "--listen", "127.0.0.1:0", "--cache-dir", s->cache, "--port-file", portfile,
-				"--workers", "2", "--threads", "4"};
-	int n = 11;
+				"--workers", "2", "--threads", "4", "--allow-root"};
+	int n = 12;
 	for (int i = 0; extra && extra[i] && n < 38; i++)
 		argv[n++] = extra[i];
 	argv[n] = NULL;
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		if (fd >= 0)
-			dup2(fd, 2);
-		execv(coild_path, (char *const *)argv);
-		_exit(127);
-	}
+	pid_t pid = spawn(argv, log);
 	s->pid = pid;
 	for (int i = 0; i < 1000; i++) {
 		FILE *f = fopen(portfile, "r");
@@ -405,10 +413,11 @@ static size_t raw_read(int fd, char *out, size_t cap, long ms, int *closed)
 {
 	size_t n = 0;
 	*closed = 0;
-	for (long waited = 0; waited < ms && n + 1 < cap;) {
+	for (long waited = 0; n + 1 < cap;) {
 		struct pollfd pf = {.fd = fd, .events = POLLIN};
-		if (poll(&pf, 1, 50) <= 0) {
-			waited += 50;
+		if (poll(&pf, 1, ms - waited < 50 ? (int)(ms - waited) : 50) <= 0) {
+			if ((waited += 50) >= ms)
+				break;
 			continue;
 		}
 		ssize_t k = recv(fd, out + n, cap - 1 - n, 0);
@@ -1198,20 +1207,27 @@ static int auth_setup(void **state)
 	char tokens[PATH_MAX + 16];
 	snprintf(tokens, sizeof tokens, "%s/tokens", s->dir);
 	FILE *f = fopen(tokens, "w");
-	fputs("# test tokens\ncompile-token-1 compile,read\nread-token-12 read\nadmin-token-1 admin,read\n", f);
+	fputs("# test tokens\ncompile-token-1 compile,read\nread-token-12 read\nadmin-token-1 admin,read\n"
+	      "compile-token-2 compile\n",
+	      f);
 	fclose(f);
+	chmod(tokens, 0600);
 	const char *extra[] = {"--tokens", tokens, NULL};
 	server_start(s, extra);
 	*state = s;
 	return 0;
 }
 
+/* The headers of the tokens of auth_setup. */
+static const char *const AS_READ[] = {"Authorization: Bearer read-token-12", NULL};
+static const char *const AS_COMPILE[] = {"Authorization: Bearer compile-token-1", NULL};
+static const char *const AS_COMPILE2[] = {"Authorization: Bearer compile-token-2", NULL};
+static const char *const AS_ADMIN[] = {"Authorization: Bearer admin-token-1", NULL};
+
 static void test_tokens(void **state)
 {
 	server *s = *state;
-	static const char *const rd[] = {"Authorization: Bearer read-token-12", NULL};
-	static const char *const cp[] = {"Authorization: Bearer compile-token-1", NULL};
-	static const char *const ad[] = {"Authorization: Bearer admin-token-1", NULL};
+	const char *const *rd = AS_READ, *const *cp = AS_COMPILE, *const *ad = AS_ADMIN;
 	static const char *const bad[] = {"Authorization: Bearer not-a-token", NULL};
 	static const char *const basic[] = {"Authorization: Basic dXNlcjpwYXNz", NULL};
 
@@ -1262,6 +1278,23 @@ static void test_tokens(void **state)
 		fail_msg("compile with token: %s", e);
 	}
 	coil_client_destroy(c);
+}
+
+/* A job is read by the token that submitted it, or an admin token; another
+ * compile token is told it does not exist. */
+static void test_job_owners(void **state)
+{
+	server *s = *state;
+	const char *const *a = AS_COMPILE, *const *b = AS_COMPILE2, *const *ad = AS_ADMIN, *const *rd = AS_READ;
+	char loc[128];
+	submit_async(s, GRAPHS "/neg.json", "/v1/compile", a, loc, sizeof loc);
+	json_t *j = job_poll(s, loc, a, "queued running done failed", 0);
+	json_decref(j);
+	j = job_poll(s, loc, ad, "queued running done failed", 0);
+	json_decref(j);
+	expect_fail(req(s, "GET", loc, NULL, 0, b), 404, "not_found", "no job");
+	expect_fail(req(s, "GET", loc, NULL, 0, rd), 403, "forbidden", "'compile' or 'admin'");
+	expect_fail(req(s, "GET", loc, NULL, 0, NULL), 401, "unauthorized", NULL);
 }
 
 /* One request on a kept-alive handle: the next request on it goes over the
@@ -1512,6 +1545,159 @@ static void test_compile_oom(void **state)
 	assert_int_equal(server_free(s), 0);
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Has the server closed fd (EOF or reset) within ms? */
+static int closed_within(int fd, long ms)
+{
+	char buf[4096];
+	int closed;
+	raw_read(fd, buf, sizeof buf, ms, &closed);
+	return closed;
+}
+
+/* Send start from 127.0.0.3, then more every 200 ms until the server closes
+ * the connection: the seconds that took, or -1 if it did not within 10 s. */
+static double trickle(const server *s, const char *start, const char *more)
+{
+	int fd = raw_connect(s, "127.0.0.3");
+	assert_true(fd >= 0);
+	send(fd, start, strlen(start), MSG_NOSIGNAL);
+	double t0 = now_s();
+	int cut = 0;
+	while (!cut && now_s() - t0 < 10) {
+		send(fd, more, strlen(more), MSG_NOSIGNAL);
+		cut = closed_within(fd, 200);
+	}
+	close(fd);
+	return cut ? now_s() - t0 : -1;
+}
+
+/* Issue #16: a few hundred connections from one address that send half a
+ * header each took every connection slot, and trickled bytes kept them.
+ * Now one address holds at most --max-conns-per-ip (64) connections, the
+ * headers must be in within --header-timeout however slowly they trickle,
+ * and a body must keep up --min-body-rate: meanwhile /healthz and another
+ * client's compile are answered. */
+static void test_half_header_flood(void **state)
+{
+	(void)state;
+	server *s = calloc(1, sizeof *s);
+	static const char *const extra[] = {"--header-timeout", "2", NULL};
+	server_start(s, extra);
+	enum { FLOOD = 300 };
+	int fds[FLOOD], open_ = 0;
+	const char *half = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+	for (int i = 0; i < FLOOD; i++) {
+		fds[i] = raw_connect(s, "127.0.0.2");
+		assert_true(fds[i] >= 0);
+		send(fds[i], half, strlen(half), MSG_NOSIGNAL);
+	}
+	/* past the per-address limit, connections are closed at once */
+	sleep_ms(300);
+	for (int i = 0; i < FLOOD; i++)
+		if (!closed_within(fds[i], 0))
+			open_++;
+		else
+			fds[i] = (close(fds[i]), -1);
+	if (open_ > 64)
+		fail_msg("%d connections from one address held open (limit 64)", open_);
+	print_message("# %d of %d half-header connections from 127.0.0.2 held, the rest refused\n", open_, FLOOD);
+
+	/* while they are held: another address is answered */
+	double t0 = now_s();
+	resp r = get(s, "/healthz");
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	json_t *o = compile_or_skip(s, GRAPHS "/tanh.json", NULL);
+	json_decref(o);
+	print_message("# /healthz and a compile answered in %.2f s during the flood\n", now_s() - t0);
+
+	/* a header trickled a byte every 200 ms is cut at the deadline; so is
+	 * a body at 50 bytes/s (under the 4 KiB/s floor) */
+	double secs = trickle(s, half, "x");
+	if (secs < 0)
+		fail_msg("a trickled header was still open after 10 s (--header-timeout 2)");
+	print_message("# trickled header cut after %.1f s\n", secs);
+	if (trickle(s, "POST /v1/compile HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{", "          ") < 0)
+		fail_msg("a body at 50 bytes/s was still open after 10 s");
+
+	/* and the flood's connections are gone by their deadline */
+	for (int i = 0; i < FLOOD; i++)
+		if (fds[i] >= 0) {
+			if (!closed_within(fds[i], 5000))
+				fail_msg("a half-header connection was still open 5 s past --header-timeout");
+			close(fds[i]);
+		}
+	assert_true(metric(s, "coild_connections_closed_total{reason=\"header_timeout\"}") >= open_);
+	assert_true(metric(s, "coild_connections_closed_total{reason=\"slow_body\"}") >= 1);
+	assert_int_equal(server_free(s), 0);
+}
+
+/* Run coild with args (NULL-terminated) and its cache in a temp directory:
+ * it must exit within 10 s with a non-zero status and say want on stderr. */
+static void expect_refusal_at_start(const char *const *args, const char *want)
+{
+	char dir[PATH_MAX], log[PATH_MAX + 16], cache[PATH_MAX + 16];
+	snprintf(dir, sizeof dir, "%s/coild-test-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	assert_non_null(mkdtemp(dir));
+	snprintf(log, sizeof log, "%s/log", dir);
+	snprintf(cache, sizeof cache, "%s/cache", dir);
+	const char *argv[24] = {coild_path, "--listen", "127.0.0.1:0", "--cache-dir", cache};
+	int n = 5;
+	for (int i = 0; args[i] && n < 23; i++)
+		argv[n++] = args[i];
+	pid_t pid = spawn(argv, log);
+	int st = 0, done = 0;
+	for (int i = 0; i < 1000 && !done; i++) {
+		done = waitpid(pid, &st, WNOHANG) == pid;
+		if (!done)
+			sleep_ms(10);
+	}
+	if (!done) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		fail_msg("coild started (%s expected)", want);
+	}
+	char *text = slurp(log, NULL);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) == 0 || !strstr(text, want))
+		fail_msg("coild exited with status %d: %s (expected a refusal naming '%s')", st, text, want);
+	free(text);
+	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A tokens file that others may read is refused at start; so is root
+ * without --allow-root. */
+static void test_start_refusals(void **state)
+{
+	(void)state;
+	char dir[PATH_MAX], tokens[PATH_MAX + 16];
+	snprintf(dir, sizeof dir, "%s/coild-test-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	assert_non_null(mkdtemp(dir));
+	snprintf(tokens, sizeof tokens, "%s/tokens", dir);
+	FILE *f = fopen(tokens, "w");
+	fputs("compile-token-1 compile\n", f);
+	fclose(f);
+	const char *const loose[] = {"--tokens", tokens, "--allow-root", NULL};
+	chmod(tokens, 0644);
+	expect_refusal_at_start(loose, "readable or writable by others than its owner (mode 0644)");
+	chmod(tokens, 0620);
+	expect_refusal_at_start(loose, "chmod 600");
+	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	if (geteuid() == 0) {
+		const char *const none[] = {NULL};
+		expect_refusal_at_start(none, "refusing to run as root");
+		setenv("COILD_ALLOW_ROOT", "0", 1);
+		expect_refusal_at_start(none, "refusing to run as root");
+		unsetenv("COILD_ALLOW_ROOT");
+	}
+}
+
 /* The cache outlives the process; SIGTERM lets a compile in flight finish. */
 static void test_restart_and_shutdown(void **state)
 {
@@ -1620,12 +1806,15 @@ int main(int argc, char **argv)
 	};
 	const struct CMUnitTest tokens[] = {
 		cmocka_unit_test(test_tokens),
+		cmocka_unit_test(test_job_owners),
 		cmocka_unit_test(test_refusals_after_long_urls),
 		cmocka_unit_test(test_refused_large_bodies),
 	};
 	const struct CMUnitTest own[] = {
 		cmocka_unit_test(test_queue_full),
 		cmocka_unit_test(test_compile_oom),
+		cmocka_unit_test(test_half_header_flood),
+		cmocka_unit_test(test_start_refusals),
 		cmocka_unit_test(test_restart_and_shutdown),
 		cmocka_unit_test(test_hostile_graphs),
 		cmocka_unit_test(test_two_servers_one_cache),

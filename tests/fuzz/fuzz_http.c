@@ -114,6 +114,8 @@ int fuzz_http(const uint8_t *data, size_t size)
 		FUZZ_CHECK(rc == 0 || rc == 401 || rc == 403);
 		if (need == 0)
 			FUZZ_CHECK(rc == 0);
+		else
+			FUZZ_CHECK((rc == 401) == (auth_find(&a, f[4]) < 0));
 	}
 	auth_free(&a);
 
