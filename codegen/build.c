@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "codegen/codegen.h"
+#include "common/clock.h"
 #include "codegen/dnnl.h"
 
 /* codegen/rt's source, embedded by the Makefile (build/gen/rt_source.c). */
@@ -48,13 +49,6 @@ extern const char coil_rt_dnnl_h[], coil_rt_dnnl_c[];
 
 /* The child's PATH: the compiler's own helpers (cc1, as, ld) are found here. */
 #define BUILD_PATH "/usr/local/bin:/usr/bin:/bin"
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
@@ -298,7 +292,7 @@ static int run_jobs(job *jobs, int n, job *link, int par, const char *name, cons
 				kill_job(&jobs[i]);
 			break;
 		}
-		if (now() - t0 > limit_s) {
+		if (clock_s() - t0 > limit_s) {
 			for (int i = 0; i < n; i++)
 				kill_job(&jobs[i]);
 			if (link)
@@ -472,9 +466,9 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 	int par = jobs > 0 ? jobs : build_cpus();
 	if (par > BUILD_MAX_JOBS)
 		par = BUILD_MAX_JOBS;
-	double t0 = now();
+	double t0 = clock_s();
 	int rc = run_jobs(J, nu, L, par, name, exe, envp, dir, limit_s, t0, err);
-	*secs = now() - t0;
+	*secs = clock_s() - t0;
 	if (!rc && rename(tmp_so, out_so) != 0)
 		rc = coil_errc(err, COIL_E_COMPILER, "build: %s made no shared object (%s)", name, strerror(errno));
 	free(J);

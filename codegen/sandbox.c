@@ -32,6 +32,7 @@
  * moves out only a plain file with one link: never a symbolic or hard link
  * planted to make it read something else. */
 #include "codegen/sandbox.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -100,13 +101,6 @@ typedef struct sbx_run {
 	char notes[512];
 	sbx_cg_usage use;
 } sbx_run;
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 int sandbox_enabled(void)
 {
@@ -499,9 +493,9 @@ static int over_budget(sbx_run *r)
 /* Reads the reports until the tree is done, or kills it. */
 static void watch(sbx_run *r, pid_t sup, int rfd)
 {
-	double end = now_s() + r->lim.deadline_s;
+	double end = clock_s() + r->lim.deadline_s;
 	for (;;) {
-		double left = end - now_s();
+		double left = end - clock_s();
 		if (left <= 0) {
 			r->killed = KILL_DEADLINE;
 			break;

@@ -55,7 +55,7 @@ void conns_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
 		r->conn = conn;
 		r->fd = ci->connect_fd;
 		r->phase = CONN_HEADERS;
-		r->since_ms = now_ms();
+		r->since_ms = clock_ms64();
 		pthread_mutex_lock(&c->mu);
 		r->next = c->all;
 		if (c->all)
@@ -88,7 +88,7 @@ void conns_phase(conns *c, struct MHD_Connection *conn, enum conn_phase phase)
 		return;
 	pthread_mutex_lock(&c->mu);
 	r->phase = phase;
-	r->since_ms = now_ms();
+	r->since_ms = clock_ms64();
 	r->body = 0;
 	pthread_mutex_unlock(&c->mu);
 }
@@ -126,7 +126,7 @@ static void *sweeper(void *arg)
 		until.tv_sec += every / 1000 + until.tv_nsec / 1000000000L;
 		until.tv_nsec %= 1000000000L;
 		pthread_cond_timedwait(&c->wake, &c->mu, &until);
-		int64_t now = now_ms();
+		int64_t now = clock_ms64();
 		int n[3] = {0, 0, 0};
 		for (conn_rec *r = c->all; r && !c->stopping; r = r->next) {
 			int why = overdue(c, r, now);

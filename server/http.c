@@ -55,20 +55,6 @@
  * before the connection closes (see cut). */
 #define CUT_LINGER (256 * 1024)
 
-int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* ---- cache handles ---- */
 
 coil_cache *cache_get(coild *s, coil_err *err)
@@ -377,7 +363,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	r->s = cls;
 	r->conn = conn;
 	r->route = ROUTE_UNKNOWN;
-	r->start = now_s();
+	r->start = clock_s();
 	r->token = -1;
 	r->bad_uri = !uri_clean(uri);
 	snprintf(r->url, sizeof r->url, "%s", uri ? uri : "");
@@ -478,7 +464,7 @@ static void log_request(request *r)
 	char line[768];
 	int n = snprintf(line, sizeof line, "coild: %s %s %s %s %u %lluB %.1fms%s%s\n", when, host,
 			 r->method ? r->method : "-", r->url,
-			 r->status, (unsigned long long)r->bytes, (now_s() - r->start) * 1e3, r->note[0] ? " " : "",
+			 r->status, (unsigned long long)r->bytes, (clock_s() - r->start) * 1e3, r->note[0] ? " " : "",
 			 r->note);
 	if (n > (int)sizeof line - 1)
 		n = (int)sizeof line - 1;
@@ -616,7 +602,7 @@ int server_start(coild *s, const coild_config *cfg, coil_err *err)
 	memset(s, 0, sizeof *s);
 	s->cfg = *cfg;
 	s->listen_fd = -1;
-	s->started_ms = now_ms();
+	s->started_ms = clock_ms64();
 	pthread_mutex_init(&s->pool_mu, NULL);
 	if (cfg->tokens_file && auth_load(&s->auth, cfg->tokens_file, err) != 0)
 		return -1;
@@ -678,10 +664,10 @@ void server_stop(coild *s)
 	atomic_store(&s->stopping, 1);
 	MHD_quiesce_daemon(s->mhd); /* no new connections; the socket closes after the stop */
 	jobs_stop(&s->jobs);        /* queued and running compiles finish; their waiters resume */
-	int64_t until = now_ms() + DRAIN_LIMIT_MS;
+	int64_t until = clock_ms64() + DRAIN_LIMIT_MS;
 	/* Requests still arriving (a client that stalled, or hung up halfway,
 	 * which libmicrohttpd only notices at its timeout) are not waited for. */
-	while (atomic_load(&s->active) - atomic_load(&s->receiving) > 0 && now_ms() < until) {
+	while (atomic_load(&s->active) - atomic_load(&s->receiving) > 0 && clock_ms64() < until) {
 		struct timespec ts = {0, 10 * 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}

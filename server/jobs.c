@@ -65,7 +65,7 @@ static void new_id(jobs *q, char id[JOB_ID_HEX + 1])
 {
 	unsigned char raw[JOB_ID_HEX / 2];
 	if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
-		uint64_t a = (uint64_t)now_ms() * 0x9E3779B97F4A7C15ull ^ ++q->seq;
+		uint64_t a = (uint64_t)clock_ms64() * 0x9E3779B97F4A7C15ull ^ ++q->seq;
 		for (size_t i = 0; i < sizeof raw; i++)
 			raw[i] = (unsigned char)(a >> (8 * (i % 8))) ^ (unsigned char)i;
 	}
@@ -146,7 +146,7 @@ static void unref(job *j)
  * ones while the table is over JOBS_MAX. */
 static void expire(jobs *q)
 {
-	int64_t cutoff = now_ms() - (int64_t)q->s->cfg.job_ttl_s * 1000;
+	int64_t cutoff = clock_ms64() - (int64_t)q->s->cfg.job_ttl_s * 1000;
 	job **pp = &q->all;
 	int seen = 0;
 	while (*pp) {
@@ -172,7 +172,7 @@ void jobs_view(jobs *q, job *j, job_view *out)
 	out->state = j->state;
 	out->res = j->res;
 	out->err = j->err;
-	int64_t start = j->started_ms ? j->started_ms : now_ms();
+	int64_t start = j->started_ms ? j->started_ms : clock_ms64();
 	out->queued_ms = (double)(start - j->created_ms);
 	pthread_mutex_unlock(&q->mu);
 }
@@ -219,7 +219,7 @@ job *jobs_submit(jobs *q, compile_plan *plan, const char *tenant, int token, int
 	plan = NULL;
 	j->refs = 2; /* the table's and the caller's */
 	j->in_table = 1;
-	j->created_ms = now_ms();
+	j->created_ms = clock_ms64();
 	j->next = q->all;
 	q->all = j;
 	q->njobs++;
@@ -320,7 +320,7 @@ static void finish(jobs *q, job *j, int rc, const compile_result *res, const coi
 		if (!j->err.msg[0])
 			snprintf(j->err.msg, sizeof j->err.msg, "compile failed (no message)");
 	}
-	j->finished_ms = now_ms();
+	j->finished_ms = clock_ms64();
 	if (j->plan)
 		compile_plan_free(j->plan);
 	j->plan = NULL;
@@ -365,7 +365,7 @@ static void *worker(void *arg)
 		q->nqueued--;
 		q->nrunning++;
 		j->state = JOB_RUNNING;
-		j->started_ms = now_ms();
+		j->started_ms = clock_ms64();
 		j->refs++;
 		compile_plan *plan = j->plan;
 		pthread_mutex_unlock(&q->mu);

@@ -158,7 +158,7 @@ char *metrics_render(coild *s)
 	if (c)
 		cache_put(s, c);
 	gauge(&b, "coild_uptime_seconds", "Seconds since the server started.",
-	      (double)(now_ms() - s->started_ms) / 1e3);
+	      (double)(clock_ms64() - s->started_ms) / 1e3);
 	if (b.oom) {
 		free(b.p);
 		return NULL;

@@ -112,6 +112,8 @@ enum MHD_Result route_compile(request *r)
 				  s->cfg.max_nodes, &cr, &err) != 0)
 		return reply_err(r, &err);
 	cr.opts.timeout_s = s->cfg.compile_timeout_s;
+	cr.opts.sandbox_mem_bytes = s->cfg.compile_mem;
+	cr.opts.sandbox_pids = s->cfg.compile_pids;
 	cr.opts.max_nodes = s->cfg.max_nodes;
 	int async = cr.async;
 
@@ -383,7 +385,7 @@ enum MHD_Result route_healthz(request *r)
 		return reply_fail(r, ERR_UNAVAILABLE, NULL, "the server is shutting down",
 				  json_pack("{s:s}", "status", "stopping"), NULL, NULL);
 	return reply_json(r, 200, json_pack("{s:s, s:f, s:i, s:i, s:i}", "status", "ok", "uptime_s",
-					    (double)(now_ms() - s->started_ms) / 1e3, "workers", s->cfg.workers,
+					    (double)(clock_ms64() - s->started_ms) / 1e3, "workers", s->cfg.workers,
 					    "queue_depth", queued, "running", running));
 }
 

@@ -35,6 +35,7 @@
 
 #include "cache/cache.h"
 #include "cache/compile.h"
+#include "common/clock.h"
 #include "common/error.h"
 
 /* ---- config.c ---- */
@@ -48,7 +49,9 @@ typedef struct coild_config {
 	int threads;             /* HTTP threads */
 	uint64_t max_body;       /* bytes of a request body */
 	int max_nodes;           /* nodes of a graph */
-	int compile_timeout_s;   /* compiler wall-clock limit */
+	int compile_timeout_s;   /* deadline of a whole compile (sandbox.h) */
+	uint64_t compile_mem;    /* its process tree's memory; 0: SANDBOX_DEFAULT_MEM */
+	int compile_pids;        /* its processes at once; 0: SANDBOX_DEFAULT_PIDS */
 	uint64_t budget;         /* cache size bound in bytes; 0 = unlimited */
 	int job_ttl_s;           /* how long a finished job stays readable */
 	int max_conns_per_ip;    /* open connections per client address; 0 = no limit */
@@ -263,9 +266,6 @@ void server_stop(coild *s);
 /* A cache handle for this thread's use until cache_put(); NULL with err. */
 coil_cache *cache_get(coild *s, coil_err *err);
 void cache_put(coild *s, coil_cache *c);
-/* Milliseconds on the monotonic clock. */
-int64_t now_ms(void);
-double now_s(void);
 
 /* One request, from its first callback to the completion notice. */
 typedef struct request {
