@@ -28,7 +28,9 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 # coild
-"$B/coild" --listen 127.0.0.1:0 --cache-dir "$work/cache" --port-file "$work/port" 2>"$work/coild.log" &
+root=""; [ "$(id -u)" -eq 0 ] && root=--allow-root
+"$B/coild" --listen 127.0.0.1:0 --cache-dir "$work/cache" --port-file "$work/port" --max-conns-per-ip 0 $root \
+	2>"$work/coild.log" &
 echo $! >"$work/coild.pid"
 for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.05; done
 PORT=$(cat "$work/port")

@@ -12,7 +12,10 @@ NEW_MS=${SOAK_NEW_MS:-500}
 BUDGET=${SOAK_BUDGET:-64M}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/coil-soak-XXXXXX")
 trap 'kill "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
+# every connection comes from 127.0.0.1: no per-address limit; as root, --allow-root
+root=""; [ "$(id -u)" -eq 0 ] && root=--allow-root
 "$B/coild" --listen 127.0.0.1:0 --port-file "$dir/port" --cache-dir "$dir/cache" --budget "$BUDGET" \
+	--max-conns-per-ip 0 $root \
 	--workers 2 --threads 8 --queue 256 2>"$dir/coild.log" &
 pid=$!
 i=0

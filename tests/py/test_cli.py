@@ -159,7 +159,8 @@ def main():
     # --server mode against a real coild on loopback
     port_file = os.path.join(tmp, "port")
     d = subprocess.Popen([COILD, "--listen", "127.0.0.1:0", "--port-file", port_file, "--cache-dir",
-                          os.path.join(tmp, "srv"), "--workers", "2"], stderr=subprocess.DEVNULL)
+                          os.path.join(tmp, "srv"), "--workers", "2"] + (["--allow-root"] if os.geteuid() == 0 else []),
+                         stderr=subprocess.DEVNULL)
     try:
         for _ in range(100):
             if os.path.exists(port_file) and open(port_file).read().strip():

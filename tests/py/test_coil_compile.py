@@ -328,7 +328,7 @@ def test_server(t, cache, fns):
     with tempfile.TemporaryDirectory() as d:
         pf = os.path.join(d, "port")
         p = subprocess.Popen([COILD, "--listen", "127.0.0.1:0", "--cache-dir", os.path.join(d, "srv"),
-                              "--workers", "1", "--port-file", pf],
+                              "--workers", "1", "--port-file", pf] + (["--allow-root"] if os.geteuid() == 0 else []),
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             for _ in range(100):
