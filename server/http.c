@@ -49,8 +49,6 @@
 #define CONNECTION_MEMORY (128 * 1024)
 #define CONNECTION_TIMEOUT_S 60
 #define MAX_CONNECTIONS 4096
-/* How long a stop waits for requests in progress. */
-#define DRAIN_LIMIT_MS 30000
 /* After answering in mid-body, how much more of the body is read and dropped
  * before the connection closes (see cut). */
 #define CUT_LINGER (256 * 1024)
@@ -659,15 +657,20 @@ fail:
 	return -1;
 }
 
-void server_stop(coild *s)
+int server_stop(coild *s)
 {
-	atomic_store(&s->stopping, 1);
-	MHD_quiesce_daemon(s->mhd); /* no new connections; the socket closes after the stop */
-	jobs_stop(&s->jobs);        /* queued and running compiles finish; their waiters resume */
-	int64_t until = clock_ms64() + DRAIN_LIMIT_MS;
-	/* Requests still arriving (a client that stalled, or hung up halfway,
-	 * which libmicrohttpd only notices at its timeout) are not waited for. */
-	while (atomic_load(&s->active) - atomic_load(&s->receiving) > 0 && clock_ms64() < until) {
+	int64_t end = clock_ms64() + (int64_t)s->cfg.grace_s * 1000;
+	/* the grace's last second (its last fifth, if short) answers the waiters */
+	int64_t answer = s->cfg.grace_s >= 5 ? 1000 : (int64_t)s->cfg.grace_s * 200;
+	atomic_store(&s->stopping, 1); /* /healthz 503, new compiles 503 */
+	jobs_cancel(&s->jobs);
+	int left = jobs_drain(&s->jobs, end - answer);
+	if (left)
+		jobs_abandon(&s->jobs);
+	/* The answers of the requests in progress go out (not those whose body
+	 * is still arriving: a client that stalled, or hung up halfway).  New
+	 * connections are still taken, and answered 503 where they compile. */
+	while (atomic_load(&s->active) - atomic_load(&s->receiving) > 0 && clock_ms64() < end) {
 		struct timespec ts = {0, 10 * 1000 * 1000};
 		nanosleep(&ts, NULL);
 	}
@@ -676,6 +679,9 @@ void server_stop(coild *s)
 	conns_stop(&s->conns);
 	close(s->listen_fd);
 	s->listen_fd = -1;
+	if (left)
+		return left;
+	jobs_stop(&s->jobs);
 	for (int i = 0; i < s->npool; i++)
 		cache_close(s->pool[i]);
 	free(s->pool);
@@ -683,4 +689,5 @@ void server_stop(coild *s)
 	s->npool = 0;
 	auth_free(&s->auth);
 	pthread_mutex_destroy(&s->pool_mu);
+	return 0;
 }

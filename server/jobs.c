@@ -18,7 +18,12 @@
  * cfg.job_ttl_s seconds and nobody references it.  References: the table's
  * own, one per request holding the job, one while a worker runs it; the last
  * release frees it.  Synchronous requests suspend their connection on the job
- * and are resumed when it finishes.  One mutex guards all of it. */
+ * and are resumed when it finishes.  One mutex guards all of it.
+ *
+ * Stopping (server_stop): jobs_cancel refuses new jobs and fails the queued
+ * ones; jobs_drain waits, until a deadline, for the running ones; what still
+ * runs then is given up (jobs_abandon): its waiters are answered now, and the
+ * worker finishes it unwatched while the process exits. */
 #include "server/server.h"
 
 #include <stdlib.h>
@@ -40,6 +45,7 @@ struct job {
 	int nreaders;
 	int refs;
 	int in_table;
+	int abandoned;        /* given up by jobs_abandon while running */
 	int64_t created_ms, started_ms, finished_ms;
 	struct MHD_Connection **waiters;
 	int nwaiters, capwaiters;
@@ -300,6 +306,33 @@ void jobs_depth(jobs *q, int *queued, int *running)
  * out of something ran out of disk: 507, not 503 (cache/compile.c's margin). */
 #define DISK_LOW ((int64_t)4 << 20)
 
+/* Under q->mu: take j's waiters, to resume once the lock is released. */
+static struct MHD_Connection **take_waiters(job *j, int *n)
+{
+	struct MHD_Connection **w = j->waiters;
+	*n = j->nwaiters;
+	j->waiters = NULL;
+	j->nwaiters = j->capwaiters = 0;
+	return w;
+}
+
+static void resume(struct MHD_Connection **w, int n)
+{
+	for (int i = 0; i < n; i++)
+		MHD_resume_connection(w[i]);
+	free(w);
+}
+
+/* Under q->mu: j failed because the server is stopping. */
+static void give_up(job *j, const char *msg)
+{
+	j->state = JOB_FAILED;
+	memset(&j->err, 0, sizeof j->err);
+	j->err.code = (coil_code)ERR_UNAVAILABLE;
+	snprintf(j->err.msg, sizeof j->err.msg, "%s", msg);
+	j->finished_ms = clock_ms64();
+}
+
 /* Record the outcome and wake the waiters. */
 static void finish(jobs *q, job *j, int rc, const compile_result *res, const coil_err *err)
 {
@@ -311,16 +344,19 @@ static void finish(jobs *q, job *j, int rc, const compile_result *res, const coi
 		atomic_fetch_add(&m->compile_failures, 1);
 	}
 	pthread_mutex_lock(&q->mu);
-	if (rc == 0) {
+	if (j->abandoned) {
+		/* answered already: the server is exiting */
+	} else if (rc == 0) {
 		j->res = *res;
 		j->state = JOB_DONE;
+		j->finished_ms = clock_ms64();
 	} else {
 		j->state = JOB_FAILED;
 		j->err = *err;
 		if (!j->err.msg[0])
 			snprintf(j->err.msg, sizeof j->err.msg, "compile failed (no message)");
+		j->finished_ms = clock_ms64();
 	}
-	j->finished_ms = clock_ms64();
 	if (j->plan)
 		compile_plan_free(j->plan);
 	j->plan = NULL;
@@ -329,14 +365,11 @@ static void finish(jobs *q, job *j, int rc, const compile_result *res, const coi
 		if (q->running[i] == j)
 			q->running[i] = NULL;
 	pthread_cond_broadcast(&q->work); /* its tenant's share is free again */
-	struct MHD_Connection **w = j->waiters;
-	int n = j->nwaiters;
-	j->waiters = NULL;
-	j->nwaiters = j->capwaiters = 0;
+	pthread_cond_broadcast(&q->idle);
+	int n;
+	struct MHD_Connection **w = take_waiters(j, &n);
 	pthread_mutex_unlock(&q->mu);
-	for (int i = 0; i < n; i++)
-		MHD_resume_connection(w[i]);
-	free(w);
+	resume(w, n);
 }
 
 typedef struct {
@@ -398,6 +431,11 @@ int jobs_start(jobs *q, coild *s, coil_err *err)
 		fprintf(stderr, "coild: TEST HOOK COILD_TEST_FAIL_COMPILE_OOM=1: every compile fails with out of memory\n");
 	pthread_mutex_init(&q->mu, NULL);
 	pthread_cond_init(&q->work, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* jobs_drain's deadline is clock_ms64()'s */
+	pthread_cond_init(&q->idle, &ca);
+	pthread_condattr_destroy(&ca);
 	q->share = s->cfg.max_jobs_per_tenant ? s->cfg.max_jobs_per_tenant
 					      : s->cfg.workers > 1 ? s->cfg.workers - 1 : 1;
 	if (!(q->threads = calloc((size_t)s->cfg.workers, sizeof *q->threads)) ||
@@ -430,6 +468,62 @@ int jobs_start(jobs *q, coild *s, coil_err *err)
 	return 0;
 }
 
+void jobs_cancel(jobs *q)
+{
+	pthread_mutex_lock(&q->mu);
+	q->stopping = 1;
+	pthread_cond_broadcast(&q->work);
+	job *j;
+	while ((j = q->head)) {
+		q->head = j->qnext;
+		if (!q->head)
+			q->tail = NULL;
+		j->qnext = NULL;
+		q->nqueued--;
+		give_up(j, "the server is shutting down: this compile was cancelled before it started; retry on"
+			   " another server");
+		compile_plan_free(j->plan);
+		j->plan = NULL;
+		int n;
+		struct MHD_Connection **w = take_waiters(j, &n);
+		pthread_mutex_unlock(&q->mu);
+		resume(w, n);
+		pthread_mutex_lock(&q->mu);
+	}
+	pthread_mutex_unlock(&q->mu);
+}
+
+int jobs_drain(jobs *q, int64_t deadline_ms)
+{
+	struct timespec until = {deadline_ms / 1000, (long)(deadline_ms % 1000) * 1000000L};
+	pthread_mutex_lock(&q->mu);
+	while (q->nrunning > 0 && clock_ms64() < deadline_ms)
+		pthread_cond_timedwait(&q->idle, &q->mu, &until);
+	int n = q->nrunning;
+	pthread_mutex_unlock(&q->mu);
+	return n;
+}
+
+void jobs_abandon(jobs *q)
+{
+	pthread_mutex_lock(&q->mu);
+	for (int i = 0; i < q->nworkers; i++) {
+		job *j = q->running[i];
+		if (!j || j->abandoned)
+			continue;
+		j->abandoned = 1;
+		give_up(j, "the server stopped before this compile finished (its --grace ran out); retry on another"
+			   " server");
+		int n;
+		struct MHD_Connection **w = take_waiters(j, &n);
+		pthread_mutex_unlock(&q->mu);
+		resume(w, n);
+		pthread_mutex_lock(&q->mu);
+		i = -1; /* the lock was let go: look again from the start */
+	}
+	pthread_mutex_unlock(&q->mu);
+}
+
 void jobs_stop(jobs *q)
 {
 	pthread_mutex_lock(&q->mu);
@@ -453,4 +547,7 @@ void jobs_stop(jobs *q)
 	}
 	q->njobs = 0;
 	pthread_mutex_unlock(&q->mu);
+	pthread_cond_destroy(&q->idle);
+	pthread_cond_destroy(&q->work);
+	pthread_mutex_destroy(&q->mu);
 }

@@ -1,7 +1,9 @@
 /* coild: configuration, signals, start and graceful stop.  SIGTERM or SIGINT
- * stops accepting connections, lets queued and running compiles and the
- * requests waiting on them finish, then exits 0.  The cache's stores are
- * crash-safe on their own, so even a kill leaves nothing half-written. */
+ * stops taking compiles (503, and /healthz answers 503 at once), cancels the
+ * queued ones, gives the running ones --grace seconds, answers every request
+ * still waiting, and exits 0 within the grace (server_stop).  The cache's
+ * stores are crash-safe on their own, so even a kill leaves nothing
+ * half-written. */
 #include "server/server.h"
 
 #include <signal.h>
@@ -58,8 +60,17 @@ int main(int argc, char **argv)
 		if (sig == SIGTERM || sig == SIGINT)
 			break;
 	}
-	fprintf(stderr, "coild: %s: finishing work in progress\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-	server_stop(s);
+	fprintf(stderr, "coild: %s: stopping: no new compiles, queued ones cancelled, running ones have %d s\n",
+		sig == SIGTERM ? "SIGTERM" : "SIGINT", cfg.grace_s);
+	int left = server_stop(s);
+	if (left) {
+		/* Workers are inside those compiles (and their compiler child
+		 * processes, which die with us): exit without running exit
+		 * handlers under their feet. */
+		fprintf(stderr, "coild: stopped; %d compiles still running at the end of the grace were abandoned\n",
+			left);
+		_exit(0);
+	}
 	fprintf(stderr, "coild: stopped\n");
 	free(s);
 	return 0;

@@ -174,7 +174,8 @@ typedef struct coild coild;
 typedef struct jobs {
 	coild *s;
 	pthread_mutex_t mu;
-	pthread_cond_t work;   /* signalled when a job is queued or on shutdown */
+	pthread_cond_t work;   /* signalled when a job is queued or ends, or on shutdown */
+	pthread_cond_t idle;   /* signalled when a job ends (jobs_drain) */
 	job *all;              /* every job still in the table, newest first */
 	job *head, *tail;      /* FIFO of queued jobs */
 	int nqueued, nrunning, njobs;
@@ -188,7 +189,17 @@ typedef struct jobs {
 } jobs;
 
 int jobs_start(jobs *q, coild *s, coil_err *err);
-/* Finish every queued and running job, then join the workers. */
+/* Refuse new jobs from now on, and fail every queued one (ERR_UNAVAILABLE):
+ * their waiters are resumed and answered 503. */
+void jobs_cancel(jobs *q);
+/* Wait until no job runs or deadline_ms (clock_ms64's clock) has passed; returns
+ * how many jobs still run. */
+int jobs_drain(jobs *q, int64_t deadline_ms);
+/* Give up the running jobs: they fail (ERR_UNAVAILABLE) and their waiters are
+ * resumed now; their workers finish them unwatched (the process is exiting:
+ * nothing the workers use may be freed after this). */
+void jobs_abandon(jobs *q);
+/* Stop the workers (each finishes its job first), join them, free the table. */
 void jobs_stop(jobs *q);
 /* Take plan (always: it is freed here if not kept) and return a job computing
  * it for tenant, readable by token (-1: no tokens): an in-flight job with the
@@ -260,8 +271,13 @@ struct coild {
 };
 
 int server_start(coild *s, const coild_config *cfg, coil_err *err);
-/* Stop accepting, let in-flight requests and jobs finish, then free. */
-void server_stop(coild *s);
+/* Stop within cfg.grace_s seconds: refuse new compiles (503) and answer
+ * /healthz 503, cancel the queued jobs, let the running ones finish until
+ * the grace is nearly over, answer every request still waiting, stop.
+ * Returns 0 with everything freed, or the number of compiles still running
+ * (abandoned): then their workers still use s, which is not freed, and the
+ * caller must exit without waiting for them (_exit). */
+int server_stop(coild *s);
 
 /* A cache handle for this thread's use until cache_put(); NULL with err. */
 coil_cache *cache_get(coild *s, coil_err *err);

@@ -1198,11 +1198,14 @@ static void test_fetch_load_run(void **state)
 
 /* ---- group: tokens ---- */
 
-static int auth_setup(void **state)
+/* s, a server with the tokens of AS_* below and the flags extra (at most 8),
+ * in s->dir (made here unless set). */
+static server *tokens_server(server *s, const char *const *extra)
 {
-	server *s = calloc(1, sizeof *s);
-	snprintf(s->dir, sizeof s->dir, "%s/coild-test-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	assert_non_null(mkdtemp(s->dir));
+	if (!s->dir[0]) {
+		snprintf(s->dir, sizeof s->dir, "%s/coild-test-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+		assert_non_null(mkdtemp(s->dir));
+	}
 	snprintf(s->cache, sizeof s->cache, "%s/cache", s->dir);
 	char tokens[PATH_MAX + 16];
 	snprintf(tokens, sizeof tokens, "%s/tokens", s->dir);
@@ -1212,9 +1215,16 @@ static int auth_setup(void **state)
 	      f);
 	fclose(f);
 	chmod(tokens, 0600);
-	const char *extra[] = {"--tokens", tokens, NULL};
-	server_start(s, extra);
-	*state = s;
+	const char *args[12] = {"--tokens", tokens};
+	for (int i = 0; extra && extra[i] && i < 8; i++)
+		args[2 + i] = extra[i];
+	server_start(s, args);
+	return s;
+}
+
+static int auth_setup(void **state)
+{
+	*state = tokens_server(calloc(1, sizeof(server)), NULL);
 	return 0;
 }
 
@@ -1698,6 +1708,184 @@ static void test_start_refusals(void **state)
 	}
 }
 
+/* A server with tokens whose C compiler hangs at -O3 (a tenant with long
+ * compiles: opt_level=3) and is the real one otherwise: "cc" in a directory
+ * put first in its PATH.  NULL (and the test skips) without /usr/bin/cc. */
+static server *slow_cc_server(const char *const *extra)
+{
+	if (access("/usr/bin/cc", X_OK) != 0)
+		return NULL;
+	server *s = calloc(1, sizeof *s);
+	snprintf(s->dir, sizeof s->dir, "%s/coild-test-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	assert_non_null(mkdtemp(s->dir));
+	char bin[PATH_MAX + 8], cc[PATH_MAX + 16], *path = NULL;
+	snprintf(bin, sizeof bin, "%s/bin", s->dir);
+	assert_int_equal(mkdir(bin, 0755), 0);
+	snprintf(cc, sizeof cc, "%s/cc", bin);
+	FILE *f = fopen(cc, "w");
+	assert_non_null(f);
+	fputs("#!/bin/sh\n# test_server: a compile at -O3 hangs, others run the real cc\n"
+	      "for a in \"$@\"; do [ \"$a\" = -O3 ] && exec sleep 600; done\nexec /usr/bin/cc \"$@\"\n",
+	      f);
+	fclose(f);
+	chmod(cc, 0755);
+	const char *old = getenv("PATH");
+	assert_true(asprintf(&path, "%s:%s", bin, old ? old : "/usr/bin:/bin") > 0);
+	char *saved = old ? strdup(old) : NULL;
+	setenv("PATH", path, 1);
+	tokens_server(s, extra);
+	if (saved)
+		setenv("PATH", saved, 1);
+	free(saved);
+	free(path);
+	return s;
+}
+
+/* A request on its own thread (the main one waits meanwhile). */
+typedef struct {
+	const server *s;
+	const char *path, *body;
+	const char *const *hdrs;
+	long status;
+	char body_out[1024];
+} post_arg;
+
+static void *post_thread(void *p)
+{
+	post_arg *a = p;
+	char url[256];
+	snprintf(url, sizeof url, "%s%s", a->s->url, a->path);
+	CURL *e = curl_easy_init();
+	struct curl_slist *hl = curl_slist_append(NULL, "Expect:");
+	for (int i = 0; a->hdrs && a->hdrs[i]; i++)
+		hl = curl_slist_append(hl, a->hdrs[i]);
+	resp r = {0};
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
+	curl_easy_setopt(e, CURLOPT_POSTFIELDS, a->body);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, &r);
+	curl_easy_setopt(e, CURLOPT_TIMEOUT, 120L);
+	a->status = curl_easy_perform(e) == CURLE_OK ? 0 : -1;
+	if (a->status == 0)
+		curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &a->status);
+	snprintf(a->body_out, sizeof a->body_out, "%s", r.body ? r.body : "");
+	free(r.body);
+	curl_slist_free_all(hl);
+	curl_easy_cleanup(e);
+	return NULL;
+}
+
+/* A slow_cc_server with --grace grace where tenant A (AS_COMPILE) has a
+ * compile running that hangs (its job's path in loc); skips the test when
+ * that cannot be arranged. */
+static server *hung_compile_server(const char *grace, char *loc, size_t cap)
+{
+	const char *const extra[] = {"--compile-timeout", "120", "--grace", grace, NULL};
+	server *s = slow_cc_server(extra);
+	if (!s)
+		skip();
+	submit_async(s, GRAPHS "/sigmoid.json", "/v1/compile?opt_level=3", AS_COMPILE, loc, cap);
+	json_t *j = job_poll(s, loc, AS_COMPILE, "running done failed", 10000);
+	int hangs = !strcmp(json_string_value(json_object_get(j, "status")), "running");
+	json_decref(j);
+	if (!hangs) { /* the compiler in PATH was not the one that hangs */
+		server_free(s);
+		skip();
+	}
+	return s;
+}
+
+/* Issue #16: two large compiles of one tenant held both workers for the
+ * whole compile timeout.  Now a tenant runs at most workers - 1 compiles:
+ * with tenant A's first compile hanging and its second queued behind it,
+ * tenant B's compile gets the other worker and is answered. */
+static void test_worker_hogging(void **state)
+{
+	(void)state;
+	char loc1[128], loc2[128];
+	server *s = hung_compile_server("2", loc1, sizeof loc1);
+	submit_async(s, GRAPHS "/neg.json", "/v1/compile?opt_level=3", AS_COMPILE, loc2, sizeof loc2);
+	sleep_ms(300);
+	json_t *j = job_poll(s, loc2, AS_COMPILE, "", 0);
+	assert_string_equal(json_string_value(json_object_get(j, "status")), "queued");
+	json_decref(j);
+
+	size_t len;
+	char *g = slurp(GRAPHS "/tanh.json", &len);
+	double t0 = now_s();
+	resp r = req(s, "POST", "/v1/compile?opt_level=1", g, (long)len, AS_COMPILE2);
+	free(g);
+	double secs = now_s() - t0;
+	if (r.status != 200)
+		fail_msg("tenant B's compile: HTTP %ld: %s", r.status, r.body ? r.body : "");
+	resp_free(&r);
+	/* well before A's compile could have ended (--compile-timeout 120) */
+	if (secs > 60)
+		fail_msg("tenant B's compile took %.1f s", secs);
+	print_message("# tenant B compiled in %.2f s while tenant A's compile hung on the other worker\n", secs);
+	r = get(s, "/healthz");
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	j = job_poll(s, loc1, AS_COMPILE, "", 0);
+	assert_string_equal(json_string_value(json_object_get(j, "status")), "running");
+	json_decref(j);
+	assert_int_equal(server_free(s), 0); /* --grace 2: the hung compile is abandoned */
+}
+
+/* SIGTERM with a compile running past the grace and another queued: /healthz
+ * answers 503 at once, the queued compile's waiter gets 503, new compiles
+ * get 503, and coild exits 0 within --grace. */
+static void test_sigterm_drain(void **state)
+{
+	(void)state;
+	char loc1[128];
+	server *s = hung_compile_server("3", loc1, sizeof loc1);
+	/* a synchronous compile waits, queued behind A's share */
+	char *g = slurp(GRAPHS "/neg.json", NULL);
+	post_arg w = {.s = s, .path = "/v1/compile?opt_level=3", .body = g, .hdrs = AS_COMPILE};
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, post_thread, &w), 0);
+	for (int i = 0; i < 500 && metric_as(s, "coild_queue_depth", AS_ADMIN) < 1; i++)
+		sleep_ms(10);
+	assert_true(metric_as(s, "coild_queue_depth", AS_ADMIN) == 1);
+
+	double t0 = now_s();
+	kill(s->pid, SIGTERM);
+	/* draining: /healthz says so at once (once the signal is taken), a
+	 * compile is refused */
+	resp r = {0};
+	do {
+		resp_free(&r);
+		r = req(s, "GET", "/healthz", NULL, 0, NULL);
+	} while (r.status == 200 && now_s() - t0 < 2);
+	if (r.status != 503)
+		fail_msg("/healthz 2 s after SIGTERM: HTTP %ld: %s", r.status, r.body ? r.body : "");
+	expect_fail(r, 503, "unavailable", "shutting down");
+	expect_fail(req(s, "POST", "/v1/compile", g, -1, AS_COMPILE2), 503, "unavailable", "shutting down");
+	pthread_join(th, NULL);
+	if (w.status != 503 || !strstr(w.body_out, "\"code\":\"unavailable\"") || !strstr(w.body_out, "cancelled"))
+		fail_msg("the queued compile's waiter: HTTP %ld: %s", w.status, w.body_out);
+	free(g);
+	int st = 0;
+	pid_t pid = s->pid;
+	while (waitpid(pid, &st, WNOHANG) == 0 && now_s() - t0 < 30)
+		sleep_ms(20);
+	double secs = now_s() - t0;
+	s->pid = 0;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		fail_msg("coild exited with status %d", st);
+	if (secs > 3 + 1.5)
+		fail_msg("coild took %.1f s to stop with --grace 3", secs);
+	print_message("# stopped in %.1f s (--grace 3) with a compile abandoned\n", secs);
+	char log[PATH_MAX + 16];
+	snprintf(log, sizeof log, "%s/log", s->dir);
+	char *text = slurp(log, NULL);
+	assert_non_null(strstr(text, "1 compiles still running at the end of the grace were abandoned"));
+	free(text);
+	assert_int_equal(server_free(s), 0);
+}
+
 /* The cache outlives the process; SIGTERM lets a compile in flight finish. */
 static void test_restart_and_shutdown(void **state)
 {
@@ -1714,7 +1902,9 @@ static void test_restart_and_shutdown(void **state)
 	pthread_t th;
 	double misses = metric(s, "coild_cache_misses_total");
 	assert_int_equal(pthread_create(&th, NULL, compile_thread, &a), 0);
-	for (int i = 0; i < 200 && metric(s, "coild_cache_misses_total") < misses + 1; i++)
+	/* (running, not queued: a SIGTERM cancels queued compiles) */
+	for (int i = 0; i < 200 && (metric(s, "coild_cache_misses_total") < misses + 1 ||
+				    metric(s, "coild_queue_depth") > 0); i++)
 		sleep_ms(5);
 	assert_int_equal(server_stop(s), 0);
 	pthread_join(th, NULL);
@@ -1815,6 +2005,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_compile_oom),
 		cmocka_unit_test(test_half_header_flood),
 		cmocka_unit_test(test_start_refusals),
+		cmocka_unit_test(test_worker_hogging),
+		cmocka_unit_test(test_sigterm_drain),
 		cmocka_unit_test(test_restart_and_shutdown),
 		cmocka_unit_test(test_hostile_graphs),
 		cmocka_unit_test(test_two_servers_one_cache),
