@@ -203,7 +203,7 @@ static void start(srv *s, const char *cache, const char *budget)
 		if (fd >= 0)
 			dup2(fd, 2);
 		execl(coild_path, coild_path, "--listen", "127.0.0.1:0", "--port-file", portfile, "--cache-dir", cache,
-		      "--workers", "2", "--threads", "4", "--budget", budget, (char *)NULL);
+		      "--workers", "2", "--threads", "4", "--budget", budget, "--allow-root", (char *)NULL);
 		_exit(127);
 	}
 	s->pid = pid;
