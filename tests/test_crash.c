@@ -537,7 +537,9 @@ static void test_malformed_requests(void **state)
 	int lines = 0;
 	while (fgets(line, sizeof line, f)) {
 		lines++;
-		if (strncmp(line, "coild: ", 7))
+		/* coild's own lines, and libcoil's sandbox saying once what this
+		 * machine does not allow (a chroot: no private mounts) */
+		if (strncmp(line, "coild: ", 7) && strncmp(line, "coil: sandbox: ", 15))
 			fail_msg("a request forged a log line: %s", line);
 	}
 	fclose(f);
