@@ -25,8 +25,12 @@
  *                   suspends the connection and is called again when its job
  *                   finishes
  *   completed       metrics, one log line, cleanup
- * No path from a request reaches the file system before the routing has
- * checked it against the key pattern (cache_key_valid). */
+ * Every error is answered with a code and the status errors.c maps it to
+ * (reply_fail).  Each phase is told to conns.c, whose sweep enforces the
+ * header deadline and the body rate; libmicrohttpd enforces
+ * --max-conns-per-ip.  No path from a request reaches the file system
+ * before the routing has checked it against the key pattern
+ * (cache_key_valid). */
 #include "server/server.h"
 
 #include <errno.h>

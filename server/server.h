@@ -139,7 +139,7 @@ typedef struct coild_metrics {
 	_Atomic uint64_t compiles;         /* builds that ran and stored an artifact */
 	_Atomic uint64_t compile_failures; /* jobs that ended in an error */
 	_Atomic uint64_t joins;            /* requests that joined an identical job in flight */
-	_Atomic uint64_t rejected;         /* compile requests refused with 503: queue full */
+	_Atomic uint64_t rejected;         /* compile requests refused: queue full (503), tenant's share (429) */
 	_Atomic uint64_t bytes_served;     /* artifact bytes in 200 responses */
 } coild_metrics;
 
