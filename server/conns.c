@@ -11,17 +11,23 @@
  *     the connection opened or its previous request ended (bytes trickling
  *     in do not extend it: the clock starts once, not at each byte), and
  *   - whose body, once --header-timeout seconds old, averages less than
- *     --min-body-rate bytes a second.
+ *     --min-body-rate bytes a second,
+ * and, at the next sweep, those waiting for a request whose client has hung
+ * up.
  * Closing is shutdown(2) of the socket: libmicrohttpd sees the end of the
  * stream on its own thread and cleans up as after a client hanging up.  A
  * connection being handled (waiting for its compile, or sending a response)
  * is not swept; libmicrohttpd's idle timeout still covers a stalled reader.
  * How many connections one address may hold is libmicrohttpd's
- * MHD_OPTION_PER_IP_CONNECTION_LIMIT (--max-conns-per-ip, http.c). */
+ * MHD_OPTION_PER_IP_CONNECTION_LIMIT (--max-conns-per-ip, http.c).  The
+ * record also carries, from the URI log callback to the request's first
+ * callback, whether its raw target was clean (conns_target). */
 #include "server/server.h"
 
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -32,6 +38,7 @@ struct conn_rec {
 	int64_t since_ms;     /* when the phase began */
 	uint64_t body;        /* bytes of body in CONN_BODY */
 	int closed;           /* shut down by the sweep */
+	int dirty_target;     /* the current request's raw target has a control character */
 	conn_rec *prev, *next;
 };
 
@@ -103,11 +110,49 @@ void conns_body(conns *c, struct MHD_Connection *conn, size_t n)
 	pthread_mutex_unlock(&c->mu);
 }
 
-/* Under c->mu: is r past its deadline (0: no, 1: headers, 2: body)? */
-static int overdue(const conns *c, const conn_rec *r, int64_t now)
+void conns_target(conns *c, struct MHD_Connection *conn, int clean)
+{
+	conn_rec *r = rec_of(conn);
+	if (!r)
+		return;
+	pthread_mutex_lock(&c->mu);
+	r->dirty_target = !clean;
+	pthread_mutex_unlock(&c->mu);
+}
+
+int conns_target_clean(conns *c, struct MHD_Connection *conn)
+{
+	conn_rec *r = rec_of(conn);
+	if (!r)
+		return 1;
+	pthread_mutex_lock(&c->mu);
+	int clean = !r->dirty_target;
+	pthread_mutex_unlock(&c->mu);
+	return clean;
+}
+
+/* Has the client of fd hung up, with nothing left unread? */
+static int peer_gone(int fd)
+{
+	struct pollfd pf = {.fd = fd, .events = POLLIN | POLLRDHUP};
+	int pending = 0;
+	return poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR)) &&
+	       ioctl(fd, FIONREAD, &pending) == 0 && pending == 0;
+}
+
+/* Under c->mu: is r to be closed (0: no, 1: headers late, 2: body slow,
+ * 3: waiting for a request from a client that has hung up)?  libmicrohttpd
+ * 0.9.75 leaves a kept-alive connection whose client half-closed and then
+ * closed it in CLOSE_WAIT until its idle timeout; it still counts against
+ * --max-conns-per-ip, so it is reclaimed here at the next sweep. */
+static int overdue(const conns *c, const conn_rec *r, int64_t now, int64_t every)
 {
 	int64_t age = now - r->since_ms;
-	if (r->closed || r->phase == CONN_BUSY || age <= c->header_ms)
+	if (r->closed || r->phase == CONN_BUSY)
+		return 0;
+	if (r->phase == CONN_HEADERS && age >= every && peer_gone(r->fd))
+		return 3;
+	if (age <= c->header_ms)
 		return 0;
 	if (r->phase == CONN_HEADERS)
 		return 1;
@@ -127,9 +172,9 @@ static void *sweeper(void *arg)
 		until.tv_nsec %= 1000000000L;
 		pthread_cond_timedwait(&c->wake, &c->mu, &until);
 		int64_t now = clock_ms64();
-		int n[3] = {0, 0, 0};
+		int n[4] = {0, 0, 0, 0};
 		for (conn_rec *r = c->all; r && !c->stopping; r = r->next) {
-			int why = overdue(c, r, now);
+			int why = overdue(c, r, now, every);
 			if (why) {
 				shutdown(r->fd, SHUT_RDWR);
 				r->closed = 1;

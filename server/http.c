@@ -4,9 +4,8 @@
  * the handler threads borrow.
  *
  * A request's life:
- *   raw target      (the URI log callback) the request is allocated; a
- *                   control character in the target, raw or %-encoded, is
- *                   noted
+ *   raw target      (the URI log callback) a control character in the
+ *                   target, raw or %-encoded, is noted with the connection
  *   first callback  the target (400) and the framing headers (400: more than
  *                   one Content-Length, Transfer-Encoding or Host, both of
  *                   the first two, HTTP/1.1 without Host), answered at once
@@ -25,8 +24,12 @@
  *                   suspends the connection and is called again when its job
  *                   finishes
  *   completed       metrics, one log line, cleanup
- * No path from a request reaches the file system before the routing has
- * checked it against the key pattern (cache_key_valid). */
+ * Every error is answered with a code and the status errors.c maps it to
+ * (reply_fail).  Each phase is told to conns.c, whose sweep enforces the
+ * header deadline and the body rate; libmicrohttpd enforces
+ * --max-conns-per-ip.  No path from a request reaches the file system
+ * before the routing has checked it against the key pattern
+ * (cache_key_valid). */
 #include "server/server.h"
 
 #include <errno.h>
@@ -350,22 +353,16 @@ static enum MHD_Result cut(request *r)
 	return w == (ssize_t)(hn + blen + 1) ? MHD_YES : MHD_NO;
 }
 
-/* The request begins where libmicrohttpd has its target (the URI log
- * callback, before percent-decoding); from here on its completion is
- * notified (on_completed frees it). */
+/* The request's target as it came, before percent-decoding (the URI log
+ * callback): whether it has control characters is kept with the connection
+ * for the first callback, which makes the request (NULL here: a context
+ * returned here would make libmicrohttpd report the completion of requests
+ * that never reach on_request). */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
-	request *r = calloc(1, sizeof *r);
-	if (!r)
-		return NULL;
-	r->s = cls;
-	r->conn = conn;
-	r->route = ROUTE_UNKNOWN;
-	r->start = clock_s();
-	r->token = -1;
-	r->bad_uri = !uri_clean(uri);
-	snprintf(r->url, sizeof r->url, "%s", uri ? uri : "");
-	return r;
+	coild *s = cls;
+	conns_target(&s->conns, conn, uri_clean(uri));
+	return NULL;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -374,13 +371,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 {
 	coild *s = cls;
 	request *r = *con_cls;
-	if (!r || !r->method) {
-		if (!r && !(r = on_uri(s, url, conn)))
+	if (!r) {
+		if (!(r = calloc(1, sizeof *r)))
 			return MHD_NO;
 		*con_cls = r;
 		atomic_fetch_add(&s->active, 1);
-		r->counted = 1;
+		r->s = s;
+		r->conn = conn;
+		r->route = ROUTE_UNKNOWN;
 		r->method = method;
+		r->start = clock_s();
+		r->token = -1;
+		r->bad_uri = !conns_target_clean(&s->conns, conn);
+		snprintf(r->url, sizeof r->url, "%s", url);
 		conns_phase(&s->conns, conn, CONN_BODY);
 		if (first_call(r, url, version) && refuse_now(r))
 			return answer_refusal(r);
@@ -460,14 +463,13 @@ static void log_request(request *r)
 	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
 	request_client(r, host, sizeof host);
 	char line[768];
-	int n = snprintf(line, sizeof line, "coild: %s %s %s %s %u %lluB %.1fms%s%s\n", when, host,
-			 r->method ? r->method : "-", r->url,
+	int n = snprintf(line, sizeof line, "coild: %s %s %s %s %u %lluB %.1fms%s%s\n", when, host, r->method, r->url,
 			 r->status, (unsigned long long)r->bytes, (clock_s() - r->start) * 1e3, r->note[0] ? " " : "",
 			 r->note);
 	if (n > (int)sizeof line - 1)
 		n = (int)sizeof line - 1;
-	/* The URL and the messages come from the request: they must not
-	 * forge log lines. */
+	/* The URL (percent-decoded: %0a is a newline) and the messages come
+	 * from the request: they must not forge log lines. */
 	line[n - 1] = 0;
 	one_line(line);
 	line[n - 1] = '\n';
@@ -492,9 +494,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	free(r->body);
 	if (r->receiving)
 		atomic_fetch_sub(&s->receiving, 1);
-	if (r->counted)
-		atomic_fetch_sub(&s->active, 1);
 	free(r);
+	atomic_fetch_sub(&s->active, 1);
 }
 
 /* libmicrohttpd's own complaints (malformed requests, mostly), as log lines

@@ -125,7 +125,8 @@ char *metrics_render(coild *s)
 		atomic_load(&m->compile_failures));
 	counter(&b, "coild_singleflight_joins_total", "Compile requests that joined an identical job in flight.",
 		atomic_load(&m->joins));
-	counter(&b, "coild_queue_rejections_total", "Compile requests refused with 503 because the queue was full.",
+	counter(&b, "coild_queue_rejections_total",
+		"Compile requests refused because the queue (503) or the tenant's share of it (429) was full.",
 		atomic_load(&m->rejected));
 	counter(&b, "coild_bytes_served_total", "Artifact bytes sent in 200 responses.",
 		atomic_load(&m->bytes_served));

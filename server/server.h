@@ -142,7 +142,7 @@ typedef struct coild_metrics {
 	_Atomic uint64_t compiles;         /* builds that ran and stored an artifact */
 	_Atomic uint64_t compile_failures; /* jobs that ended in an error */
 	_Atomic uint64_t joins;            /* requests that joined an identical job in flight */
-	_Atomic uint64_t rejected;         /* compile requests refused with 503: queue full */
+	_Atomic uint64_t rejected;         /* compile requests refused: queue full (503), tenant's share (429) */
 	_Atomic uint64_t bytes_served;     /* artifact bytes in 200 responses */
 } coild_metrics;
 
@@ -249,6 +249,10 @@ void conns_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
 void conns_phase(conns *c, struct MHD_Connection *conn, enum conn_phase phase);
 /* n more bytes of conn's body have come. */
 void conns_body(conns *c, struct MHD_Connection *conn, size_t n);
+/* Note whether the raw target of conn's request is clean (uri_clean), and
+ * read it back (1 when nothing was noted). */
+void conns_target(conns *c, struct MHD_Connection *conn, int clean);
+int conns_target_clean(conns *c, struct MHD_Connection *conn);
 
 /* ---- http.c ---- */
 struct coild {
@@ -288,8 +292,8 @@ typedef struct request {
 	coild *s;
 	struct MHD_Connection *conn;
 	enum route route;
-	const char *method;     /* NULL until the headers are in */
-	char url[256];          /* the raw target, for messages and the log (truncated) */
+	const char *method;
+	char url[256];          /* for messages and the log (truncated) */
 	char param[80];         /* the key or job id from the path (validated) */
 	double start;
 	char *body;
@@ -297,7 +301,6 @@ typedef struct request {
 	int bad_uri;            /* the raw target has a control character */
 	int close;              /* answer with Connection: close */
 	int cut;                /* answered in mid-body; the rest is dropped (counted in len) */
-	int counted;            /* counted in coild.active */
 	unsigned status;
 	uint64_t bytes;         /* response body bytes */
 	job *job;               /* a compile waiting on or answered from a job */
