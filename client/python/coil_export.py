@@ -59,6 +59,7 @@ _here = os.path.dirname(os.path.abspath(__file__))
 if _here not in sys.path:
     sys.path.insert(0, _here)
 import coil_safetensors  # noqa: E402
+import coil_symbolic  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -86,8 +87,7 @@ MEMORY_FORMATS = {
 }
 
 
-class ExportError(Exception):
-    pass
+ExportError = coil_symbolic.ExportError
 
 
 class UnsupportedOpsError(ExportError):
@@ -699,199 +699,67 @@ def _trace_module(module, inputs, functionalize=True, grad=True):
             p.requires_grad_(rg)
 
 
-# ---------------------------------------------------------------- dynamic batch
+# ---------------------------------------------------------------- symbolic sizes
 
-BATCH_SYMBOL = "batch"
+BATCH_SYMBOL = coil_symbolic.BATCH
 
-
-def _batch_of(inputs):
-    sizes = {int(t.shape[0]) for t in inputs if t.dim() > 0}
-    if not sizes:
-        raise ExportError("dynamic_batch: no input has a batch dimension")
-    if len(sizes) > 1:
-        raise ExportError("dynamic_batch: inputs disagree on the batch size (dim 0): %s" % sorted(sizes))
-    return sizes.pop()
+_arg_types_cache = {}
 
 
-def _rebatch(inputs, batch):
-    """The inputs with dim 0 resized to `batch` (rows repeated cyclically, so values such as
-    token ids stay valid)."""
-    out = []
-    for t in inputs:
-        if t.dim() == 0 or t.shape[0] == batch:
-            out.append(t)
-            continue
-        idx = torch.arange(batch) % t.shape[0]
-        out.append(t.index_select(0, idx).contiguous())
-    return tuple(out)
+def op_arg_types(opname):
+    """(declared type by argument name, positional argument names) of an op."""
+    r = _arg_types_cache.get(opname)
+    if r is None:
+        schema = _resolve_op(opname)._schema
+        r = (schema_arg_types(schema), [a.name for a in schema.arguments if not a.kwarg_only])
+        _arg_types_cache[opname] = r
+    return r
 
 
-def _dim_expr(a, c):
-    """a*batch + c as a coil dimension expression string."""
-    if a == 0:
-        return c
-    s = BATCH_SYMBOL if a == 1 else "-" + BATCH_SYMBOL if a == -1 else "%d*%s" % (a, BATCH_SYMBOL)
-    if c > 0:
-        s += "+%d" % c
-    elif c < 0:
-        s += "-%d" % -c
-    return s
+def _prober(module, inputs):
+    """probe(sizes) for coil_symbolic.resolve_spec: does the module run eagerly with those
+    input dims resized?"""
+    def probe(sizes):
+        try:
+            with torch.no_grad():
+                module(*coil_symbolic.resize(inputs, sizes))
+            return True
+        except Exception:  # noqa: BLE001 (a size the module does not take)
+            return False
+    return probe
 
 
-def _same_json(a, b):
-    """Equal JSON values, telling 1 from 1.0 and True."""
-    if isinstance(a, list) or isinstance(b, list):
-        return (isinstance(a, list) and isinstance(b, list) and len(a) == len(b)
-                and all(_same_json(x, y) for x, y in zip(a, b)))
-    if isinstance(a, dict) or isinstance(b, dict):
-        return (isinstance(a, dict) and isinstance(b, dict) and sorted(a) == sorted(b)
-                and all(_same_json(a[k], b[k]) for k in a))
-    return type(a) is type(b) and a == b
+def resolve_dynamic(module, inputs, input_names, dynamic=None, dynamic_batch=False, ranges=None):
+    """The coil_symbolic.Spec for `dynamic` (dynamic_batch=True: "batch")."""
+    if dynamic_batch and dynamic in (None, False):
+        dynamic = "batch"
+    return coil_symbolic.resolve_spec(inputs, input_names, dynamic, probe=_prober(module, inputs),
+                                      ranges=ranges)
 
 
-def _merge_batch_graphs(graphs, batches):
-    """One graph with symbolic sizes from `graphs`, traced at batch sizes `batches` (the first
-    is the graph to keep). Every integer in a SymInt slot that changes with the batch must be
-    a*batch + c (a, c integers, checked on every trace); any other difference is an error."""
-    g0 = graphs[0]
-    b0, b1 = batches[0], batches[1]
-    desc = ", ".join(str(b) for b in batches)
+def build_symbolic(module, inputs, input_names, spec, trace, coil_ops):
+    """Trace `module` at several sizes with `trace(inputs) -> GraphModule` and fit the size
+    arguments (coil_symbolic.fit). Returns (graph, params, info)."""
+    def graph_at(sizes, first):
+        ins = coil_symbolic.resize(inputs, sizes)
+        gm = trace(ins)
+        return build_graph(gm, module, ins, input_names, False, coil_ops if first else None)
 
-    def diff(what, vals):
-        return ExportError("dynamic_batch: %s differs between batch sizes %s: %s" % (
-            what, desc, ", ".join(json.dumps(v) for v in vals)))
-
-    for key in ("format", "version", "outputs"):
-        if not all(_same_json(g[key], g0[key]) for g in graphs):
-            raise diff(key, [g[key] for g in graphs])
-    # inputs: everything equal except dim 0, which is the batch
-    if not all(len(g["inputs"]) == len(g0["inputs"]) for g in graphs):
-        raise diff("the number of inputs", [len(g["inputs"]) for g in graphs])
-    inputs = []
-    for k, i0 in enumerate(g0["inputs"]):
-        decls = [g["inputs"][k] for g in graphs]
-        if not all(d["name"] == i0["name"] and d["dtype"] == i0["dtype"] and
-                   d["shape"][1:] == i0["shape"][1:] and len(d["shape"]) == len(i0["shape"])
-                   for d in decls):
-            raise diff("input %r" % i0["name"], decls)
-        if i0["shape"] and [d["shape"][0] for d in decls] != list(batches):
-            raise diff("dim 0 of input %r" % i0["name"], [d["shape"] for d in decls])
-        d = dict(i0)
-        d["shape"] = ([BATCH_SYMBOL] + list(i0["shape"][1:])) if i0["shape"] else []
-        inputs.append(d)
-    for key, what in (("params", "param"), ("constants", "constant")):
-        if not all(len(g[key]) == len(g0[key]) for g in graphs):
-            raise diff("the set of %ss" % what, [[d["name"] for d in g[key]] for g in graphs])
-        for k, d0 in enumerate(g0[key]):
-            decls = [g[key][k] for g in graphs]
-            if not all(_same_json(d, d0) for d in decls):
-                raise ExportError(
-                    "dynamic_batch: %s %r differs between batch sizes %s (shapes %s): a "
-                    "batch-dependent tensor captured as a %s cannot be made symbolic" % (
-                        what, d0["name"], desc, ", ".join(json.dumps(d["shape"]) for d in decls),
-                        what))
-    def node_desc(g, k):
-        if k >= len(g["nodes"]):
-            return "(no node %d)" % k
-        n = g["nodes"][k]
-        return "node %r (%s)" % (n["id"], n["op"])
-
-    for k in range(max(len(g["nodes"]) for g in graphs)):
-        ds = [node_desc(g, k) for g in graphs]
-        if len(set(ds)) > 1:
-            raise ExportError("dynamic_batch: the traced graph changes with the batch size (a "
-                              "Python branch on it?): at batch sizes %s the graphs have %s nodes; "
-                              "the first difference is %s" % (
-                                  desc, ", ".join(str(len(g["nodes"])) for g in graphs),
-                                  " vs ".join(ds)))
-
-    def solve(vals, where):
-        (v0, v1) = vals[0], vals[1]
-        if (v1 - v0) % (b1 - b0):
-            raise ExportError("dynamic_batch: %s: %s at batch sizes %s is not a*batch+c" % (
-                where, vals, desc))
-        a = (v1 - v0) // (b1 - b0)
-        c = v0 - a * b0
-        if any(v != a * b + c for v, b in zip(vals, batches)):
-            raise ExportError("dynamic_batch: %s: %s at batch sizes %s is not a*batch+c" % (
-                where, vals, desc))
-        return _dim_expr(a, c)
-
-    def merge(vals, typ, where):
-        v0 = vals[0]
-        if all(_same_json(v, v0) for v in vals):
-            return v0
-        if all(isinstance(v, list) for v in vals) and all(len(v) == len(v0) for v in vals):
-            return [merge([v[i] for v in vals], typ, "%s[%d]" % (where, i)) for i in range(len(v0))]
-        ints = all(isinstance(v, int) and not isinstance(v, bool) for v in vals)
-        if ints and typ.startswith("SymInt"):
-            return solve(vals, where)
-        if ints or all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
-            raise ExportError(
-                "dynamic_batch: %s (%s) depends on the batch size (%s at batch sizes %s); only "
-                "SymInt arguments can be symbolic" % (where, typ, ", ".join(map(str, vals)), desc))
-        raise ExportError("dynamic_batch: %s (%s) differs between batch sizes %s: %s" % (
-            where, typ, desc, ", ".join(json.dumps(v) for v in vals)))
-
-    nodes = []
-    for k, n0 in enumerate(g0["nodes"]):
-        ns = [g["nodes"][k] for g in graphs]
-        tag = "node %r (%s)" % (n0["id"], n0["op"])
-        if not all(n["op"] == n0["op"] and n["id"] == n0["id"] and
-                   _same_json(n["outputs"], n0["outputs"]) and
-                   len(n["args"]) == len(n0["args"]) and
-                   sorted(n.get("kwargs", {})) == sorted(n0.get("kwargs", {})) for n in ns):
-            raise ExportError("dynamic_batch: the traced graph changes with the batch size "
-                              "(%s) at %s: %s" % (desc, tag, " vs ".join(
-                                  "%s %s" % (n["op"], n["outputs"]) for n in ns)))
-        schema = _resolve_op(n0["op"])._schema
-        types = schema_arg_types(schema)
-        pos = [a.name for a in schema.arguments if not a.kwarg_only]
-        n = dict(n0)
-        n["args"] = [merge([m["args"][i] for m in ns], types.get(pos[i], "?") if i < len(pos) else "?",
-                           "%s: args[%d] '%s'" % (tag, i, pos[i] if i < len(pos) else "?"))
-                     for i in range(len(n0["args"]))]
-        if "kwargs" in n0:
-            n["kwargs"] = collections.OrderedDict(
-                (kw, merge([m["kwargs"][kw] for m in ns], types.get(kw, "?"),
-                           "%s: kwargs '%s'" % (tag, kw)))
-                for kw in n0["kwargs"])
-        nodes.append(n)
-    out = collections.OrderedDict(g0)
-    out["inputs"] = inputs
-    out["nodes"] = nodes
-    return out
-
-
-def _build_dynamic(module, inputs, input_names, coil_ops, functionalize, grad):
-    """Trace at batch sizes b, b+1 and b+3 (b = the example batch, at least 2) and merge the
-    graphs into one whose size arguments are expressions over the symbol "batch"."""
-    b = max(_batch_of(inputs), 2)
-    batches = (b, b + 1, b + 3)
-    graphs = []
-    params = None
-    for bb in batches:
-        ins = _rebatch(inputs, bb)
-        gm = _trace_module(module, ins, functionalize, grad)
-        g, p = build_graph(gm, module, ins, input_names, False, coil_ops if not graphs else None)
-        if params is None:
-            params = p
-        else:
-            for k, t in p.items():
-                t0 = params.get(k)
-                if t0 is not None and t0 is not t and (t0.shape != t.shape or not torch.equal(t0, t)):
-                    raise ExportError("dynamic_batch: captured tensor %r differs between batch "
-                                      "sizes %s and %s" % (k, batches[0], bb))
-        graphs.append(g)
-    return _merge_batch_graphs(graphs, batches), params
+    graph, params, info, _ = coil_symbolic.fit(spec, graph_at, op_arg_types, eval_dim_expr)
+    return graph, params, info
 
 
 def export(module, example_inputs, outdir, dynamic_batch=False, input_names=None,
-           check_coil=True, coil=None, functionalize=True, grad=True, write=True):
+           check_coil=True, coil=None, functionalize=True, grad=True, write=True,
+           dynamic=None, ranges=None, info=None):
     """Export `module` called on `example_inputs` to `outdir`; returns the graph dict.
 
     check_coil: compare the ops with `$COIL info --ops` (or `coil`) when that works.
     grad: trace with grad mode on and float params requiring grad (avoids fused fast paths).
+    dynamic: which input dims are symbolic (coil_symbolic's spec: True, "batch", {input:
+    dims or {dim: name}}, [(input, dim[, name])]); dynamic_batch=True is dynamic="batch".
+    ranges: {symbol: (min, max)}, written to the graph's "symbols". info: a dict that gets
+    the symbolic export's details (symbols, traces, expressions).
     """
     inputs = _as_tuple(example_inputs)
     for t in inputs:
@@ -911,8 +779,13 @@ def export(module, example_inputs, outdir, dynamic_batch=False, input_names=None
             raise ExportError("module returned a %s; only tensors can be outputs" % type(o).__name__)
 
     coil_ops = coil_supported_ops(coil) if check_coil else None
-    if dynamic_batch:
-        graph, params = _build_dynamic(module, inputs, input_names, coil_ops, functionalize, grad)
+    spec = resolve_dynamic(module, inputs, input_names, dynamic, dynamic_batch, ranges)
+    if spec:
+        graph, params, details = build_symbolic(
+            module, inputs, input_names, spec,
+            lambda ins: _trace_module(module, ins, functionalize, grad), coil_ops)
+        if info is not None:
+            info.update(details)
     else:
         gm = _trace_module(module, inputs, functionalize, grad)
         graph, params = build_graph(gm, module, inputs, input_names, False, coil_ops)
@@ -1060,7 +933,9 @@ def _tensor_refs(schema, n):
 
 
 def eval_dim_expr(text, syms):
-    """Value of a dimension expression ("16*batch", "2*seq+1") with symbols bound by `syms`."""
+    """Value of a dimension expression ("16*batch", "2*seq+1", "(h+1)//2", "min(seq,512)")
+    with symbols bound by `syms`: integers, symbols, + - *, // by a positive number (floor),
+    min(a, b), max(a, b), parentheses."""
     import ast
 
     def ev(node):
@@ -1078,6 +953,15 @@ def eval_dim_expr(text, syms):
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
             a, b = ev(node.left), ev(node.right)
             return a + b if isinstance(node.op, ast.Add) else a - b if isinstance(node.op, ast.Sub) else a * b
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.FloorDiv):
+            a, b = ev(node.left), ev(node.right)
+            if b <= 0:
+                raise ExportError("size expression %r divides by %d" % (text, b))
+            return a // b
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max")
+                and len(node.args) == 2 and not node.keywords):
+            a, b = ev(node.args[0]), ev(node.args[1])
+            return min(a, b) if node.func.id == "min" else max(a, b)
         raise ExportError("bad size expression %r" % text)
 
     try:

@@ -45,7 +45,7 @@ from ._errors import CoilError, UnsupportedError
 from ._abi import Artifact, Model
 from ._targets import best_target, runs_here, TARGETS
 
-__all__ = ["compile", "load", "export_graph", "CompiledModule", "CoilError", "UnsupportedError",
+__all__ = ["compile", "compile_artifact", "load", "export_graph", "CompiledModule", "CoilError", "UnsupportedError",
            "Artifact", "Model", "best_target", "runs_here", "coil_cli", "TARGETS"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -369,30 +369,14 @@ def _trace(ce, module, inputs, coil_ops=None):
     return gm
 
 
-def _build_dynamic(ce, module, inputs, names, coil_ops):
-    """coil_export._build_dynamic with this module's tracing (as_strided rewritten)."""
-    b = max(ce._batch_of(inputs), 2)
-    batches = (b, b + 1, b + 3)
-    graphs = []
-    params = None
-    for bb in batches:
-        ins = ce._rebatch(inputs, bb)
-        gm = _trace(ce, module, ins, coil_ops)
-        g, p = ce.build_graph(gm, module, ins, names, False, coil_ops if not graphs else None)
-        if params is None:
-            params = p
-        else:
-            for k, t in p.items():
-                t0 = params.get(k)
-                if t0 is not None and t0 is not t and (t0.shape != t.shape or not torch.equal(t0, t)):
-                    raise ce.ExportError("dynamic_batch: captured tensor %r differs between batch "
-                                         "sizes %s and %s" % (k, batches[0], bb))
-        graphs.append(g)
-    return ce._merge_batch_graphs(graphs, batches), params
+def export_graph(module, example_inputs, dynamic_batch=False, coil=None, check_ops=True, *,
+                 dynamic=None, ranges=None, info=None):
+    """(graph dict, {param name: tensor}, output treespec) for module(*example_inputs).
 
-
-def export_graph(module, example_inputs, dynamic_batch=False, coil=None, check_ops=True):
-    """(graph dict, {param name: tensor}, output treespec) for module(*example_inputs)."""
+    dynamic: which input dims are symbolic (None: none; True: all that can be; "batch";
+    {input: dims or {dim: name}}; [(input, dim[, name])]: see coil_symbolic), ranges:
+    {symbol: (min, max)}; dynamic_batch=True is dynamic="batch". info: a dict that gets the
+    symbolic export's details."""
     ce = _exporter()
     inputs = _as_tuple(example_inputs)
     for i, t in enumerate(inputs):
@@ -415,8 +399,12 @@ def export_graph(module, example_inputs, dynamic_batch=False, coil=None, check_o
         except CoilError:
             coil_ops = None
     try:
-        if dynamic_batch:
-            graph, params = _build_dynamic(ce, module, inputs, names, coil_ops)
+        dspec = ce.resolve_dynamic(module, inputs, names, dynamic, dynamic_batch, ranges)
+        if dspec:
+            graph, params, details = ce.build_symbolic(
+                module, inputs, names, dspec, lambda ins: _trace(ce, module, ins, coil_ops), coil_ops)
+            if info is not None:
+                info.update(details)
         else:
             gm = _trace(ce, module, inputs, coil_ops)
             graph, params = ce.build_graph(gm, module, inputs, names, False, coil_ops)
@@ -424,35 +412,29 @@ def export_graph(module, example_inputs, dynamic_batch=False, coil=None, check_o
         raise UnsupportedError("%s: %s" % (type(module).__name__, e), ops=e.ops,
                                stage="export") from None
     except ce.ExportError as e:
-        raise UnsupportedError("cannot export %s: %s" % (type(module).__name__, e),
-                               stage="export") from None
+        err = UnsupportedError("cannot export %s: %s" % (type(module).__name__, e), stage="export")
+        err.symbols = getattr(e, "symbols", [])
+        raise err from None
     if len(graph["outputs"]) != len(flat):
         raise CoilError("traced graph has %d outputs, the eager module %d" % (
             len(graph["outputs"]), len(flat)), stage="export")
     return graph, params, spec
 
 
-def compile(module, example_inputs, server=None, target="native", threads=None, *,
-            dynamic_batch=False, cache_dir=None, workdir=None, save_weights=False,
-            coil=None, timeout=None, opt=None, keep_params=True):
-    """Export, compile and load `module`; returns a CompiledModule (see the module doc).
-
-    server: URL of a coild (None: compile in-process through the local cache, or on
-        $COIL_SERVER when that is set). target: a coil target name or "native".
-    threads: OpenMP threads per call (None: OpenMP's default).
-    cache_dir: local artifact cache ($COIL_CACHE_DIR otherwise).
-    workdir: keep graph.json there (and weights.safetensors with save_weights=True);
-        by default a temporary directory is used and removed.
-    keep_params: keep references to the param tensors (the ABI copies them at create;
-        False frees them after the first handle, and then one thread at a time may call).
-    """
+def compile_artifact(module, example_inputs, server=None, target="native", threads=None, *,
+                     dynamic_batch=False, dynamic=None, ranges=None, cache_dir=None, workdir=None,
+                     save_weights=False, coil=None, timeout=None, opt=None, keep_params=True):
+    """Export (dynamic: as export_graph), compile and load `module` now: one artifact, a
+    CompiledModule. compile() builds on this."""
     if target not in (None, "native") and target not in TARGETS:
         raise CoilError("unknown target %r (native, %s)" % (target, ", ".join(TARGETS)), stage="compile")
     if target not in (None, "native") and not runs_here(target):
         raise CoilError("target '%s' cannot run on this CPU (best here: %s); compile() loads what it "
                         "builds" % (target, best_target()), stage="load")
     t0 = time.perf_counter()
-    graph, params, spec = export_graph(module, example_inputs, dynamic_batch, coil)
+    details = {}
+    graph, params, spec = export_graph(module, example_inputs, dynamic_batch, coil,
+                                       dynamic=dynamic, ranges=ranges, info=details)
     t1 = time.perf_counter()
     ce = _exporter()
     tmp = None
@@ -487,8 +469,42 @@ def compile(module, example_inputs, server=None, target="native", threads=None, 
         raise CoilError("artifact %s does not match the exported graph" % info["artifact"])
     model = Model(art, plist, threads=threads, keep_params=keep_params)
     info.update(export_s=t1 - t0, compile_s=t2 - t1, load_s=time.perf_counter() - t2,
-                workdir=workdir)
+                workdir=workdir, symbolic=details)
     return CompiledModule(model, spec, info, graph)
+
+
+def compile(module, example_inputs=None, server=None, target="native", threads=None, *,
+            dynamic=None, dynamic_batch=False, ranges=None, recompile_limit=8, fallback=None,
+            cache_dir=None, workdir=None, save_weights=False, coil=None, timeout=None, opt=None,
+            keep_params=True, persist=True):
+    """A callable that runs `module` compiled by coil (see the module doc and docs/python.md).
+
+    example_inputs: compile for them now (None: on the first call).
+    dynamic: None (static first; a size that changes later recompiles once with the dims that
+        changed made symbolic), True (every dim symbolic from the start where it can be),
+        False (one static artifact per distinct shape). dynamic_batch=True: dim 0 symbolic
+        ("batch") from the start, then as dynamic=None. ranges: {symbol: (min, max)}.
+    recompile_limit: recompiles allowed (8); beyond it a CoilError (stage "recompile"), or with
+        fallback="eager" the module runs eagerly for inputs no artifact takes (warned once).
+    persist: remember (in the cache dir) which dims went symbolic for this module, so that a
+        later process compiles the symbolic artifact at once.
+    server: URL of a coild (None: compile in-process through the local cache, or on
+        $COIL_SERVER when that is set). target: a coil target name or "native".
+    threads: OpenMP threads per call (None: OpenMP's default).
+    cache_dir: local artifact cache ($COIL_CACHE_DIR otherwise).
+    workdir: keep graph.json there (and weights.safetensors with save_weights=True);
+        by default a temporary directory is used and removed.
+    keep_params: keep references to the param tensors (the ABI copies them at create;
+        False frees them after the first handle, and then one thread at a time may call).
+    """
+    from ._dynamic import DynamicModule
+    if target not in (None, "native") and target not in TARGETS:
+        raise CoilError("unknown target %r (native, %s)" % (target, ", ".join(TARGETS)), stage="compile")
+    opts = dict(server=server, target=target, threads=threads, cache_dir=cache_dir, workdir=workdir,
+                save_weights=save_weights, coil=coil, timeout=timeout, opt=opt, keep_params=keep_params)
+    return DynamicModule(module, example_inputs, dynamic=dynamic, dynamic_batch=dynamic_batch,
+                         ranges=ranges, recompile_limit=recompile_limit, fallback=fallback,
+                         persist=persist, compile_opts=opts)
 
 
 def load(artifact_path, params, threads=None, keep_params=True):

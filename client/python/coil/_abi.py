@@ -156,7 +156,8 @@ class Artifact:
 
 
 def eval_expr(e, symbols):
-    """An integer or an expression string over s0..s7 (+ - * parentheses)."""
+    """An integer or an expression string over s0, s1, ... (+ - *, // by a positive number,
+    min(a, b), max(a, b), parentheses)."""
     if e is None:
         return None
     if isinstance(e, int):
@@ -175,6 +176,15 @@ def eval_expr(e, symbols):
         if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Sub, ast.Mult)):
             a, b = ev(n.left), ev(n.right)
             return a + b if isinstance(n.op, ast.Add) else a - b if isinstance(n.op, ast.Sub) else a * b
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv):
+            a, b = ev(n.left), ev(n.right)
+            if b <= 0:
+                raise ValueError(e)
+            return a // b
+        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("min", "max")
+                and len(n.args) == 2):
+            a, b = ev(n.args[0]), ev(n.args[1])
+            return min(a, b) if n.func.id == "min" else max(a, b)
         raise ValueError(e)
 
     try:
