@@ -38,6 +38,7 @@
 
 #define DN_MAX_POST 8   /* = RT_MAX_POST */
 #define DN_MAX_FOLD 8
+#define DN_SETS 8     /* bindings of the symbols whose rt objects a model handle keeps */
 
 /* rt_post_kind, in the rt's order (codegen/rt/dnnl_rt.h). */
 enum dn_post_kind {

@@ -8,7 +8,7 @@
 #include "codegen/dnnl.h"
 #include "codegen/ir.h"
 
-static const coil_symtab gen = {COIL_MAX_SYMS, {"s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"}};
+#define gen (*symtab_generic())
 #define gen_syms gen
 static const char *const opname[] = {"input", "param", "const", "fill", "unary", "binary", "where", "cast",
 				     "reduce", "view", "extern"};

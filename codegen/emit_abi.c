@@ -3,6 +3,7 @@
  * coil_model_create/run/destroy with the description; then the file layout,
  * one file or several translation units (emit.h), each kernel function
  * spread to a unit.  The kernels themselves are emit_c.c's. */
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -42,6 +43,9 @@ static const char prelude[] =
 	"static inline int64_t coil_ipow(int64_t a, int64_t b) { return (int64_t)pow((double)a, (double)b); }\n\n"
 	"typedef struct coil_ctx {\n\tconst int64_t *sym;\n\tint nt;\n\tconst void *const *in;\n"
 	"\tvoid *const *par;\n\tvoid *const *out;\n\tchar *arena;\n\tconst int64_t *off;\n\tcoil_status *st;\n\tstruct coil_dn *dn; /* oneDNN objects, when any */\n} coil_ctx;\n\n";
+
+/* The size of sym[]: the graph's symbols (s0, s1, ...), at least one. */
+static int nsym(const coil_graph *g) { return g->syms.n ? g->syms.n : 1; }
 
 /* In the file with the ABI. */
 static const char pin_openmp[] =
@@ -167,7 +171,7 @@ static void emit_create_folds(ectx *c, FILE *f)
 	for (int j = 0; j < fd->nparam; j++)
 		fprintf(f, "\tif (!(m->par[%d] = malloc(%lld))) {\n\t\tcoil_model_destroy(m);\n\t\treturn fail(\"out of memory\", 0, 0);\n\t}\n",
 			np + j, (long long)(fd->bytes[j] ? fd->bytes[j] : 1));
-	fprintf(f, "\t{\n\t\tconst int64_t sym[8] = {1, 1, 1, 1, 1, 1, 1, 1};\n");
+	fprintf(f, "\t{\n\t\tint64_t sym[%d];\n\t\tfor (int i = 0; i < %d; i++)\n\t\t\tsym[i] = 1;\n", nsym(c->ir->g), nsym(c->ir->g));
 	emit_offsets(c, f, fi, "\t\t");
 	fprintf(f, "\t\tchar *arena = total ? aligned_alloc(64, (size_t)total) : NULL;\n"
 		   "\t\tif (total && !arena) {\n\t\t\tcoil_model_destroy(m);\n\t\t\treturn fail(\"out of memory\", 0, 0);\n\t\t}\n");
@@ -180,6 +184,113 @@ static void emit_create_folds(ectx *c, FILE *f)
 				   "\t\t\treturn fail(coil_errmsg[st.code], st.a, st.b);\n\t\t}\n");
 	}
 	fprintf(f, "\t\tfree(arena);\n\t}\n");
+}
+
+/* s as the inside of a C string literal that is also a printf format:
+ * user text (input names, node ids) never reaches the C unescaped. */
+static char *cfmt(coil_arena *a, const char *s)
+{
+	size_t n = strlen(s);
+	char *o = arena_alloc(a, 4 * n + 1), *p = o;
+	if (!o)
+		return "?";
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '%') {
+			*p++ = '%';
+			*p++ = '%';
+		} else if (isalnum(ch) || strchr(" _-+*/()[]<>=.,:;'", ch))
+			*p++ = (char)ch;
+		else
+			p += sprintf(p, "\\%03o", ch);
+	}
+	*p = 0;
+	return o;
+}
+
+
+/* bind(): the free symbols from the input shapes (each input's declared dim
+ * checked), their ranges, the derived symbols, then every guard; each
+ * failure names the input and dim bound to the symbol at fault. */
+static void emit_bind(ectx *c, FILE *f)
+{
+	coil_graph *g = c->ir->g;
+	int ns = nsym(g);
+	fprintf(f, "static int bind(const int64_t *const *shapes, int64_t *sym)\n{\n\tint bound[%d] = {0};\n", ns);
+	fprintf(f, "\tfor (int i = 0; i < %d; i++)\n\t\tsym[i] = 1;\n\t(void)bound;\n\t(void)shapes;\n", ns);
+	for (int i = 0; i < g->ninputs; i++) {
+		coil_value *v = &g->vals[g->inputs[i]];
+		for (int d = 0; d < v->rank; d++) {
+			int64_t cst;
+			if (dim_is_const(&v->shape[d], &cst)) {
+				fprintf(f, "\tif (shapes[%d][%d] != %lld)\n\t\treturn fail(\"input %d: dim %d is %%lld, expected %%lld\", shapes[%d][%d], %lld);\n",
+					i, d, (long long)cst, i, d, i, d, (long long)cst);
+				continue;
+			}
+			int s = 0;
+			while (!v->shape[d].t[0].pow[s])
+				s++;
+			fprintf(f, "\tif (shapes[%d][%d] < 0 || (bound[%d] && sym[%d] != shapes[%d][%d]))\n"
+				   "\t\treturn fail(\"input %d: dim %d is %%lld, inconsistent with symbol s%d = %%lld\", shapes[%d][%d], sym[%d]);\n",
+				i, d, s, s, i, d, i, d, s, i, d, s);
+			fprintf(f, "\tbound[%d] = 1;\n\tsym[%d] = shapes[%d][%d];\n", s, s, i, d);
+		}
+	}
+	const coil_symtab *t = &g->syms;
+	for (int k = 0; k < t->n; k++) {
+		int d, in = graph_sym_binding(g, k, &d);
+		int64_t lo = t->lo[k] > 0 ? t->lo[k] : 0;
+		if (t->kind[k] != SYM_FREE || in < 0 || (!lo && !t->hi[k]))
+			continue;
+		fprintf(f, "\tif (sym[%d] < %lld%s", k, (long long)lo, t->hi[k] ? " || sym[" : ")\n");
+		if (t->hi[k])
+			fprintf(f, "%d] > %lld)\n", k, (long long)t->hi[k]);
+		char hi[32] = "inf";
+		if (t->hi[k])
+			snprintf(hi, sizeof hi, "%lld", (long long)t->hi[k]);
+		fprintf(f, "\t\treturn fail(\"input '%s' dim %d (%s = %%lld): outside the range [%lld, %s] of '%s' (guard)\", sym[%d], 0);\n",
+			cfmt(c->a, g->vals[g->inputs[in]].name), d, cfmt(c->a, t->name[k]), (long long)lo, hi,
+			cfmt(c->a, t->name[k]), k);
+	}
+	const coil_symtab *gen = symtab_generic();
+	char b[512], w[300];
+	if (t->n || g->nguards)
+		fprintf(f, "\t{\n");
+	for (int k = 0; k < t->n; k++) {
+		if (t->kind[k] == SYM_FREE) {
+			fprintf(f, "\tconst int64_t s%d = sym[%d];\n", k, k);
+		} else if (t->kind[k] == SYM_FLOORDIV) {
+			fprintf(f, "\tconst int64_t s%d = sym[%d] = coil_fdiv(%s, %lld);\n", k, k,
+				dim_format(&t->a[k], gen, b, sizeof b), (long long)t->den[k]);
+		} else {
+			char b2[512];
+			fprintf(f, "\tconst int64_t s%d_a = %s, s%d_b = %s;\n\tconst int64_t s%d = sym[%d] = s%d_a %s s%d_b ? s%d_a : s%d_b;\n",
+				k, dim_format(&t->a[k], gen, b, sizeof b), k, dim_format(&t->b[k], gen, b2, sizeof b2), k, k, k,
+				t->kind[k] == SYM_MAX ? ">" : "<", k, k, k);
+		}
+		fprintf(f, "\t(void)s%d;\n", k);
+	}
+	for (int i = 0; i < g->nguards; i++) {
+		const coil_guard *gd = &g->guards[i];
+		int r = graph_sym_root(g, &gd->e), d = -1, in = r >= 0 ? graph_sym_binding(g, r, &d) : -1;
+		dim_format(&gd->e, gen, b, sizeof b);
+		if (gd->kind == GUARD_GE)
+			fprintf(f, "\tif (!((%s) >= %lld))\n", b, (long long)gd->c);
+		else
+			fprintf(f, "\tif ((%s) %% %lld != 0)\n", b, (long long)gd->c);
+		const coil_node *n = gd->node >= 0 ? &g->nodes[gd->node] : NULL;
+		char gtxt[400];
+		guard_format(g, gd, gtxt, sizeof gtxt);
+		char *rest = arena_printf(c->a, "): guard %s fails (%s of node '%s' (%s))", gtxt, gd->why, n ? n->id : "?",
+					  n ? op_name(n->op) : "?");
+		if (in >= 0)
+			snprintf(w, sizeof w, "input '%s' dim %d (%s = ", g->vals[g->inputs[in]].name, d, t->name[r]);
+		fprintf(f, "\t\treturn fail(\"%s%s%s\", %s, 0);\n", in >= 0 ? cfmt(c->a, w) : "the inputs (",
+			"%lld", cfmt(c->a, rest), r >= 0 ? arena_printf(c->a, "sym[%d]", r) : "0");
+	}
+	if (t->n || g->nguards)
+		fprintf(f, "\t}\n");
+	fprintf(f, "\treturn 0;\n}\n\n");
 }
 
 static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
@@ -232,7 +343,7 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	emit_create_folds(c, f);
 	if (dn_used(ir) && !g->syms.n) { /* oneDNN objects now; with symbols at the first run */
 		/* params only oneDNN reads: the caller's, lent to create; folded ones freed after */
-		fprintf(f, "\tconst int64_t sym0[8] = {1, 1, 1, 1, 1, 1, 1, 1};\n");
+		fprintf(f, "\tconst int64_t sym0[1] = {1};\n");
 		for (int i = 0; i < g->nparams; i++)
 			if (!par_kept(ir, i) && !(fd && !fd->param_live[i]))
 				fprintf(f, "\tm->par[%d] = (void *)params[%d];\n", i, i);
@@ -250,30 +361,9 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	fprintf(f, "COIL_EXPORT void coil_model_destroy(coil_model *m)\n{\n\tif (!m)\n\t\treturn;\n");
 	fprintf(f, "\tfor (int i = 0; i < %d; i++)\n\t\tfree(m->par[i]);\n\tfree(m->arena);\n%s\tfree(m);\n}\n\n", npar,
 		dn_used(ir) ? "\tcoil_dn_free(m->dn);\n" : "");
-	/* symbol binding */
-	fprintf(f, "static int bind(const int64_t *const *shapes, int64_t *sym)\n{\n\tint bound[8] = {0};\n");
-	fprintf(f, "\tfor (int i = 0; i < 8; i++)\n\t\tsym[i] = 1;\n\t(void)bound;\n\t(void)shapes;\n");
-	for (int i = 0; i < g->ninputs; i++) {
-		coil_value *v = &g->vals[g->inputs[i]];
-		for (int d = 0; d < v->rank; d++) {
-			int64_t cst;
-			if (dim_is_const(&v->shape[d], &cst)) {
-				fprintf(f, "\tif (shapes[%d][%d] != %lld)\n\t\treturn fail(\"input %d: dim %d is %%lld, expected %%lld\", shapes[%d][%d], %lld);\n",
-					i, d, (long long)cst, i, d, i, d, (long long)cst);
-				continue;
-			}
-			int s = 0;
-			while (!v->shape[d].t[0].pow[s])
-				s++;
-			fprintf(f, "\tif (shapes[%d][%d] < 0 || (bound[%d] && sym[%d] != shapes[%d][%d]))\n"
-				   "\t\treturn fail(\"input %d: dim %d is %%lld, inconsistent with symbol s%d = %%lld\", shapes[%d][%d], sym[%d]);\n",
-				i, d, s, s, i, d, i, d, s, i, d, s);
-			fprintf(f, "\tbound[%d] = 1;\n\tsym[%d] = shapes[%d][%d];\n", s, s, i, d);
-		}
-	}
-	fprintf(f, "\treturn 0;\n}\n\n");
+	emit_bind(c, f);
 	fprintf(f, "COIL_EXPORT int coil_model_output_shape(coil_model *m, const int64_t *const *input_shapes, int output, int64_t *shape)\n{\n");
-	fprintf(f, "\tint64_t sym[8];\n\t(void)m;\n\tif (bind(input_shapes, sym))\n\t\treturn -1;\n");
+	fprintf(f, "\tint64_t sym[%d];\n\t(void)m;\n\tif (bind(input_shapes, sym))\n\t\treturn -1;\n", nsym(g));
 	for (int s = 0; s < g->syms.n; s++)
 		fprintf(f, "\tconst int64_t s%d = sym[%d];\n", s, s);
 	fprintf(f, "\tswitch (output) {\n");
@@ -286,7 +376,7 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	}
 	fprintf(f, "\tdefault:\n\t\treturn fail(\"no output %%lld\", output, 0);\n\t}\n}\n\n");
 	fprintf(f, "COIL_EXPORT int coil_model_run(coil_model *m, const void *const *inputs, const int64_t *const *input_shapes, void *const *outputs)\n{\n");
-	fprintf(f, "\tint64_t sym[8];\n");
+	fprintf(f, "\tint64_t sym[%d];\n", nsym(g));
 	fprintf(f, "\tif (!m)\n\t\treturn fail(\"no model\", 0, 0);\n\tif (bind(input_shapes, sym))\n\t\treturn -1;\n");
 	for (int s = 0; s < g->syms.n; s++)
 		fprintf(f, "\tconst int64_t s%d = sym[%d];\n", s, s);

@@ -176,8 +176,13 @@ void dn_emit_support(coil_ir *ir, FILE *f, int rt_unit)
 		return;
 	fprintf(f, "/* oneDNN runtime (codegen/rt), compiled into this artifact; its symbols stay hidden. */\n");
 	fprintf(f, "#include \"%s\"\n\n", rt_unit ? "dnnl_rt.h" : "dnnl_rt.c");
-	fprintf(f, "struct coil_dn {\n\trt_ctx *ctx;\n\tint ready;\n\tint64_t sym[8];\n\tvoid *obj[%d];\n"
-		   "\tchar err[256];\n};\n\n", ir->dn->nf);
+	int ns = ir->g->syms.n ? ir->g->syms.n : 1, sets = ir->g->syms.n ? DN_SETS : 1;
+	fprintf(f, "/* The rt objects for one binding of the symbols; a model handle keeps the\n"
+		   " * %d most recently used bindings (packed weights are shared between them). */\n", sets);
+	fprintf(f, "struct coil_dn_set {\n\tint64_t sym[%d];\n\tvoid *obj[%d];\n\tuint64_t used;\n\tint ready;\n};\n\n",
+		ns, ir->dn->nf);
+	fprintf(f, "struct coil_dn {\n\trt_ctx *ctx;\n\tuint64_t tick;\n\tvoid **obj; /* the current binding's */\n"
+		   "\tstruct coil_dn_set set[%d];\n\tchar err[256];\n};\n\n", sets);
 }
 
 static void post_desc(nctx *c, const char *d, const dn_fuse *fz)
@@ -248,7 +253,7 @@ static void make_conv(nctx *c, int j, const dn_fuse *fz)
 	const coil_value *x = node_in(g, n, 0), *w = node_in(g, n, 1), *o = node_out(g, n, 0);
 	int nsp = x->rank - 2, tr = (int)n->args[6].i, bias = tensor_arg(n, 2);
 	long long G = n->args[8].i;
-	out(c, "\trt_conv_desc dd;\n\tmemset(&dd, 0, sizeof dd);\n");
+	out(c, "\trt_conv_desc dd;\n\tmemset(&dd, 0, sizeof dd);\n\tdd.weight_key = %d;\n", j + 1);
 	out(c, "\tdd.nsp = %d;\n\tdd.n = %s;\n\tdd.ic = %s;\n\tdd.oc = %s;\n\tdd.groups = %lld;\n", nsp,
 	    dimc(c, &x->shape[0]), dimc(c, &x->shape[1]), dimc(c, &o->shape[1]), G);
 	for (int i = 0; i < nsp; i++) {
@@ -318,7 +323,7 @@ static void make_matmul(nctx *c, int j, const dn_fuse *fz)
 	int base = n->op == OP_ADDMM, bmm = n->op == OP_BMM;
 	const coil_value *a = node_in(g, n, base), *o = node_out(g, n, 0);
 	int r = a->rank;
-	out(c, "\trt_matmul_desc dd;\n\tmemset(&dd, 0, sizeof dd);\n");
+	out(c, "\trt_matmul_desc dd;\n\tmemset(&dd, 0, sizeof dd);\n\tdd.weight_key = %d;\n", j + 1);
 	if (bmm)
 		out(c, "\tdd.nbatch = 1;\n\tdd.batch_a[0] = dd.batch_b[0] = %s;\n", dimc(c, &a->shape[0]));
 	out(c, "\tdd.m = %s;\n\tdd.k = %s;\n\tdd.n = %s;\n", dimc(c, &a->shape[r - 2]), dimc(c, &a->shape[r - 1]),
@@ -371,26 +376,35 @@ void dn_emit_model(coil_ir *ir, FILE *f)
 			make_matmul(&c, j, fz);
 		out(&c, "}\n\n");
 	}
-	out(&c, "static void coil_dn_release(struct coil_dn *d)\n{\n");
+	int sets = ir->g->syms.n ? DN_SETS : 1;
+	out(&c, "static void coil_dn_release(struct coil_dn_set *s)\n{\n");
 	for (int j = 0; j < p->nf; j++) {
 		const char *t = p->f[j].is_pool ? "pool" : p->f[j].is_conv ? "conv" : "matmul";
 		if (p->f[j].emitted)
-			out(&c, "\trt_%s_destroy((rt_%s *)d->obj[%d]);\n\td->obj[%d] = NULL;\n", t, t, j, j);
+			out(&c, "\trt_%s_destroy((rt_%s *)s->obj[%d]);\n\ts->obj[%d] = NULL;\n", t, t, j, j);
 	}
-	out(&c, "\td->ready = 0;\n}\n\n");
-	out(&c, "static void coil_dn_free(struct coil_dn *d)\n{\n\tif (!d)\n\t\treturn;\n\tcoil_dn_release(d);\n"
-		"\trt_ctx_destroy(d->ctx);\n\tfree(d);\n}\n\n");
-	out(&c, "/* (Re)builds the rt objects for the binding sym: folded, prepacked weights. */\n");
+	out(&c, "\ts->ready = 0;\n}\n\n");
+	out(&c, "static void coil_dn_free(struct coil_dn *d)\n{\n\tif (!d)\n\t\treturn;\n"
+		"\tfor (int i = 0; i < %d; i++)\n\t\tcoil_dn_release(&d->set[i]);\n"
+		"\trt_ctx_destroy(d->ctx);\n\tfree(d);\n}\n\n", sets);
+	out(&c, "/* Makes d->obj the rt objects for the binding sym: a kept set, else the\n"
+		" * least recently used one rebuilt (primitives for these shapes; the\n"
+		" * weights, folded and packed once, shared through the rt context). */\n");
 	out(&c, "static int coil_dn_prepare(coil_model *m, const int64_t *sym)\n{\n");
-	out(&c, "\tstruct coil_dn *d = m->dn;\n\tif (d && d->ready && !memcmp(d->sym, sym, sizeof d->sym))\n\t\treturn 0;\n");
+	out(&c, "\tstruct coil_dn *d = m->dn;\n");
 	out(&c, "\tif (!d && !(d = m->dn = calloc(1, sizeof *d))) {\n"
 		"\t\tsnprintf(coil_errbuf, sizeof coil_errbuf, \"out of memory\");\n\t\treturn -1;\n\t}\n");
-	out(&c, "\tcoil_dn_release(d);\n");
+	out(&c, "\td->tick++;\n\tstruct coil_dn_set *v = &d->set[0];\n"
+		"\tfor (int i = 0; i < %d; i++) {\n\t\tstruct coil_dn_set *s = &d->set[i];\n"
+		"\t\tif (s->ready && !memcmp(s->sym, sym, sizeof s->sym)) {\n\t\t\ts->used = d->tick;\n"
+		"\t\t\td->obj = s->obj;\n\t\t\treturn 0;\n\t\t}\n"
+		"\t\tif (!s->ready ? v->ready : v->ready && s->used < v->used)\n\t\t\tv = s;\n\t}\n", sets);
+	out(&c, "\tcoil_dn_release(v);\n\td->obj = v->obj;\n");
 	out(&c, "\tif ((!d->ctx && rt_ctx_create(m->nthreads, &d->ctx, d->err, sizeof d->err))");
 	for (int j = 0; j < p->nf; j++)
 		if (p->f[j].emitted)
 			out(&c, " ||\n\t    coil_dn_make%d(m, d, sym)", j);
 	out(&c, ") {\n\t\tsnprintf(coil_errbuf, sizeof coil_errbuf, \"oneDNN: %%.200s\", d->err);\n"
-		"\t\tcoil_dn_release(d);\n\t\treturn -1;\n\t}\n");
-	out(&c, "\tmemcpy(d->sym, sym, sizeof d->sym);\n\td->ready = 1;\n\treturn 0;\n}\n\n");
+		"\t\tcoil_dn_release(v);\n\t\td->obj = NULL;\n\t\treturn -1;\n\t}\n");
+	out(&c, "\tmemcpy(v->sym, sym, sizeof v->sym);\n\tv->used = d->tick;\n\tv->ready = 1;\n\treturn 0;\n}\n\n");
 }

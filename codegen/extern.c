@@ -229,33 +229,35 @@ static void pool2d(xctx *c)
 	pool_get_params(n, &pp);
 	int r = xn->rank, avg = n->op == OP_AVG_POOL2D;
 	const char *t = emit_ctype(xn->dtype);
-	long long H = sdim(xn, r - 2), W = sdim(xn, r - 1), OH = sdim(o, r - 2), OW = sdim(o, r - 1);
-	out(c, "\tconst int64_t planes = %s, work = planes * %lld;\n", prod(c, xn, 0, r - 2),
-	    OH * OW * (long long)(pp.k[0] * pp.k[1]));
+	/* sizes as C expressions: symbolic ones too */
+	out(c, "\tconst int64_t H = %s, W = %s, OH = %s, OW = %s;\n", dimc(c, &xn->shape[r - 2]),
+	    dimc(c, &xn->shape[r - 1]), dimc(c, &o->shape[r - 2]), dimc(c, &o->shape[r - 1]));
+	out(c, "\tconst int64_t planes = %s, work = planes * OH * OW * %lld;\n", prod(c, xn, 0, r - 2),
+	    (long long)(pp.k[0] * pp.k[1]));
 	out(c, "\tconst %s *restrict src = %s;\n", t, arg(c, 0));
 	if (ov >= 0)
 		out(c, "\t%s *restrict dst = %s;\n", t, buf(c, ov));
 	if (iv >= 0)
 		out(c, "\tint64_t *restrict ind = %s;\n", buf(c, iv));
 	out(c, PAR(2));
-	out(c, "\tfor (int64_t pl = 0; pl < planes; pl++)\n\tfor (int64_t oh = 0; oh < %lld; oh++) {\n", OH);
-	out(c, "\t\tconst %s *restrict px = src + pl * %lld;\n", t, H * W);
+	out(c, "\tfor (int64_t pl = 0; pl < planes; pl++)\n\tfor (int64_t oh = 0; oh < OH; oh++) {\n");
+	out(c, "\t\tconst %s *restrict px = src + pl * H * W;\n", t);
 	out(c, "\t\tconst int64_t h0 = oh * %lld - %lld;\n", (long long)pp.s[0], (long long)pp.p[0]);
-	out(c, "\t\tfor (int64_t ow = 0; ow < %lld; ow++) {\n", OW);
-	out(c, "\t\t\tconst int64_t w0 = ow * %lld - %lld, at = (pl * %lld + oh) * %lld + ow;\n", (long long)pp.s[1],
-	    (long long)pp.p[1], OH, OW);
+	out(c, "\t\tfor (int64_t ow = 0; ow < OW; ow++) {\n");
+	out(c, "\t\t\tconst int64_t w0 = ow * %lld - %lld, at = (pl * OH + oh) * OW + ow;\n", (long long)pp.s[1],
+	    (long long)pp.p[1]);
 	if (avg) {
 		/* the window clipped to the padded input gives count_include_pad's
 		 * divisor, clipped to the input the other one */
 		out(c, "\t\t\tint64_t hs = h0, ws = w0, he = h0 + %lld, we = w0 + %lld;\n", (long long)pp.k[0],
 		    (long long)pp.k[1]);
-		out(c, "\t\t\the = he < %lld ? he : %lld;\n\t\t\twe = we < %lld ? we : %lld;\n", H + pp.p[0], H + pp.p[0],
-		    W + pp.p[1], W + pp.p[1]);
+		out(c, "\t\t\the = he < H + %lld ? he : H + %lld;\n\t\t\twe = we < W + %lld ? we : W + %lld;\n",
+		    (long long)pp.p[0], (long long)pp.p[0], (long long)pp.p[1], (long long)pp.p[1]);
 		out(c, "\t\t\tconst int64_t size = (he - hs) * (we - ws);\n\t\t\t(void)size;\n");
 		out(c, "\t\t\ths = hs < 0 ? 0 : hs;\n\t\t\tws = ws < 0 ? 0 : ws;\n");
-		out(c, "\t\t\the = he > %lld ? %lld : he;\n\t\t\twe = we > %lld ? %lld : we;\n", H, H, W, W);
+		out(c, "\t\t\the = he > H ? H : he;\n\t\t\twe = we > W ? W : we;\n");
 		out(c, "\t\t\tdouble sum = 0;\n\t\t\tfor (int64_t h = hs; h < he; h++)\n\t\t\t\tfor (int64_t w = ws; w < we; w++)\n");
-		out(c, "\t\t\t\t\tsum += px[h * %lld + w];\n", W);
+		out(c, "\t\t\t\t\tsum += px[h * W + w];\n");
 		char *div = pp.divisor ? arena_printf(c->ir->arena, "%lld", (long long)pp.divisor)
 			    : pp.count_pad ? "size" : "(he - hs) * (we - ws)";
 		if (ov >= 0)
@@ -264,10 +266,10 @@ static void pool2d(xctx *c)
 		out(c, "\t\t\t%s m = %s;\n\t\t\tint64_t mi = -1;\n", t, dtype_is_float(xn->dtype) ? "-INFINITY" : "0");
 		out(c, "\t\t\tfor (int64_t kh = 0; kh < %lld; kh++) {\n", (long long)pp.k[0]);
 		out(c, "\t\t\t\tconst int64_t h = h0 + kh * %lld;\n", (long long)pp.d[0]);
-		out(c, "\t\t\t\tif (h < 0 || h >= %lld)\n\t\t\t\t\tcontinue;\n", H);
+		out(c, "\t\t\t\tif (h < 0 || h >= H)\n\t\t\t\t\tcontinue;\n");
 		out(c, "\t\t\t\tfor (int64_t kw = 0; kw < %lld; kw++) {\n", (long long)pp.k[1]);
-		out(c, "\t\t\t\t\tconst int64_t w = w0 + kw * %lld, pos = h * %lld + w;\n", (long long)pp.d[1], W);
-		out(c, "\t\t\t\t\tif (w < 0 || w >= %lld)\n\t\t\t\t\t\tcontinue;\n", W);
+		out(c, "\t\t\t\t\tconst int64_t w = w0 + kw * %lld, pos = h * W + w;\n", (long long)pp.d[1]);
+		out(c, "\t\t\t\t\tif (w < 0 || w >= W)\n\t\t\t\t\t\tcontinue;\n");
 		out(c, "\t\t\t\t\tconst %s v = px[pos];\n", t);
 		max_update(c, xn->dtype, "\t\t\t\t\t");
 		out(c, "\t\t\t\t}\n\t\t\t}\n");
@@ -528,6 +530,31 @@ static void roll(xctx *c)
 	out(c, "\t\tmemcpy(yr, xr + (L - sl), (size_t)sl * sizeof(%s));\n\t}\n", t);
 }
 
+/* Loops that still take spatial sizes as numbers: a symbolic one is
+ * unsupported there (f32 convolutions with constant weights run on oneDNN
+ * at any size; 2-d pooling renders with size expressions). */
+static int spatial_symbolic(xctx *c)
+{
+	switch (c->n->op) {
+	case OP_CONVOLUTION: case OP_ADAPTIVE_AVG_POOL2D_: case OP_ADAPTIVE_AVG_POOL2D: case OP_ADAPTIVE_MAX_POOL2D:
+	case OP_UPSAMPLE_BILINEAR2D_VEC: case OP_UPSAMPLE_BILINEAR2D: case OP_UPSAMPLE_NEAREST2D_VEC:
+	case OP_UPSAMPLE_NEAREST2D:
+		break;
+	default:
+		return 0;
+	}
+	const coil_value *x = node_in(c->ir->g, c->n, 0), *o = node_out(c->ir->g, c->n, 0);
+	for (int i = 2; i < x->rank; i++)
+		if (!dim_is_const(&x->shape[i], NULL) || !dim_is_const(&o->shape[i], NULL)) {
+			*c->bad = 1;
+			node_errf(c->err, c->n, "codegen: symbolic spatial sizes are not supported here (only f32 "
+				  "convolutions with constant weights, on oneDNN, and pooling)");
+			c->err->code = COIL_E_UNSUPPORTED;
+			return 1;
+		}
+	return 0;
+}
+
 void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_err *err, int *bad)
 {
 	ir_kernel *K = &ir->ks[k];
@@ -535,6 +562,8 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 	xctx c = {.ir = ir, .f = f, .used = used, .errs = errs, .n = &ir->g->nodes[e->gnode], .K = K, .err = err,
 		  .bad = bad};
 	if (dn_emit_extern(ir, f, k, used, errs)) /* a oneDNN fusion */
+		return;
+	if (spatial_symbolic(&c))
 		return;
 	switch (c.n->op) {
 	/* library seams: oneDNN calls replace these loops */

@@ -61,7 +61,7 @@ int dims_equal(const coil_dim *a, const coil_dim *b, int rank)
 
 char *ir_dim_c(coil_arena *a, const coil_dim *d)
 {
-	static const coil_symtab gen = {COIL_MAX_SYMS, {"s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"}};
+	#define gen (*symtab_generic())
 	char buf[512];
 	dim_format(d, &gen, buf, sizeof buf);
 	return arena_strdup(a, buf);

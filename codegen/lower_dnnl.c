@@ -142,7 +142,8 @@ static int eligible(pctx *c, int h, dn_fuse *f)
 		const coil_value *x = node_in(g, n, 0), *w = node_in(g, n, 1);
 		int b = tensor_arg(n, 2);
 		if (x->dtype != COIL_F32 || x->rank < 3 || x->rank > 5 || !is_const_val(g, n->args[1].v[0]) ||
-		    (b >= 0 && !is_const_val(g, b)) || !all_static(x, 1) || !all_static(w, 0) || !all_static(o, 1))
+		    (b >= 0 && !is_const_val(g, b)) || !dim_is_const(&x->shape[1], NULL) || !all_static(w, 0) ||
+		    !dim_is_const(&o->shape[1], NULL))
 			return 0;
 		for (int i = 0; i < o->rank; i++) /* empty convolutions stay on the generated loops */
 			if (dim_eq_const(&o->shape[i], 0) || (i < x->rank && dim_eq_const(&x->shape[i], 0)))

@@ -1,6 +1,7 @@
 #include "common/dim.h"
 
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -167,23 +168,205 @@ static int64_t floordiv64(int64_t a, int64_t b)
 	return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
-int dim_floordiv(coil_dim *out, const coil_dim *a, int64_t d, coil_err *err)
+static int64_t mod64(int64_t a, int64_t b) { return a - floordiv64(a, b) * b; }
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+	if (a < 0)
+		a = -a;
+	while (b) {
+		int64_t t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+/* The index of the derived symbol (kind, a, b, den), added when new. */
+static int derived(coil_symtab *tab, int kind, const coil_dim *a, const coil_dim *b, int64_t den,
+		   coil_err *err)
+{
+	coil_dim z = {0};
+	if (!b)
+		b = &z;
+	for (int k = 0; k < tab->n; k++)
+		if (tab->kind[k] == kind && tab->den[k] == den && dim_eq(&tab->a[k], a) && dim_eq(&tab->b[k], b))
+			return k;
+	if (tab->n == COIL_MAX_SYMS)
+		return coil_err_input(err, "more than %d size symbols (free and derived)", COIL_MAX_SYMS);
+	int k = tab->n++;
+	memset(tab->name[k], 0, sizeof tab->name[k]);
+	tab->kind[k] = (uint8_t)kind;
+	tab->a[k] = *a;
+	tab->b[k] = *b;
+	tab->den[k] = den;
+	tab->lo[k] = tab->hi[k] = 0;
+	return k;
+}
+
+int dim_floordiv(coil_dim *out, const coil_dim *a, int64_t d, coil_symtab *tab, coil_err *err)
 {
 	if (d <= 0)
 		return coil_err_input(err, "size division by %lld", (long long)d);
-	coil_dim r = {0};
+	/* a = d*q + r with r's coefficients in [0, d): floor(a/d) = q + floor(r/d) */
+	coil_dim q = {0}, r = {0};
 	for (int i = 0; i < a->n; i++) {
-		coil_term t = a->t[i];
-		if (is_const_term(&t))
-			t.coef = floordiv64(t.coef, d);
-		else if (t.coef % d)
-			return coil_err_input(err, "symbolic size is not divisible by %lld", (long long)d);
-		else
-			t.coef /= d;
-		if (add_term(&r, &t, err))
+		coil_term tq = a->t[i], tr = a->t[i];
+		tq.coef = floordiv64(a->t[i].coef, d);
+		tr.coef = mod64(a->t[i].coef, d);
+		if (add_term(&q, &tq, err) || add_term(&r, &tr, err))
 			return -1;
 	}
-	*out = r;
+	int64_t rc;
+	if (dim_is_const(&r, &rc)) { /* 0 <= rc < d */
+		*out = q;
+		return 0;
+	}
+	if (!tab)
+		return coil_err_input(err, "symbolic size is not divisible by %lld", (long long)d);
+	int64_t g = d;
+	for (int i = 0; i < r.n; i++)
+		g = gcd64(r.t[i].coef, g);
+	for (int i = 0; i < r.n; i++)
+		r.t[i].coef /= g;
+	int k = derived(tab, SYM_FLOORDIV, &r, NULL, d / g, err);
+	if (k < 0)
+		return -1;
+	coil_dim s = dim_sym(k);
+	return dim_add(out, &q, &s, err);
+}
+
+int dim_uses(const coil_dim *d, int k)
+{
+	for (int i = 0; i < d->n; i++)
+		if (d->t[i].pow[k])
+			return 1;
+	return 0;
+}
+
+int64_t dim_lower(const coil_dim *d, const coil_symtab *tab)
+{
+	int64_t s = 0;
+	for (int i = 0; i < d->n; i++) {
+		const coil_term *t = &d->t[i];
+		int64_t v = t->coef;
+		if (v < 0 && !is_const_term(t))
+			return -1;
+		for (int k = 0; k < COIL_MAX_SYMS; k++)
+			for (int p = 0; p < t->pow[k]; p++) {
+				int64_t lo = 1;
+				if (tab && k < tab->n) {
+					if (tab->kind[k] == SYM_FREE)
+						lo = tab->lo[k] > 0 ? tab->lo[k] : 1;
+					else if (tab->kind[k] == SYM_FLOORDIV)
+						lo = floordiv64(dim_lower(&tab->a[k], tab), tab->den[k]);
+					else
+						lo = dim_lower(&tab->a[k], tab) < dim_lower(&tab->b[k], tab) ?
+							dim_lower(&tab->a[k], tab) : dim_lower(&tab->b[k], tab);
+					if (lo < 0)
+						return -1;
+				}
+				if (__builtin_mul_overflow(v, lo, &v))
+					return -1;
+			}
+		if (__builtin_add_overflow(s, v, &s))
+			return -1;
+	}
+	return s;
+}
+
+/* Whether d >= 0 for every binding: its lower bound, or, where d holds
+ * -c*min(a, b) (c*max(a, b)), the same question with a or b in its place
+ * (min(a, b) <= a, b <= max(a, b)). */
+static int nonneg(const coil_dim *d, const coil_symtab *tab, int depth)
+{
+	if (dim_lower(d, tab) >= 0)
+		return 1;
+	if (!tab || depth > 4)
+		return 0;
+	for (int i = 0; i < d->n; i++) {
+		const coil_term *t = &d->t[i];
+		int k = -1, deg = 0;
+		for (int s = 0; s < COIL_MAX_SYMS; s++)
+			if (t->pow[s]) {
+				k = s;
+				deg += t->pow[s];
+			}
+		if (deg != 1 || k >= tab->n || tab->kind[k] == SYM_FREE || tab->kind[k] == SYM_FLOORDIV)
+			continue;
+		/* c*min(a, b) with c < 0 is >= c*a and >= c*b: one side suffices; with
+		 * c > 0 it is the smaller of c*a, c*b: both must hold (max alike) */
+		int either = (t->coef < 0) == (tab->kind[k] == SYM_MIN), ok = 0;
+		coil_err e;
+		coil_dim c = dim_const(t->coef), s = dim_sym(k), cs, rest, alt;
+		if (dim_mul(&cs, &c, &s, &e) || dim_sub(&rest, d, &cs, &e))
+			continue;
+		for (int side = 0; side < 2; side++)
+			ok += !dim_mul(&alt, &c, side ? &tab->b[k] : &tab->a[k], &e) && !dim_add(&alt, &rest, &alt, &e) &&
+			      nonneg(&alt, tab, depth + 1);
+		if (either ? ok > 0 : ok == 2)
+			return 1;
+	}
+	return 0;
+}
+
+int dim_nonneg(const coil_dim *d, const coil_symtab *tab) { return nonneg(d, tab, 0); }
+
+/* 1 when a - b >= 0 for every binding, -1 when <= 0, 0 unknown. */
+static int sign_of_diff(const coil_dim *a, const coil_dim *b, const coil_symtab *tab)
+{
+	coil_dim d;
+	coil_err e;
+	if (dim_sub(&d, a, b, &e))
+		return 0;
+	if (nonneg(&d, tab, 0))
+		return 1;
+	coil_dim nd, z = {0};
+	if (dim_sub(&nd, &z, &d, &e))
+		return 0;
+	return nonneg(&nd, tab, 0) ? -1 : 0;
+}
+
+int dim_minmax(coil_dim *out, const coil_dim *a, const coil_dim *b, int is_max, coil_symtab *tab,
+	       coil_err *err)
+{
+	int sg = sign_of_diff(a, b, tab);
+	if (sg) { /* sg > 0: a >= b */
+		*out = (sg > 0) == !!is_max ? *a : *b;
+		return 0;
+	}
+	if (!tab)
+		return coil_err_input(err, "%s of sizes whose order depends on the symbols", is_max ? "max" : "min");
+	/* order the operands so that min(a, b) and min(b, a) are one symbol */
+	const coil_dim *x = a, *y = b;
+	char fa[256], fb[256];
+	if (strcmp(dim_format(a, tab, fa, sizeof fa), dim_format(b, tab, fb, sizeof fb)) > 0) {
+		x = b;
+		y = a;
+	}
+	int k = derived(tab, is_max ? SYM_MAX : SYM_MIN, x, y, 0, err);
+	if (k < 0)
+		return -1;
+	*out = dim_sym(k);
+	return 0;
+}
+
+int symtab_derive(const coil_symtab *tab, int64_t *vals, coil_err *err)
+{
+	for (int k = 0; k < tab->n; k++) {
+		int64_t a, b;
+		if (tab->kind[k] == SYM_FREE)
+			continue;
+		if (dim_eval(&tab->a[k], vals, &a, err))
+			return -1;
+		if (tab->kind[k] == SYM_FLOORDIV) {
+			vals[k] = floordiv64(a, tab->den[k]);
+			continue;
+		}
+		if (dim_eval(&tab->b[k], vals, &b, err))
+			return -1;
+		vals[k] = (tab->kind[k] == SYM_MAX) == (a > b) ? a : b;
+	}
 	return 0;
 }
 
@@ -268,9 +451,28 @@ static int p_atom(struct parser *ps, coil_dim *out)
 		memcpy(name, p, n);
 		name[n] = 0;
 		ps->p = p + n;
+		skip_ws(ps);
+		if ((!strcmp(name, "min") || !strcmp(name, "max")) && *ps->p == '(') {
+			coil_dim a, b;
+			ps->p++;
+			if (p_expr(ps, &a))
+				return -1;
+			skip_ws(ps);
+			if (*ps->p != ',')
+				return coil_err_input(ps->err, "size expression: expected ',' in %s(a, b)", name);
+			ps->p++;
+			if (p_expr(ps, &b))
+				return -1;
+			skip_ws(ps);
+			if (*ps->p != ')')
+				return coil_err_input(ps->err, "size expression: expected ')' after %s(a, b", name);
+			ps->p++;
+			ps->depth--;
+			return dim_minmax(out, &a, &b, name[1] == 'a', ps->tab, ps->err);
+		}
 		int idx = -1;
 		for (int i = 0; i < ps->tab->n; i++)
-			if (!strcmp(ps->tab->name[i], name))
+			if (ps->tab->kind[i] == SYM_FREE && !strcmp(ps->tab->name[i], name))
 				idx = i;
 		if (idx < 0) {
 			if (!ps->add_syms)
@@ -279,6 +481,8 @@ static int p_atom(struct parser *ps, coil_dim *out)
 				return coil_err_input(ps->err, "more than %d size symbols", COIL_MAX_SYMS);
 			idx = ps->tab->n++;
 			memcpy(ps->tab->name[idx], name, n + 1);
+			ps->tab->kind[idx] = SYM_FREE;
+			ps->tab->lo[idx] = ps->tab->hi[idx] = 0;
 		}
 		*out = dim_sym(idx);
 	} else {
@@ -294,6 +498,18 @@ static int p_term(struct parser *ps, coil_dim *out)
 		return -1;
 	for (;;) {
 		skip_ws(ps);
+		if (ps->p[0] == '/' && ps->p[1] == '/') {
+			ps->p += 2;
+			coil_dim b;
+			int64_t d;
+			if (p_atom(ps, &b))
+				return -1;
+			if (!dim_is_const(&b, &d) || d <= 0)
+				return coil_err_input(ps->err, "size expression: '//' takes a positive integer");
+			if (dim_floordiv(out, out, d, ps->tab, ps->err))
+				return -1;
+			continue;
+		}
 		if (*ps->p != '*')
 			return 0;
 		ps->p++;
@@ -334,13 +550,50 @@ int dim_parse(const char *s, coil_symtab *tab, int add_syms, coil_dim *out, coil
 	return 0;
 }
 
-char *dim_format(const coil_dim *d, const coil_symtab *tab, char *buf, size_t cap)
+static void put(char *buf, size_t cap, size_t *o, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t cap, size_t *o, const char *fmt, ...)
 {
-	size_t o = 0;
-	buf[0] = 0;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf + *o, *o < cap ? cap - *o : 0, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*o += (size_t)n;
+}
+
+static void format_rec(const coil_dim *d, const coil_symtab *tab, char *buf, size_t cap, size_t *o, int depth);
+
+static void format_sym(int k, const coil_symtab *tab, char *buf, size_t cap, size_t *o, int depth)
+{
+	if (!tab || k >= tab->n) {
+		put(buf, cap, o, "?");
+		return;
+	}
+	if (tab->kind[k] == SYM_FREE || depth > 16) {
+		put(buf, cap, o, "%s", tab->kind[k] == SYM_FREE ? tab->name[k] : "?");
+		return;
+	}
+	if (tab->kind[k] == SYM_FLOORDIV) {
+		const coil_dim *a = &tab->a[k];
+		int wrap = a->n > 1 || (a->n == 1 && a->t[0].coef != 1);
+		put(buf, cap, o, "(%s", wrap ? "(" : "");
+		format_rec(a, tab, buf, cap, o, depth + 1);
+		put(buf, cap, o, "%s//%lld)", wrap ? ")" : "", (long long)tab->den[k]);
+		return;
+	}
+	put(buf, cap, o, "%s(", tab->kind[k] == SYM_MAX ? "max" : "min");
+	format_rec(&tab->a[k], tab, buf, cap, o, depth + 1);
+	put(buf, cap, o, ", ");
+	format_rec(&tab->b[k], tab, buf, cap, o, depth + 1);
+	put(buf, cap, o, ")");
+}
+
+static void format_rec(const coil_dim *d, const coil_symtab *tab, char *buf, size_t cap, size_t *o, int depth)
+{
+	size_t o0 = *o;
 	if (d->n == 0) {
-		snprintf(buf, cap, "0");
-		return buf;
+		put(buf, cap, o, "0");
+		return;
 	}
 	/* constant term last reads better: 196*batch+1 */
 	for (int pass = 0; pass < 2; pass++)
@@ -349,23 +602,30 @@ char *dim_format(const coil_dim *d, const coil_symtab *tab, char *buf, size_t ca
 			if (is_const_term(t) != pass)
 				continue;
 			int64_t c = t->coef;
-			if (o > 0 && c >= 0)
-				o += (size_t)snprintf(buf + o, o < cap ? cap - o : 0, "+");
+			if (*o > o0 && c >= 0)
+				put(buf, cap, o, "+");
 			int first = 1;
 			if (pass || (c != 1 && c != -1)) {
-				o += (size_t)snprintf(buf + o, o < cap ? cap - o : 0, "%lld", (long long)c);
+				put(buf, cap, o, "%lld", (long long)c);
 				first = 0;
 			} else if (c == -1) {
-				o += (size_t)snprintf(buf + o, o < cap ? cap - o : 0, "-");
+				put(buf, cap, o, "-");
 			}
 			for (int k = 0; k < COIL_MAX_SYMS; k++)
 				for (int p = 0; p < t->pow[k]; p++) {
-					o += (size_t)snprintf(buf + o, o < cap ? cap - o : 0, "%s%s",
-							      first ? "" : "*",
-							      tab && k < tab->n ? tab->name[k] : "?");
+					if (!first)
+						put(buf, cap, o, "*");
+					format_sym(k, tab, buf, cap, o, depth);
 					first = 0;
 				}
 		}
+}
+
+char *dim_format(const coil_dim *d, const coil_symtab *tab, char *buf, size_t cap)
+{
+	size_t o = 0;
+	buf[0] = 0;
+	format_rec(d, tab, buf, cap, &o, 0);
 	return buf;
 }
 
@@ -379,4 +639,10 @@ char *shape_format(const coil_dim *s, int rank, const coil_symtab *tab, char *bu
 				      dim_format(&s[i], tab, d, sizeof d));
 	snprintf(buf + o, o < cap ? cap - o : 0, "]");
 	return buf;
+}
+
+const coil_symtab *symtab_generic(void)
+{
+	static const coil_symtab gen = {COIL_MAX_SYMS, {"s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13", "s14", "s15", "s16", "s17", "s18", "s19", "s20", "s21", "s22", "s23"}, {0}, {{0}}, {{0}}, {0}, {0}, {0}};
+	return &gen;
 }

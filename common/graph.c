@@ -26,6 +26,147 @@ int node_errf(coil_err *err, const coil_node *n, const char *fmt, ...)
 	return -1;
 }
 
+/* --- guards and symbols ------------------------------------------------- */
+
+int graph_guard(coil_graph *g, const coil_node *n, enum guard_kind kind, const coil_dim *e, int64_t c,
+		const char *why, coil_err *err)
+{
+	int64_t v;
+	char b[256];
+	if (kind == GUARD_DIV) {
+		int all = c > 0;
+		for (int i = 0; all && i < e->n; i++)
+			all = e->t[i].coef % c == 0;
+		if (all)
+			return 0;
+		if (dim_is_const(e, &v)) {
+			coil_err_input(err, "%s %s is not divisible by %lld", why, dim_format(e, &g->syms, b, sizeof b),
+				       (long long)c);
+			return n ? node_errf(err, n, "%s", err->msg) : -1;
+		}
+	} else {
+		coil_dim cd = dim_const(c), d;
+		if (dim_sub(&d, e, &cd, err))
+			return -1;
+		if (dim_nonneg(&d, &g->syms))
+			return 0;
+		if (dim_is_const(e, &v)) {
+			coil_err_input(err, "%s %lld is below %lld", why, (long long)v, (long long)c);
+			return n ? node_errf(err, n, "%s", err->msg) : -1;
+		}
+	}
+	int node = n ? (int)(n - g->nodes) : -1;
+	for (int i = 0; i < g->nguards; i++)
+		if (g->guards[i].kind == kind && g->guards[i].c == c && dim_eq(&g->guards[i].e, e))
+			return 0;
+	if (g->nguards == g->capguards) {
+		int cap = g->capguards ? 2 * g->capguards : 16;
+		coil_guard *ng = arena_alloc(g->arena, (size_t)cap * sizeof *ng);
+		if (!ng)
+			return coil_err_oom(err);
+		if (g->nguards)
+			memcpy(ng, g->guards, (size_t)g->nguards * sizeof *ng);
+		g->guards = ng;
+		g->capguards = cap;
+	}
+	coil_guard *gd = &g->guards[g->nguards++];
+	gd->kind = kind;
+	gd->e = *e;
+	gd->c = c;
+	gd->node = node;
+	gd->why = arena_strdup(g->arena, why);
+	return gd->why ? 0 : coil_err_oom(err);
+}
+
+char *guard_format(const coil_graph *g, const coil_guard *gd, char *buf, size_t cap)
+{
+	char e[256];
+	dim_format(&gd->e, &g->syms, e, sizeof e);
+	if (gd->kind == GUARD_DIV)
+		snprintf(buf, cap, "%s%s%s %% %lld == 0", gd->e.n > 1 ? "(" : "", e, gd->e.n > 1 ? ")" : "",
+			 (long long)gd->c);
+	else
+		snprintf(buf, cap, "%s >= %lld", e, (long long)gd->c);
+	return buf;
+}
+
+int graph_sym_binding(const coil_graph *g, int k, int *dim)
+{
+	for (int i = 0; i < g->ninputs; i++) {
+		const coil_value *v = &g->vals[g->inputs[i]];
+		for (int d = 0; d < v->rank; d++)
+			if (dim_uses(&v->shape[d], k)) {
+				*dim = d;
+				return i;
+			}
+	}
+	*dim = -1;
+	return -1;
+}
+
+int graph_sym_root(const coil_graph *g, const coil_dim *e)
+{
+	for (int k = 0; k < g->syms.n; k++) {
+		if (!dim_uses(e, k))
+			continue;
+		if (g->syms.kind[k] == SYM_FREE)
+			return k;
+		int r = graph_sym_root(g, &g->syms.a[k]);
+		if (r < 0 && g->syms.kind[k] != SYM_FLOORDIV)
+			r = graph_sym_root(g, &g->syms.b[k]);
+		if (r >= 0)
+			return r;
+	}
+	return -1;
+}
+
+/* "input 'x' dim 2 (h = 5)" for the free symbol k. */
+static void sym_where(const coil_graph *g, int k, const int64_t *vals, char *buf, size_t cap)
+{
+	int d, i = k >= 0 ? graph_sym_binding(g, k, &d) : -1;
+	if (i < 0)
+		snprintf(buf, cap, "the inputs");
+	else
+		snprintf(buf, cap, "input '%s' dim %d (%s = %lld)", g->vals[g->inputs[i]].name, d, g->syms.name[k],
+			 (long long)vals[k]);
+}
+
+int graph_check_syms(const coil_graph *g, int64_t *vals, coil_err *err)
+{
+	char w[200], b[300];
+	for (int k = 0; k < g->syms.n; k++) {
+		const coil_symtab *t = &g->syms;
+		int64_t lo = t->lo[k] > 0 ? t->lo[k] : 0;
+		if (t->kind[k] != SYM_FREE || (vals[k] >= lo && (!t->hi[k] || vals[k] <= t->hi[k])))
+			continue;
+		sym_where(g, k, vals, w, sizeof w);
+		char hi[32] = "inf";
+		if (t->hi[k])
+			snprintf(hi, sizeof hi, "%lld", (long long)t->hi[k]);
+		return coil_err_input(err, "%s: outside the range [%lld, %s] of '%s' (guard)", w, (long long)lo, hi,
+				      t->name[k]);
+	}
+	if (symtab_derive(&g->syms, vals, err))
+		return -1;
+	for (int i = 0; i < g->nguards; i++) {
+		const coil_guard *gd = &g->guards[i];
+		int64_t v;
+		if (dim_eval(&gd->e, vals, &v, err))
+			return -1;
+		if (gd->kind == GUARD_GE ? v >= gd->c : v % gd->c == 0)
+			continue;
+		sym_where(g, graph_sym_root(g, &gd->e), vals, w, sizeof w);
+		guard_format(g, gd, b, sizeof b);
+		const coil_node *n = gd->node >= 0 ? &g->nodes[gd->node] : NULL;
+		coil_err_input(err, "%s: guard %s fails (%s of node '%s' (%s))", w, b, gd->why, n ? n->id : "?",
+			       n ? op_name(n->op) : "?");
+		if (n)
+			coil_err_node(err, n->id);
+		return -1;
+	}
+	return 0;
+}
+
 /* --- name table: open addressing, name -> value index ------------------- */
 
 typedef struct names {
@@ -132,18 +273,27 @@ static int get_number(json_t *j, double *out)
 }
 
 /* Checks that a tensor of this shape stays under COIL_MAX_BYTES (symbols as 1). */
-static int check_size(const coil_dim *shape, int rank, coil_dtype t, const char *where, coil_err *err)
+/* Sizes are non-negative and a tensor fits in 2^40 bytes (symbols taken as
+ * 1).  A symbolic size not provably non-negative is a guard of node n (an
+ * error for a declaration, n NULL). */
+static int check_size(coil_graph *g, const coil_node *n, const coil_dim *shape, int rank, coil_dtype t,
+		      const char *where, coil_err *err)
 {
-	int64_t bytes = (int64_t)dtype_size(t);
+	int64_t bytes = (int64_t)dtype_size(t), c;
 	for (int i = 0; i < rank; i++) {
 		int64_t d = dim_min(&shape[i]);
-		if (d < 0)
+		if (dim_is_const(&shape[i], &c) && c < 0)
 			return coil_err_input(err, "%s: dim %d is negative", where, i);
-		/* symbols as 1 bound a size from below only when no symbol term is negative */
-		for (int k = 0; k < shape[i].n; k++)
-			if (shape[i].t[k].coef < 0 && !dim_is_const(&(coil_dim){.n = 1, .t = {shape[i].t[k]}}, NULL))
-				return coil_err_input(err, "%s: dim %d can be negative (a symbol has a negative coefficient)",
-						 where, i);
+		if (!dim_nonneg(&shape[i], &g->syms)) {
+			if (!n)
+				return coil_err_input(err, "%s: dim %d can be negative", where, i);
+			char why[64];
+			snprintf(why, sizeof why, "size of result %d dim %d", (int)(strstr(where, "result ") ? atoi(strstr(where, "result ") + 7) : 0), i);
+			if (graph_guard(g, n, GUARD_GE, &shape[i], 0, why, err))
+				return -1;
+		}
+		if (d < 0)
+			d = 0;
 		if (__builtin_mul_overflow(bytes, d, &bytes) || bytes > COIL_MAX_BYTES)
 			return coil_err_input(err, "%s: tensor larger than 2^40 bytes", where);
 	}
@@ -183,7 +333,7 @@ static int parse_shape(pstate *ps, json_t *js, coil_value *val, int allow_syms, 
 					 allow_syms ? " or a symbol name" : "");
 		}
 	}
-	return check_size(val->shape, val->rank, val->dtype, where, ps->err);
+	return check_size(ps->g, NULL, val->shape, val->rank, val->dtype, where, ps->err);
 }
 
 static int parse_decls(pstate *ps, json_t *root, const char *key, enum value_kind kind, int **list,
@@ -770,6 +920,47 @@ static int parse_outputs(pstate *ps, json_t *root)
 	return 0;
 }
 
+/* Top-level "symbols": {"seq": {"min": 1, "max": 512}}: ranges of symbols the
+ * inputs declare. */
+static int parse_symbols(pstate *ps, json_t *root)
+{
+	json_t *js = json_object_get(root, "symbols");
+	if (!js)
+		return 0;
+	if (!json_is_object(js))
+		return coil_err_input(ps->err, "'symbols' must be an object: {\"name\": {\"min\": 1, \"max\": 512}}");
+	coil_symtab *t = &ps->g->syms;
+	const char *k;
+	json_t *x;
+	json_object_foreach(js, k, x)
+	{
+		int idx = -1;
+		for (int i = 0; i < t->n; i++)
+			if (t->kind[i] == SYM_FREE && !strcmp(t->name[i], k))
+				idx = i;
+		if (idx < 0)
+			return coil_err_input(ps->err, "symbols: '%.40s' is not a symbol of any input's shape", k);
+		if (!json_is_object(x))
+			return coil_err_input(ps->err, "symbols.%s: must be an object with \"min\" and/or \"max\"", t->name[idx]);
+		const char *f;
+		json_t *y;
+		json_object_foreach(x, f, y)
+		{
+			if (strcmp(f, "min") && strcmp(f, "max"))
+				return coil_err_input(ps->err, "symbols.%s: unknown key '%.40s' (min, max)", t->name[idx], f);
+			if (!json_is_integer(y) || json_integer_value(y) < 0 || json_integer_value(y) > ((int64_t)1 << 40))
+				return coil_err_input(ps->err, "symbols.%s.%s: must be an integer in [0, 2^40]", t->name[idx], f);
+		}
+		json_t *lo = json_object_get(x, "min"), *hi = json_object_get(x, "max");
+		t->lo[idx] = lo ? json_integer_value(lo) : 0;
+		t->hi[idx] = hi ? json_integer_value(hi) : 0;
+		if (hi && t->hi[idx] < (t->lo[idx] > 0 ? t->lo[idx] : 1))
+			return coil_err_input(ps->err, "symbols.%s: max %lld is below min %lld", t->name[idx],
+					      (long long)t->hi[idx], (long long)(t->lo[idx] > 0 ? t->lo[idx] : 1));
+	}
+	return 0;
+}
+
 static int check_top(pstate *ps, json_t *root)
 {
 	if (!json_is_object(root))
@@ -777,7 +968,7 @@ static int check_top(pstate *ps, json_t *root)
 	const char *k;
 	json_t *x;
 	static const char *known[] = {"format", "version", "inputs", "params", "constants", "nodes", "outputs",
-				      "metadata"};
+				      "metadata", "symbols"};
 	json_object_foreach(root, k, x)
 	{
 		size_t i;
@@ -863,7 +1054,7 @@ coil_graph *graph_from_json(json_t *root, coil_err *err)
 	}
 	if (parse_decls(&ps, root, "inputs", VAL_INPUT, &g->inputs, &g->ninputs) ||
 	    parse_decls(&ps, root, "params", VAL_PARAM, &g->params, &g->nparams) ||
-	    parse_decls(&ps, root, "constants", VAL_CONST, &g->consts, &g->nconsts) ||
+	    parse_decls(&ps, root, "constants", VAL_CONST, &g->consts, &g->nconsts) || parse_symbols(&ps, root) ||
 	    parse_nodes(&ps, root) || parse_outputs(&ps, root) || toposort(&ps))
 		goto fail;
 	for (int i = 0; i < g->nnodes; i++) {
@@ -874,7 +1065,7 @@ coil_graph *graph_from_json(json_t *root, coil_err *err)
 			coil_value *o = node_out(g, n, k);
 			char where[300];
 			snprintf(where, sizeof where, "node '%s' (%s): result %d", n->id, op_name(n->op), k);
-			if (check_size(o->shape, o->rank, o->dtype, where, err))
+			if (check_size(g, n, o->shape, o->rank, o->dtype, where, err))
 				goto fail;
 		}
 	}

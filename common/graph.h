@@ -69,9 +69,24 @@ typedef struct coil_node {
 	int *outs;      /* value index of each result */
 } coil_node;
 
+/* An assumption a shape rule made about the symbols, checked whenever they
+ * are bound (interp's bind_symbols, an artifact's run): e >= c (a
+ * convolution's output is not empty), or e divisible by c (a reshape's -1
+ * came out exact). */
+enum guard_kind { GUARD_GE, GUARD_DIV };
+typedef struct coil_guard {
+	enum guard_kind kind;
+	coil_dim e;
+	int64_t c;
+	int node;        /* the node whose rule relied on it */
+	const char *why; /* e.g. "output size" */
+} coil_guard;
+
 typedef struct coil_graph {
 	coil_arena *arena;
 	coil_symtab syms;
+	int nguards, capguards;
+	coil_guard *guards;
 	int nvals, capvals;
 	coil_value *vals;
 	int ninputs, nparams, nconsts, nnodes, noutputs;
@@ -109,6 +124,22 @@ static inline coil_value *node_out(coil_graph *g, const coil_node *n, int i)
 {
 	return &g->vals[n->outs[i]];
 }
+
+/* Records the guard (once); n may be NULL.  A guard that holds for every
+ * binding (or that the symbols' ranges decide) is not recorded; one that can
+ * never hold is an error naming the node. */
+int graph_guard(coil_graph *g, const coil_node *n, enum guard_kind kind, const coil_dim *e, int64_t c,
+		const char *why, coil_err *err);
+/* The guard as text: "(h+1)//2 >= 1", "3*s % 2 == 0". */
+char *guard_format(const coil_graph *g, const coil_guard *gd, char *buf, size_t cap);
+/* With the free symbols bound in vals: checks their declared ranges,
+ * computes the derived ones and checks every guard; the error names the
+ * input and dim bound to the symbol at fault, the guard and its node. */
+int graph_check_syms(const coil_graph *g, int64_t *vals, coil_err *err);
+/* Free symbol k's first binding: input position and dim (-1 if none). */
+int graph_sym_binding(const coil_graph *g, int k, int *dim);
+/* The first free symbol e depends on (through derived ones), or -1. */
+int graph_sym_root(const coil_graph *g, const coil_dim *e);
 
 /* "node 'id' (aten.op)" prefix for messages about a node. */
 int node_errf(coil_err *err, const coil_node *n, const char *fmt, ...)

@@ -22,24 +22,22 @@ static json_t *jnum(double f, int is_int, int64_t i)
 	return json_real(f);
 }
 
-static json_t *jdim(const coil_dim *d)
+/* tab: the graph's symbols with the free ones renamed by index (s0, s1, ...):
+ * their names are not semantic; derived ones print their definition. */
+static json_t *jdim(const coil_dim *d, const coil_symtab *tab)
 {
 	int64_t c;
 	if (dim_is_const(d, &c))
 		return json_integer(c);
-	/* Symbols are printed by index (s0, s1, ...): their names are not semantic. */
-	coil_symtab canon = {.n = COIL_MAX_SYMS};
-	for (int i = 0; i < COIL_MAX_SYMS; i++)
-		snprintf(canon.name[i], sizeof canon.name[i], "s%d", i);
-	char buf[256];
-	return json_string(dim_format(d, &canon, buf, sizeof buf));
+	char buf[512];
+	return json_string(dim_format(d, tab, buf, sizeof buf));
 }
 
-static json_t *jshape(const coil_value *v)
+static json_t *jshape(const coil_value *v, const coil_symtab *tab)
 {
 	json_t *a = json_array();
 	for (int i = 0; i < v->rank; i++)
-		json_array_append_new(a, jdim(&v->shape[i]));
+		json_array_append_new(a, jdim(&v->shape[i], tab));
 	return a;
 }
 
@@ -48,6 +46,7 @@ typedef struct canon {
 	char **name; /* canonical name per value */
 	int next;
 	json_t *consts, *nodes;
+	coil_symtab *tab;
 } canon;
 
 static json_t *jref(canon *c, int v)
@@ -80,7 +79,7 @@ static json_t *jarg(canon *c, const coil_arg *a)
 	case ARG_DIMS:
 		j = json_array();
 		for (int k = 0; k < a->n; k++)
-			json_array_append_new(j, a->kind == ARG_INTS ? json_integer(a->ints[k]) : jdim(&a->dims[k]));
+			json_array_append_new(j, a->kind == ARG_INTS ? json_integer(a->ints[k]) : jdim(&a->dims[k], c->tab));
 		return j;
 	}
 	return json_null();
@@ -111,7 +110,7 @@ static int name_value(canon *c, int v)
 									  : jnum(x, !dtype_is_float(val->dtype), (int64_t)x));
 		}
 		json_array_append_new(c->consts, json_pack("{s:s,s:s,s:o,s:o}", "name", c->name[v], "dtype",
-							   dtype_name(val->dtype), "shape", jshape(val), "data", d));
+							   dtype_name(val->dtype), "shape", jshape(val, c->tab), "data", d));
 	}
 	return 0;
 }
@@ -179,20 +178,20 @@ static int visit(canon *c, int root, char *state, int *stack)
 	return 0;
 }
 
-static json_t *decls(coil_graph *g, const int *list, int n)
+static json_t *decls(coil_graph *g, const int *list, int n, const coil_symtab *tab)
 {
 	json_t *a = json_array();
 	for (int i = 0; i < n; i++) {
 		coil_value *v = &g->vals[list[i]];
 		json_array_append_new(a, json_pack("{s:s,s:s,s:o}", "name", v->name, "dtype", dtype_name(v->dtype),
-						   "shape", jshape(v)));
+						   "shape", jshape(v, tab)));
 	}
 	return a;
 }
 
 const char *graph_canonical(coil_graph *g, size_t *len, coil_err *err)
 {
-	canon c = {.g = g};
+	canon c = {.g = g, .tab = malloc(sizeof(coil_symtab))};
 	int total_stack = 0;
 	for (int i = 0; i < g->nnodes; i++) {
 		const op_info *oi = op_get(g->nodes[i].op);
@@ -204,20 +203,36 @@ const char *graph_canonical(coil_graph *g, size_t *len, coil_err *err)
 	int *stack = malloc(((size_t)total_stack + (size_t)g->noutputs + 1) * sizeof(int));
 	c.consts = json_array();
 	c.nodes = json_array();
-	json_t *outs = json_array(), *root = NULL;
+	json_t *outs = json_array(), *root = NULL, *syms = json_object();
 	char *text = NULL, *res = NULL;
-	if (!c.name || !state || !stack || !c.consts || !c.nodes || !outs)
+	if (!c.name || !state || !stack || !c.consts || !c.nodes || !outs || !c.tab || !syms)
 		goto out;
+	*c.tab = g->syms;
+	for (int k = 0; k < g->syms.n; k++) {
+		if (g->syms.kind[k] != SYM_FREE)
+			continue;
+		snprintf(c.tab->name[k], sizeof c.tab->name[k], "s%d", k);
+		if (g->syms.lo[k] || g->syms.hi[k]) {
+			json_t *r = json_object();
+			if (g->syms.lo[k])
+				json_object_set_new(r, "min", json_integer(g->syms.lo[k]));
+			if (g->syms.hi[k])
+				json_object_set_new(r, "max", json_integer(g->syms.hi[k]));
+			json_object_set_new(syms, c.tab->name[k], r);
+		}
+	}
 	for (int i = 0; i < g->noutputs; i++) {
 		if (visit(&c, g->outputs[i], state, stack))
 			goto out;
 		json_array_append_new(outs, json_string(c.name[g->outputs[i]]));
 	}
 	root = json_pack("{s:s,s:i,s:o,s:o,s:O,s:O,s:O}", "format", "coil-graph", "version", COIL_FORMAT_VERSION,
-			 "inputs", decls(g, g->inputs, g->ninputs), "params", decls(g, g->params, g->nparams),
+			 "inputs", decls(g, g->inputs, g->ninputs, c.tab), "params", decls(g, g->params, g->nparams, c.tab),
 			 "constants", c.consts, "nodes", c.nodes, "outputs", outs);
 	if (!root)
 		goto out;
+	if (json_object_size(syms))
+		json_object_set(root, "symbols", syms);
 	text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
 	if (!text)
 		goto out;
@@ -233,6 +248,8 @@ out:
 	json_decref(c.consts);
 	json_decref(c.nodes);
 	json_decref(outs);
+	json_decref(syms);
+	free(c.tab);
 	free(c.name);
 	free(state);
 	free(stack);

@@ -166,8 +166,10 @@ static int infer_conv(coil_graph *g, coil_node *n, coil_err *err)
 			      shp(g, x, b2, sizeof b2));
 	if (w->dtype != x->dtype)
 		return ARGERR(1, "dtype %s differs from input dtype %s", dtype_name(w->dtype), dtype_name(x->dtype));
-	if (need_static(g, n, err, 1, 0) || need_static(g, n, err, 0, 1))
+	if (need_static(g, n, err, 1, 0))
 		return -1;
+	if (!dim_is_const(&x->shape[1], NULL))
+		return ARGERR(0, "dim 1 must be static here");
 	int64_t groups = n->args[8].i, transposed = n->args[6].i;
 	if (groups < 1)
 		return ARGERR(8, "groups must be positive");
@@ -205,21 +207,28 @@ static int infer_conv(coil_graph *g, coil_node *n, coil_err *err)
 	for (int i = 0; i < sd; i++) {
 #define LV(ai) (n->args[ai].n == 1 ? n->args[ai].ints[0] : n->args[ai].ints[i])
 		int64_t s = LV(3), p = LV(4), d = LV(5), op = LV(7), k = cdim(w, 2 + i);
-		int64_t in = cdim(x, 2 + i), o;
-		if (!transposed) {
-			int64_t eff = in + 2 * p - d * (k - 1) - 1;
-			if (eff < 0)
-				return ARGERR(0, "spatial dim %d (%lld) is smaller than the dilated kernel (%lld)", i,
-					      (long long)in, (long long)(d * (k - 1) + 1));
-			o = eff / s + 1;
+		if (transposed && op >= s && op >= d)
+			return ARGERR(7, "output_padding must be smaller than stride or dilation");
+		/* floor((in + 2p - d(k-1) - 1) / s) + 1, or (in-1)s - 2p + d(k-1) + op + 1 */
+		coil_dim o, t, c = dim_const(transposed ? d * (k - 1) + op + 1 - 2 * p - s : 2 * p - d * (k - 1) - 1);
+		if (transposed) {
+			coil_dim sd_ = dim_const(s);
+			if (dim_mul(&t, &x->shape[2 + i], &sd_, err) || dim_add(&o, &t, &c, err))
+				return node_errf(err, n, "%s", err->msg);
 		} else {
-			if (op >= s && op >= d)
-				return ARGERR(7, "output_padding must be smaller than stride or dilation");
-			o = (in - 1) * s - 2 * p + d * (k - 1) + op + 1;
-			if (o <= 0)
-				return ARGERR(0, "output spatial dim %d would be %lld", i, (long long)o);
+			coil_dim one = dim_const(1);
+			if (dim_add(&t, &x->shape[2 + i], &c, err) || dim_floordiv(&o, &t, s, &g->syms, err) ||
+			    dim_add(&o, &o, &one, err))
+				return node_errf(err, n, "%s", err->msg);
 		}
-		out[2 + i] = dim_const(o);
+		int64_t oc;
+		if (dim_is_const(&o, &oc) && oc <= 0)
+			return transposed ? ARGERR(0, "output spatial dim %d would be %lld", i, (long long)oc)
+					  : ARGERR(0, "spatial dim %d (%lld) is smaller than the dilated kernel (%lld)", i,
+						   (long long)cdim(x, 2 + i), (long long)(d * (k - 1) + 1));
+		if (graph_guard(g, n, GUARD_GE, &o, 1, "output size", err))
+			return -1;
+		out[2 + i] = o;
 #undef LV
 	}
 	set_out(g, n, 0, x->dtype, x->rank, out);
@@ -411,6 +420,29 @@ int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, in
 	return o;
 }
 
+int pool_out_dim(coil_symtab *tab, const coil_dim *in, int64_t k, int64_t s, int64_t p, int64_t d, int ceil,
+		 coil_dim *out, coil_err *err)
+{
+	int64_t c;
+	if (dim_is_const(in, &c)) {
+		*out = dim_const(pool_out_size(c, k, s, p, d, ceil));
+		return 0;
+	}
+	/* floor((in + 2p - d(k-1) - 1 [+ s-1]) / s) + 1; with ceil_mode, the last
+	 * window must start inside the input or left padding: at most
+	 * floor((in + p - 1) / s) + 1 */
+	coil_dim t, one = dim_const(1), cc = dim_const(2 * p - d * (k - 1) - 1 + (ceil ? s - 1 : 0));
+	if (dim_add(&t, in, &cc, err) || dim_floordiv(out, &t, s, tab, err) || dim_add(out, out, &one, err))
+		return -1;
+	if (ceil) {
+		coil_dim m, pc = dim_const(p - 1);
+		if (dim_add(&t, in, &pc, err) || dim_floordiv(&m, &t, s, tab, err) || dim_add(&m, &m, &one, err) ||
+		    dim_minmax(out, out, &m, 0, tab, err))
+			return -1;
+	}
+	return 0;
+}
+
 static int infer_pool2d(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0);
@@ -418,8 +450,6 @@ static int infer_pool2d(coil_graph *g, coil_node *n, coil_err *err)
 		return ARGERR(0, "expected rank 3 or 4, got %d", x->rank);
 	if (x->dtype == COIL_BOOL || (n->op == OP_AVG_POOL2D && !dtype_is_float(x->dtype)))
 		return ARGERR(0, "dtype %s is not supported", dtype_name(x->dtype));
-	if (need_static(g, n, err, 0, x->rank - 2))
-		return -1;
 	for (int ai = 1; ai <= (n->op == OP_AVG_POOL2D ? 3 : 4); ai++) {
 		const coil_arg *a = &n->args[ai];
 		if (a->n > 2 || (a->n == 0 && ai == 1))
@@ -439,10 +469,15 @@ static int infer_pool2d(coil_graph *g, coil_node *n, coil_err *err)
 	for (int i = 0; i < 2; i++) {
 		if (pp.p[i] * 2 > pp.d[i] * (pp.k[i] - 1) + 1)
 			return ARGERR(3, "padding should be at most half of the effective kernel size");
-		int64_t o = pool_out_size(cdim(x, r - 2 + i), pp.k[i], pp.s[i], pp.p[i], pp.d[i], pp.ceil);
-		if (o <= 0)
-			return ARGERR(1, "output size would be %lld", (long long)o);
-		out[r - 2 + i] = dim_const(o);
+		coil_dim o;
+		if (pool_out_dim(&g->syms, &x->shape[r - 2 + i], pp.k[i], pp.s[i], pp.p[i], pp.d[i], pp.ceil, &o, err))
+			return node_errf(err, n, "%s", err->msg);
+		int64_t oc;
+		if (dim_is_const(&o, &oc) && oc <= 0)
+			return ARGERR(1, "output size would be %lld", (long long)oc);
+		if (graph_guard(g, n, GUARD_GE, &o, 1, "output size", err))
+			return -1;
+		out[r - 2 + i] = o;
 	}
 	set_out(g, n, 0, x->dtype, r, out);
 	if (n->nout == 2)
@@ -456,7 +491,7 @@ static int infer_adaptive_pool2d(coil_graph *g, coil_node *n, coil_err *err)
 	const coil_arg *os = &n->args[1];
 	if (x->rank != 3 && x->rank != 4)
 		return ARGERR(0, "expected rank 3 or 4, got %d", x->rank);
-	if (need_float(g, n, err, 0) || need_static(g, n, err, 0, x->rank - 2))
+	if (need_float(g, n, err, 0))
 		return -1;
 	if (os->n != 2 && os->n != 1)
 		return ARGERR(1, "expected 2 values");
@@ -470,7 +505,9 @@ static int infer_adaptive_pool2d(coil_graph *g, coil_node *n, coil_err *err)
 		int64_t o = os->ints[os->n == 1 ? 0 : i];
 		if (o < 1 || o > (1 << 20))
 			return ARGERR(1, "output size %lld out of range", (long long)o);
-		if (cdim(x, r - 2 + i) == 0)
+		if (!dim_is_const(&x->shape[r - 2 + i], NULL) && o != 1)
+			return unsupported(err, ARGERR(0, "a symbolic spatial dim pools only to size 1 (got %lld)", (long long)o));
+		if (dim_eq_const(&x->shape[r - 2 + i], 0))
 			return ARGERR(0, "spatial dims must be non-empty");
 		out[r - 2 + i] = dim_const(o);
 	}
@@ -892,7 +929,15 @@ static int infer_reshape(coil_graph *g, coil_node *n, coil_err *err)
 	}
 	if (infer_at >= 0) {
 		coil_dim q;
-		if (dim_eq_const(&known, 0) || dim_div(&q, &total, &known, err))
+		int64_t kc;
+		if (!dim_eq_const(&known, 0) && dim_div(&q, &total, &known, err) && dim_is_const(&known, &kc) && kc > 0 &&
+		    !dim_is_const(&total, NULL)) {
+			/* a symbolic total over a constant: exact when the sizes divide (a guard) */
+			if (dim_floordiv(&q, &total, kc, &g->syms, err))
+				return node_errf(err, n, "%s", err->msg);
+			if (graph_guard(g, n, GUARD_DIV, &total, kc, "element count of the input", err))
+				return -1;
+		} else if (dim_eq_const(&known, 0) || dim_div(&q, &total, &known, err))
 			return ARGERR(1, "shape %s is invalid for input of shape %s",
 				      shape_format(sz->dims, sz->n, &g->syms, b1, sizeof b1), shp(g, x, b2, sizeof b2));
 		out[infer_at] = q;
@@ -1034,11 +1079,16 @@ int view_slice(const coil_graph *g, const coil_node *n, int *dim, coil_dim *star
 		return coil_err_input(err, "args[4] 'step': must be a positive static integer");
 	*step = a[4].i;
 	int64_t s = a[2].kind == ARG_INT ? a[2].i : 0, e = a[3].kind == ARG_INT ? a[3].i : INT64_MAX;
-	if (a[2].kind != ARG_INT && a[2].kind != ARG_NONE)
-		return unsupported(err, coil_err_input(err, "args[2] 'start': symbolic slice bounds are not supported"));
-	if (a[3].kind != ARG_INT && a[3].kind != ARG_NONE)
-		return unsupported(err, coil_err_input(err, "args[3] 'end': symbolic slice bounds are not supported"));
-	if (is_static) {
+	int sym_s = a[2].kind == ARG_DIMS && a[2].n == 1, sym_e = a[3].kind == ARG_DIMS && a[3].n == 1;
+	if (a[2].kind != ARG_INT && a[2].kind != ARG_NONE && !sym_s)
+		return coil_err_input(err, "args[2] 'start': expected an integer or a size expression");
+	if (a[3].kind != ARG_INT && a[3].kind != ARG_NONE && !sym_e)
+		return coil_err_input(err, "args[3] 'end': expected an integer or a size expression");
+	if (sym_s && dim_is_const(&a[2].dims[0], &s))
+		sym_s = 0;
+	if (sym_e && dim_is_const(&a[3].dims[0], &e))
+		sym_e = 0;
+	if (is_static && !sym_s && !sym_e) {
 		if (s < 0)
 			s += sz;
 		if (e < 0)
@@ -1049,12 +1099,38 @@ int view_slice(const coil_graph *g, const coil_node *n, int *dim, coil_dim *star
 		*len = dim_const((e - s) / *step + ((e - s) % *step != 0)); /* no overflow for a huge step */
 		return 0;
 	}
-	/* symbolic size: x[s:] with 0 <= s and step 1 */
-	if (s < 0 || e < ((int64_t)1 << 62) || *step != 1)
-		return coil_err_input(err, "args[0] 'self': slicing a symbolic dim needs start >= 0, no end, step 1");
-	*start = dim_const(s);
-	coil_dim c = dim_const(s);
-	return dim_sub(len, size, &c, err);
+	/* symbolic: clamp as Python does, with min/max kept symbolic where the
+	 * order of the operands depends on the sizes (a symbolic bound is taken
+	 * as non-negative) */
+	coil_symtab *tab = (coil_symtab *)&g->syms; /* infer made every symbol; later calls find them */
+	coil_dim S, E, z = dim_const(0), t;
+	if (sym_s)
+		S = a[2].dims[0];
+	else if (s < 0) {
+		coil_dim c = dim_const(s);
+		if (dim_add(&S, size, &c, err) || dim_minmax(&S, &S, &z, 1, tab, err))
+			return -1;
+	} else
+		S = dim_const(s);
+	if (dim_minmax(&S, &S, size, 0, tab, err))
+		return -1;
+	if (sym_e)
+		E = a[3].dims[0];
+	else if (e >= ((int64_t)1 << 62))
+		E = *size;
+	else if (e < 0) {
+		coil_dim c = dim_const(e);
+		if (dim_add(&E, size, &c, err) || dim_minmax(&E, &E, &z, 1, tab, err))
+			return -1;
+	} else
+		E = dim_const(e);
+	if (dim_minmax(&E, &E, size, 0, tab, err) || dim_minmax(&E, &E, &S, 1, tab, err))
+		return -1;
+	coil_dim c = dim_const(*step - 1);
+	*start = S;
+	if (dim_sub(&t, &E, &S, err) || dim_add(&t, &t, &c, err) || dim_floordiv(len, &t, *step, tab, err))
+		return -1;
+	return 0;
 }
 
 static int infer_slice(coil_graph *g, coil_node *n, coil_err *err)

@@ -28,6 +28,9 @@ typedef struct pool_params {
 } pool_params;
 void pool_get_params(const coil_node *n, pool_params *pp);
 int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int ceil);
+/* The same for a static or symbolic input size (derived symbols go to tab). */
+int pool_out_dim(coil_symtab *tab, const coil_dim *in, int64_t k, int64_t s, int64_t p, int64_t d, int ceil,
+		 coil_dim *out, coil_err *err);
 
 /* Resampling of an upsample node (bilinear or nearest, over the last two dims),
  * with PyTorch 1.13's CPU index and weight rules.  Output position i of a dim

@@ -946,7 +946,7 @@ int bind_symbols(const coil_graph *g, const coil_tensor *inputs, int64_t *vals, 
 			vals[s] = t->shape[d];
 		}
 	}
-	return 0;
+	return graph_check_syms(g, vals, err);
 }
 
 static int load_value(ictx *c, int v, const coil_tensor *src, const char *what, const int64_t *syms)

@@ -23,6 +23,7 @@
 
 #include "common/graph.h"
 #include "common/infer.h"
+#include "common/interp.h"
 
 #define MALFORMED_DIR "tests/malformed"
 #define GRAPHS_DIR "tests/graphs"
@@ -1053,17 +1054,19 @@ static void test_shape_slice_select(void **state)
 	const char *x = IN1("f32", "['batch',10]");
 	expect_op(x, "aten.slice.Tensor", "['x',0,1,9223372036854775807]", "[batch-1, 10]", COIL_F32);
 	expect_op(x, "aten.slice.Tensor", "['x',0,0]", "[batch, 10]", COIL_F32);
-	/* batch-3 could be negative (symbols count as 1 in size checks) */
-	must_reject(x, "{'id':'s','op':'aten.slice.Tensor','args':['x',0,3],'outputs':['y']}", "'y'",
-		    "node 's' (aten.slice.Tensor): result 0: dim 0 is negative");
+	/* x[3:] clamps as Python does: batch - min(3, batch) */
+	expect_op(x, "aten.slice.Tensor", "['x',0,3]", "[-min(3, batch)+batch, 10]", COIL_F32);
 	expect_op(x, "aten.slice.Tensor", "['x',1,2,-1,3]", "[batch, 3]", COIL_F32);
 	expect_op(x, "aten.slice.Tensor", "['x',1,-100,100]", "[batch, 10]", COIL_F32);
 	expect_op(x, "aten.slice.Tensor", "['x',1,8,2]", "[batch, 0]", COIL_F32);
 	expect_op(x, "aten.slice.Tensor", "['x',1,0,10,9223372036854775807]", "[batch, 1]", COIL_F32);
 	expect_op(x, "aten.select.int", "['x',1,-1]", "[batch]", COIL_F32);
 	expect_op(x, "aten.select.int", "['x',0,0]", "[10]", COIL_F32);
-	must_reject(x, "{'id':'s','op':'aten.slice.Tensor','args':['x',0,-1],'outputs':['y']}", "'y'",
-		    "node 's' (aten.slice.Tensor): args[0] 'self': slicing a symbolic dim needs start >= 0");
+	/* symbolic: Python's clamping kept symbolic (x[-1:], x[:-2], x[::2], x[1:batch-1]) */
+	expect_op(x, "aten.slice.Tensor", "['x',0,-1]", "[1, 10]", COIL_F32);
+	expect_op(x, "aten.slice.Tensor", "['x',0,0,-2]", "[max(0, batch-2), 10]", COIL_F32);
+	expect_op(x, "aten.slice.Tensor", "['x',0,0,9223372036854775807,2]", "[((batch+1)//2), 10]", COIL_F32);
+	expect_op(x, "aten.slice.Tensor", "['x',0,1,'batch-1']", "[max(1, batch-1)-1, 10]", COIL_F32);
 	must_reject(x, "{'id':'s','op':'aten.select.int','args':['x',1,-11],'outputs':['y']}", "'y'",
 		    "node 's' (aten.select.int): args[2] 'index': -11 out of range for size 10");
 }
@@ -1499,7 +1502,7 @@ static void test_dim_reject(void **state)
 		{"4611686018427387904*batch*2", "size expression overflows"},
 		{"-9223372036854775807-2", "size expression overflows"},
 		{"batch*batch*batch*batch*batch*batch*batch*batch*batch", "power above 8"},
-		{"batch+seq+a+b+1", "more than 4 terms"},
+		{"batch+seq+a+b+c+e+f+g+h", "more than 8 terms"},
 		{"", "unexpected 'end'"},
 		{"batch+", "unexpected 'end'"},
 		{"batch seq", "unexpected 'seq'"},
@@ -1516,6 +1519,7 @@ static void test_dim_reject(void **state)
 	coil_err err = {0};
 	coil_dim d;
 	assert_int_equal(dim_parse("batch+seq+a+b", &tab, 1, &d, &err), 0);
+	assert_int_equal(dim_parse("c+e+f+g+h", &tab, 1, &d, &err), 0);
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		err.msg[0] = 0;
 		if (!dim_parse(cases[i].in, &tab, 0, &d, &err))
@@ -1530,15 +1534,19 @@ static void test_dim_reject(void **state)
 	assert_non_null(strstr(err.msg, "longer than 256"));
 	/* at most COIL_MAX_SYMS symbols */
 	coil_symtab t2 = {0};
-	assert_int_equal(dim_parse("a*b*c*d*e*f*g*h", &t2, 1, &d, &err), 0);
+	for (int i = 0; i < COIL_MAX_SYMS; i++) {
+		char nm[8];
+		snprintf(nm, sizeof nm, "q%d", i);
+		assert_int_equal(dim_parse(nm, &t2, 1, &d, &err), 0);
+	}
 	assert_int_equal(dim_parse("i", &t2, 1, &d, &err), -1);
-	assert_non_null(strstr(err.msg, "more than 8 size symbols"));
+	assert_non_null(strstr(err.msg, "more than 24 size symbols"));
 	/* evaluation overflow */
 	int64_t vals[COIL_MAX_SYMS] = {INT64_MAX / 2 + 1, 1, 1, 1, 1, 1, 1, 1}, v;
-	assert_int_equal(dim_parse("2*a", &t2, 0, &d, &err), 0);
+	assert_int_equal(dim_parse("2*q0", &t2, 0, &d, &err), 0);
 	assert_int_equal(dim_eval(&d, vals, &v, &err), -1);
 	assert_non_null(strstr(err.msg, "overflows"));
-	assert_int_equal(dim_parse("a+a", &t2, 0, &d, &err), 0);
+	assert_int_equal(dim_parse("q0+q0", &t2, 0, &d, &err), 0);
 	assert_int_equal(dim_eval(&d, vals, &v, &err), -1);
 }
 
@@ -1559,14 +1567,14 @@ static void test_dim_arith(void **state)
 	assert_int_equal(dim_div(&q, &a, &b, &err), -1); /* not a monomial */
 	b = dim_const(0);
 	assert_int_equal(dim_div(&q, &a, &b, &err), -1);
-	assert_int_equal(dim_floordiv(&q, &a, 3, &err), 0);
+	assert_int_equal(dim_floordiv(&q, &a, 3, NULL, &err), 0);
 	assert_string_equal(dim_format(&q, &tab, buf, sizeof buf), "4*n+2*n*m");
-	assert_int_equal(dim_floordiv(&q, &a, 4, &err), -1);
+	assert_int_equal(dim_floordiv(&q, &a, 4, NULL, &err), -1);
 	assert_non_null(strstr(err.msg, "not divisible by 4"));
 	coil_dim c = dim_const(-7);
-	assert_int_equal(dim_floordiv(&q, &c, 2, &err), 0);
+	assert_int_equal(dim_floordiv(&q, &c, 2, NULL, &err), 0);
 	assert_true(dim_eq_const(&q, -4));
-	assert_int_equal(dim_floordiv(&q, &c, 0, &err), -1);
+	assert_int_equal(dim_floordiv(&q, &c, 0, NULL, &err), -1);
 	coil_dim big = dim_const(INT64_MAX), one = dim_const(1), neg = dim_const(INT64_MIN);
 	assert_int_equal(dim_add(&q, &big, &one, &err), -1);
 	assert_int_equal(dim_sub(&q, &neg, &one, &err), -1);
@@ -1576,6 +1584,155 @@ static void test_dim_arith(void **state)
 	assert_int_equal(dim_sub(&q, &a, &a, &err), 0);
 	assert_true(dim_eq_const(&q, 0));
 	assert_true(dim_is_const(&q, NULL));
+}
+
+/* --- guards: assumptions shape rules make, checked when symbols are bound ---- */
+
+static coil_graph *parse_ok(const char *json)
+{
+	coil_err err = {0};
+	coil_graph *g = graph_parse(json, strlen(json), &err);
+	if (!g)
+		fail_msg("graph rejected: %s\n  %s", err.msg, json);
+	return g;
+}
+
+/* Binds input 0's dims to dims[] and checks; returns 0 or the message. */
+static const char *bind1(coil_graph *g, const int64_t *dims, int rank, coil_err *err)
+{
+	coil_tensor t = {.dtype = COIL_F32, .rank = rank};
+	for (int i = 0; i < rank; i++)
+		t.shape[i] = dims[i];
+	int64_t vals[COIL_MAX_SYMS];
+	err->msg[0] = 0;
+	return bind_symbols(g, &t, vals, err) ? err->msg : NULL;
+}
+
+static void expect_bind(coil_graph *g, const int64_t *dims, int rank, const char *want)
+{
+	coil_err err = {0};
+	const char *m = bind1(g, dims, rank, &err);
+	if (!want && m)
+		fail_msg("binding refused: %s", m);
+	if (want && !m)
+		fail_msg("binding accepted, expected \"%s\"", want);
+	if (want && !strstr(m, want))
+		fail_msg("message \"%s\" lacks \"%s\"", m, want);
+}
+
+#define G1(IN, NODES, OUT, EXTRA)                                                                           \
+	"{\"format\":\"coil-graph\",\"version\":1" EXTRA ",\"inputs\":[{\"name\":\"x\",\"dtype\":\"f32\",\"shape\":" IN \
+	"}],\"nodes\":[" NODES "],\"outputs\":[\"" OUT "\"]}"
+
+static void test_guards(void **state)
+{
+	(void)state;
+	char b[256];
+	/* a reshape's -1 over a symbolic count: exact when 3*batch is even */
+	coil_graph *g = parse_ok(G1("[\"batch\",3]", "{\"id\":\"v\",\"op\":\"aten.view.default\",\"args\":[\"x\",[-1,2]],"
+				     "\"outputs\":[\"y\"]}", "y", ""));
+	assert_int_equal(g->nguards, 1);
+	assert_string_equal(guard_format(g, &g->guards[0], b, sizeof b), "3*batch % 2 == 0");
+	expect_bind(g, (int64_t[]){4, 3}, 2, NULL);
+	expect_bind(g, (int64_t[]){3, 3}, 2,
+		    "input 'x' dim 0 (batch = 3): guard 3*batch % 2 == 0 fails (element count of the input of node 'v'");
+	graph_free(g);
+	/* a size that is not provably non-negative */
+	g = parse_ok(G1("[\"batch\"]", "{\"id\":\"z\",\"op\":\"aten.new_zeros.default\",\"args\":[\"x\",[\"1-batch\"]],"
+			"\"outputs\":[\"y\"]}", "y", ""));
+	expect_bind(g, (int64_t[]){1}, 1, NULL);
+	expect_bind(g, (int64_t[]){2}, 1, "input 'x' dim 0 (batch = 2): guard -batch+1 >= 0 fails");
+	graph_free(g);
+	/* a convolution's output is not empty: h >= 3 */
+	g = parse_ok(G1("[1,1,\"h\",5]", "{\"id\":\"c\",\"op\":\"aten.convolution.default\",\"args\":[\"x\",\"w\",null,"
+			"[1,1],[0,0],[1,1],false,[0,0],1],\"outputs\":[\"y\"]}", "y",
+			",\"constants\":[{\"name\":\"w\",\"dtype\":\"f32\",\"shape\":[1,1,3,3],\"data\":[1,1,1,1,1,1,1,1,1]}]"));
+	expect_bind(g, (int64_t[]){1, 1, 3, 5}, 4, NULL);
+	expect_bind(g, (int64_t[]){1, 1, 2, 5}, 4, "input 'x' dim 2 (h = 2): guard h-2 >= 1 fails (output size of node 'c'");
+	graph_free(g);
+	/* declared ranges */
+	g = parse_ok(G1("[\"seq\",4]", "{\"id\":\"r\",\"op\":\"aten.relu.default\",\"args\":[\"x\"],\"outputs\":[\"y\"]}", "y",
+			",\"symbols\":{\"seq\":{\"min\":2,\"max\":512}}"));
+	expect_bind(g, (int64_t[]){2, 4}, 2, NULL);
+	expect_bind(g, (int64_t[]){512, 4}, 2, NULL);
+	expect_bind(g, (int64_t[]){513, 4}, 2, "input 'x' dim 0 (seq = 513): outside the range [2, 512] of 'seq' (guard)");
+	expect_bind(g, (int64_t[]){1, 4}, 2, "outside the range [2, 512] of 'seq'");
+	graph_free(g);
+	/* ranges are part of the graph's identity */
+	char h1[65], h2[65];
+	coil_err err = {0};
+	g = parse_ok(G1("[\"seq\",4]", "{\"id\":\"r\",\"op\":\"aten.relu.default\",\"args\":[\"x\"],\"outputs\":[\"y\"]}", "y", ""));
+	coil_graph *g2 = parse_ok(G1("[\"seq\",4]", "{\"id\":\"r\",\"op\":\"aten.relu.default\",\"args\":[\"x\"],\"outputs\":[\"y\"]}",
+				     "y", ",\"symbols\":{\"seq\":{\"max\":64}}"));
+	assert_int_equal(graph_hash(g, h1, &err), 0);
+	assert_int_equal(graph_hash(g2, h2, &err), 0);
+	assert_string_not_equal(h1, h2);
+	graph_free(g);
+	graph_free(g2);
+	/* bad declarations name the field */
+	const char *bad[][2] = {
+		{",\"symbols\":{\"t\":{\"max\":4}}", "symbols: 't' is not a symbol of any input's shape"},
+		{",\"symbols\":{\"seq\":{\"max\":1,\"min\":3}}", "symbols.seq: max 1 is below min 3"},
+		{",\"symbols\":{\"seq\":{\"hi\":1}}", "symbols.seq: unknown key 'hi'"},
+		{",\"symbols\":{\"seq\":{\"min\":-1}}", "symbols.seq.min: must be an integer"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		char j[1024];
+		snprintf(j, sizeof j, "{\"format\":\"coil-graph\",\"version\":1%s,\"inputs\":[{\"name\":\"x\",\"dtype\":\"f32\","
+			 "\"shape\":[\"seq\"]}],\"nodes\":[],\"outputs\":[\"x\"]}", bad[i][0]);
+		err.msg[0] = 0;
+		coil_graph *bg = graph_parse(j, strlen(j), &err);
+		if (bg || !strstr(err.msg, bad[i][1]))
+			fail_msg("%s: got \"%s\", expected \"%s\"", bad[i][0], bg ? "accepted" : err.msg, bad[i][1]);
+	}
+}
+
+/* floor division and min/max: canonical forms, derived symbols, values */
+static void test_dim_floordiv_minmax(void **state)
+{
+	(void)state;
+	coil_symtab tab = {0};
+	coil_err err = {0};
+	coil_dim d, e;
+	char b[256];
+	assert_int_equal(dim_parse("h", &tab, 1, &d, &err), 0);
+	assert_int_equal(dim_parse("(h+1)//2", &tab, 0, &d, &err), 0);
+	assert_string_equal(dim_format(&d, &tab, b, sizeof b), "((h+1)//2)");
+	/* multiples of the divisor come out: (2h+3)//2 = h + 1 + 0 */
+	assert_int_equal(dim_parse("(2*h+3)//2", &tab, 0, &e, &err), 0);
+	assert_string_equal(dim_format(&e, &tab, b, sizeof b), "h+1");
+	/* one symbol for equal definitions: (h-1)//2 + 1 is (h+1)//2 */
+	assert_int_equal(dim_parse("(h-1)//2+1", &tab, 0, &e, &err), 0);
+	assert_true(dim_eq(&d, &e));
+	assert_int_equal(tab.n, 2);
+	assert_int_equal(dim_parse("min(h, 512)", &tab, 0, &e, &err), 0);
+	assert_int_equal(dim_parse("min(512, h)", &tab, 0, &d, &err), 0);
+	assert_true(dim_eq(&d, &e));
+	assert_int_equal(dim_parse("max(h, 0)", &tab, 0, &d, &err), 0);
+	assert_string_equal(dim_format(&d, &tab, b, sizeof b), "h"); /* h >= 1 */
+	coil_dim f, q;
+	assert_int_equal(dim_parse("max(h-3, 0)*2", &tab, 0, &d, &err), 0);
+	assert_int_equal(dim_parse("(h-1)//2+1", &tab, 0, &e, &err), 0);
+	assert_int_equal(dim_parse("(h-7)//3", &tab, 0, &f, &err), 0);
+	/* x[3:] of h: h - min(3, h), provably >= 0 */
+	assert_int_equal(dim_parse("max(h, min(3, h))-min(3, h)", &tab, 0, &q, &err), 0);
+	assert_string_equal(dim_format(&q, &tab, b, sizeof b), "-min(3, h)+h");
+	for (int64_t h = 1; h <= 9; h++) {
+		int64_t vals[COIL_MAX_SYMS] = {h}, v;
+		assert_int_equal(symtab_derive(&tab, vals, &err), 0);
+		assert_int_equal(dim_eval(&d, vals, &v, &err), 0);
+		assert_int_equal(v, 2 * (h - 3 > 0 ? h - 3 : 0));
+		assert_int_equal(dim_eval(&e, vals, &v, &err), 0);
+		assert_int_equal(v, (h + 1) / 2);
+		assert_int_equal(dim_eval(&f, vals, &v, &err), 0);
+		assert_int_equal(v, h >= 7 ? (h - 7) / 3 : -((7 - h + 2) / 3));
+		assert_int_equal(dim_eval(&q, vals, &v, &err), 0);
+		assert_int_equal(v, h > 3 ? h - 3 : 0);
+	}
+	assert_int_equal(dim_parse("h//0", &tab, 0, &d, &err), -1);
+	assert_non_null(strstr(err.msg, "'//' takes a positive integer"));
+	assert_int_equal(dim_parse("h//h", &tab, 0, &d, &err), -1);
+	assert_int_equal(dim_parse("min(h)", &tab, 0, &d, &err), -1);
 }
 
 int main(void)
@@ -1615,6 +1772,8 @@ int main(void)
 		cmocka_unit_test(test_dim_roundtrip),
 		cmocka_unit_test(test_dim_reject),
 		cmocka_unit_test(test_dim_arith),
+		cmocka_unit_test(test_guards),
+		cmocka_unit_test(test_dim_floordiv_minmax),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

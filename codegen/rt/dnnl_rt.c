@@ -68,6 +68,15 @@ struct rt_ctx {
 	 * Grown at create time only, so run() never allocates. */
 	void *ws;
 	size_t ws_bytes;
+	/* Packed weights shared between objects created with the same
+	 * weight_key and layout (one fusion at several shapes): reordered once. */
+	struct shared_w {
+		uint64_t key;
+		dnnl_memory_desc_t md;
+		dnnl_memory_t mem;
+		int refs;
+	} *sw;
+	int nsw, capsw;
 };
 
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
@@ -154,6 +163,9 @@ RT_API void rt_ctx_destroy(rt_ctx *c)
 		dnnl_stream_destroy(c->stream);
 	if (c->engine)
 		dnnl_engine_destroy(c->engine);
+	for (int i = 0; i < c->nsw; i++)
+		dnnl_memory_destroy(c->sw[i].mem);
+	free(c->sw);
 	free(c->ws);
 	free(c);
 }
@@ -426,6 +438,49 @@ done:
 	if (user)
 		dnnl_memory_destroy(user);
 	return rc;
+}
+
+/* pack() through the context's shared table when key is nonzero. */
+static int pack_shared(rt_ctx *ctx, uint64_t key, const dnnl_memory_desc_t *have,
+		       const dnnl_memory_desc_t *want, const void *data, dnnl_memory_t *out,
+		       char *err, size_t errlen)
+{
+	if (!key)
+		return pack(ctx, have, want, data, out, err, errlen);
+	for (int i = 0; i < ctx->nsw; i++)
+		if (ctx->sw[i].key == key && dnnl_memory_desc_equal(&ctx->sw[i].md, want)) {
+			ctx->sw[i].refs++;
+			*out = ctx->sw[i].mem;
+			return RT_OK;
+		}
+	if (ctx->nsw == ctx->capsw) {
+		int cap = ctx->capsw ? 2 * ctx->capsw : 8;
+		struct shared_w *n = realloc(ctx->sw, (size_t)cap * sizeof *n);
+		if (!n)
+			return seterr(err, errlen, RT_ENOMEM, "out of memory");
+		ctx->sw = n;
+		ctx->capsw = cap;
+	}
+	int rc = pack(ctx, have, want, data, out, err, errlen);
+	if (rc)
+		return rc;
+	ctx->sw[ctx->nsw++] = (struct shared_w){key, *want, *out, 1};
+	return RT_OK;
+}
+
+/* Drops an object's reference to m when the table holds it (then m is not
+ * the object's to destroy): returns 1. */
+static int unshare(rt_ctx *ctx, dnnl_memory_t m)
+{
+	for (int i = 0; m && ctx && i < ctx->nsw; i++)
+		if (ctx->sw[i].mem == m) {
+			if (--ctx->sw[i].refs == 0) {
+				dnnl_memory_destroy(m);
+				ctx->sw[i] = ctx->sw[--ctx->nsw];
+			}
+			return 1;
+		}
+	return 0;
 }
 
 /* Binds the per-run pointers and executes.  ptr[i] is the data for mem[i]
@@ -778,7 +833,8 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const float *weigh
 		dnnl_primitive_desc_query_md(c->p.pd, dnnl_query_weights_md, 0);
 	if (!wmd)
 		FAIL(RT_EDNNL, "oneDNN: cannot query the weights descriptor");
-	if ((rc = pack(ctx, &wuser_md, wmd, weight, &c->p.mem[ARG_WEI], err, errlen)))
+	if ((rc = pack_shared(ctx, d->weight_key, &wuser_md, wmd, weight, &c->p.mem[ARG_WEI], err,
+			       errlen)))
 		goto fail;
 	c->p.arg_id[ARG_WEI] = DNNL_ARG_WEIGHTS;
 	c->weight_bytes = dnnl_memory_desc_get_size(wmd);
@@ -917,6 +973,8 @@ RT_API void rt_conv_destroy(rt_conv *c)
 {
 	if (!c)
 		return;
+	if (unshare(c->p.ctx, c->p.mem[ARG_WEI]))
+		c->p.mem[ARG_WEI] = NULL;
 	prim_free(&c->p);
 	edges_free(&c->e);
 	if (c->r_res)
@@ -1041,7 +1099,8 @@ RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const float *b
 			dnnl_primitive_desc_query_md(mm->p.pd, dnnl_query_weights_md, 0);
 		if (!wmd)
 			FAIL(RT_EDNNL, "oneDNN: cannot query the weights descriptor");
-		if ((rc = pack(ctx, &b_md, wmd, b_const_data, &mm->p.mem[ARG_WEI], err, errlen)))
+		if ((rc = pack_shared(ctx, d->weight_key, &b_md, wmd, b_const_data, &mm->p.mem[ARG_WEI],
+				       err, errlen)))
 			goto fail;
 	} else {
 		DN(dnnl_memory_create(&mm->p.mem[ARG_WEI], &b_md, ctx->engine, DNNL_MEMORY_NONE));
@@ -1130,6 +1189,8 @@ RT_API void rt_matmul_destroy(rt_matmul *mm)
 {
 	if (!mm)
 		return;
+	if (mm->b_const && unshare(mm->p.ctx, mm->p.mem[ARG_WEI]))
+		mm->p.mem[ARG_WEI] = NULL;
 	prim_free(&mm->p);
 	free(mm->bias_buf);
 	free(mm);

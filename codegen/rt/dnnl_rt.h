@@ -174,6 +174,10 @@ typedef struct rt_conv_desc {
 	int src_nhwc, dst_nhwc;
 	int npost;
 	rt_post post[RT_MAX_POST];
+	/* Nonzero: the packed weights are shared with the context's other
+	 * objects of this key whose primitive wants the same layout (one conv at
+	 * several shapes); the caller promises the same weight values. */
+	uint64_t weight_key;
 } rt_conv_desc;
 
 /* Builds the primitive, reorders the weight (PyTorch layout, see above) into
@@ -212,6 +216,7 @@ typedef struct rt_matmul_desc {
 	                       * addmm's beta = 0 set has_bias = 0 instead. */
 	int npost;
 	rt_post post[RT_MAX_POST];
+	uint64_t weight_key; /* b_const: as rt_conv_desc's */
 } rt_matmul_desc;
 
 RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d,
