@@ -308,8 +308,8 @@ def _uni_candidates(pts):
         a = (ys[1] - ys[0]) // (x1 - x0)
         b = ys[0] - a * x0
         if all(y == a * x + b for x, y in zip(xs, ys)):
-            return [((Atom("x"),), lambda x, a=a, b=b: a * x + b)]
-    if len(xs) >= 4:
+            out.append(((Atom("x"),), lambda x, a=a, b=b: a * x + b))
+    if len(xs) >= 4 and not out:
         F = fractions.Fraction
         (p0, p1, p2) = xs[:3]
         (q0, q1, q2) = ys[:3]
@@ -554,10 +554,11 @@ class _Fitter:
         v = self.base[i]
         lo, hi = self.lo_hi[i]
         lo = max(lo, 2)
-        want = [v + 1, v + 3, 2 * v + 3]
+        far = min(2 * v + 3, hi)
+        want = [v + 1, v + 3, far if far > v + 3 else v - 1]
         got = []
         for x in want:
-            cands = [x] + [x + k for k in (1, 2, 3)] + [v - k for k in (1, 2, 3)]
+            cands = [x] + [x + k for k in (1, 2, 3)] + [x - k for k in (1, 2, 3)] + [v - k for k in (1, 2, 3)]
             for y in cands:
                 if lo <= y <= hi and y != v and y not in got and self.axis_point(i, y) not in self.failed:
                     if self.trace(self.axis_point(i, y)):
@@ -652,14 +653,25 @@ class _Fitter:
                     x = _disagreement(cands, self.base[i], self.lo_hi[i][0], self.lo_hi[i][1], avoid)
                     if x is not None and not final:
                         requests.append(self.axis_point(i, x))
-                bases[i] = cands[0][0]
+                opts = []
+                for c in cands:
+                    if c[0] not in opts:
+                        opts.append(c[0])
+                bases[i] = opts[:6]
             if j in fits:
                 continue
             if not deps:
                 fits[j] = ExportError("dynamic shapes: %s changes only where several sizes change at "
                                       "once (%s): no expression fits" % (where, sorted(set(vat.values()))), self.syms)
                 continue
-            r = _multi_fit(fitpts, deps, bases)
+            r = None
+            for combo in itertools.product(*[bases[i] for i in deps]):
+                r1 = _multi_fit(fitpts, deps, dict(zip(deps, combo)))
+                if r1 is _UNDETERMINED:
+                    r = r or r1
+                elif r1 is not None:
+                    r = r1
+                    break
             if r is _UNDETERMINED:   # rank deficient: cross points
                 more = self.cross_points(deps)
                 if more and not final:
@@ -676,7 +688,7 @@ class _Fitter:
                         where, ", ".join("%d at %s" % (v, self.point_desc(p)) for p, v in vat.items()),
                         ", ".join(self.syms[i] for i in deps)), [self.syms[i] for i in deps])
                 continue
-            fits[j] = (r, deps, bases)
+            fits[j] = (r, deps)
         # dedupe requests, keep the order
         seen = set()
         req = []
@@ -811,7 +823,7 @@ def fit(spec, graph_at, arg_types, eval_expr):
     for j, r in fits.items():
         if isinstance(r, ExportError):
             raise r
-        fit_, deps, _ = r
+        fit_, deps = r
         text = render(fit_, syms)
         where = l0[j][1]
         for p, g in fitter.graphs.items():
