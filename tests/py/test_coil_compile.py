@@ -6,7 +6,8 @@ ABI, compared with eager.
   * a module with an op coil lacks raises coil.UnsupportedError naming the op (from the
     exporter's op check, and from the compiler when the check is skipped);
   * one callable runs many times, and from two threads at once, with right results;
-  * dynamic batch, non-contiguous inputs, nested outputs, wrong dtypes, the target chain check;
+  * dynamic batch, non-contiguous inputs, nested outputs, wrong dtypes (the static artifact
+    refuses other inputs; what compile() returns recompiles), the target chain check;
   * export fixes in coil.compile: a data-preserving as_strided becomes a view; unsupported
     ops on no input (Swin's masks, gathered biases) are folded into constants;
   * compile through a real coild (server=URL);
@@ -194,17 +195,34 @@ def test_io(t, cache):
     a1, a2 = f(x, y)["a"], f(x, y)["a"]
     t.ok(a1.data_ptr() != a2.data_ptr() and a1.is_contiguous() and not a1.requires_grad,
          "each call returns new output tensors")
+    # the static artifact itself refuses other inputs
+    static = f.compiled
     for bad, why in [((x.double(), y), "dtype"), ((x[None], y), "rank"), ((x, ), "count")]:
         try:
-            f(*bad)
+            static(*bad)
             t.ok(False, "wrong input %s raises coil.CoilError" % why)
         except coil.CoilError as e:
             t.ok(True, "wrong input %s raises coil.CoilError: %s" % (why, e))
     try:
-        f(torch.randn(6, 8), y)
+        static(torch.randn(6, 8), y)
         t.ok(False, "wrong static batch raises coil.CoilError")
     except coil.CoilError as e:
         t.ok("dim 0 is 6" in str(e), "wrong static batch raises coil.CoilError: %s" % e)
+    # what compile() returns recompiles instead (dynamic=None: the changed dim symbolic)
+    x6 = torch.randn(6, 8)
+    got = f(x6, y)
+    st = f.stats()
+    t.ok(rel_err(eager(m, (x6, y))["a"], got["a"]) <= TOL and st["recompiles"] == 1
+         and st["recompile_reasons"] == [{"input": 0, "dim": 0, "old": 5, "new": 6}]
+         and f.graph["inputs"][0]["shape"][0] == "s0",
+         "compile(): another batch recompiles once with dim 0 symbolic", st)
+    try:
+        f(x.double(), y)
+        t.ok(False, "compile(): a dtype the module itself rejects raises the module's error")
+    except coil.CoilError as e:
+        t.ok(False, "compile(): a dtype the module itself rejects raises the module's error", str(e))
+    except RuntimeError as e:
+        t.ok(True, "compile(): a dtype the module itself rejects raises the module's error: %s" % str(e)[:80])
 
 
 class PoolChannelsLast(torch.nn.Module):
