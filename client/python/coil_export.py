@@ -37,14 +37,18 @@ Normalization applied to the traced graph:
 Anything that is not an aten op, produces an unsupported dtype, or is missing from
 `$COIL info --ops` (when that command works) raises UnsupportedOpsError naming every op.
 
-Dynamic batch (--dynamic-batch, export(..., dynamic_batch=True)): dim 0 of every input is the
-symbol "batch". The module is traced at batch sizes b, b+1 and b+3 (b = the example batch, at
-least 2; inputs re-batched by repeating rows) and the graphs must match exactly except for
-integers in SymInt / SymInt[] argument slots (view, expand, zeros, slice bounds, ...): each
-of those that changes with the batch becomes the expression a*batch+c fitted to the traces
-("batch", "16*batch", "2*batch+1"). A batch-dependent value anywhere else (an `int` such as a
-select index or a dim, a Scalar, a captured constant) or a change of graph structure raises
-ExportError naming the node. The files hold the example inputs and eager outputs as usual.
+Symbolic sizes (export(..., dynamic=SPEC, ranges=...), coil_symbolic.py, docs/python.md):
+SPEC says which input dims are symbols (True: all the module takes at other sizes; "batch";
+{input: dims or {dim: name}}; [(input, dim[, name])]). The module is traced at several sizes
+(inputs resized by repeating entries cyclically, so token ids stay valid) and the graphs must
+match exactly except for integers in SymInt argument slots (view, expand, zeros, slice bounds,
+...): each of those that changes becomes an expression over the symbols fitted to the traces
+("16*batch", "batch*seq", "2*seq+1", "(h+1)//2", "min(seq,512)") and checked on a held-out
+trace. A size-dependent value anywhere else (an `int` such as a select index or a dim, a
+Scalar, a captured constant) or a change of graph structure (a Python branch on a size) raises
+ExportError naming the node, the symbol and the input dim. --dynamic-batch (dynamic_batch=True)
+is SPEC "batch": dim 0 of every input is the symbol "batch". Ranges go to the graph's top-level
+"symbols". The files hold the example inputs and eager outputs as usual.
 """
 import argparse
 import collections

@@ -21,15 +21,26 @@ compile(module, example_inputs, server=None, target="native", threads=None, ...)
     pointer (a non-contiguous input is made contiguous first) and outputs are allocated with
     torch.empty and filled in place: no copies. It may be called from many threads at once
     (each concurrent call uses its own coil model handle). `threads` is the OpenMP thread
-    count of each call (None: OpenMP's default). Shapes are static unless
-    dynamic_batch=True, which makes dim 0 of every input the symbol "batch".
+    count of each call (None: OpenMP's default).
+    Sizes follow torch.compile's habits (coil/_dynamic.py, docs/python.md): example_inputs may
+    be left out (compiled at the first call); dynamic=None compiles static first and, when a
+    later call changes a size, once more with the dims that changed symbolic; dynamic=True
+    makes every dim symbolic that can be; dynamic=False compiles one artifact per shape;
+    dynamic_batch=True makes dim 0 of every input the symbol "batch" from the start. At most
+    recompile_limit (8) recompiles, then a CoilError (stage "recompile") or, with
+    fallback="eager", the module itself. .stats() counts compiles, cache hits, recompiles
+    (with reasons), artifacts, calls and fallback calls.
+
+compile_artifact(module, example_inputs, ..., dynamic=SPEC, ranges=...) compiles one artifact
+now and returns its CompiledModule; SPEC as for export_graph (coil_symbolic's spec: True,
+"batch", {input: dims or {dim: name}}, [(input, dim[, name])]).
 
 load(artifact_path, params, threads=None) binds an artifact built earlier (`coil compile`)
 to params given in graph order.
 
 Errors: UnsupportedError (a CoilError) names the op, node or argument coil cannot handle;
 CoilError covers everything else; `.stage` says where ("trace", "export", "compile",
-"load", "run")."""
+"load", "run", "recompile")."""
 import collections
 import os
 import re
