@@ -214,6 +214,15 @@ t.run("Branchy", expect_error, "graph changes with the batch", Branchy(),
       ["branches on dim 0 of input 'x'", "symbol 'batch'", "node 'n0' (aten.relu.default)"])
 
 
+class CapturesSize(torch.nn.Module):
+    def forward(self, x):
+        return x + torch.tensor([float(i) for i in range(x.shape[0])]).unsqueeze(1)
+
+
+t.run("captured", expect_error, "a captured tensor that changes with the batch", CapturesSize(),
+      ["changes with the sizes", "constant", "_tensor_constant0"])
+
+
 def test_batch1_example():
     # example batch 1: traced at 2, 3, 5; inputs/outputs files keep the batch-1 example
     m, inputs = ce.make_model("mlp", batch=1)
@@ -511,6 +520,19 @@ def test_automatic():
          and s["symbolic"] == [{"input": 0, "dim": 0, "symbol": "batch"}, {"input": 0, "dim": 1, "symbol": "s0"}],
          "stats: recompile reasons name input, dim, old and new sizes; dims 0 and 1 went symbolic",
          s["recompile_reasons"])
+    # an explicit spec with a range (as coil_export's): symbolic from the first compile; a size
+    # beyond the range recompiles once with that dim unbounded
+    k = coil.compile(m, (torch.randn(2, 3, 8),), dynamic={0: {0: "batch", 1: "seq"}},
+                     ranges={"seq": (2, 16)}, coil=COIL)
+    worst = 0.0
+    for b, sq in ((3, 2), (1, 9), (4, 16), (2, 20), (5, 40)):
+        x = torch.randn(b, sq, 8)
+        worst = max(worst, rel_errs(eager(m, (x,)), k(x)))
+    s = k.stats()
+    t.ok(s["exports"] == 2 and s["recompiles"] == 1 and worst <= TOL and s["artifacts"] == 1
+         and s["recompile_reasons"] == [{"input": 0, "dim": 1, "old": "seq", "new": 20}],
+         "dynamic={0: {0: 'batch', 1: 'seq'}}, seq in 2..16: seq 20 recompiles once (rel err %.2e)" % worst, s)
+    k.close()
     # a dtype change recompiles (the module in double)
     md = Tiny().double().eval()
     g = coil.compile(md, (torch.randn(2, 3, 8, dtype=torch.float64),), coil=COIL)
@@ -706,6 +728,14 @@ def test_cnn():
         err = rel_errs(eager(m, (xx,)), f(xx))
         t.ok(err <= TOL, "cnn: batch %d %dx%d matches eager (rel err %.2e)" % (b, h, w, err))
     f.close()
+    # dynamic=True: the channels stay static (the conv weight fixes them), H and W get a symbol each
+    g = coil.compile(m, (torch.randn(2, 3, 96, 96),), dynamic=True, threads=2, coil=COIL)
+    shape = g.graph["inputs"][0]["shape"]
+    xx = torch.randn(4, 3, 100, 130)
+    err = rel_errs(eager(m, (xx,)), g(xx))
+    t.ok(shape == ["batch", 3, "s0", "s1"] and err <= TOL and g.stats()["recompiles"] == 0,
+         "cnn: dynamic=True gives %s; 4x3x100x130 runs without a recompile (rel err %.2e)" % (shape, err))
+    g.close()
 
 
 if HAVE_COIL:

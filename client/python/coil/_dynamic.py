@@ -95,8 +95,15 @@ class DynamicModule:
 
     def __init__(self, module, example_inputs=None, dynamic=None, dynamic_batch=False, ranges=None,
                  recompile_limit=8, fallback=None, persist=True, compile_opts=None):
+        # an explicit spec ({input: {dim: name}}, [(input, dim, name)], "batch") is the first
+        # compile's symbolic dims; afterwards as dynamic=None
+        self._initial = True if dynamic is True else None
         if dynamic not in (None, True, False):
-            raise CoilError("dynamic must be None, True or False, not %r" % (dynamic,), stage="compile")
+            if not isinstance(dynamic, (dict, list, tuple, str)):
+                raise CoilError("dynamic must be None, True, False or a spec of symbolic dims, not %r"
+                                % (dynamic,), stage="compile")
+            self._initial = dynamic
+            dynamic = None
         if fallback not in (None, "eager"):
             raise CoilError("fallback must be None or 'eager', not %r" % (fallback,), stage="compile")
         self.module = module
@@ -298,7 +305,7 @@ class DynamicModule:
         else:
             if not self._entries and self._stats["exports"] == 0:
                 # the first compile
-                if self.persist:
+                if self.persist and self._initial is None:
                     self._symbolic.update(self._load_decision(inputs))
                 if self.dynamic_batch:
                     for i, x in enumerate(inputs):
@@ -311,12 +318,20 @@ class DynamicModule:
             symbolic = {k: s for k, s in self._symbolic.items()
                         if k[0] < len(inputs) and k[1] < inputs[k[0]].dim() and k not in self._static}
         first = not self._entries and self._stats["exports"] == 0
-        return self._build(inputs, symbolic, auto=self.dynamic is True and not guard and first)
+        return self._build(inputs, symbolic, initial=self._initial if (first and not guard) else None)
 
-    def _build(self, inputs, symbolic, auto=False):
+    def _build(self, inputs, symbolic, initial=None):
+        """initial: True or an explicit spec for the first compile (the export names the
+        dims), else None: `symbolic` {(input, dim): name}."""
         from . import compile_artifact
+        auto = initial is True
         spec = [(i, d, s) for (i, d), s in sorted(symbolic.items())]
         ranges = {s: r for s, r in self.ranges.items() if s in symbolic.values()}
+        if initial is not None and not auto:
+            self._count("exports")
+            cm = compile_artifact(self.module, inputs, dynamic=initial, ranges=self.ranges or None,
+                                  **self.opts)
+            return self._add(cm, inputs, record=True)
         for _ in range(8):
             dyn = True if auto else (spec or None)
             try:
@@ -345,6 +360,10 @@ class DynamicModule:
         else:
             raise CoilError("could not find dims to make symbolic for %s" % type(self.module).__name__,
                             stage="export")
+        return self._add(cm, inputs, record=auto)
+
+    def _add(self, cm, inputs, record):
+        """Keep the new artifact; record: take its symbolic dims as decided."""
         if cm.info.get("hit"):
             self._count("cache_hits")
         else:
@@ -353,7 +372,7 @@ class DynamicModule:
         rng = {}
         for s, r in (cm.graph.get("symbols") or {}).items():
             rng[s] = (r.get("min"), r.get("max"))
-        if auto:
+        if record:
             for (i, d) in [(i, d) for i, sh in enumerate(graph_shapes) for d, v in enumerate(sh)
                            if isinstance(v, str)]:
                 self._symbolic[(i, d)] = graph_shapes[i][d]
@@ -388,7 +407,7 @@ class DynamicModule:
         return [e.compiled for e in self._entries]
 
     def __getattr__(self, name):
-        if name.startswith("_"):
+        if name.startswith("_") and name != "_spec":
             raise AttributeError(name)
         return getattr(self.compiled, name)
 
