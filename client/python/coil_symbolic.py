@@ -437,6 +437,7 @@ class _Fitter:
         self.params = None
         self.failed = {}                           # point -> error text
         self.fit_points = []
+        self.uni_cache = {}                        # (symbol index, axis data) -> candidates
         self.max_traces = max_traces or (16 + 8 * len(self.syms))
 
     # -- tracing
@@ -625,7 +626,7 @@ class _Fitter:
         l0 = self.flat(self.base)[1]
         requests = []
         fits = {}
-        uni_cache = {}
+        uni_cache = self.uni_cache
         for j, vat in vals.items():
             where = l0[j][1]
             fitpts = {p: vat[p] for p in self.fit_points}
@@ -657,7 +658,9 @@ class _Fitter:
                 for c in cands:
                     if c[0] not in opts:
                         opts.append(c[0])
-                bases[i] = opts[:6]
+                        if len(opts) == 6:
+                            break
+                bases[i] = opts
             if j in fits:
                 continue
             if not deps:
