@@ -10,7 +10,8 @@
         outputs.safetensors  the eager outputs (original module, torch.no_grad()), output0..
 
 CLI (run with Debian's /usr/bin/python3, where torch lives):
-    coil_export.py MODEL OUTDIR [--batch N] [--dynamic-batch] [--seed S] [--size PX]
+    coil_export.py MODEL OUTDIR [--batch N] [--dynamic-batch] [--dynamic SPEC] [--range S=MIN:MAX]
+                                [--seed S] [--size PX]
                                 [--d-model D] [--seq L] [--nhead H] [--dim-feedforward F]
                                 [--no-coil-check]
     torchvision weights are random (seeded; no downloads); BatchNorm running stats and
@@ -1064,12 +1065,48 @@ def make_model(spec, batch=1, seed=0, size=224, d_model=64, seq=16, nhead=4, ff=
     raise ExportError("unknown model %r (torchvision:<name>, transformer:<layers>, mlp)" % spec)
 
 
+def _parse_dynamic(text):
+    """--dynamic: 'auto' -> True; 'I:D[=NAME],...' -> [(I, D, NAME or None)]."""
+    if not text:
+        return None
+    if text in ("auto", "true"):
+        return True
+    out = []
+    for part in text.split(","):
+        where, _, name = part.partition("=")
+        try:
+            i, d = where.split(":")
+            out.append((int(i), int(d), name or None))
+        except ValueError:
+            raise ExportError("--dynamic: %r is not INPUT:DIM[=NAME]" % part) from None
+    return out
+
+
+def _parse_ranges(items):
+    out = {}
+    for it in items:
+        sym, _, r = it.partition("=")
+        lo, sep, hi = r.partition(":")
+        try:
+            if not sym or not sep:
+                raise ValueError
+            out[sym] = (int(lo) if lo else None, int(hi) if hi else None)
+        except ValueError:
+            raise ExportError("--range: %r is not SYMBOL=MIN:MAX" % it) from None
+    return out or None
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Export a PyTorch model to a coil graph.")
     ap.add_argument("model", help="torchvision:<name> | transformer:<layers> | mlp")
     ap.add_argument("outdir")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--dynamic-batch", action="store_true")
+    ap.add_argument("--dynamic", metavar="SPEC",
+                    help="symbolic input dims: 'auto' (every dim the module takes at other sizes) "
+                         "or INPUT:DIM[=NAME],... such as 0:0=batch,0:1=seq")
+    ap.add_argument("--range", metavar="SYM=MIN:MAX", action="append", default=[],
+                    help="a symbol's range (either bound may be empty), e.g. seq=1:512")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--size", type=int, default=224, help="image size for torchvision models")
     ap.add_argument("--d-model", type=int, default=64)
@@ -1083,7 +1120,8 @@ def main(argv=None):
         m, inputs = make_model(a.model, batch=a.batch, seed=a.seed, size=a.size,
                                d_model=a.d_model, seq=a.seq, nhead=a.nhead, ff=a.dim_feedforward)
         g = export(m, inputs, a.outdir, dynamic_batch=a.dynamic_batch,
-                   check_coil=not a.no_coil_check)
+                   check_coil=not a.no_coil_check, dynamic=_parse_dynamic(a.dynamic),
+                   ranges=_parse_ranges(a.range))
     except ExportError as e:
         print("coil_export: %s" % e, file=sys.stderr)
         return 1

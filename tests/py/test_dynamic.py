@@ -260,6 +260,34 @@ def test_cli():
 
 t.run("CLI", test_cli)
 
+
+def test_cli_dims():
+    d = os.path.join(TMP, "cli_seq")
+    env = dict(os.environ, COIL=COIL)
+    r = subprocess.run([PY, EXPORT, "transformer:1", d, "--batch", "2", "--seq", "8",
+                        "--dynamic", "0:0=batch,0:1=seq", "--range", "seq=2:64"],
+                       capture_output=True, text=True, env=env)
+    if not t.ok(r.returncode == 0, "CLI --dynamic 0:0=batch,0:1=seq --range seq=2:64", r.stderr[-2000:]):
+        return
+    g = json.load(open(d + "/graph.json"))
+    t.ok(g["inputs"][0]["shape"] == ["batch", "seq", 64] and g.get("symbols") == {"seq": {"min": 2, "max": 64}},
+         "CLI: input [batch, seq, 64], seq's range in the graph", [g["inputs"], g.get("symbols")])
+    if HAVE_COIL:
+        m, _ = ce.make_model("transformer:1")
+        x = torch.randn(3, 21, 64, generator=torch.Generator().manual_seed(8))
+        st.save({"x": x}, d + "/in.safetensors")
+        r = run([COIL, "eval", d + "/graph.json", "-w", d + "/weights.safetensors", "-i",
+                 d + "/in.safetensors", "-o", d + "/out.safetensors"])
+        if t.ok(r.returncode == 0, "CLI: coil eval at batch 3 seq 21", r.stderr[-2000:]):
+            with torch.no_grad():
+                err = rel_err(m(x), st.load(d + "/out.safetensors")["output0"])
+            t.ok(err <= 1e-4, "CLI: batch 3 seq 21 matches eager (rel err %.2e)" % err)
+    r = subprocess.run([PY, EXPORT, "mlp", d, "--dynamic", "0:7", "--no-coil-check"], capture_output=True, text=True)
+    t.ok(r.returncode == 1 and "no dim 7" in r.stderr, "CLI: a dim the input lacks is an error", r.stderr[-500:])
+
+
+t.run("CLI dims", test_cli_dims)
+
 # ---------------------------------------------------------------- any dim symbolic, compiled
 
 import random  # noqa: E402

@@ -276,7 +276,7 @@ class DynamicModule:
 
     def _recompile(self, inputs, guard=None):
         """Compile an artifact for these inputs (lock held); None: run eagerly."""
-        first = not self._entries and self._stats["exports"] == 0
+        first = not self._entries
         reasons, closest = self._reasons(inputs)
         if guard is not None:
             reasons = [{"guard": guard[1]}]
@@ -303,7 +303,7 @@ class DynamicModule:
         if guard or self.dynamic is False:
             symbolic = {}
         else:
-            if not self._entries and self._stats["exports"] == 0:
+            if not self._entries:
                 # the first compile
                 if self.persist and self._initial is None:
                     self._symbolic.update(self._load_decision(inputs))
@@ -317,7 +317,7 @@ class DynamicModule:
                 self._save_decision(inputs)
             symbolic = {k: s for k, s in self._symbolic.items()
                         if k[0] < len(inputs) and k[1] < inputs[k[0]].dim() and k not in self._static}
-        first = not self._entries and self._stats["exports"] == 0
+        first = not self._entries
         return self._build(inputs, symbolic, initial=self._initial if (first and not guard) else None)
 
     def _build(self, inputs, symbolic, initial=None):
