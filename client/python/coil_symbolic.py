@@ -603,11 +603,17 @@ class _Fitter:
             hold.append(v if x is None else x)
         hold = tuple(hold)
         held = None
-        for k in range(4):
+        self.max_traces += 8  # the held-out trace does not depend on what the fit used
+        for k in range(8):
             if hold not in self.graphs and self.trace(hold):
                 held = hold
                 break
             hold = tuple(min(h + 1, self.lo_hi[i][1]) for i, h in enumerate(hold))
+        if held is None:
+            raise ExportError("dynamic shapes: no held-out trace to check the fitted sizes on: the "
+                              "module could not be traced at %s and near it (%s)" % (
+                                  self.point_desc(hold), self.failed.get(hold, "sizes used already")),
+                              self.syms)
         return fits, held
 
     def values(self):
