@@ -116,6 +116,34 @@ static int par_kept(const coil_ir *ir, int i)
 	return (i < ir->npar_run && ir->par_run[i]) || (dn_used(ir) && ir->g->syms.n);
 }
 
+/* describe's symbol_defs (per symbol s0, s1, ...: a free one's name, a
+ * derived one's definition over the free ones) and guards, as JSON members
+ * inside the C string (names are identifiers: nothing to escape). */
+static char *symbols_json(ectx *c)
+{
+	const coil_graph *g = c->ir->g;
+	coil_symtab *t = arena_alloc(c->a, sizeof *t);
+	if (!t || !g->syms.n)
+		return "";
+	*t = g->syms;
+	for (int k = 0; k < t->n; k++)
+		if (t->kind[k] == SYM_FREE)
+			snprintf(t->name[k], sizeof t->name[k], "s%d", k);
+	char b[512];
+	char *j = "\\\"symbol_names\\\": [";
+	for (int k = 0; k < t->n; k++)
+		j = arena_printf(c->a, "%s%s\\\"%s\\\"", j, k ? ", " : "", t->kind[k] == SYM_FREE ? g->syms.name[k] : "");
+	j = arena_printf(c->a, "%s], \\\"symbol_defs\\\": [", j);
+	for (int k = 0; k < t->n; k++) {
+		coil_dim d = dim_sym(k);
+		j = arena_printf(c->a, "%s%s\\\"%s\\\"", j, k ? ", " : "", dim_format(&d, t, b, sizeof b));
+	}
+	j = arena_printf(c->a, "%s], \\\"guards\\\": [", j);
+	for (int i = 0; i < g->nguards; i++)
+		j = arena_printf(c->a, "%s%s\\\"%s\\\"", j, i ? ", " : "", guard_format(g, &g->guards[i], b, sizeof b));
+	return arena_printf(c->a, "%s], ", j);
+}
+
 /* describe's peak_bytes: the arena, the params create keeps (copied or
  * folded) and the outputs, for given symbol values; the arena's expression
  * alone if the sum cannot be formed. */
@@ -300,11 +328,11 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	const ir_fold *fd = ir->fold;
 	int ns = g->syms.n, npar = g->nparams + (fd ? fd->nparam : 0);
 	fprintf(f, "static const char describe_json[] = \"{\\\"abi_version\\\": %d, \\\"target\\\": \\\"%s\\\", "
-		   "\\\"graph_hash\\\": \\\"%s\\\", \\\"symbols\\\": %d, \\\"inputs\\\": %s, \\\"params\\\": %s, "
+		   "\\\"graph_hash\\\": \\\"%s\\\", \\\"symbols\\\": %d, %s\\\"inputs\\\": %s, \\\"params\\\": %s, "
 		   "\\\"outputs\\\": %s, \\\"arena_bytes\\\": \\\"%s\\\", \\\"peak_bytes\\\": \\\"%s\\\", "
 		   "\\\"kernels\\\": %d, \\\"functions\\\": %d, \\\"folded_bytes\\\": \\\"%lld\\\", "
 		   "\\\"folded_params\\\": %d, \\\"folded_constants\\\": %d, \\\"create_kernels\\\": %d}\";\n\n",
-		COIL_ABI_VERSION, target, hash, ns, tensors_json(c, g->ninputs, g->inputs),
+		COIL_ABI_VERSION, target, hash, ns, symbols_json(c), tensors_json(c, g->ninputs, g->inputs),
 		tensors_json(c, g->nparams, g->params), tensors_json(c, g->noutputs, g->outputs),
 		ir_dim_c(c->a, &ir->arena_bytes), peak_bytes(c), ir->nk, c->nfn, (long long)(fd ? fd->folded_bytes : 0),
 		fd ? fd->nparam : 0, fd ? fd->nconst : 0, fd && fd->create ? fd->create->nk : 0);

@@ -291,26 +291,26 @@ static void adaptive_pool2d(xctx *c)
 	ir_node *o = &c->ir->nodes[ov >= 0 ? ov : iv];
 	int r = xn->rank, mx = n->op == OP_ADAPTIVE_MAX_POOL2D;
 	const char *t = emit_ctype(xn->dtype);
-	long long H = sdim(xn, r - 2), W = sdim(xn, r - 1), OH = sdim(o, r - 2), OW = sdim(o, r - 1);
-	long long kh = (H + OH - 1) / OH + 1, kw = (W + OW - 1) / OW + 1;
-	out(c, "\tconst int64_t planes = %s, work = planes * %lld;\n", prod(c, xn, 0, r - 2), OH * OW * kh * kw);
+	out(c, "\tconst int64_t H = %s, W = %s, OH = %s, OW = %s;\n", dimc(c, &xn->shape[r - 2]),
+	    dimc(c, &xn->shape[r - 1]), dimc(c, &o->shape[r - 2]), dimc(c, &o->shape[r - 1]));
+	out(c, "\tconst int64_t planes = %s, work = planes * OH * OW * ((H + OH - 1) / OH + 1) * ((W + OW - 1) / OW + 1);\n",
+	    prod(c, xn, 0, r - 2));
 	out(c, "\tconst %s *restrict src = %s;\n", t, arg(c, 0));
 	if (ov >= 0)
 		out(c, "\t%s *restrict dst = %s;\n", t, buf(c, ov));
 	if (iv >= 0)
 		out(c, "\tint64_t *restrict ind = %s;\n", buf(c, iv));
 	out(c, PAR(2));
-	out(c, "\tfor (int64_t pl = 0; pl < planes; pl++)\n\tfor (int64_t oh = 0; oh < %lld; oh++) {\n", OH);
-	out(c, "\t\tconst %s *restrict px = src + pl * %lld;\n", t, H * W);
-	out(c, "\t\tconst int64_t hs = oh * %lld / %lld, he = ((oh + 1) * %lld + %lld) / %lld;\n", H, OH, H, OH - 1, OH);
-	out(c, "\t\tfor (int64_t ow = 0; ow < %lld; ow++) {\n", OW);
-	out(c, "\t\t\tconst int64_t ws = ow * %lld / %lld, we = ((ow + 1) * %lld + %lld) / %lld;\n", W, OW, W, OW - 1,
-	    OW);
-	out(c, "\t\t\tconst int64_t at = (pl * %lld + oh) * %lld + ow;\n", OH, OW);
+	out(c, "\tfor (int64_t pl = 0; pl < planes; pl++)\n\tfor (int64_t oh = 0; oh < OH; oh++) {\n");
+	out(c, "\t\tconst %s *restrict px = src + pl * H * W;\n", t);
+	out(c, "\t\tconst int64_t hs = oh * H / OH, he = ((oh + 1) * H + OH - 1) / OH;\n");
+	out(c, "\t\tfor (int64_t ow = 0; ow < OW; ow++) {\n");
+	out(c, "\t\t\tconst int64_t ws = ow * W / OW, we = ((ow + 1) * W + OW - 1) / OW;\n");
+	out(c, "\t\t\tconst int64_t at = (pl * OH + oh) * OW + ow;\n");
 	if (mx) {
 		out(c, "\t\t\t%s m = -INFINITY;\n\t\t\tint64_t mi = -1;\n", t);
 		out(c, "\t\t\tfor (int64_t h = hs; h < he; h++)\n\t\t\t\tfor (int64_t w = ws; w < we; w++) {\n");
-		out(c, "\t\t\t\t\tconst int64_t pos = h * %lld + w;\n\t\t\t\t\tconst %s v = px[pos];\n", W, t);
+		out(c, "\t\t\t\t\tconst int64_t pos = h * W + w;\n\t\t\t\t\tconst %s v = px[pos];\n", t);
 		max_update(c, xn->dtype, "\t\t\t\t\t");
 		out(c, "\t\t\t\t}\n");
 		if (ov >= 0)
@@ -319,7 +319,7 @@ static void adaptive_pool2d(xctx *c)
 			out(c, "\t\t\tind[at] = mi;\n");
 	} else {
 		out(c, "\t\t\tdouble sum = 0;\n\t\t\tfor (int64_t h = hs; h < he; h++)\n\t\t\t\tfor (int64_t w = ws; w < we; w++)\n");
-		out(c, "\t\t\t\t\tsum += px[h * %lld + w];\n", W);
+		out(c, "\t\t\t\t\tsum += px[h * W + w];\n");
 		if (ov >= 0)
 			out(c, "\t\t\tdst[at] = (%s)(sum / (double)((he - hs) * (we - ws)));\n", t);
 	}
@@ -536,8 +536,7 @@ static void roll(xctx *c)
 static int spatial_symbolic(xctx *c)
 {
 	switch (c->n->op) {
-	case OP_CONVOLUTION: case OP_ADAPTIVE_AVG_POOL2D_: case OP_ADAPTIVE_AVG_POOL2D: case OP_ADAPTIVE_MAX_POOL2D:
-	case OP_UPSAMPLE_BILINEAR2D_VEC: case OP_UPSAMPLE_BILINEAR2D: case OP_UPSAMPLE_NEAREST2D_VEC:
+	case OP_CONVOLUTION: case OP_UPSAMPLE_BILINEAR2D_VEC: case OP_UPSAMPLE_BILINEAR2D: case OP_UPSAMPLE_NEAREST2D_VEC:
 	case OP_UPSAMPLE_NEAREST2D:
 		break;
 	default:

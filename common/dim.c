@@ -244,14 +244,69 @@ int dim_uses(const coil_dim *d, int k)
 	return 0;
 }
 
+/* An upper bound of symbol k's value, -1 when none is known. */
+static int64_t dim_upper_sym(const coil_symtab *tab, int k)
+{
+	if (!tab || k >= tab->n)
+		return -1;
+	if (tab->kind[k] == SYM_FREE)
+		return tab->hi[k] > 0 ? tab->hi[k] : -1;
+	if (tab->kind[k] == SYM_FLOORDIV) {
+		/* floor(a / den) <= a / den with a's terms bounded above */
+		const coil_dim *a = &tab->a[k];
+		int64_t s = 0;
+		for (int i = 0; i < a->n; i++) {
+			int64_t v = a->t[i].coef;
+			if (v < 0 && !is_const_term(&a->t[i]))
+				continue; /* dropping a negative term only raises the bound */
+			for (int j = 0; j < COIL_MAX_SYMS; j++)
+				for (int p = 0; p < a->t[i].pow[j]; p++) {
+					int64_t hi = dim_upper_sym(tab, j);
+					if (hi < 0 || __builtin_mul_overflow(v, hi, &v))
+						return -1;
+				}
+			if (__builtin_add_overflow(s, v, &s))
+				return -1;
+		}
+		return s < 0 ? 0 : s / tab->den[k];
+	}
+	/* min: either operand's bound; max: both */
+	int64_t ua = -1, ub = -1;
+	if (tab->a[k].n == 1 && is_const_term(&tab->a[k].t[0]))
+		ua = tab->a[k].t[0].coef;
+	else if (tab->a[k].n == 1 && tab->a[k].t[0].coef == 1)
+		for (int j = 0; j < COIL_MAX_SYMS; j++)
+			if (tab->a[k].t[0].pow[j] == 1)
+				ua = dim_upper_sym(tab, j);
+	if (tab->b[k].n == 1 && is_const_term(&tab->b[k].t[0]))
+		ub = tab->b[k].t[0].coef;
+	else if (tab->b[k].n == 1 && tab->b[k].t[0].coef == 1)
+		for (int j = 0; j < COIL_MAX_SYMS; j++)
+			if (tab->b[k].t[0].pow[j] == 1)
+				ub = dim_upper_sym(tab, j);
+	if (tab->kind[k] == SYM_MIN)
+		return ua < 0 ? ub : ub < 0 ? ua : ua < ub ? ua : ub;
+	return ua < 0 || ub < 0 ? -1 : ua > ub ? ua : ub;
+}
+
 int64_t dim_lower(const coil_dim *d, const coil_symtab *tab)
 {
 	int64_t s = 0;
 	for (int i = 0; i < d->n; i++) {
 		const coil_term *t = &d->t[i];
 		int64_t v = t->coef;
-		if (v < 0 && !is_const_term(t))
-			return -1;
+		if (v < 0 && !is_const_term(t)) {
+			/* a negative term is bounded by its symbols' declared maxima */
+			for (int k = 0; k < COIL_MAX_SYMS; k++)
+				for (int p = 0; p < t->pow[k]; p++) {
+					int64_t hi = dim_upper_sym(tab, k);
+					if (hi < 0 || __builtin_mul_overflow(v, hi, &v))
+						return -1;
+				}
+			if (__builtin_add_overflow(s, v, &s))
+				return -1;
+			continue;
+		}
 		for (int k = 0; k < COIL_MAX_SYMS; k++)
 			for (int p = 0; p < t->pow[k]; p++) {
 				int64_t lo = 1;

@@ -505,8 +505,6 @@ static int infer_adaptive_pool2d(coil_graph *g, coil_node *n, coil_err *err)
 		int64_t o = os->ints[os->n == 1 ? 0 : i];
 		if (o < 1 || o > (1 << 20))
 			return ARGERR(1, "output size %lld out of range", (long long)o);
-		if (!dim_is_const(&x->shape[r - 2 + i], NULL) && o != 1)
-			return unsupported(err, ARGERR(0, "a symbolic spatial dim pools only to size 1 (got %lld)", (long long)o));
 		if (dim_eq_const(&x->shape[r - 2 + i], 0))
 			return ARGERR(0, "spatial dims must be non-empty");
 		out[r - 2 + i] = dim_const(o);
@@ -880,6 +878,52 @@ static int numel_of(const coil_dim *s, int r, coil_dim *out, coil_err *err)
 	return 0;
 }
 
+/* d with the floor division symbol k taken as exact, times its divisor:
+ * den*d with den*floor(a/den) replaced by a. */
+static int subst_exact(const coil_symtab *tab, int k, const coil_dim *d, coil_dim *out, coil_err *err)
+{
+	coil_dim r = {0}, den = dim_const(tab->den[k]);
+	for (int i = 0; i < d->n; i++) {
+		coil_dim t = {.n = 1, .t = {d->t[i]}};
+		if (t.t[0].pow[k] > 1)
+			return -1;
+		if (t.t[0].pow[k] == 1) {
+			t.t[0].pow[k] = 0;
+			if (dim_mul(&t, &t, &tab->a[k], err))
+				return -1;
+		} else if (dim_mul(&t, &t, &den, err)) {
+			return -1;
+		}
+		if (dim_add(&r, &r, &t, err))
+			return -1;
+	}
+	*out = r;
+	return 0;
+}
+
+/* Whether sizes a and b are equal when the floor divisions in them are
+ * exact; then those divisibilities become guards of node n (a view from
+ * [b, s, 8] to [b, s//2, 16] holds for even s). */
+static int equal_if_exact(coil_graph *g, coil_node *n, const coil_dim *a, const coil_dim *b, coil_err *err)
+{
+	coil_dim x = *a, y = *b;
+	int used[COIL_MAX_SYMS] = {0}, any = 0;
+	coil_err e;
+	for (int k = g->syms.n - 1; k >= 0; k--) {
+		if (g->syms.kind[k] != SYM_FLOORDIV || (!dim_uses(&x, k) && !dim_uses(&y, k)))
+			continue;
+		if (subst_exact(&g->syms, k, &x, &x, &e) || subst_exact(&g->syms, k, &y, &y, &e))
+			return 0;
+		used[k] = any = 1;
+	}
+	if (!any || !dim_eq(&x, &y))
+		return 0;
+	for (int k = 0; k < g->syms.n; k++)
+		if (used[k] && graph_guard(g, n, GUARD_DIV, &g->syms.a[k], g->syms.den[k], "exact division in the sizes", err))
+			return -1;
+	return 1;
+}
+
 static int infer_reshape(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0);
@@ -928,21 +972,30 @@ static int infer_reshape(coil_graph *g, coil_node *n, coil_err *err)
 			return ARGERR(1, "%s", err->msg);
 	}
 	if (infer_at >= 0) {
-		coil_dim q;
-		int64_t kc;
-		if (!dim_eq_const(&known, 0) && dim_div(&q, &total, &known, err) && dim_is_const(&known, &kc) && kc > 0 &&
+		coil_dim q, m, q1;
+		int64_t kc = known.n == 1 ? known.t[0].coef : 0;
+		if (!dim_eq_const(&known, 0) && dim_div(&q, &total, &known, err) && kc > 0 &&
 		    !dim_is_const(&total, NULL)) {
-			/* a symbolic total over a constant: exact when the sizes divide (a guard) */
-			if (dim_floordiv(&q, &total, kc, &g->syms, err))
+			/* total = m*q1 over known = kc*m: q1 // kc, exact when kc divides q1 (a guard) */
+			m = known;
+			m.t[0].coef = 1;
+			if (dim_div(&q1, &total, &m, err))
+				return ARGERR(1, "shape %s is invalid for input of shape %s",
+					      shape_format(sz->dims, sz->n, &g->syms, b1, sizeof b1), shp(g, x, b2, sizeof b2));
+			if (dim_floordiv(&q, &q1, kc, &g->syms, err))
 				return node_errf(err, n, "%s", err->msg);
-			if (graph_guard(g, n, GUARD_DIV, &total, kc, "element count of the input", err))
+			if (graph_guard(g, n, GUARD_DIV, &q1, kc, "element count of the input", err))
 				return -1;
 		} else if (dim_eq_const(&known, 0) || dim_div(&q, &total, &known, err))
 			return ARGERR(1, "shape %s is invalid for input of shape %s",
 				      shape_format(sz->dims, sz->n, &g->syms, b1, sizeof b1), shp(g, x, b2, sizeof b2));
 		out[infer_at] = q;
 	} else if (!dim_eq(&known, &total)) {
-		return ARGERR(1, "shape %s is invalid for input of shape %s",
+		int r = equal_if_exact(g, n, &known, &total, err);
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			return ARGERR(1, "shape %s is invalid for input of shape %s",
 			      shape_format(sz->dims, sz->n, &g->syms, b1, sizeof b1), shp(g, x, b2, sizeof b2));
 	}
 	set_out(g, n, 0, x->dtype, sz->n, out);

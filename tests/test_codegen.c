@@ -544,6 +544,128 @@ static void test_convolution(void **state)
 }
 
 
+/* Symbolic batch, height and width: convolutions (on oneDNN, one set of
+ * objects per binding, weights shared), pooling with ceil_mode, dilation and
+ * padding, adaptive pooling, strided slices; each binding against the
+ * interpreter, one handle reused across bindings (more than the 8 it keeps),
+ * and the artifact's own guards. */
+static const char *const spatial_graph =
+	G(T("x", "f32", "[\"n\",3,\"h\",\"w\"]"),
+	  T("w1", "f32", "[8,3,7,7]") "," T("b1", "f32", "[8]") "," T("w2", "f32", "[8,8,3,3]") "," T("w3", "f32", "[4,8,1,1]"),
+	  ND("a", "aten.convolution", "[\"x\", \"w1\", \"b1\", [2,2], [3,3], [1,1], false, [0,0], 1]", "c1") ","
+	  ND("b", "aten.relu", "[\"c1\"]", "r1") ","
+	  ND2("c", "aten.max_pool2d_with_indices", "[\"r1\", [3,3], [2,2], [1,1]]", "\"m1\"", "\"i1\"") ","
+	  ND("d", "aten.convolution", "[\"m1\", \"w2\", null, [1,1], [1,1], [1,1], false, [0,0], 1]", "c2") ","
+	  ND("e", "aten.avg_pool2d", "[\"c2\", [3,2], [2,2], [1,1], true, false]", "p1") ","
+	  ND("f", "aten.max_pool2d", "[\"c2\", [2,2], [1,1], [0,0], [2,1], true]", "p2") ","
+	  ND("g", "aten.convolution", "[\"p1\", \"w3\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "c3") ","
+	  ND("h", "aten.adaptive_avg_pool2d", "[\"c3\", [3,2]]", "a1") ","
+	  ND("i", "aten.slice.Tensor", "[\"c2\", 2, 1, 9223372036854775807, 2]", "s1") ","
+	  ND("j", "aten.mean.dim", "[\"s1\", [2,3], true]", "y"),
+	  "\"y\",\"a1\",\"i1\",\"p2\"");
+
+static char *emitted_c(const char *j);
+
+static void test_symbolic_spatial(void **state)
+{
+	(void)state;
+	/* the dilated 2x2 max pool needs 3 rows of c2: h, w >= 9 */
+	static const int64_t b[][8] = {{1, 9, 9}, {2, 17, 9},  {1, 32, 33}, {3, 12, 40}, {1, 9, 10}, {2, 64, 48},
+				       {1, 13, 11}, {1, 11, 19}, {2, 17, 9}, {1, 20, 21}, {1, 9, 9}};
+	char *c = emitted_c(spatial_graph);
+	assert_non_null(strstr(c, "rt_conv_create")); /* the convolutions run on oneDNN */
+	assert_non_null(strstr(c, "coil_fdiv("));     /* derived sizes */
+	free(c);
+	art a;
+	coil_graph *g;
+	assert_int_equal(compile_json(spatial_graph, &a, &g), 0);
+	for (size_t i = 0; i < sizeof b / sizeof *b; i++)
+		assert_int_equal(check_run(g, &a, b[i], spatial_graph), 0);
+	dlclose(a.h);
+	graph_free(g);
+	/* one handle across more bindings than it keeps (8), revisiting old ones */
+	assert_int_equal(compile_json(spatial_graph, &a, &g), 0);
+	coil_tensor par[8] = {0};
+	const void *pp[8];
+	for (int i = 0; i < g->nparams; i++) {
+		fill_tensor(g, &g->vals[g->params[i]], b[0], &par[i]);
+		pp[i] = par[i].data;
+	}
+	coil_model *hm = NULL;
+	assert_int_equal(a.create(pp, g->nparams, 2, &hm), 0);
+	for (int round = 0; round < 2; round++)
+		for (size_t i = 0; i < sizeof b / sizeof *b; i++) {
+			coil_tensor in = {0}, ref[4] = {0};
+			coil_err err = {0};
+			fill_tensor(g, &g->vals[g->inputs[0]], b[i], &in);
+			assert_int_equal(interp_run(g, &in, par, ref, &err), 0);
+			const void *inp[1] = {in.data};
+			const int64_t *shp[1] = {in.shape};
+			void *outp[4];
+			for (int j = 0; j < 4; j++)
+				outp[j] = calloc((size_t)tensor_numel(&ref[j]) + 1, dtype_size(ref[j].dtype));
+			if (a.run(hm, inp, shp, outp))
+				fail_msg("run at binding %zu: %s", i, a.lasterr());
+			for (int j = 0; j < 4; j++) {
+				double mag = 1; /* oneDNN's Winograd convs round differently: relative to the scale */
+				for (int64_t e = 0; e < tensor_numel(&ref[j]); e++)
+					mag = fmax(mag, fabs(dtype_load(ref[j].dtype, ref[j].data, (size_t)e)));
+				for (int64_t e = 0; e < tensor_numel(&ref[j]); e++) {
+					double r = dtype_load(ref[j].dtype, ref[j].data, (size_t)e);
+					double x = dtype_load(ref[j].dtype, outp[j], (size_t)e);
+					if (!(fabs(r - x) <= 1e-3 * mag))
+						fail_msg("binding %zu output %d elem %lld: %g vs %g", i, j, (long long)e, x, r);
+				}
+				free(outp[j]);
+				tensor_free(&ref[j]);
+			}
+			tensor_free(&in);
+		}
+	a.destroy(hm);
+	for (int i = 0; i < 8; i++)
+		tensor_free(&par[i]);
+	dlclose(a.h);
+	graph_free(g);
+
+	/* guards in the artifact: a 5x5 valid conv needs h, w >= 5; a view
+	 * needs an even count; declared ranges */
+	const char *gj = "{\"format\":\"coil-graph\",\"version\":1,\"symbols\":{\"h\":{\"min\":2,\"max\":64}},"
+			 "\"inputs\":[" T("x", "f32", "[1,1,\"h\",\"w\"]") "],\"constants\":[{\"name\":\"k\",\"dtype\":\"f32\","
+			 "\"shape\":[1,1,5,1],\"data\":[1,2,3,4,5]}],\"nodes\":["
+			 ND("cv", "aten.convolution", "[\"x\", \"k\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "c") ","
+			 ND("v", "aten.view", "[\"c\", [-1, 2]]", "y") "],\"outputs\":[\"y\"]}";
+	assert_int_equal(compile_json(gj, &a, &g), 0);
+	coil_model *m = NULL;
+	assert_int_equal(a.create(NULL, 0, 1, &m), 0);
+	static const struct { int64_t h, w; const char *want; } cases[] = {
+		{6, 2, NULL},
+		{4, 2, "input 'x' dim 2 (h = 4): guard h-4 >= 1 fails (output size of node 'cv' (aten.convolution.default))"},
+		{6, 3, NULL},
+		{7, 3, "input 'x' dim 2 (h = 7): guard (-4*w+h*w) % 2 == 0 fails (element count of the input of node 'v'"},
+		{65, 2, "input 'x' dim 2 (h = 65): outside the range [2, 64] of 'h' (guard)"},
+		{1, 2, "outside the range [2, 64] of 'h'"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		int64_t shape[4] = {1, 1, cases[i].h, cases[i].w}, oshape[2];
+		const int64_t *shp[1] = {shape};
+		float *x = calloc((size_t)(cases[i].h * cases[i].w), sizeof *x), y[1024];
+		const void *in[1] = {x};
+		void *outp[1] = {y};
+		int rc = a.oshape(m, shp, 0, oshape);
+		if (rc >= 0)
+			rc = a.run(m, in, shp, outp);
+		if (!cases[i].want && rc < 0)
+			fail_msg("h=%lld w=%lld refused: %s", (long long)cases[i].h, (long long)cases[i].w, a.lasterr());
+		if (cases[i].want && (rc >= 0 || !strstr(a.lasterr(), cases[i].want)))
+			fail_msg("h=%lld w=%lld: rc %d, \"%s\", want \"%s\"", (long long)cases[i].h, (long long)cases[i].w, rc,
+				 a.lasterr(), cases[i].want);
+		free(x);
+	}
+	a.destroy(m);
+	dlclose(a.h);
+	graph_free(g);
+}
+
 /* --- oneDNN fusions (codegen/lower_dnnl.c) --------------------------------- */
 
 /* conv [1,4,7,6] -> [1,6,7,6] (3x3, pad 1, bias) followed by NODES reading "c". */
@@ -1353,6 +1475,7 @@ int main(void)
 		cmocka_unit_test(test_nan_semantics),
 		cmocka_unit_test(test_roll),
 		cmocka_unit_test(test_convolution),
+		cmocka_unit_test(test_symbolic_spatial),
 		cmocka_unit_test(test_dnnl_fusions),
 		cmocka_unit_test(test_dnnl_pooling),
 		cmocka_unit_test(test_bn_folding),

@@ -1650,6 +1650,20 @@ static void test_guards(void **state)
 	expect_bind(g, (int64_t[]){1, 1, 3, 5}, 4, NULL);
 	expect_bind(g, (int64_t[]){1, 1, 2, 5}, 4, "input 'x' dim 2 (h = 2): guard h-2 >= 1 fails (output size of node 'c'");
 	graph_free(g);
+	/* a view that holds when a floor division is exact: s even */
+	g = parse_ok(G1("[\"b\",\"s\",8]", "{\"id\":\"v\",\"op\":\"aten.view.default\",\"args\":[\"x\",[\"b\",\"s//2\",16]],"
+			"\"outputs\":[\"y\"]},{\"id\":\"u\",\"op\":\"aten.view.default\",\"args\":[\"x\",[\"b\",-1,16]],"
+			"\"outputs\":[\"z\"]}", "y", ""));
+	assert_string_equal(shape_format(g->vals[g->nodes[1].outs[0]].shape, 3, &g->syms, b, sizeof b), "[b, (s//2), 16]");
+	expect_bind(g, (int64_t[]){3, 6, 8}, 3, NULL);
+	expect_bind(g, (int64_t[]){3, 7, 8}, 3, "input 'x' dim 1 (s = 7): guard s % 2 == 0 fails (exact division in the sizes of node 'v'");
+	graph_free(g);
+	/* a declared maximum bounds sizes: pos[:seq] of 512 positions is seq long */
+	g = parse_ok(G1("[\"seq\",4]", "{\"id\":\"p\",\"op\":\"aten.slice.Tensor\",\"args\":[\"pos\",0,0,\"seq\"],"
+			"\"outputs\":[\"q\"]},{\"id\":\"a\",\"op\":\"aten.add.Tensor\",\"args\":[\"x\",\"q\"],\"outputs\":[\"y\"]}",
+			"y", ",\"symbols\":{\"seq\":{\"max\":512}},\"params\":[{\"name\":\"pos\",\"dtype\":\"f32\",\"shape\":[512,4]}]"));
+	assert_string_equal(shape_format(g->vals[g->nodes[1].outs[0]].shape, 2, &g->syms, b, sizeof b), "[seq, 4]");
+	graph_free(g);
 	/* declared ranges */
 	g = parse_ok(G1("[\"seq\",4]", "{\"id\":\"r\",\"op\":\"aten.relu.default\",\"args\":[\"x\"],\"outputs\":[\"y\"]}", "y",
 			",\"symbols\":{\"seq\":{\"min\":2,\"max\":512}}"));

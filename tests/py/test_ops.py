@@ -1231,8 +1231,9 @@ def view_cases():
     case(sl, R(2, 3, 4, dt=b8), -2, 0, 2)
     case(sl, Sym(y, ["n", 13]), 0, 0, None, name="slice symbolic dim start 0")
     case(sl, Sym(y, ["n", 13]), 1, 2, None, name="slice static dim of a symbolic input")
-    case(sl, Sym(y, ["n", 13]), 0, 2, None, unsupported=True,
-         name="slice symbolic dim start 2 (coil rejects: length n-2 may be negative)")
+    case(sl, Sym(y, ["n", 13]), 0, 2, None, name="slice symbolic dim start 2 (length n-min(2, n))")
+    case(sl, Sym(y, ["n", 13]), 0, 1, None, 2, name="slice symbolic dim, step 2")
+    case(sl, Sym(y, ["n", 13]), 0, -3, -1, name="slice symbolic dim, negative bounds")
     case(sl, y, 1, 0, 5, 0)  # step 0
     case(sl, y, 2, 0, 5)
     case(sl, R(), 0, 0, 1)

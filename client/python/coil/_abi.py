@@ -142,8 +142,16 @@ class Artifact:
         return e.decode("utf-8", "replace") if e else "unknown error"
 
     def arena_bytes(self, symbols):
-        """describe's arena expression evaluated with {"s0": v, ...} (None if unavailable)."""
-        return eval_expr(self.describe.get("arena_bytes"), symbols)
+        """describe's arena expression evaluated with {"s0": v, ...} (None if unavailable); the
+        derived symbols (floor divisions, min/max of sizes) from describe's symbol_defs."""
+        syms = dict(symbols)
+        try:
+            for k, d in enumerate(self.describe.get("symbol_defs") or []):
+                if "s%d" % k not in syms:
+                    syms["s%d" % k] = eval_expr(d, syms)
+            return eval_expr(self.describe.get("arena_bytes"), syms)
+        except (KeyError, TypeError, ValueError):
+            return None
 
     def param_bytes(self):
         n = 0
