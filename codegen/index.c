@@ -99,61 +99,87 @@ char *ix_linear(coil_ir *ir, const ir_node *n, char **idx)
  * shortest runs with equal products ([116, 28, 28] and [2, 58, 28, 28] give
  * (116 | 2, 58), (28 | 28), (28 | 28)); a run of one dim on each side maps
  * directly, others through the run's own linear offset, so indices outside a
- * split or merge stay plain loop variables.  Symbolic dims must pair up one
- * to one; otherwise the whole shape goes through the linear offset. */
+ * split or merge stay plain loop variables.  A source dim that is a multiple
+ * of the next target dim is split first (4*b over b: index / 4, then index
+ * % 4 carries on), so symbolic dims pair up as well: [s, 4*b, 64] read as
+ * [s, b, 256] is (i0 / 4, (i0 % 4)*64 + i2), contiguous in i2.  Runs are
+ * matched by exact division of the size expressions; where none divides,
+ * the whole shape goes through the linear offset. */
+static char *paren(coil_arena *a, const char *e)
+{
+	return strpbrk(e, "+-*/% ") ? arena_printf(a, "(%s)", e) : (char *)e;
+}
+
 static int reshape_groups(coil_ir *ir, const ir_node *n, const ir_node *s, char **idx, char **out)
 {
 	coil_arena *a = ir->arena;
-	int i = 0, j = 0;
-	for (int k = 0; k < s->rank; k++)
+	coil_dim nd[COIL_MAX_RANK + COIL_MAX_RANK];
+	char *nix[COIL_MAX_RANK + COIL_MAX_RANK];
+	int sp[COIL_MAX_RANK], nn = 0, ns = 0;
+	coil_err e;
+	for (int k = 0; k < s->rank; k++) {
 		out[k] = "0";
+		if (!is_one(&s->shape[k]))
+			sp[ns++] = k;
+	}
+	for (int k = 0; k < n->rank; k++)
+		if (!is_one(&n->shape[k])) {
+			nd[nn] = n->shape[k];
+			nix[nn++] = idx[k];
+		}
+	int i = 0, j = 0;
 	for (;;) {
-		while (i < n->rank && is_one(&n->shape[i]))
-			i++;
-		while (j < s->rank && is_one(&s->shape[j]))
-			j++;
-		if (i == n->rank || j == s->rank)
-			return i == n->rank && j == s->rank;
-		if (dim_eq(&n->shape[i], &s->shape[j])) {
-			out[j++] = idx[i++];
+		if (i == nn || j == ns)
+			return i == nn && j == ns;
+		const coil_dim *sd = &s->shape[sp[j]];
+		if (dim_eq(&nd[i], sd)) {
+			out[sp[j++]] = nix[i++];
 			continue;
 		}
-		int64_t pn, ps, v;
+		coil_dim q;
+		int64_t c;
+		if (!dim_div(&q, &nd[i], sd, &e) && dim_is_const(&q, &c) && c > 1 && i + 1 < COIL_MAX_RANK + COIL_MAX_RANK) {
+			/* split: outer part sd (index / c), inner part c (index % c) */
+			const char *x = paren(a, nix[i]);
+			out[sp[j++]] = !strcmp(x, "0") ? "0" : arena_printf(a, "(%s / %lld)", x, (long long)c);
+			nd[i] = q;
+			nix[i] = !strcmp(x, "0") ? "0" : arena_printf(a, "(%s %% %lld)", x, (long long)c);
+			continue;
+		}
+		coil_dim pn = nd[i], ps = *sd;
 		int i0 = i, j0 = j;
-		if (!dim_is_const(&n->shape[i], &pn) || !dim_is_const(&s->shape[j], &ps))
-			return 0;
-		while (pn != ps) {
-			int64_t *p = pn < ps ? &pn : &ps;
-			int *k = pn < ps ? &i : &j;
-			const ir_node *t = pn < ps ? n : s;
-			if (++*k == t->rank || !dim_is_const(&t->shape[*k], &v))
+		while (!dim_eq(&pn, &ps)) {
+			if (!dim_div(&q, &ps, &pn, &e)) {
+				if (++i == nn || dim_mul(&pn, &pn, &nd[i], &e))
+					return 0;
+			} else if (!dim_div(&q, &pn, &ps, &e)) {
+				if (++j == ns || dim_mul(&ps, &ps, &s->shape[sp[j]], &e))
+					return 0;
+			} else {
 				return 0;
-			*p *= v;
+			}
 		}
 		i++, j++;
-		char *lin = NULL;
-		int64_t st = 1;
+		char *lin = NULL, *st = "1";
 		for (int k = i - 1; k >= i0; k--) {
-			dim_is_const(&n->shape[k], &v);
-			if (v != 1 && strcmp(idx[k], "0")) {
-				char *t = st == 1 ? arena_printf(a, "(%s)", idx[k]) : arena_printf(a, "(%s)*%lld", idx[k], (long long)st);
+			if (strcmp(nix[k], "0")) {
+				char *t = !strcmp(st, "1") ? arena_printf(a, "(%s)", nix[k]) : arena_printf(a, "(%s)*%s", nix[k], st);
 				lin = lin ? arena_printf(a, "%s + %s", t, lin) : t;
 			}
-			st *= v;
+			char *d = paren(a, ir_dim_c(a, &nd[k]));
+			st = !strcmp(st, "1") ? d : arena_printf(a, "%s*%s", st, d);
 		}
 		if (!lin)
 			lin = "0";
-		st = 1;
+		st = "1";
 		for (int k = j - 1; k >= j0; k--) {
-			dim_is_const(&s->shape[k], &v);
-			if (v == 1)
-				out[k] = "0";
-			else if (st * v == ps)
-				out[k] = st == 1 ? arena_printf(a, "(%s)", lin) : arena_printf(a, "((%s) / %lld)", lin, (long long)st);
+			char *v = paren(a, ir_dim_c(a, &s->shape[sp[k]]));
+			if (k == j0)
+				out[sp[k]] = !strcmp(st, "1") ? arena_printf(a, "(%s)", lin) : arena_printf(a, "((%s) / %s)", lin, st);
 			else
-				out[k] = st == 1 ? arena_printf(a, "((%s) %% %lld)", lin, (long long)v)
-						 : arena_printf(a, "((%s) / %lld %% %lld)", lin, (long long)st, (long long)v);
-			st *= v;
+				out[sp[k]] = !strcmp(st, "1") ? arena_printf(a, "((%s) %% %s)", lin, v)
+							  : arena_printf(a, "((%s) / %s %% %s)", lin, st, v);
+			st = !strcmp(st, "1") ? v : arena_printf(a, "%s*%s", st, v);
 		}
 	}
 }

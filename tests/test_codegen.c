@@ -565,6 +565,7 @@ static const char *const spatial_graph =
 	  "\"y\",\"a1\",\"i1\",\"p2\"");
 
 static char *emitted_c(const char *j);
+static char *emitted_c_for(const char *j, const char *target);
 
 static void test_symbolic_spatial(void **state)
 {
@@ -664,6 +665,27 @@ static void test_symbolic_spatial(void **state)
 	a.destroy(m);
 	dlclose(a.h);
 	graph_free(g);
+}
+
+/* Attention's head split with a symbolic batch: [s, b, 256] read as
+ * [s, 4*b, 64], transposed.  The reshape splits 4*b into (b, 4) so the rows
+ * of 64 stay contiguous: vector loads, no per-element gather. */
+static void test_symbolic_reshape(void **state)
+{
+	(void)state;
+	const char *j = G(T("x", "f32", "[\"s\",\"b\",256]"), "",
+			  ND("v", "aten.view", "[\"x\", [\"s\", \"4*b\", 64]]", "h") ","
+			  ND("t", "aten.transpose.int", "[\"h\", 0, 1]", "ht") ","
+			  ND("m", "aten.mul.Scalar", "[\"ht\", 0.125]", "y") ","
+			  ND("u", "aten.view", "[\"y\", [\"b\", 4, \"s\", 64]]", "y2") ","
+			  ND("e", "aten.exp", "[\"y2\"]", "y3"),
+			  "\"y\",\"y3\"");
+	char *c = emitted_c_for(j, "x86-64-v4");
+	assert_non_null(strstr(c, "_mm512_loadu_ps(&a0["));
+	assert_null(strstr(c, "g0[l_] ="));
+	free(c);
+	static const int64_t b[][8] = {{1, 1}, {7, 3}, {33, 2}, {5, 9}};
+	assert_int_equal(check_graph(j, 4, b), 0);
 }
 
 /* --- oneDNN fusions (codegen/lower_dnnl.c) --------------------------------- */
@@ -1476,6 +1498,7 @@ int main(void)
 		cmocka_unit_test(test_roll),
 		cmocka_unit_test(test_convolution),
 		cmocka_unit_test(test_symbolic_spatial),
+		cmocka_unit_test(test_symbolic_reshape),
 		cmocka_unit_test(test_dnnl_fusions),
 		cmocka_unit_test(test_dnnl_pooling),
 		cmocka_unit_test(test_bn_folding),
