@@ -87,10 +87,13 @@ typedef struct dn_plan {
  * 0 max, 1 avg counting padding, 2 avg over the input only).  0, or -1 when
  * oneDNN cannot compute exactly what ATen does (divisor_override, an
  * averaging window that overhangs with ceil_mode and counts padding, an
- * adaptive pool whose windows differ in size, symbolic spatial sizes). */
+ * adaptive pool whose windows differ in size or over symbolic sizes,
+ * ceil_mode over symbolic sizes where the overhang is not representable). */
 typedef struct dn_pool {
 	int kind;
 	int64_t k[2], s[2], pl[2], pr[2], d[2];
+	int sym;  /* symbolic spatial sizes: pr is pl, or with ceil_mode set at run time */
+	int ceil;
 } dn_pool;
 int dn_pool_window(coil_graph *g, const coil_node *n, dn_pool *w);
 

@@ -81,7 +81,8 @@ void ir_dump(coil_ir *ir, FILE *f)
 		fprintf(f, "\n");
 	}
 	if (ir->slots)
-		fprintf(f, "arena: %d slots, %s bytes\n", ir->nslots, dim_format(&ir->arena_bytes, &gen_syms, b, sizeof b));
+		fprintf(f, "arena: %d slots, %s bytes\n", ir->nslots,
+			ir->arena_unknown ? "(too many terms)" : dim_format(&ir->arena_bytes, &gen_syms, b, sizeof b));
 }
 
 /* A graph value: %v, or the declared input/param/const it is. */

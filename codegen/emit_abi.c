@@ -156,6 +156,8 @@ static char *peak_bytes(ectx *c)
 		folded += par_kept(c->ir, g->nparams + j) ? fd->bytes[j] : 0;
 	coil_dim tot = c->ir->arena_bytes, fb = dim_const(folded);
 	coil_err e;
+	if (c->ir->arena_unknown)
+		return "unknown";
 	if (dim_add(&tot, &tot, &fb, &e))
 		return ir_dim_c(c->a, &c->ir->arena_bytes);
 	for (int i = 0; i < g->nparams + g->noutputs; i++) {
@@ -334,7 +336,7 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 		   "\\\"folded_params\\\": %d, \\\"folded_constants\\\": %d, \\\"create_kernels\\\": %d}\";\n\n",
 		COIL_ABI_VERSION, target, hash, ns, symbols_json(c), tensors_json(c, g->ninputs, g->inputs),
 		tensors_json(c, g->nparams, g->params), tensors_json(c, g->noutputs, g->outputs),
-		ir_dim_c(c->a, &ir->arena_bytes), peak_bytes(c), ir->nk, c->nfn, (long long)(fd ? fd->folded_bytes : 0),
+		ir->arena_unknown ? "unknown" : ir_dim_c(c->a, &ir->arena_bytes), peak_bytes(c), ir->nk, c->nfn, (long long)(fd ? fd->folded_bytes : 0),
 		fd ? fd->nparam : 0, fd ? fd->nconst : 0, fd && fd->create ? fd->create->nk : 0);
 	fprintf(f, "static _Thread_local char coil_errbuf[256];\n");
 	if (c->errs.n > 1) {

@@ -311,6 +311,11 @@ static void make_pool(nctx *c, int j, const dn_fuse *fz)
 		out(c, "\tdd.k[%d] = %lld;\n\tdd.stride[%d] = %lld;\n\tdd.dil[%d] = %lld;\n", i, (long long)w.k[i], i,
 		    (long long)w.s[i], i, (long long)w.d[i]);
 		out(c, "\tdd.pad_l[%d] = %lld;\n\tdd.pad_r[%d] = %lld;\n", i, (long long)w.pl[i], i, (long long)w.pr[i]);
+		if (w.sym && w.ceil) /* the last window's overhang past in + pad, at these sizes */
+			out(c, "\tif ((dd.out[%d] - 1) * %lld + %lld - dd.in[%d] - %lld > dd.pad_r[%d])\n"
+			       "\t\tdd.pad_r[%d] = (dd.out[%d] - 1) * %lld + %lld - dd.in[%d] - %lld;\n",
+			    i, (long long)w.s[i], (long long)(w.d[i] * (w.k[i] - 1) + 1), i, (long long)w.pl[i], i, i, i,
+			    (long long)w.s[i], (long long)(w.d[i] * (w.k[i] - 1) + 1), i, (long long)w.pl[i]);
 	}
 	out(c, "\tdd.src_nhwc = %d;\n\tdd.dst_nhwc = %d;\n", fz->src_nhwc, fz->dst_nhwc);
 	out(c, "\treturn rt_pool_create(d->ctx, &dd, (rt_pool **)&d->obj[%d], d->err, sizeof d->err) ? -1 : 0;\n", j);

@@ -102,6 +102,7 @@ typedef struct coil_ir {
 	int nslots;
 	ir_slot *slots;
 	coil_dim arena_bytes;
+	int arena_unknown; /* the sum has too many terms to write (arena_bytes is a part) */
 	int64_t fixed_bytes; /* the arena's first part, where static slots lie (ir_slot.at) */
 	struct dn_plan *dn; /* oneDNN fusions (lower_dnnl.c), NULL when none */
 	struct ir_fold *fold; /* what fold.c computed ahead of the run, NULL when nothing */

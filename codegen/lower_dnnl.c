@@ -87,25 +87,27 @@ static int all_static(const coil_value *v, int from)
 int dn_pool_window(coil_graph *g, const coil_node *n, dn_pool *w)
 {
 	const coil_value *x = node_in(g, n, 0), *o = node_out(g, n, 0);
-	if (x->dtype != COIL_F32 || x->rank != 4 || !all_static(x, 1) || !all_static(o, 1))
+	if (x->dtype != COIL_F32 || x->rank != 4 || !dim_is_const(&x->shape[1], NULL))
 		return -1;
 	int64_t in[2], out[2];
+	int sym = 0;
 	for (int i = 0; i < 2; i++) {
-		dim_is_const(&x->shape[2 + i], &in[i]);
-		dim_is_const(&o->shape[2 + i], &out[i]);
-		if (in[i] < 1 || out[i] < 1)
+		if (!dim_is_const(&x->shape[2 + i], &in[i]) || !dim_is_const(&o->shape[2 + i], &out[i]))
+			sym = 1;
+		else if (in[i] < 1 || out[i] < 1)
 			return -1;
 	}
 	memset(w, 0, sizeof *w);
+	w->sym = sym;
 	if (n->op == OP_ADAPTIVE_AVG_POOL2D || n->op == OP_ADAPTIVE_AVG_POOL2D_) {
 		/* equal windows only: out divides in */
-		for (int i = 0; i < 2; i++) {
+		for (int i = 0; i < 2 && !sym; i++) {
 			if (in[i] % out[i])
 				return -1;
 			w->k[i] = w->s[i] = in[i] / out[i], w->d[i] = 1;
 		}
 		w->kind = 2;
-		return 0;
+		return sym ? -1 : 0;
 	}
 	pool_params pp;
 	pool_get_params(n, &pp);
@@ -115,6 +117,13 @@ int dn_pool_window(coil_graph *g, const coil_node *n, dn_pool *w)
 	for (int i = 0; i < 2; i++) {
 		int64_t span = pp.d[i] * (pp.k[i] - 1) + 1;
 		w->k[i] = pp.k[i], w->s[i] = pp.s[i], w->d[i] = pp.d[i], w->pl[i] = w->pr[i] = pp.p[i];
+		if (sym) {
+			/* sizes known at run time: the right padding for ceil_mode's
+			 * overhang is computed there (make_pool), when it can be */
+			if (pp.ceil && (w->kind == 1 || pp.s[i] > span))
+				return -1;
+			continue;
+		}
 		if (in[i] + 2 * pp.p[i] < span)
 			return -1;
 		if ((in[i] + 2 * pp.p[i] - span) / pp.s[i] + 1 != out[i]) {
@@ -126,6 +135,8 @@ int dn_pool_window(coil_graph *g, const coil_node *n, dn_pool *w)
 		if (w->pl[i] >= span || w->pr[i] >= span || w->pr[i] < 0)
 			return -1;
 	}
+	if (sym)
+		w->ceil = pp.ceil;
 	return 0;
 }
 

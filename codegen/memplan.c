@@ -271,8 +271,9 @@ int ir_memplan(coil_ir *ir, coil_err *err)
 	for (int j = 0; j < ir->nslots; j++) {
 		if (ir->slots[j].at >= 0)
 			continue;
-		if (dim_add(&total, &total, &ir->slots[j].bytes, err) || dim_add(&total, &total, &pad, err))
-			return -1;
+		coil_err e;
+		if (dim_add(&total, &total, &ir->slots[j].bytes, &e) || dim_add(&total, &total, &pad, &e))
+			ir->arena_unknown = 1; /* run() sums the slots itself; only the description lacks it */
 	}
 	ir->arena_bytes = total;
 	return 0;

@@ -178,7 +178,7 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 		res->compile_s = secs;
 		snprintf(res->target, sizeof res->target, "%s", t->name);
 		snprintf(res->cflags, sizeof res->cflags, "%s %s", o->opt ? o->opt : "-O3", t->flags);
-		char *ab = ir_dim_c(ir->arena, &ir->arena_bytes);
+		char *ab = ir->arena_unknown ? "unknown" : ir_dim_c(ir->arena, &ir->arena_bytes);
 		snprintf(res->arena_bytes, sizeof res->arena_bytes, "%s", ab);
 	}
 	rc = 0;

@@ -628,6 +628,22 @@ static void test_symbolic_spatial(void **state)
 	dlclose(a.h);
 	graph_free(g);
 
+	/* pools between NHWC convs run on oneDNN at symbolic sizes too (ceil_mode's
+	 * right padding set per binding) */
+	const char *pj = G(T("x", "f32", "[\"n\",4,\"h\",\"w\"]"),
+			   T("w1", "f32", "[8,4,3,3]") "," T("w2", "f32", "[8,8,3,3]") "," T("w3", "f32", "[8,8,1,1]"),
+			   ND("a", "aten.convolution", "[\"x\", \"w1\", null, [1,1], [1,1], [1,1], false, [0,0], 1]", "c1") ","
+			   ND("b", "aten.max_pool2d", "[\"c1\", [3,3], [2,2], [1,1], [1,1], true]", "p1") ","
+			   ND("c", "aten.convolution", "[\"p1\", \"w2\", null, [1,1], [1,1], [1,1], false, [0,0], 1]", "c2") ","
+			   ND("d", "aten.avg_pool2d", "[\"c2\", [2,2], [2,2], [0,0], true, false]", "p2") ","
+			   ND("e", "aten.convolution", "[\"p2\", \"w3\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "y"),
+			   "\"y\"");
+	c = emitted_c(pj);
+	assert_non_null(strstr(c, "rt_pool_create"));
+	free(c);
+	static const int64_t pb[][8] = {{1, 4, 4}, {2, 9, 7}, {1, 16, 16}, {3, 5, 12}};
+	assert_int_equal(check_graph(pj, 4, pb), 0);
+
 	/* guards in the artifact: a 5x5 valid conv needs h, w >= 5; a view
 	 * needs an even count; declared ranges */
 	const char *gj = "{\"format\":\"coil-graph\",\"version\":1,\"symbols\":{\"h\":{\"min\":2,\"max\":64}},"
