@@ -198,6 +198,20 @@ static int cmd_info(opts *o)
 		snprintf(role, sizeof role, "output%d", i);
 		print_value(g, role, v);
 	}
+	for (int k = 0; k < g->syms.n; k++) {
+		if (g->syms.kind[k] != SYM_FREE || (!g->syms.lo[k] && !g->syms.hi[k]))
+			continue;
+		char hi[32] = "inf";
+		if (g->syms.hi[k])
+			snprintf(hi, sizeof hi, "%lld", (long long)g->syms.hi[k]);
+		printf("symbol  %-40s %lld..%s\n", g->syms.name[k], (long long)(g->syms.lo[k] > 0 ? g->syms.lo[k] : 0), hi);
+	}
+	for (int i = 0; i < g->nguards; i++) {
+		char b[300];
+		const coil_guard *gd = &g->guards[i];
+		printf("guard   %-40s %s of node '%s'\n", guard_format(g, gd, b, sizeof b), gd->why,
+		       gd->node >= 0 ? g->nodes[gd->node].id : "?");
+	}
 	printf("params  %d tensors, %lld bytes\n", g->nparams, (long long)pbytes);
 	int count[COIL_NOPS] = {0};
 	for (int i = 0; i < g->nnodes; i++)

@@ -214,7 +214,7 @@ static int transient(CURLcode rc)
 }
 
 /* method path (relative to the server URL): *status and the body into
- * resp.  Retries 503 and transient failures.  Returns 0 when an HTTP answer
+ * resp.  Retries 503, 429 and transient failures.  Returns 0 when an HTTP answer
  * arrived (any status), -1 with the error set otherwise. */
 static int http(coil_client *c, const char *method, const char *path, const char *body, size_t blen, long *status,
 		membuf *resp, headers *h)
@@ -259,7 +259,10 @@ static int http(coil_client *c, const char *method, const char *path, const char
 		*status = 0;
 		if (rc == CURLE_OK)
 			curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, status);
-		int again = (rc == CURLE_OK && *status == 503) || transient(rc);
+		/* 503 (queue full, stopping) and 429 (this tenant's share is taken:
+		 * not now) are worth sending again after Retry-After */
+		int busy = rc == CURLE_OK && (*status == 503 || *status == 429);
+		int again = busy || transient(rc);
 		if (!again || attempt >= c->retries) {
 			if (rc != CURLE_OK)
 				return fail("%s %s: %s%s", method, url, curl_easy_strerror(rc),
@@ -269,7 +272,7 @@ static int http(coil_client *c, const char *method, const char *path, const char
 		/* Wait: the server's Retry-After if it gave one, else the backoff,
 		 * with jitter so that refused clients do not return in step. */
 		long wait = backoff / 2 + (long)(rand_r(&c->seed) % (unsigned)(backoff + 1));
-		if (*status == 503 && h->retry_after >= 0)
+		if (busy && h->retry_after >= 0)
 			wait = (h->retry_after > MAX_RETRY_AFTER_S ? MAX_RETRY_AFTER_S : h->retry_after) * 1000L;
 		sleep_ms(wait);
 		backoff = backoff * 2 > MAX_BACKOFF_MS ? MAX_BACKOFF_MS : backoff * 2;

@@ -116,31 +116,50 @@ static int par_kept(const coil_ir *ir, int i)
 	return (i < ir->npar_run && ir->par_run[i]) || (dn_used(ir) && ir->g->syms.n);
 }
 
-/* describe's symbol_defs (per symbol s0, s1, ...: a free one's name, a
- * derived one's definition over the free ones) and guards, as JSON members
- * inside the C string (names are identifiers: nothing to escape). */
-static char *symbols_json(ectx *c)
+/* The graph's symbols with the free ones named s0, s1, ... (derived ones
+ * print their definitions over them): how the artifact spells sizes. */
+static const coil_symtab *canon_syms(ectx *c)
 {
-	const coil_graph *g = c->ir->g;
+	static const coil_symtab none;
 	coil_symtab *t = arena_alloc(c->a, sizeof *t);
-	if (!t || !g->syms.n)
-		return "";
-	*t = g->syms;
+	if (!t)
+		return &none;
+	*t = c->ir->g->syms;
 	for (int k = 0; k < t->n; k++)
 		if (t->kind[k] == SYM_FREE)
 			snprintf(t->name[k], sizeof t->name[k], "s%d", k);
+	return t;
+}
+
+/* A guard over s0, s1, ...: "s1 % 2 == 0". */
+static char *guard_text(ectx *c, const coil_guard *gd)
+{
+	char e[256];
+	dim_format(&gd->e, canon_syms(c), e, sizeof e);
+	if (gd->kind == GUARD_DIV)
+		return arena_printf(c->a, "%s%s%s %% %lld == 0", gd->e.n > 1 ? "(" : "", e, gd->e.n > 1 ? ")" : "",
+				    (long long)gd->c);
+	return arena_printf(c->a, "%s >= %lld", e, (long long)gd->c);
+}
+
+/* describe's symbol_defs (per symbol s0, s1, ...: itself when free, a derived
+ * one's definition over the free ones) and guards, as JSON members inside
+ * the C string (over s0, s1, ...: nothing of the graph's to escape). */
+static char *symbols_json(ectx *c)
+{
+	const coil_graph *g = c->ir->g;
+	if (!g->syms.n)
+		return "";
+	const coil_symtab *t = canon_syms(c);
 	char b[512];
-	char *j = "\\\"symbol_names\\\": [";
-	for (int k = 0; k < t->n; k++)
-		j = arena_printf(c->a, "%s%s\\\"%s\\\"", j, k ? ", " : "", t->kind[k] == SYM_FREE ? g->syms.name[k] : "");
-	j = arena_printf(c->a, "%s], \\\"symbol_defs\\\": [", j);
+	char *j = "\\\"symbol_defs\\\": [";
 	for (int k = 0; k < t->n; k++) {
 		coil_dim d = dim_sym(k);
 		j = arena_printf(c->a, "%s%s\\\"%s\\\"", j, k ? ", " : "", dim_format(&d, t, b, sizeof b));
 	}
 	j = arena_printf(c->a, "%s], \\\"guards\\\": [", j);
 	for (int i = 0; i < g->nguards; i++)
-		j = arena_printf(c->a, "%s%s\\\"%s\\\"", j, i ? ", " : "", guard_format(g, &g->guards[i], b, sizeof b));
+		j = arena_printf(c->a, "%s%s\\\"%s\\\"", j, i ? ", " : "", guard_text(c, &g->guards[i]));
 	return arena_printf(c->a, "%s], ", j);
 }
 
@@ -266,6 +285,8 @@ static void emit_bind(ectx *c, FILE *f)
 			fprintf(f, "\tbound[%d] = 1;\n\tsym[%d] = shapes[%d][%d];\n", s, s, i, d);
 		}
 	}
+	/* messages name inputs by position, symbols as s0, s1, ... and nodes by index:
+	 * no string of the graph reaches the C (front ends put the names back) */
 	const coil_symtab *t = &g->syms;
 	for (int k = 0; k < t->n; k++) {
 		int d, in = graph_sym_binding(g, k, &d);
@@ -278,9 +299,8 @@ static void emit_bind(ectx *c, FILE *f)
 		char hi[32] = "inf";
 		if (t->hi[k])
 			snprintf(hi, sizeof hi, "%lld", (long long)t->hi[k]);
-		fprintf(f, "\t\treturn fail(\"input '%s' dim %d (%s = %%lld): outside the range [%lld, %s] of '%s' (guard)\", sym[%d], 0);\n",
-			cfmt(c->a, g->vals[g->inputs[in]].name), d, cfmt(c->a, t->name[k]), (long long)lo, hi,
-			cfmt(c->a, t->name[k]), k);
+		fprintf(f, "\t\treturn fail(\"input %d dim %d (s%d = %%lld): outside the range [%lld, %s] of s%d (guard)\", sym[%d], 0);\n",
+			in, d, k, (long long)lo, hi, k, k);
 	}
 	const coil_symtab *gen = symtab_generic();
 	char b[512], w[300];
@@ -309,14 +329,12 @@ static void emit_bind(ectx *c, FILE *f)
 		else
 			fprintf(f, "\tif ((%s) %% %lld != 0)\n", b, (long long)gd->c);
 		const coil_node *n = gd->node >= 0 ? &g->nodes[gd->node] : NULL;
-		char gtxt[400];
-		guard_format(g, gd, gtxt, sizeof gtxt);
-		char *rest = arena_printf(c->a, "): guard %s fails (%s of node '%s' (%s))", gtxt, gd->why, n ? n->id : "?",
-					  n ? op_name(n->op) : "?");
+		char *rest = arena_printf(c->a, "): guard %s fails (%s of node %d (%s))", guard_text(c, gd), gd->why,
+					  gd->node, n ? op_name(n->op) : "?");
 		if (in >= 0)
-			snprintf(w, sizeof w, "input '%s' dim %d (%s = ", g->vals[g->inputs[in]].name, d, t->name[r]);
-		fprintf(f, "\t\treturn fail(\"%s%s%s\", %s, 0);\n", in >= 0 ? cfmt(c->a, w) : "the inputs (",
-			"%lld", cfmt(c->a, rest), r >= 0 ? arena_printf(c->a, "sym[%d]", r) : "0");
+			snprintf(w, sizeof w, "input %d dim %d (s%d = ", in, d, r);
+		fprintf(f, "\t\treturn fail(\"%s%s%s\", %s, 0);\n", in >= 0 ? w : "the inputs (", "%lld", cfmt(c->a, rest),
+			r >= 0 ? arena_printf(c->a, "sym[%d]", r) : "0");
 	}
 	if (t->n || g->nguards)
 		fprintf(f, "\t}\n");

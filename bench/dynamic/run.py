@@ -451,9 +451,13 @@ def mem_worker(cfg, name, out_path, wrec):
         if s in spec.symbols:
             spec.fixed[s] = int(v)
     shapes = spec.distinct(cfg["trace"], cfg["seed"])
+    if cfg.get("mem_order", "largest-first") == "largest-first":
+        big = max(range(len(shapes)), key=lambda i: spec.elements(shapes[i]))
+        shapes.insert(0, shapes.pop(big))
     first = min(10, len(shapes))
     threads = max(cfg["threads"])
     rec = {"distinct": len(shapes), "first": first, "threads": threads,
+           "order": cfg.get("mem_order", "largest-first"),
            "largest_first_elements": max(spec.elements(r) for r in shapes[:first]),
            "largest_elements": max(spec.elements(r) for r in shapes)}
     rec["before_import"] = proc_status()
@@ -649,7 +653,9 @@ def report(meta, results, prefix):
     L.append("Trace: per model, %d requests drawn with a seeded RNG (distinct shapes: %s). "
              "Memory: a fresh process loads the dynamic artifact (no export in it) and runs "
              "N distinct shapes once each (first appearance in a stream drawn like the trace, "
-             "capped at the size of the shape space); VmHWM after the first 10 and after all. "
+             "capped at the size of the shape space; with --mem-order largest-first, the default, "
+             "the largest of them runs first, so that the ratio measures growth per new shape "
+             "rather than the size of the largest tensor met); VmHWM after the first 10 and after all. "
              "ORT: the same shapes in a fresh onnxruntime-node process (default CPU arena)." % (
                  meta["trace"], ", ".join("%s %s" % (n, r.get("trace", {}).get("distinct", "-"))
                                           for n, r in results.items())))
@@ -676,6 +682,10 @@ def main(argv=None):
                     help="hold a symbol at one value (e.g. seq=128 while coil has only dynamic_batch)")
     ap.add_argument("--dynamic-api", default=DYNAMIC_API, choices=["auto", "batch", "true", "dims"])
     ap.add_argument("--no-ort", action="store_true")
+    ap.add_argument("--mem-order", choices=["largest-first", "trace"], default="largest-first",
+                    help="memory: run the largest of the N shapes first (the default: after 10 "
+                         "shapes vs after N then measures growth per new shape, not the size of "
+                         "the largest tensor met), or in the trace's order of first appearance")
     ap.add_argument("--keep-times", action="store_true", help="every request's time in the JSON")
     ap.add_argument("--out", default=None, help="report prefix (bench/results/dynamic[-quick])")
     ap.add_argument("--work", default=None, help="work dir (artifact cache, ONNX files); default temporary")
@@ -709,7 +719,7 @@ def main(argv=None):
         "inner": a.inner, "seed": a.seed, "quick": a.quick,
         "threads": [int(t) for t in a.threads.split(",") if t],
         "dynamic_res": a.dynamic_res, "fix": a.fix, "dynamic_api": a.dynamic_api,
-        "no_ort": a.no_ort, "keep_times": a.keep_times,
+        "no_ort": a.no_ort, "keep_times": a.keep_times, "mem_order": a.mem_order,
     }
     prefix = a.out or os.path.join(ROOT, "bench", "results", "dynamic-quick" if a.quick else "dynamic")
     tmp = None

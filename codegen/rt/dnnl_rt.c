@@ -468,6 +468,32 @@ static int pack_shared(rt_ctx *ctx, uint64_t key, const dnnl_memory_desc_t *have
 	return RT_OK;
 }
 
+/* The layout the context already packed key's weights in, for weights of
+ * like's dims: a new object of that key tries it first (so one packed copy
+ * serves every shape); NULL if none. */
+static const dnnl_memory_desc_t *shared_md(rt_ctx *ctx, uint64_t key, const dnnl_memory_desc_t *like)
+{
+	for (int i = 0; key && i < ctx->nsw; i++) {
+		const dnnl_memory_desc_t *m = &ctx->sw[i].md;
+		if (ctx->sw[i].key != key || m->ndims != like->ndims)
+			continue;
+		int same = 1;
+		for (int k = 0; k < m->ndims; k++)
+			same &= m->dims[k] == like->dims[k];
+		if (same)
+			return m;
+	}
+	return NULL;
+}
+
+/* Undoes a prim_finish that failed or was given up. */
+static void prim_reset(prim *p)
+{
+	prim_free(p);
+	memset(p->mem, 0, sizeof p->mem);
+	p->pd = NULL, p->prim = NULL;
+}
+
 /* Drops an object's reference to m when the table holds it (then m is not
  * the object's to destroy): returns 1. */
 static int unshare(rt_ctx *ctx, dnnl_memory_t m)
@@ -820,12 +846,23 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const float *weigh
 			}
 		}
 		if (!c->wino) {
-			DN(dnnl_dilated_convolution_forward_desc_init(
-				&od, dnnl_forward_inference, dnnl_convolution_direct, &src_md,
-				&wany_md, bmd, &dst_md, strides, dil, pl, pr));
-			if ((rc = prim_finish(&c->p, &od, attr, bin_md, bin_idx, err, errlen,
-					      "convolution")))
-				goto fail;
+			/* the layout its packed weights already have, if the primitive takes it */
+			const dnnl_memory_desc_t *pin = shared_md(ctx, d->weight_key, &wany_md);
+			if (pin && (dnnl_dilated_convolution_forward_desc_init(
+					    &od, dnnl_forward_inference, dnnl_convolution_direct, &src_md, pin,
+					    bmd, &dst_md, strides, dil, pl, pr) != dnnl_success ||
+				    prim_finish(&c->p, &od, attr, bin_md, bin_idx, NULL, 0, "convolution") != RT_OK)) {
+				prim_reset(&c->p);
+				pin = NULL;
+			}
+			if (!pin) {
+				DN(dnnl_dilated_convolution_forward_desc_init(
+					&od, dnnl_forward_inference, dnnl_convolution_direct, &src_md,
+					&wany_md, bmd, &dst_md, strides, dil, pl, pr));
+				if ((rc = prim_finish(&c->p, &od, attr, bin_md, bin_idx, err, errlen,
+						      "convolution")))
+					goto fail;
+			}
 		}
 	}
 
@@ -1088,9 +1125,18 @@ RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const float *b
 	if (!(attr = make_attr(po, &rc, err, errlen)))
 		goto fail;
 	dnnl_matmul_desc_t od;
-	DN(dnnl_matmul_desc_init(&od, &a_md, &bany_md, d->has_bias ? &bias_md : NULL, &c_md));
-	if ((rc = prim_finish(&mm->p, &od, attr, bin_md, bin_idx, err, errlen, "matmul")))
-		goto fail;
+	/* constant B: the layout its packed copy already has, if the primitive takes it */
+	const dnnl_memory_desc_t *pin = d->b_const ? shared_md(ctx, d->weight_key, &bany_md) : NULL;
+	if (pin && (dnnl_matmul_desc_init(&od, &a_md, pin, d->has_bias ? &bias_md : NULL, &c_md) != dnnl_success ||
+		    prim_finish(&mm->p, &od, attr, bin_md, bin_idx, NULL, 0, "matmul") != RT_OK)) {
+		prim_reset(&mm->p);
+		pin = NULL;
+	}
+	if (!pin) {
+		DN(dnnl_matmul_desc_init(&od, &a_md, &bany_md, d->has_bias ? &bias_md : NULL, &c_md));
+		if ((rc = prim_finish(&mm->p, &od, attr, bin_md, bin_idx, err, errlen, "matmul")))
+			goto fail;
+	}
 
 	mm->p.arg_id[ARG_WEI] = DNNL_ARG_WEIGHTS;
 	mm->b_const = d->b_const;

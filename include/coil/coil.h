@@ -37,7 +37,7 @@ typedef struct coil_client_opts {
 	uint64_t cache_budget;   /* bytes; 0 = unlimited */
 	long timeout_ms;         /* per request, compiles included; 0: 600000 */
 	long connect_timeout_ms; /* 0: 5000 */
-	int retries;             /* extra attempts on 503 / connection errors; 0: 4, -1: none */
+	int retries;             /* extra attempts on 503 / 429 / connection errors; 0: 4, -1: none */
 	long backoff_ms;         /* first wait, doubled each retry (with jitter, at most 10 s); 0: 100 */
 } coil_client_opts;
 

@@ -182,6 +182,28 @@ def main():
     finally:
         d.send_signal(signal.SIGTERM)
         d.wait(timeout=30)
+    # symbols: info shows declared ranges and the guards shape inference recorded; a run
+    # outside them fails with one line naming the input, dim and assumption
+    gs = os.path.join(tmp, "sym.json")
+    with open(gs, "w") as f:
+        json.dump({"format": "coil-graph", "version": 1, "symbols": {"seq": {"min": 2, "max": 64}},
+                   "inputs": [{"name": "x", "dtype": "f32", "shape": ["b", "seq", 8]}],
+                   "nodes": [{"id": "pairs", "op": "aten.view", "args": ["x", ["b", "seq//2", 16]],
+                              "outputs": ["y"]}], "outputs": ["y"]}, f)
+    r = coil(["info", gs], env)
+    t.ok(r.returncode == 0 and "symbol  seq" in r.stdout and "2..64" in r.stdout and
+         "guard   seq % 2 == 0" in r.stdout and "of node 'pairs'" in r.stdout,
+         "info lists the symbol's range and the guard", r.stdout + r.stderr)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "client", "python"))
+    import struct
+    ins = os.path.join(tmp, "sym_in.safetensors")
+    hdr = json.dumps({"x": {"dtype": "F32", "shape": [1, 7, 8], "data_offsets": [0, 7 * 8 * 4]}}).encode()
+    with open(ins, "wb") as f:
+        f.write(struct.pack("<Q", len(hdr)) + hdr + bytes(7 * 8 * 4))
+    r = coil(["run", gs, "-i", ins], env)
+    lines = r.stderr.strip().splitlines()
+    t.ok(r.returncode != 0 and len(lines) == 1 and "input 'x' dim 1 (seq = 7): guard seq % 2 == 0 fails" in lines[0],
+         "a run against a guard: one line naming input, dim and guard", r.stderr)
     subprocess.run(["rm", "-rf", tmp])
     t.done()
 

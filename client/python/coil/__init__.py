@@ -153,7 +153,12 @@ class CompiledModule:
         return self.artifact.target
 
     def __call__(self, *inputs):
-        outs = self.model(*inputs)
+        try:
+            outs = self.model(*inputs)
+        except CoilError as e:
+            if self.graph is None:
+                raise
+            raise CoilError(_named(str(e), self.graph), stage=e.stage) from None
         if self._spec is not None:
             return torch.utils._pytree.tree_unflatten(outs, self._spec)
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -170,6 +175,21 @@ class CompiledModule:
 
     def close(self):
         self.model.close()
+
+
+def _named(msg, graph):
+    """An artifact's message names inputs by position and symbols as s0, s1, ... (no string
+    of the graph is in the artifact): put the graph's names back."""
+    names = [i["name"] for i in graph.get("inputs", [])]
+    syms = []
+    for i in graph.get("inputs", []):
+        for d in i.get("shape", []):
+            if isinstance(d, str) and d not in syms:
+                syms.append(d)
+    msg = re.sub(r"\binput (\d+) dim", lambda m: "input %r dim" % names[int(m.group(1))]
+                 if int(m.group(1)) < len(names) else m.group(0), msg)
+    return re.sub(r"\bs(\d+)\b", lambda m: syms[int(m.group(1))] if int(m.group(1)) < len(syms)
+                  else m.group(0), msg)
 
 
 def _as_tuple(x):
