@@ -114,12 +114,32 @@ static void threads_leave(const rt_ctx *c, int prev)
 		c->omp_set(prev);
 }
 
+/* oneDNN keeps every primitive it creates in a process-wide cache (1,024 by
+ * default), JIT code included: with symbolic sizes each new binding adds
+ * its primitives there, about 0.3 MiB each, so memory grew with every new
+ * shape (an MLP: 418 -> 693 MiB over 400 batch sizes).  The objects a
+ * handle reuses are its own (8 bindings); oneDNN's cache only serves a
+ * second handle or a binding evicted from those, so it is cut to
+ * RT_PRIMITIVE_CACHE unless DNNL_PRIMITIVE_CACHE_CAPACITY says otherwise. */
+#define RT_PRIMITIVE_CACHE 64
+
+static void bound_primitive_cache(void)
+{
+	static int done;
+	if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL) || getenv("DNNL_PRIMITIVE_CACHE_CAPACITY"))
+		return;
+	int cap = 0;
+	if (dnnl_get_primitive_cache_capacity(&cap) == dnnl_success && cap > RT_PRIMITIVE_CACHE)
+		dnnl_set_primitive_cache_capacity(RT_PRIMITIVE_CACHE);
+}
+
 RT_API int rt_ctx_create(int nthreads, rt_ctx **out, char *err, size_t errlen)
 {
 	int rc = RT_OK;
 	if (!out)
 		return seterr(err, errlen, RT_EINVAL, "rt_ctx_create: out is NULL");
 	*out = NULL;
+	bound_primitive_cache();
 	rt_ctx *c = calloc(1, sizeof *c);
 	if (!c)
 		return seterr(err, errlen, RT_ENOMEM, "rt_ctx_create: out of memory");
@@ -846,23 +866,17 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const float *weigh
 			}
 		}
 		if (!c->wino) {
-			/* the layout its packed weights already have, if the primitive takes it */
-			const dnnl_memory_desc_t *pin = shared_md(ctx, d->weight_key, &wany_md);
-			if (pin && (dnnl_dilated_convolution_forward_desc_init(
-					    &od, dnnl_forward_inference, dnnl_convolution_direct, &src_md, pin,
-					    bmd, &dst_md, strides, dil, pl, pr) != dnnl_success ||
-				    prim_finish(&c->p, &od, attr, bin_md, bin_idx, NULL, 0, "convolution") != RT_OK)) {
-				prim_reset(&c->p);
-				pin = NULL;
-			}
-			if (!pin) {
-				DN(dnnl_dilated_convolution_forward_desc_init(
-					&od, dnnl_forward_inference, dnnl_convolution_direct, &src_md,
-					&wany_md, bmd, &dst_md, strides, dil, pl, pr));
-				if ((rc = prim_finish(&c->p, &od, attr, bin_md, bin_idx, err, errlen,
-						      "convolution")))
-					goto fail;
-			}
+			/* Not pinned to the layout other shapes packed (as matmuls are):
+			 * a conv's best kernel, and so its weights' layout, depends on
+			 * the spatial sizes, and a forced layout fell back to kernels
+			 * 10x slower (resnet18 at 287x287 after 164x164).  Shapes whose
+			 * kernels agree still share one packed copy. */
+			DN(dnnl_dilated_convolution_forward_desc_init(
+				&od, dnnl_forward_inference, dnnl_convolution_direct, &src_md,
+				&wany_md, bmd, &dst_md, strides, dil, pl, pr));
+			if ((rc = prim_finish(&c->p, &od, attr, bin_md, bin_idx, err, errlen,
+					      "convolution")))
+				goto fail;
 		}
 	}
 
@@ -1128,7 +1142,10 @@ RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const float *b
 	/* constant B: the layout its packed copy already has, if the primitive takes it */
 	const dnnl_memory_desc_t *pin = d->b_const ? shared_md(ctx, d->weight_key, &bany_md) : NULL;
 	if (pin && (dnnl_matmul_desc_init(&od, &a_md, pin, d->has_bias ? &bias_md : NULL, &c_md) != dnnl_success ||
-		    prim_finish(&mm->p, &od, attr, bin_md, bin_idx, NULL, 0, "matmul") != RT_OK)) {
+		    prim_finish(&mm->p, &od, attr, bin_md, bin_idx, NULL, 0, "matmul") != RT_OK ||
+		    strncmp(prim_impl(&mm->p), "brg", 3))) {
+		/* only where the same fast kernel takes it (brgemm's B layout does
+		 * not depend on M), never a fallback to a slower one */
 		prim_reset(&mm->p);
 		pin = NULL;
 	}

@@ -3,7 +3,9 @@
  *
  * It is compiled into every artifact from source (this header plus
  * dnnl_rt.c; link with -ldnnl).  It holds no global mutable state: all state
- * lives in objects created here and freed by the matching *_destroy.
+ * lives in objects created here and freed by the matching *_destroy.  The
+ * first rt_ctx_create bounds oneDNN's process-wide primitive cache to 64
+ * entries unless DNNL_PRIMITIVE_CACHE_CAPACITY is set (see dnnl_rt.c).
  *
  * Model
  *   rt_ctx     one oneDNN CPU engine + stream and a thread count; one per
