@@ -1535,7 +1535,7 @@ static void test_dim_reject(void **state)
 	/* at most COIL_MAX_SYMS symbols */
 	coil_symtab t2 = {0};
 	for (int i = 0; i < COIL_MAX_SYMS; i++) {
-		char nm[8];
+		char nm[16];
 		snprintf(nm, sizeof nm, "q%d", i);
 		assert_int_equal(dim_parse(nm, &t2, 1, &d, &err), 0);
 	}
