@@ -209,7 +209,7 @@ static int cmd_info(opts *o)
 	for (int i = 0; i < g->nguards; i++) {
 		char b[300];
 		const coil_guard *gd = &g->guards[i];
-		printf("guard   %-40s %s of node '%s'\n", guard_format(g, gd, b, sizeof b), gd->why,
+		printf("guard   %-40s %s of node '%s'\n", guard_format(&g->syms, gd, b, sizeof b), gd->why,
 		       gd->node >= 0 ? g->nodes[gd->node].id : "?");
 	}
 	printf("params  %d tensors, %lld bytes\n", g->nparams, (long long)pbytes);

@@ -116,30 +116,22 @@ static int par_kept(const coil_ir *ir, int i)
 	return (i < ir->npar_run && ir->par_run[i]) || (dn_used(ir) && ir->g->syms.n);
 }
 
-/* The graph's symbols with the free ones named s0, s1, ... (derived ones
- * print their definitions over them): how the artifact spells sizes. */
+/* The graph's symbols as the artifact spells them: s0, s1, ... */
 static const coil_symtab *canon_syms(ectx *c)
 {
 	static const coil_symtab none;
 	coil_symtab *t = arena_alloc(c->a, sizeof *t);
 	if (!t)
 		return &none;
-	*t = c->ir->g->syms;
-	for (int k = 0; k < t->n; k++)
-		if (t->kind[k] == SYM_FREE)
-			snprintf(t->name[k], sizeof t->name[k], "s%d", k);
+	symtab_canonical(&c->ir->g->syms, t);
 	return t;
 }
 
 /* A guard over s0, s1, ...: "s1 % 2 == 0". */
 static char *guard_text(ectx *c, const coil_guard *gd)
 {
-	char e[256];
-	dim_format(&gd->e, canon_syms(c), e, sizeof e);
-	if (gd->kind == GUARD_DIV)
-		return arena_printf(c->a, "%s%s%s %% %lld == 0", gd->e.n > 1 ? "(" : "", e, gd->e.n > 1 ? ")" : "",
-				    (long long)gd->c);
-	return arena_printf(c->a, "%s >= %lld", e, (long long)gd->c);
+	char b[400];
+	return arena_strdup(c->a, guard_format(canon_syms(c), gd, b, sizeof b));
 }
 
 /* describe's symbol_defs (per symbol s0, s1, ...: itself when free, a derived

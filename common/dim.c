@@ -701,3 +701,11 @@ const coil_symtab *symtab_generic(void)
 	static const coil_symtab gen = {COIL_MAX_SYMS, {"s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13", "s14", "s15", "s16", "s17", "s18", "s19", "s20", "s21", "s22", "s23"}, {0}, {{0}}, {{0}}, {0}, {0}, {0}};
 	return &gen;
 }
+
+void symtab_canonical(const coil_symtab *tab, coil_symtab *out)
+{
+	*out = *tab;
+	for (int k = 0; k < out->n; k++)
+		if (out->kind[k] == SYM_FREE)
+			snprintf(out->name[k], sizeof out->name[k], "s%d", k);
+}

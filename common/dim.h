@@ -87,6 +87,10 @@ int64_t dim_min(const coil_dim *d);
 int dim_parse(const char *s, coil_symtab *tab, int add_syms, coil_dim *out, coil_err *err);
 /* Print as e.g. "196*batch+1"; returns buf. */
 char *dim_format(const coil_dim *d, const coil_symtab *tab, char *buf, size_t cap);
+/* tab with its free symbols renamed s0, s1, ... by index (derived ones keep
+ * printing their definitions): how canonical graphs and artifacts spell
+ * sizes, with no name from the graph. */
+void symtab_canonical(const coil_symtab *tab, coil_symtab *out);
 /* A table naming every symbol s0, s1, ... (derived ones too): how generated
  * C and dumps spell sizes. */
 const coil_symtab *symtab_generic(void);

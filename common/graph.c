@@ -78,10 +78,10 @@ int graph_guard(coil_graph *g, const coil_node *n, enum guard_kind kind, const c
 	return gd->why ? 0 : coil_err_oom(err);
 }
 
-char *guard_format(const coil_graph *g, const coil_guard *gd, char *buf, size_t cap)
+char *guard_format(const coil_symtab *tab, const coil_guard *gd, char *buf, size_t cap)
 {
 	char e[256];
-	dim_format(&gd->e, &g->syms, e, sizeof e);
+	dim_format(&gd->e, tab, e, sizeof e);
 	if (gd->kind == GUARD_DIV)
 		snprintf(buf, cap, "%s%s%s %% %lld == 0", gd->e.n > 1 ? "(" : "", e, gd->e.n > 1 ? ")" : "",
 			 (long long)gd->c);
@@ -156,7 +156,7 @@ int graph_check_syms(const coil_graph *g, int64_t *vals, coil_err *err)
 		if (gd->kind == GUARD_GE ? v >= gd->c : v % gd->c == 0)
 			continue;
 		sym_where(g, graph_sym_root(g, &gd->e), vals, w, sizeof w);
-		guard_format(g, gd, b, sizeof b);
+		guard_format(&g->syms, gd, b, sizeof b);
 		const coil_node *n = gd->node >= 0 ? &g->nodes[gd->node] : NULL;
 		coil_err_input(err, "%s: guard %s fails (%s of node '%s' (%s))", w, b, gd->why, n ? n->id : "?",
 			       n ? op_name(n->op) : "?");
@@ -276,8 +276,8 @@ static int get_number(json_t *j, double *out)
 /* Sizes are non-negative and a tensor fits in 2^40 bytes (symbols taken as
  * 1).  A symbolic size not provably non-negative is a guard of node n (an
  * error for a declaration, n NULL). */
-static int check_size(coil_graph *g, const coil_node *n, const coil_dim *shape, int rank, coil_dtype t,
-		      const char *where, coil_err *err)
+static int check_size(coil_graph *g, const coil_node *n, int res, const coil_dim *shape, int rank,
+		      coil_dtype t, const char *where, coil_err *err)
 {
 	int64_t bytes = (int64_t)dtype_size(t), c;
 	for (int i = 0; i < rank; i++) {
@@ -288,7 +288,7 @@ static int check_size(coil_graph *g, const coil_node *n, const coil_dim *shape, 
 			if (!n)
 				return coil_err_input(err, "%s: dim %d can be negative", where, i);
 			char why[64];
-			snprintf(why, sizeof why, "size of result %d dim %d", (int)(strstr(where, "result ") ? atoi(strstr(where, "result ") + 7) : 0), i);
+			snprintf(why, sizeof why, "size of result %d dim %d", res, i);
 			if (graph_guard(g, n, GUARD_GE, &shape[i], 0, why, err))
 				return -1;
 		}
@@ -333,7 +333,7 @@ static int parse_shape(pstate *ps, json_t *js, coil_value *val, int allow_syms, 
 					 allow_syms ? " or a symbol name" : "");
 		}
 	}
-	return check_size(ps->g, NULL, val->shape, val->rank, val->dtype, where, ps->err);
+	return check_size(ps->g, NULL, 0, val->shape, val->rank, val->dtype, where, ps->err);
 }
 
 static int parse_decls(pstate *ps, json_t *root, const char *key, enum value_kind kind, int **list,
@@ -1065,7 +1065,7 @@ coil_graph *graph_from_json(json_t *root, coil_err *err)
 			coil_value *o = node_out(g, n, k);
 			char where[300];
 			snprintf(where, sizeof where, "node '%s' (%s): result %d", n->id, op_name(n->op), k);
-			if (check_size(g, n, o->shape, o->rank, o->dtype, where, err))
+			if (check_size(g, n, k, o->shape, o->rank, o->dtype, where, err))
 				goto fail;
 		}
 	}

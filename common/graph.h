@@ -130,8 +130,9 @@ static inline coil_value *node_out(coil_graph *g, const coil_node *n, int i)
  * never hold is an error naming the node. */
 int graph_guard(coil_graph *g, const coil_node *n, enum guard_kind kind, const coil_dim *e, int64_t c,
 		const char *why, coil_err *err);
-/* The guard as text: "(h+1)//2 >= 1", "3*s % 2 == 0". */
-char *guard_format(const coil_graph *g, const coil_guard *gd, char *buf, size_t cap);
+/* The guard as text, sizes spelled with tab (the graph's symbols, or
+ * symtab_canonical's): "(h+1)//2 >= 1", "3*s % 2 == 0". */
+char *guard_format(const coil_symtab *tab, const coil_guard *gd, char *buf, size_t cap);
 /* With the free symbols bound in vals: checks their declared ranges,
  * computes the derived ones and checks every guard; the error names the
  * input and dim bound to the symbol at fault, the guard and its node. */

@@ -207,12 +207,9 @@ const char *graph_canonical(coil_graph *g, size_t *len, coil_err *err)
 	char *text = NULL, *res = NULL;
 	if (!c.name || !state || !stack || !c.consts || !c.nodes || !outs || !c.tab || !syms)
 		goto out;
-	*c.tab = g->syms;
+	symtab_canonical(&g->syms, c.tab);
 	for (int k = 0; k < g->syms.n; k++) {
-		if (g->syms.kind[k] != SYM_FREE)
-			continue;
-		snprintf(c.tab->name[k], sizeof c.tab->name[k], "s%d", k);
-		if (g->syms.lo[k] || g->syms.hi[k]) {
+		if (g->syms.kind[k] == SYM_FREE && (g->syms.lo[k] || g->syms.hi[k])) {
 			json_t *r = json_object();
 			if (g->syms.lo[k])
 				json_object_set_new(r, "min", json_integer(g->syms.lo[k]));

@@ -1632,7 +1632,7 @@ static void test_guards(void **state)
 	coil_graph *g = parse_ok(G1("[\"batch\",3]", "{\"id\":\"v\",\"op\":\"aten.view.default\",\"args\":[\"x\",[-1,2]],"
 				     "\"outputs\":[\"y\"]}", "y", ""));
 	assert_int_equal(g->nguards, 1);
-	assert_string_equal(guard_format(g, &g->guards[0], b, sizeof b), "3*batch % 2 == 0");
+	assert_string_equal(guard_format(&g->syms, &g->guards[0], b, sizeof b), "3*batch % 2 == 0");
 	expect_bind(g, (int64_t[]){4, 3}, 2, NULL);
 	expect_bind(g, (int64_t[]){3, 3}, 2,
 		    "input 'x' dim 0 (batch = 3): guard 3*batch % 2 == 0 fails (element count of the input of node 'v'");
