@@ -1,29 +1,37 @@
 /* The compile sandbox (sandbox.h): three processes.
  *
  *   caller   (coild's worker thread, the CLI) makes the work directory and
- *            the cgroup, forks the supervisor, then only watches: it reads
- *            the supervisor's and worker's reports from a pipe, polls the
- *            cgroup's counters, and kills the whole tree at the deadline or
- *            over a budget.  Then it gives its verdict, moves the shared
+ *            the cgroup, writes the job (the graph's canonical text and
+ *            the options) into a sealed memfd, forks and at once executes
+ *            its own program again as the supervisor, then only watches: it
+ *            reads the supervisor's and worker's reports from a pipe, polls
+ *            the cgroup's counters, and kills the whole tree at the deadline
+ *            or over a budget.  Then it gives its verdict, moves the shared
  *            object out and removes the rest.
- *   supervisor  joins the cgroup, drops every descriptor but the pipe,
- *            unshares the namespaces and forks the worker (pid 1 of the new
- *            pid namespace), waits for it and reports how it ended.
+ *   supervisor  a fresh image of the caller's program, entered from a
+ *            constructor before main (sbx_exec_entry): joins the cgroup,
+ *            drops every descriptor but the pipe and the job, unshares the
+ *            namespaces and forks the worker (pid 1 of the new pid
+ *            namespace), waits for it and reports how it ended.
  *   worker   makes mounts private, mounts its /proc, makes everything but
  *            its work directory read-only, becomes nobody,
  *            sets no_new_privs, rlimits (where no cgroup stands in) and the
- *            seccomp filter, then runs codegen_compile, which forks the
- *            compilers (build.c), and reports its result.
+ *            seccomp filter, then parses the job's graph and runs
+ *            codegen_compile, which forks the compilers (build.c), and
+ *            reports its result.
  *
- * Why fork and not exec a helper: the worker inherits the graph the caller
- * already parsed and validated, so nothing is parsed twice and there is no
- * helper binary to install and find beside every program that links
- * libcoil (coild, coil, the tests).  The cost of forking from a threaded
- * process is that the children may only use what is safe after fork: glibc
- * makes malloc and stdio safe there, and code generation takes no lock of
- * its own (no static mutable state in the compiler), nor does any of the
- * set-up here.  Each report is one write of one fixed-size struct, smaller
- * than PIPE_BUF, so it arrives whole or not at all.
+ * Why exec and not a bare fork: a child forked from a threaded process
+ * inherits every lock another thread held at that instant (an allocator's
+ * under ASan, the dynamic loader's, a library's), and the first it takes
+ * can hang it for good; it did, now and then, in coild.  Between fork and
+ * exec the child makes only system calls.  The program executed is the
+ * caller's own (/proc/self/exe, opened before the fork, so an upgrade that
+ * replaced the file on disk changes nothing): every program that can call
+ * sandbox_compile links this file and so this entry, and there is no
+ * helper binary to install and find.  The worker compiles the canonical
+ * graph, the one the cache key names, so the artifact depends on the key
+ * alone.  Each report is one write of one fixed-size struct, smaller than
+ * PIPE_BUF, so it arrives whole or not at all.
  *
  * The work directory (.coil-sbx-XXXXXX beside out_so) is given to the
  * sandbox's uid; the supervisor enters it while it still may, so the tree
@@ -71,8 +79,9 @@
 
 /* A report from the tree. */
 typedef struct sbx_msg {
-	char type;      /* 'I' set-up done, 'R' the compile's result, 'S' how the worker ended, 'E' set-up failed */
-	int rc;         /* 'R' */
+	char type;      /* 'I' set-up done, 'R' the compile's result, 'S' how the worker ended, 'E' set-up
+	                 * failed, 'X' the supervisor could not be executed */
+	int rc;         /* 'R'; 'X': errno */
 	int status;     /* 'S': the worker's wait status */
 	unsigned have;  /* 'I': SANDBOX_* had */
 	char notes[256]; /* 'I': what could not be had */
@@ -84,17 +93,35 @@ _Static_assert(sizeof(sbx_msg) <= PIPE_BUF, "a report is one atomic write");
 /* Why the caller killed the tree. */
 enum { KILL_NONE, KILL_DEADLINE, KILL_PIDS, KILL_CPU, KILL_READ };
 
-typedef struct sbx_run {
-	/* what the tree gets */
-	coil_graph *g;
-	const codegen_opts *o;
+/* How the caller executes its own program as the supervisor: argv is
+ * exactly { SBX_ARGV0 }, the report pipe is descriptor SBX_PIPE_FD and the
+ * job SBX_JOB_FD. */
+#define SBX_ARGV0 "coil-sandbox-supervisor"
+#define SBX_PIPE_FD 3
+#define SBX_JOB_FD 4
+#define SBX_MAGIC 0x31786273206c696fULL /* "oil sbx1" */
+
+/* The job: what the tree gets, in a sealed memfd, the canonical graph's
+ * text (graph_len bytes) right after it. */
+typedef struct sbx_job {
+	uint64_t magic;
+	uint64_t size;         /* the whole job, text included */
+	pid_t caller;
 	sandbox_limits lim;
 	char work[PATH_MAX];   /* the work directory */
 	int drop;              /* become SANDBOX_UID (coil runs as root) */
 	sbx_cgroup cg;
-	pid_t caller;
+	/* codegen_opts, by value ("" for NULL) */
+	char target[64], graph_hash[72], cc[PATH_MAX], opt[16];
+	int werror, units, jobs;
+	uint64_t max_c_bytes;
+	uint64_t graph_len;
+} sbx_job;
+
+typedef struct sbx_run {
+	sbx_job job;           /* what the tree gets */
 	/* what the caller learns */
-	int got_result, got_status, got_setup_err, rc, status, killed, read_errno;
+	int got_result, got_status, got_setup_err, got_exec_err, rc, status, killed, read_errno;
 	coil_err err;
 	codegen_result res;
 	unsigned have;
@@ -162,20 +189,23 @@ static int become_nobody(void)
 	       setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID) ? -1 : 0;
 }
 
-/* Every descriptor but the pipe (moved to 3, close-on-exec) and stderr:
- * stdin and stdout are /dev/null; the caller's sockets, database and locks
- * stay outside. */
-static int keep_only_pipe(int wfd)
+/* Closes every descriptor from fd on. */
+static void close_from(unsigned fd)
 {
-	int p = fcntl(wfd, F_DUPFD_CLOEXEC, 3); /* out of 0..2 first: the caller may have closed stdin */
+	if (syscall(SYS_close_range, fd, ~0u, 0u) != 0)
+		for (int k = (int)fd; k < 65536; k++)
+			close(k);
+}
+
+/* Every descriptor but the pipe (SBX_PIPE_FD, made close-on-exec) and
+ * stderr: stdin and stdout are /dev/null; anything of the caller's that
+ * was not close-on-exec (sockets, database, locks) goes. */
+static int keep_only_pipe(void)
+{
 	int null = open("/dev/null", O_RDWR);
-	if (p < 0 || null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0)
+	if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || fcntl(SBX_PIPE_FD, F_SETFD, FD_CLOEXEC) != 0)
 		return -1;
-	if (p != 3 && dup3(p, 3, O_CLOEXEC) < 0)
-		return -1;
-	if (syscall(SYS_close_range, 4u, ~0u, 0u) != 0)
-		for (int fd = 4; fd < 65536; fd++)
-			close(fd);
+	close_from(SBX_PIPE_FD + 1);
 	return 0;
 }
 
@@ -185,10 +215,10 @@ static int keep_only_pipe(int wfd)
  * later, after mounting its /proc); where root may not (no CAP_SYS_ADMIN,
  * in some containers), and for any other user, through a user namespace
  * of its own uid, after becoming nobody first when root.  m->have and
- * m->notes say what it got; r->drop is cleared when the drop happened.
+ * m->notes say what it got; j->drop is cleared when the drop happened.
  * -1 when it is left in a user namespace without its ids mapped (where it
  * could create no file). */
-static int unshare_all(sbx_run *r, sbx_msg *m)
+static int unshare_all(sbx_job *j, sbx_msg *m)
 {
 	uid_t uid = geteuid();
 	gid_t gid = getegid();
@@ -200,12 +230,12 @@ static int unshare_all(sbx_run *r, sbx_msg *m)
 		}
 		e = errno;
 	}
-	if (uid == 0 && r->drop) {
+	if (uid == 0 && j->drop) {
 		if (become_nobody() != 0) {
 			sbx_note(m->notes, sizeof m->notes, "cannot become uid %d: %s", SANDBOX_UID, strerror(errno));
 			return 0;
 		}
-		r->drop = 0;
+		j->drop = 0;
 		m->have |= SANDBOX_UID_DROP;
 		uid = SANDBOX_UID, gid = SANDBOX_GID;
 	}
@@ -276,18 +306,18 @@ static void set_limit(int resource, rlim_t soft, rlim_t hard)
 }
 
 /* Per-process limits where no cgroup bounds the tree. */
-static void rlimits(const sbx_run *r, sbx_msg *m)
+static void rlimits(const sbx_job *j, sbx_msg *m)
 {
 	set_limit(RLIMIT_CORE, 0, 0);
-	if (!(r->cg.have & SANDBOX_CG_MEM) && !SBX_ASAN)
-		set_limit(RLIMIT_AS, r->lim.mem_bytes, r->lim.mem_bytes);
-	if (!(r->cg.have & SANDBOX_CG_PIDS))
-		set_limit(RLIMIT_NPROC, (rlim_t)r->lim.pids, (rlim_t)r->lim.pids);
-	if (!(r->cg.have & SANDBOX_CG_CPU))
-		set_limit(RLIMIT_CPU, (rlim_t)r->lim.cpu_s, (rlim_t)r->lim.cpu_s + 5);
-	if (r->cg.have != (SANDBOX_CG_MEM | SANDBOX_CG_PIDS | SANDBOX_CG_CPU))
+	if (!(j->cg.have & SANDBOX_CG_MEM) && !SBX_ASAN)
+		set_limit(RLIMIT_AS, j->lim.mem_bytes, j->lim.mem_bytes);
+	if (!(j->cg.have & SANDBOX_CG_PIDS))
+		set_limit(RLIMIT_NPROC, (rlim_t)j->lim.pids, (rlim_t)j->lim.pids);
+	if (!(j->cg.have & SANDBOX_CG_CPU))
+		set_limit(RLIMIT_CPU, (rlim_t)j->lim.cpu_s, (rlim_t)j->lim.cpu_s + 5);
+	if (j->cg.have != (SANDBOX_CG_MEM | SANDBOX_CG_PIDS | SANDBOX_CG_CPU))
 		sbx_note(m->notes, sizeof m->notes, "per-process rlimits stand in for the missing cgroup budgets%s",
-			 SBX_ASAN && !(r->cg.have & SANDBOX_CG_MEM) ? " (no memory limit: ASan build)" : "");
+			 SBX_ASAN && !(j->cg.have & SANDBOX_CG_MEM) ? " (no memory limit: ASan build)" : "");
 }
 
 /* TEST ONLY (tests/test_sandbox.c): COIL_SANDBOX_TEST=crash, alloc or spin
@@ -321,10 +351,10 @@ static int test_hook(coil_err *err)
 
 /* The worker's confinement, in order: mounts (while it may), its uid,
  * capabilities, death with its parent, rlimits, no_new_privs, seccomp. */
-static void confine(const sbx_run *r, sbx_msg *m)
+static void confine(const sbx_job *j, sbx_msg *m)
 {
 	mounts(m);
-	if (r->drop) {
+	if (j->drop) {
 		if (become_nobody() == 0)
 			m->have |= SANDBOX_UID_DROP;
 		else
@@ -333,7 +363,7 @@ static void confine(const sbx_run *r, sbx_msg *m)
 	if (m->have & SANDBOX_USERNS)
 		drop_caps();
 	prctl(PR_SET_PDEATHSIG, SIGKILL); /* after the uid change, which clears it */
-	rlimits(r, m);
+	rlimits(j, m);
 	char why[128] = "";
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
 		snprintf(why, sizeof why, "no_new_privs: %s", strerror(errno));
@@ -343,59 +373,98 @@ static void confine(const sbx_run *r, sbx_msg *m)
 		sbx_note(m->notes, sizeof m->notes, "no seccomp filter (%s)", why);
 }
 
-/* The worker: pid 1 of the new pid namespace where there is one.  Reports
- * what confinement it has, then the compile's result. */
-static __attribute__((noreturn)) void worker(const sbx_run *r, sbx_msg *m)
+static const char *or_null(const char *s)
 {
-	confine(r, m);
+	return s[0] ? s : NULL;
+}
+
+/* The worker: pid 1 of the new pid namespace where there is one.  Reports
+ * what confinement it has, then parses the graph and compiles it. */
+static __attribute__((noreturn)) void worker(const sbx_job *j, const char *text, sbx_msg *m)
+{
+	confine(j, m);
 	m->type = 'I';
-	send_msg(3, m);
+	send_msg(SBX_PIPE_FD, m);
 	sbx_msg out;
 	memset(&out, 0, sizeof out);
 	out.type = 'R';
-	codegen_opts o = *r->o;
-	o.timeout_s = r->lim.deadline_s + SBX_BUILD_SLACK_S;
+	codegen_opts o = {.target = or_null(j->target), .graph_hash = or_null(j->graph_hash), .cc = or_null(j->cc),
+			  .opt = or_null(j->opt), .werror = j->werror, .units = j->units, .jobs = j->jobs,
+			  .max_c_bytes = (size_t)j->max_c_bytes};
+	o.timeout_s = j->lim.deadline_s + SBX_BUILD_SLACK_S;
 	out.rc = test_hook(&out.err);
+	coil_graph *g = NULL;
+	if (!out.rc && !(g = graph_parse(text, (size_t)j->graph_len, &out.err))) {
+		coil_err_prefix(&out.err, "sandbox: the graph does not parse again");
+		out.rc = -1;
+	}
 	if (!out.rc)
-		out.rc = codegen_compile(r->g, &o, "model.so", &out.res, &out.err);
-	send_msg(3, &out);
+		out.rc = codegen_compile(g, &o, "model.so", &out.res, &out.err);
+	send_msg(SBX_PIPE_FD, &out);
 	_exit(0);
 }
 
-/* The supervisor: the caller's child, the worker's parent. */
-static __attribute__((noreturn)) void supervisor(sbx_run *r, int wfd)
+/* The job from SBX_JOB_FD, mapped (and the descriptor closed): *text is
+ * the graph.  -1 when there is none, or it is not whole. */
+static int read_job(sbx_job *j, const char **text)
+{
+	struct stat st;
+	if (fstat(SBX_JOB_FD, &st) != 0 || (size_t)st.st_size < sizeof *j)
+		return -1;
+	const char *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, SBX_JOB_FD, 0);
+	close(SBX_JOB_FD);
+	if (p == MAP_FAILED)
+		return -1;
+	memcpy(j, p, sizeof *j);
+	*text = p + sizeof *j;
+	return j->magic == SBX_MAGIC && j->size == (uint64_t)st.st_size && j->graph_len == j->size - sizeof *j &&
+	       memchr(j->work, 0, sizeof j->work) && memchr(j->target, 0, sizeof j->target) &&
+	       memchr(j->graph_hash, 0, sizeof j->graph_hash) && memchr(j->cc, 0, sizeof j->cc) &&
+	       memchr(j->opt, 0, sizeof j->opt) ? 0 : -1;
+}
+
+/* The supervisor: the caller's child, executed afresh, the worker's
+ * parent. */
+static __attribute__((noreturn)) void supervisor(void)
 {
 	sbx_msg m;
 	memset(&m, 0, sizeof m);
 	default_signals();
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != r->caller)
+	static sbx_job job;
+	sbx_job *j = &job;
+	const char *text = NULL;
+	if (read_job(j, &text) != 0) {
+		fprintf(stderr, "%s: no job: this program is run by coil's compile sandbox only\n", SBX_ARGV0);
+		_exit(2);
+	}
+	if (getppid() != j->caller)
 		_exit(1);
 	setpgid(0, 0); /* the caller kills the group */
-	if (chdir(r->work) != 0 || keep_only_pipe(wfd) != 0) {
+	if (chdir(j->work) != 0 || keep_only_pipe() != 0) {
 		coil_errf(&m.err, "sandbox: cannot set up: %s", strerror(errno));
 		m.type = 'E';
-		send_msg(wfd, &m);
+		send_msg(SBX_PIPE_FD, &m);
 		_exit(1);
 	}
-	if (r->cg.have && sbx_cg_join(&r->cg) != 0)
+	if (j->cg.have && sbx_cg_join(&j->cg) != 0)
 		sbx_note(m.notes, sizeof m.notes, "cannot join the cgroup: %s", strerror(errno));
 	m.have = SANDBOX_PROCESS;
-	if (unshare_all(r, &m) != 0) {
+	if (unshare_all(j, &m) != 0) {
 		coil_errf(&m.err, "sandbox: cannot map ids in its user namespace: %s", strerror(errno));
 		m.type = 'E';
-		send_msg(3, &m);
+		send_msg(SBX_PIPE_FD, &m);
 		_exit(1);
 	}
 	prctl(PR_SET_PDEATHSIG, SIGKILL); /* again: a uid change clears it */
 	pid_t pid = fork();
 	if (pid == 0)
-		worker(r, &m);
+		worker(j, text, &m);
 	if (pid < 0) {
 		int e = errno;
 		coil_errc(&m.err, COIL_E_RESOURCE, "sandbox: cannot start code generation: fork: %s", strerror(e));
 		m.type = 'E';
-		send_msg(3, &m);
+		send_msg(SBX_PIPE_FD, &m);
 		_exit(1);
 	}
 	int st = 0;
@@ -404,8 +473,17 @@ static __attribute__((noreturn)) void supervisor(sbx_run *r, int wfd)
 	memset(&m, 0, sizeof m);
 	m.type = 'S';
 	m.status = st;
-	send_msg(3, &m);
+	send_msg(SBX_PIPE_FD, &m);
 	_exit(0);
+}
+
+/* A program that links this file becomes the supervisor when executed as
+ * run_tree does, before its main (glibc passes main's arguments to
+ * constructors). */
+__attribute__((constructor)) static void sbx_exec_entry(int argc, char **argv)
+{
+	if (argc == 1 && argv && argv[0] && !strcmp(argv[0], SBX_ARGV0))
+		supervisor();
 }
 
 /* ---- in the caller ---- */
@@ -427,17 +505,17 @@ static void resolve_limits(const sandbox_limits *in, sandbox_limits *out)
 /* .coil-sbx-XXXXXX beside out_so, the sandbox's uid's when coil is root. */
 static int make_work(sbx_run *r, const char *out_so, coil_err *err)
 {
-	if (build_dir_of(out_so, r->work, sizeof r->work - 20) != 0)
+	if (build_dir_of(out_so, r->job.work, sizeof r->job.work - 20) != 0)
 		return coil_errc(err, COIL_E_LIMIT, "sandbox: output path %s is too long", out_so);
-	strcat(r->work, "/.coil-sbx-XXXXXX");
-	if (!mkdtemp(r->work))
+	strcat(r->job.work, "/.coil-sbx-XXXXXX");
+	if (!mkdtemp(r->job.work))
 		return coil_errc(err, COIL_E_IO, "sandbox: cannot make a work directory beside %s: %s", out_so,
 				 strerror(errno));
-	r->drop = geteuid() == 0;
-	if (r->drop && chown(r->work, SANDBOX_UID, SANDBOX_GID) != 0) {
-		sbx_note(r->notes, sizeof r->notes, "runs as root: cannot hand %s to uid %d (%s)", r->work,
+	r->job.drop = geteuid() == 0;
+	if (r->job.drop && chown(r->job.work, SANDBOX_UID, SANDBOX_GID) != 0) {
+		sbx_note(r->notes, sizeof r->notes, "runs as root: cannot hand %s to uid %d (%s)", r->job.work,
 			 SANDBOX_UID, strerror(errno));
-		r->drop = 0;
+		r->job.drop = 0;
 	}
 	return 0;
 }
@@ -476,16 +554,19 @@ static void take(sbx_run *r, const sbx_msg *m)
 	} else if (m->type == 'E') {
 		r->got_setup_err = 1;
 		r->err = m->err;
+	} else if (m->type == 'X') {
+		r->got_exec_err = 1;
+		r->rc = m->rc;
 	}
 }
 
 /* Over the process or CPU budget (the memory budget kills by itself)? */
 static int over_budget(sbx_run *r)
 {
-	sbx_cg_usage_read(&r->cg, &r->use);
-	if ((r->cg.have & SANDBOX_CG_PIDS) && r->use.pids_max)
+	sbx_cg_usage_read(&r->job.cg, &r->use);
+	if ((r->job.cg.have & SANDBOX_CG_PIDS) && r->use.pids_max)
 		return KILL_PIDS;
-	if ((r->cg.have & SANDBOX_CG_CPU) && r->use.cpu_ns > (uint64_t)r->lim.cpu_s * 1000000000u)
+	if ((r->job.cg.have & SANDBOX_CG_CPU) && r->use.cpu_ns > (uint64_t)r->job.lim.cpu_s * 1000000000u)
 		return KILL_CPU;
 	return KILL_NONE;
 }
@@ -493,14 +574,14 @@ static int over_budget(sbx_run *r)
 /* Reads the reports until the tree is done, or kills it. */
 static void watch(sbx_run *r, pid_t sup, int rfd)
 {
-	double end = clock_s() + r->lim.deadline_s;
+	double end = clock_s() + r->job.lim.deadline_s;
 	for (;;) {
 		double left = end - clock_s();
 		if (left <= 0) {
 			r->killed = KILL_DEADLINE;
 			break;
 		}
-		int ms = r->cg.have ? SBX_TICK_MS : left > 1 ? 1000 : (int)(left * 1000) + 1;
+		int ms = r->job.cg.have ? SBX_TICK_MS : left > 1 ? 1000 : (int)(left * 1000) + 1;
 		struct pollfd p = {rfd, POLLIN, 0};
 		int n = poll(&p, 1, ms);
 		if (n < 0 && errno != EINTR) {
@@ -522,7 +603,7 @@ static void watch(sbx_run *r, pid_t sup, int rfd)
 		if ((r->killed = over_budget(r)) != KILL_NONE)
 			break;
 	}
-	sbx_cg_kill(&r->cg);
+	sbx_cg_kill(&r->job.cg);
 	kill(-sup, SIGKILL); /* the supervisor and the worker; the compilers die with the worker */
 }
 
@@ -557,27 +638,30 @@ static int worker_verdict(const sbx_run *r, coil_err *err)
 /* The error for the compile, from what the caller saw; 0 on success. */
 static int verdict(const sbx_run *r, int sup_status, coil_err *err)
 {
-	int dl = r->lim.deadline_s;
+	int dl = r->job.lim.deadline_s;
 	switch (r->killed) {
 	case KILL_DEADLINE:
 		return coil_errc(err, COIL_E_TIMEOUT, "compile ran longer than its deadline of %d s and was killed", dl);
 	case KILL_PIDS:
 		return coil_errc(err, COIL_E_RESOURCE,
-				 "compile reached its budget of %d processes (a fork refused) and was killed", r->lim.pids);
+				 "compile reached its budget of %d processes (a fork refused) and was killed", r->job.lim.pids);
 	case KILL_CPU:
 		return coil_errc(err, COIL_E_RESOURCE, "compile used more than its budget of %d s of CPU time and was killed",
-				 r->lim.cpu_s);
+				 r->job.lim.cpu_s);
 	case KILL_READ:
 		return coil_errc(err, COIL_E_IO, "sandbox: reading the compile's report: %s", strerror(r->read_errno));
 	}
+	if (r->got_exec_err)
+		return coil_errc(err, COIL_E_RESOURCE, "sandbox: cannot start: executing /proc/self/exe: %s",
+				 strerror(r->rc));
 	if (r->got_result && r->rc == 0)
 		return 0;
 	if (r->use.oom_kills)
 		return coil_errc(err, COIL_E_RESOURCE, "compile exceeded its memory budget of %llu MiB (%s)",
-				 (unsigned long long)(r->lim.mem_bytes >> 20),
+				 (unsigned long long)(r->job.lim.mem_bytes >> 20),
 				 r->got_result ? r->err.msg : "code generation was killed");
 	if (r->use.pids_max)
-		return coil_errc(err, COIL_E_RESOURCE, "compile reached its budget of %d processes (%s)", r->lim.pids,
+		return coil_errc(err, COIL_E_RESOURCE, "compile reached its budget of %d processes (%s)", r->job.lim.pids,
 				 r->got_result ? r->err.msg : "code generation was killed");
 	if (r->got_result || r->got_setup_err) {
 		if (err)
@@ -597,10 +681,10 @@ static int verdict(const sbx_run *r, int sup_status, coil_err *err)
 static int take_output(const sbx_run *r, const char *out_so, coil_err *err)
 {
 	char so[PATH_MAX + 16];
-	snprintf(so, sizeof so, "%s/model.so", r->work);
+	snprintf(so, sizeof so, "%s/model.so", r->job.work);
 	if ((r->have & SANDBOX_UID_DROP) &&
-	    (chown(r->work, geteuid(), getegid()) != 0 || chmod(r->work, 0700) != 0))
-		return coil_errc(err, COIL_E_IO, "sandbox: cannot take %s back: %s", r->work, strerror(errno));
+	    (chown(r->job.work, geteuid(), getegid()) != 0 || chmod(r->job.work, 0700) != 0))
+		return coil_errc(err, COIL_E_IO, "sandbox: cannot take %s back: %s", r->job.work, strerror(errno));
 	struct stat st;
 	if (lstat(so, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1)
 		return coil_errc(err, COIL_E_COMPILER, "sandbox: the compile left no plain file %s", so);
@@ -617,19 +701,86 @@ static void log_notes(const char *notes)
 		fprintf(stderr, "coil: sandbox: %s\n", notes);
 }
 
-/* Forks the supervisor, watches, reaps.  -1 with err when it cannot start. */
-static int run_tree(sbx_run *r, coil_err *err)
+/* The job in a sealed memfd (close-on-exec), or -1 with err. */
+static int write_job(sbx_job *job, const char *text, coil_err *err)
 {
-	int fds[2];
-	if (pipe2(fds, O_CLOEXEC) != 0)
-		return coil_errc(err, COIL_E_RESOURCE, "sandbox: pipe: %s", strerror(errno));
-	pid_t sup = fork();
-	if (sup == 0) {
-		close(fds[0]);
-		supervisor(r, fds[1]);
+	int fd = memfd_create("coil-sandbox-job", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return coil_errc(err, COIL_E_RESOURCE, "sandbox: memfd_create: %s", strerror(errno));
+	const char *part[2] = {(const char *)job, text};
+	size_t left[2] = {sizeof *job, (size_t)job->graph_len};
+	for (int k = 0; k < 2; k++)
+		while (left[k]) {
+			ssize_t n = write(fd, part[k], left[k]);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				int e = n < 0 ? errno : EIO;
+				close(fd);
+				return coil_errc(err, COIL_E_RESOURCE, "sandbox: writing the job: %s", strerror(e));
+			}
+			part[k] += n, left[k] -= (size_t)n;
+		}
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+		int e = errno;
+		close(fd);
+		return coil_errc(err, COIL_E_RESOURCE, "sandbox: sealing the job: %s", strerror(e));
 	}
+	return fd;
+}
+
+/* In the child, between fork and exec: only system calls.  The pipe and
+ * the job go to their numbers (through numbers above them, in case they
+ * sit on each other's), everything else is closed, and the program runs
+ * again as the supervisor.  A failed exec is reported as 'X'. */
+static __attribute__((noreturn)) void exec_supervisor(int exe, int wfd, int job, sbx_msg *fail)
+{
+	extern char **environ;
+	static char *const argv[] = {SBX_ARGV0, NULL};
+	int e = fcntl(exe, F_DUPFD_CLOEXEC, 16), p = fcntl(wfd, F_DUPFD, 16), q = fcntl(job, F_DUPFD, 16);
+	if (e >= 0 && p >= 0 && q >= 0 && dup2(p, SBX_PIPE_FD) >= 0 && dup2(q, SBX_JOB_FD) >= 0 &&
+	    dup3(e, SBX_JOB_FD + 1, O_CLOEXEC) >= 0) {
+		close_from(SBX_JOB_FD + 2);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		syscall(SYS_execveat, SBX_JOB_FD + 1, "", argv, environ, AT_EMPTY_PATH);
+	}
+	fail->rc = errno;
+	ssize_t n = write(p >= 0 ? SBX_PIPE_FD : wfd, fail, sizeof *fail);
+	(void)n;
+	_exit(127);
+}
+
+/* Starts the supervisor, watches, reaps.  -1 with err when it cannot
+ * start. */
+static int run_tree(sbx_run *r, const char *text, coil_err *err)
+{
+	int job = write_job(&r->job, text, err);
+	if (job < 0)
+		return -1;
+	int exe = open("/proc/self/exe", O_PATH | O_CLOEXEC);
+	if (exe < 0) {
+		int e = errno;
+		close(job);
+		return coil_errc(err, COIL_E_RESOURCE, "sandbox: cannot open /proc/self/exe to start: %s", strerror(e));
+	}
+	static const sbx_msg fail0 = {.type = 'X'};
+	sbx_msg *fail = malloc(sizeof *fail);
+	int fds[2] = {-1, -1};
+	if (!fail || pipe2(fds, O_CLOEXEC) != 0) {
+		int e = fail ? errno : ENOMEM;
+		free(fail);
+		close(exe), close(job);
+		return coil_errc(err, COIL_E_RESOURCE, "sandbox: pipe: %s", strerror(e));
+	}
+	*fail = fail0;
+	pid_t sup = fork();
+	if (sup == 0)
+		exec_supervisor(exe, fds[1], job, fail);
 	int e = errno;
+	free(fail);
 	close(fds[1]);
+	close(exe);
+	close(job);
 	if (sup < 0) {
 		close(fds[0]);
 		return coil_errc(err, COIL_E_RESOURCE, "sandbox: cannot start: fork: %s", strerror(e));
@@ -639,9 +790,29 @@ static int run_tree(sbx_run *r, coil_err *err)
 	int st = 0;
 	while (waitpid(sup, &st, 0) < 0 && errno == EINTR)
 		;
-	sbx_cg_usage_read(&r->cg, &r->use);
-	sbx_cg_kill(&r->cg); /* stragglers outside a pid namespace */
+	sbx_cg_usage_read(&r->job.cg, &r->use);
+	sbx_cg_kill(&r->job.cg); /* stragglers outside a pid namespace */
 	return verdict(r, st, err);
+}
+
+/* codegen_opts into the job; -1 with err when a string does not fit. */
+static int job_opts(sbx_job *j, const codegen_opts *o, coil_err *err)
+{
+	struct {
+		char *to;
+		size_t cap;
+		const char *from, *what;
+	} s[] = {{j->target, sizeof j->target, o->target, "target"},
+		 {j->graph_hash, sizeof j->graph_hash, o->graph_hash, "graph hash"},
+		 {j->cc, sizeof j->cc, o->cc, "compiler path"},
+		 {j->opt, sizeof j->opt, o->opt, "optimization flag"}};
+	for (size_t k = 0; k < sizeof s / sizeof *s; k++)
+		if (s[k].from && (size_t)snprintf(s[k].to, s[k].cap, "%s", s[k].from) >= s[k].cap)
+			return coil_errc(err, COIL_E_LIMIT, "sandbox: the %s is too long (%zu bytes at most)", s[k].what,
+					 s[k].cap - 1);
+	j->werror = o->werror, j->units = o->units, j->jobs = o->jobs;
+	j->max_c_bytes = o->max_c_bytes;
+	return 0;
 }
 
 int sandbox_compile(coil_graph *g, const codegen_opts *o, const sandbox_limits *lim, const char *out_so,
@@ -658,22 +829,27 @@ int sandbox_compile(coil_graph *g, const codegen_opts *o, const sandbox_limits *
 	sbx_run *r = calloc(1, sizeof *r);
 	if (!r)
 		return coil_err_oom(err);
-	r->g = g;
-	r->o = o;
-	r->caller = getpid();
-	resolve_limits(lim, &r->lim);
-	int rc = make_work(r, out_so, err);
+	size_t len = 0;
+	const char *text = graph_canonical(g, &len, err);
+	r->job.magic = SBX_MAGIC;
+	r->job.caller = getpid();
+	r->job.graph_len = len;
+	r->job.size = sizeof r->job + len;
+	resolve_limits(lim, &r->job.lim);
+	int rc = text ? job_opts(&r->job, o, err) : -1;
+	if (rc == 0)
+		rc = make_work(r, out_so, err);
 	if (rc == 0) {
-		sbx_cg_create(&r->cg, &r->lim, r->notes, sizeof r->notes);
-		rc = run_tree(r, err);
-		sbx_cg_destroy(&r->cg, r->notes, sizeof r->notes);
+		sbx_cg_create(&r->job.cg, &r->job.lim, r->notes, sizeof r->notes);
+		rc = run_tree(r, text, err);
+		sbx_cg_destroy(&r->job.cg, r->notes, sizeof r->notes);
 		if (rc == 0)
 			rc = take_output(r, out_so, err);
 		if (rc == 0 && res)
 			*res = r->res;
-		build_rm_tree(r->work);
+		build_rm_tree(r->job.work);
 	}
-	r->have |= r->cg.have;
+	r->have |= r->job.cg.have;
 	log_notes(r->notes);
 	if (info) {
 		info->have = r->have;

@@ -15,6 +15,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -659,7 +660,7 @@ static int listen_local(int *port)
 
 typedef struct who {
 	int uid, seccomp, nonewprivs, fds;
-	char net[128], pid[128], connect[256], tmpwrite[256];
+	char net[128], pid[128], connect[256], tmpwrite[256], parent[256];
 } who;
 
 static void read_who(who *w)
@@ -673,6 +674,7 @@ static void read_who(who *w)
 			continue;
 		sscanf(line, "ns net %127s", w->net);
 		sscanf(line, "ns pid %127s", w->pid);
+		sscanf(line, "parent %255s", w->parent);
 		sscanf(line, "seccomp %d", &w->seccomp);
 		sscanf(line, "nonewprivs %d", &w->nonewprivs);
 		if (!strncmp(line, "connect ", 8))
@@ -721,6 +723,7 @@ static void test_sandbox_isolation(void **state)
 	assert_int_equal(!!(info.have & SANDBOX_UID_DROP), geteuid() == 0);
 	assert_int_equal(w.nonewprivs, 1);
 	assert_int_equal(w.fds, 0); /* our listening socket among them */
+	assert_string_equal(w.parent, "coil-sandbox-supervisor"); /* a fresh image, not a bare fork of ours */
 	assert_int_equal(w.seccomp, info.have & SANDBOX_SECCOMP ? 2 : 0);
 	if (geteuid() == 0)
 		assert_true(info.have & SANDBOX_SECCOMP);
@@ -751,6 +754,7 @@ static void test_sandbox_isolation(void **state)
 		fail_msg("%s", err.msg);
 	read_who(&w);
 	assert_int_equal(info.have, 0);
+	assert_string_not_equal(w.parent, "coil-sandbox-supervisor");
 	assert_int_equal(w.uid, (int)geteuid());
 	assert_string_equal(w.net, net);
 	assert_string_equal(w.connect, "connect ok");
@@ -910,6 +914,51 @@ static void test_sandbox_through_cache(void **state)
 	assert_int_equal(cgroups_left(), 0);
 }
 
+static atomic_int churning;
+
+/* Allocates and frees, of every size class, until told to stop. */
+static void *churn(void *arg)
+{
+	(void)arg;
+	void *keep[64] = {0};
+	for (unsigned i = 0; atomic_load(&churning); i++) {
+		unsigned k = i % 64;
+		free(keep[k]);
+		keep[k] = malloc(16u << (i % 13));
+		if (keep[k])
+			memset(keep[k], 1, 16);
+	}
+	for (int k = 0; k < 64; k++)
+		free(keep[k]);
+	return NULL;
+}
+
+/* Compiles while other threads of the caller allocate without pause (as
+ * coild's other workers do): a child forked from a threaded process
+ * inherits whatever lock another thread held at that instant (an ASan
+ * build's allocator takes locks glibc's fork does not reset) and could
+ * hang on it until the deadline; the tree is executed afresh instead, so
+ * each compile ends at once. */
+static void test_sandbox_busy_caller(void **state)
+{
+	(void)state;
+	pthread_t th[3];
+	atomic_store(&churning, 1);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, churn, NULL), 0);
+	coil_err err;
+	int failed = 0;
+	for (int i = 0; i < 20 && !failed; i++)
+		if (sbx("report", (sandbox_limits){.deadline_s = 30}, NULL, &err))
+			failed = i + 1;
+	atomic_store(&churning, 0);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	if (failed)
+		fail_msg("compile %d beside allocating threads: %s", failed, err.msg);
+	assert_cleaned_up();
+}
+
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw);
 
 /* A caller killed in the middle of a compile: its sandbox dies with it
@@ -1026,6 +1075,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_sandbox_codegen_crash),
 		cmocka_unit_test(test_sandbox_through_cache),
 		cmocka_unit_test(test_sandbox_killed_caller),
+		cmocka_unit_test(test_sandbox_busy_caller),
 	};
 	return cmocka_run_group_tests_name("sandbox", tests, setup, teardown);
 }

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -66,12 +67,18 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
-/* Run argv (NULL-terminated, argv[0] the program) with stderr appended to log. */
+/* Run argv (NULL-terminated, argv[0] the program) with stderr appended to
+ * log.  It dies with this process: a test that fails skips its
+ * server_free, and must not leave a coild running after the suite. */
 static pid_t spawn(const char *const *argv, const char *log)
 {
+	pid_t parent = getpid();
 	pid_t pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
 		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 		if (fd >= 0)
 			dup2(fd, 2);

@@ -24,8 +24,9 @@
  *
  * report also says who it runs as and where: "uid U gid G", "ns KIND
  * ID" for the net, pid, mnt and user namespaces, "seccomp N" and
- * "nonewprivs N" (from /proc/self/status), and whether it can create a
- * file in /tmp: "tmpwrite ok" or "tmpwrite failed: REASON".
+ * "nonewprivs N" (from /proc/self/status), the program it was started
+ * by ("parent ARGV0", from /proc/PPID/cmdline), and whether it can create
+ * a file in /tmp: "tmpwrite ok" or "tmpwrite failed: REASON".
  *
  * report run with -c (compiling one unit to an object) writes its report
  * into the object; a link appends the objects' reports to its own, so the
@@ -111,6 +112,14 @@ static void identity(FILE *f)
 	}
 	if (st)
 		fclose(st);
+	char path[64], parent[256] = "?";
+	snprintf(path, sizeof path, "/proc/%d/cmdline", (int)getppid());
+	FILE *pc = fopen(path, "r");
+	if (pc && fgets(parent, sizeof parent, pc) == NULL)
+		snprintf(parent, sizeof parent, "?");
+	if (pc)
+		fclose(pc);
+	fprintf(f, "parent %s\n", parent);
 	char tmp[] = "/tmp/coil-fake-cc-XXXXXX";
 	int fd = mkstemp(tmp);
 	if (fd >= 0) {
