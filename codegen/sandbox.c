@@ -423,21 +423,15 @@ static int read_job(sbx_job *j, const char **text)
 	       memchr(j->opt, 0, sizeof j->opt) ? 0 : -1;
 }
 
-/* The supervisor: the caller's child, executed afresh, the worker's
- * parent. */
-static __attribute__((noreturn)) void supervisor(void)
+/* The supervisor: the caller's child (executed afresh, or where that
+ * cannot be, forked only), the worker's parent.  The report pipe is
+ * SBX_PIPE_FD. */
+static __attribute__((noreturn)) void supervisor(sbx_job *j, const char *text)
 {
 	sbx_msg m;
 	memset(&m, 0, sizeof m);
 	default_signals();
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	static sbx_job job;
-	sbx_job *j = &job;
-	const char *text = NULL;
-	if (read_job(j, &text) != 0) {
-		fprintf(stderr, "%s: no job: this program is run by coil's compile sandbox only\n", SBX_ARGV0);
-		_exit(2);
-	}
 	if (getppid() != j->caller)
 		_exit(1);
 	setpgid(0, 0); /* the caller kills the group */
@@ -482,8 +476,15 @@ static __attribute__((noreturn)) void supervisor(void)
  * constructors). */
 __attribute__((constructor)) static void sbx_exec_entry(int argc, char **argv)
 {
-	if (argc == 1 && argv && argv[0] && !strcmp(argv[0], SBX_ARGV0))
-		supervisor();
+	if (argc != 1 || !argv || !argv[0] || strcmp(argv[0], SBX_ARGV0))
+		return;
+	static sbx_job job;
+	const char *text = NULL;
+	if (read_job(&job, &text) != 0) {
+		fprintf(stderr, "%s: no job: this program is run by coil's compile sandbox only\n", SBX_ARGV0);
+		_exit(2);
+	}
+	supervisor(&job, text);
 }
 
 /* ---- in the caller ---- */
@@ -732,11 +733,18 @@ static int write_job(sbx_job *job, const char *text, coil_err *err)
 /* In the child, between fork and exec: only system calls.  The pipe and
  * the job go to their numbers (through numbers above them, in case they
  * sit on each other's), everything else is closed, and the program runs
- * again as the supervisor.  A failed exec is reported as 'X'. */
-static __attribute__((noreturn)) void exec_supervisor(int exe, int wfd, int job, sbx_msg *fail)
+ * again as the supervisor.  A failed exec is reported as 'X'.  Without
+ * the program (exe -1) the child goes on as the supervisor, in r's copy. */
+static __attribute__((noreturn)) void start_supervisor(int exe, int wfd, int job, sbx_msg *fail, sbx_run *r,
+							const char *text)
 {
 	extern char **environ;
 	static char *const argv[] = {SBX_ARGV0, NULL};
+	if (exe < 0) {
+		if (wfd == SBX_PIPE_FD || dup2(wfd, SBX_PIPE_FD) == SBX_PIPE_FD)
+			supervisor(&r->job, text);
+		_exit(127);
+	}
 	int e = fcntl(exe, F_DUPFD_CLOEXEC, 16), p = fcntl(wfd, F_DUPFD, 16), q = fcntl(job, F_DUPFD, 16);
 	if (e >= 0 && p >= 0 && q >= 0 && dup2(p, SBX_PIPE_FD) >= 0 && dup2(q, SBX_JOB_FD) >= 0 &&
 	    dup3(e, SBX_JOB_FD + 1, O_CLOEXEC) >= 0) {
@@ -754,14 +762,14 @@ static __attribute__((noreturn)) void exec_supervisor(int exe, int wfd, int job,
  * start. */
 static int run_tree(sbx_run *r, const char *text, coil_err *err)
 {
-	int job = write_job(&r->job, text, err);
-	if (job < 0)
+	int exe = open("/proc/self/exe", O_PATH | O_CLOEXEC), job = -1;
+	if (exe < 0)
+		sbx_note(r->notes, sizeof r->notes,
+			 "cannot open /proc/self/exe (%s): the tree is forked without exec, where a lock another "
+			 "thread held can hang it until the deadline", strerror(errno));
+	else if ((job = write_job(&r->job, text, err)) < 0) {
+		close(exe);
 		return -1;
-	int exe = open("/proc/self/exe", O_PATH | O_CLOEXEC);
-	if (exe < 0) {
-		int e = errno;
-		close(job);
-		return coil_errc(err, COIL_E_RESOURCE, "sandbox: cannot open /proc/self/exe to start: %s", strerror(e));
 	}
 	static const sbx_msg fail0 = {.type = 'X'};
 	sbx_msg *fail = malloc(sizeof *fail);
@@ -769,18 +777,19 @@ static int run_tree(sbx_run *r, const char *text, coil_err *err)
 	if (!fail || pipe2(fds, O_CLOEXEC) != 0) {
 		int e = fail ? errno : ENOMEM;
 		free(fail);
-		close(exe), close(job);
+		if (exe >= 0)
+			close(exe), close(job);
 		return coil_errc(err, COIL_E_RESOURCE, "sandbox: pipe: %s", strerror(e));
 	}
 	*fail = fail0;
 	pid_t sup = fork();
 	if (sup == 0)
-		exec_supervisor(exe, fds[1], job, fail);
+		start_supervisor(exe, fds[1], job, fail, r, text);
 	int e = errno;
 	free(fail);
 	close(fds[1]);
-	close(exe);
-	close(job);
+	if (exe >= 0)
+		close(exe), close(job);
 	if (sup < 0) {
 		close(fds[0]);
 		return coil_errc(err, COIL_E_RESOURCE, "sandbox: cannot start: fork: %s", strerror(e));

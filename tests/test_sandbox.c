@@ -24,6 +24,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -959,6 +961,52 @@ static void test_sandbox_busy_caller(void **state)
 	assert_cleaned_up();
 }
 
+/* Where /proc is not mounted (a bare chroot) the tree cannot execute the
+ * program afresh: it is forked without exec, still confined, and the
+ * notes say so.  Run in a child of ours with /proc unmounted in a mount
+ * namespace of its own. */
+static void test_sandbox_without_proc(void **state)
+{
+	(void)state;
+	if (geteuid() != 0) {
+		print_message("# not root: cannot unmount /proc in a namespace of our own\n");
+		skip();
+	}
+	int fds[2];
+	assert_int_equal(pipe(fds), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(fds[0]);
+		char msg[1024] = "ok";
+		sandbox_info info;
+		coil_err err;
+		if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+		    umount2("/proc", MNT_DETACH) != 0)
+			snprintf(msg, sizeof msg, "skip: cannot unmount /proc here: %s", strerror(errno));
+		else if (sbx("report", (sandbox_limits){0}, &info, &err))
+			snprintf(msg, sizeof msg, "compile failed: %s", err.msg);
+		else if (!strstr(info.notes, "forked without exec") || !(info.have & SANDBOX_PROCESS))
+			snprintf(msg, sizeof msg, "have 0x%x, notes: %s", info.have, info.notes);
+		ssize_t n = write(fds[1], msg, strlen(msg));
+		_exit(n > 0 ? 0 : 1);
+	}
+	close(fds[1]);
+	char msg[1024] = "";
+	ssize_t n = read(fds[0], msg, sizeof msg - 1);
+	close(fds[0]);
+	msg[n > 0 ? n : 0] = 0;
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	if (!strncmp(msg, "skip: ", 6)) {
+		print_message("# %s\n", msg + 6);
+		skip();
+	}
+	if (strcmp(msg, "ok"))
+		fail_msg("without /proc: %s", msg[0] ? msg : "no answer");
+	assert_cleaned_up();
+}
+
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw);
 
 /* A caller killed in the middle of a compile: its sandbox dies with it
@@ -1076,6 +1124,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_sandbox_through_cache),
 		cmocka_unit_test(test_sandbox_killed_caller),
 		cmocka_unit_test(test_sandbox_busy_caller),
+		cmocka_unit_test(test_sandbox_without_proc),
 	};
 	return cmocka_run_group_tests_name("sandbox", tests, setup, teardown);
 }
