@@ -49,7 +49,7 @@ static int cast(dctx *c, int a, coil_dtype t)
 		double v = N(c, a)->fill;
 		if (dtype_is_int(t) || t == COIL_BOOL)
 			v = t == COIL_BOOL ? v != 0 : trunc(v);
-		return fill(c, v, t);
+		return fill(c, dtype_round(t, v), t);
 	}
 	ir_node p = {.op = IR_CAST, .dtype = t, .nsrc = 1, .src = {a}, .rank = N(c, a)->rank};
 	memcpy(p.shape, N(c, a)->shape, sizeof p.shape);
@@ -147,10 +147,18 @@ static int sigmoid(dctx *c, int x)
 	return un(c, PR_RECIP, bin(c, PR_ADD, num(c, 1, x), un(c, PR_EXP, un(c, PR_NEG, x))));
 }
 
+/* The dtype an op whose result is t computes in: bf16 and f16 are storage
+ * types, computed in f32 and rounded once, at the op's result (as eager's
+ * kernels do; the result's cast in ir_decompose). */
+static coil_dtype compute_t(coil_dtype t)
+{
+	return dtype_is_half(t) ? COIL_F32 : t;
+}
+
 static int pointwise(dctx *c, coil_dtype ot)
 {
 	const coil_node *n = c->n;
-	coil_dtype t = ot;
+	coil_dtype t = compute_t(ot);
 	switch (n->op) {
 	case OP_EQ: case OP_EQ_S: case OP_NE: case OP_NE_S: case OP_LT: case OP_LT_S: case OP_LE: case OP_LE_S:
 	case OP_GT: case OP_GT_S: case OP_GE: case OP_GE_S: {
@@ -158,7 +166,7 @@ static int pointwise(dctx *c, coil_dtype ot)
 		int r = infer_result_type(c->g, n, idx, 2, c->err);
 		if (r < 0)
 			return c->bad = 1, 0;
-		t = (coil_dtype)r;
+		t = compute_t((coil_dtype)r);
 		break;
 	}
 	case OP_LOGICAL_AND: case OP_LOGICAL_OR: case OP_LOGICAL_NOT: t = COIL_BOOL; break;
@@ -273,36 +281,39 @@ static void reduction(dctx *c, int *res)
 	int keep;
 	reduce_dims(c->g, n, &mask, &keep);
 	int x = in(c, 0), r;
+	const coil_dtype t = compute_t(o->dtype); /* accumulators of bf16 and f16 are f32 */
+	if (dtype_is_half(N(c, x)->dtype))
+		x = cast(c, x, COIL_F32);
 	switch (n->op) {
 	case OP_SUM: case OP_SUM_DIM:
-		r = reduce(c, RD_SUM, cast(c, x, o->dtype), mask, o->dtype);
+		r = reduce(c, RD_SUM, cast(c, x, t), mask, t);
 		break;
 	case OP_MEAN: case OP_MEAN_DIM:
-		r = mean(c, cast(c, x, o->dtype), mask);
+		r = mean(c, cast(c, x, t), mask);
 		break;
 	case OP_AMAX: case OP_AMIN:
-		r = reduce(c, n->op == OP_AMAX ? RD_MAX : RD_MIN, x, mask, o->dtype);
+		r = reduce(c, n->op == OP_AMAX ? RD_MAX : RD_MIN, x, mask, t);
 		break;
 	case OP_VAR_CORR: case OP_VAR_DIM: {
-		x = cast(c, x, o->dtype);
-		int s = reduce(c, RD_WM2, x, mask, o->dtype);
+		x = cast(c, x, t);
+		int s = reduce(c, RD_WM2, x, mask, t);
 		double corr = n->op == OP_VAR_CORR ? (ARG(2).kind == ARG_INT ? (double)ARG(2).i : 1) : (ARG(2).i ? 1 : 0);
-		int den = bin(c, PR_MAX, bin(c, PR_SUB, fill_dim(c, red_count(c, x, mask), o->dtype), num(c, corr, s)),
+		int den = bin(c, PR_MAX, bin(c, PR_SUB, fill_dim(c, red_count(c, x, mask), t), num(c, corr, s)),
 			      num(c, 0, s));
 		r = bin(c, PR_DIV, s, den);
 		break;
 	}
 	case OP_NORM: {
 		double p = ARG(1).kind == ARG_SCALAR ? ARG(1).f : 2;
-		x = cast(c, x, o->dtype);
+		x = cast(c, x, t);
 		if (p == 1)
-			r = reduce(c, RD_SUM, un(c, PR_ABS, x), mask, o->dtype);
+			r = reduce(c, RD_SUM, un(c, PR_ABS, x), mask, t);
 		else
-			r = un(c, PR_SQRT, reduce(c, RD_SUM, bin(c, PR_MUL, x, x), mask, o->dtype));
+			r = un(c, PR_SQRT, reduce(c, RD_SUM, bin(c, PR_MUL, x, x), mask, t));
 		break;
 	}
 	case OP_MAX_DIM:
-		res[0] = squeeze_to(c, reduce(c, RD_MAX, x, mask, o->dtype), o);
+		res[0] = squeeze_to(c, reduce(c, RD_MAX, x, mask, t), o);
 		res[1] = squeeze_to(c, reduce(c, RD_ARGMAX, x, mask, COIL_I64), node_out(c->g, n, 1));
 		return;
 	case OP_ARGMAX:
@@ -366,7 +377,8 @@ static int view(dctx *c, int k)
 static void composite(dctx *c, int *res)
 {
 	const coil_node *n = c->n;
-	const coil_value *o = node_out(c->g, n, 0);
+	const coil_value *o0 = node_out(c->g, n, 0);
+	const coil_value ot = {.dtype = compute_t(o0->dtype)}, *o = &ot; /* computed in o->dtype */
 	int x = cast(c, in(c, 0), o->dtype), r = N(c, x)->rank;
 	switch (n->op) {
 	case OP_SOFTMAX_: case OP_SOFTMAX: case OP_LOG_SOFTMAX_: case OP_LOG_SOFTMAX: {
@@ -396,7 +408,7 @@ static void composite(dctx *c, int *res)
 			y = bin(c, PR_ADD, y, cast(c, in(c, 3), o->dtype));
 		res[0] = y;
 		if (n->nout == 3) {
-			res[1] = squeeze_to(c, mu, node_out(c->g, n, 1));
+			res[1] = squeeze_to(c, mu, node_out(c->g, n, 1)); /* cast to their dtype by the caller */
 			res[2] = squeeze_to(c, rstd, node_out(c->g, n, 2));
 		}
 		return;
@@ -498,12 +510,6 @@ int ir_decompose(coil_ir *ir, coil_err *err)
 		c.n = n;
 		c.gnode = i;
 		const coil_value *o = node_out(g, n, 0);
-		if (o->dtype == COIL_BF16 || o->dtype == COIL_F16) {
-			node_errf(err, n, "dtype %s is not supported by codegen yet", dtype_name(o->dtype));
-			if (err)
-				err->code = COIL_E_UNSUPPORTED;
-			goto fail;
-		}
 		int dz = dn_decompose_node(ir, i, res, err); /* a oneDNN fusion ends or goes on here */
 		if (dz < 0)
 			goto fail;
@@ -523,7 +529,7 @@ int ir_decompose(coil_ir *ir, coil_err *err)
 				ir_node p = {.op = IR_FILL, .dtype = o->dtype, .rank = o->rank};
 				double v = n->op == OP_FULL ? n->args[1].f : 0;
 				p.fill = o->dtype == COIL_BOOL ? v != 0 : dtype_is_int(o->dtype) ? trunc(v)
-					: o->dtype == COIL_F32 ? (float)v : v;
+					: dtype_round(o->dtype, v);
 				memcpy(p.shape, o->shape, sizeof p.shape);
 				res[0] = add(&c, &p);
 			} else {

@@ -33,7 +33,13 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
  * buffers; the caller marks it used); and the index pidx of output p of a
  * reduction kernel whose kept dims (those not 1 in p) take the loop
  * variables outer[] of the reduction r0's non-1 dims in order. */
+/* The C type of a buffer's elements (bf16 and f16: their bits, uint16_t),
+ * and of a value in a kernel (bf16 and f16: float, holding a value the
+ * type can represent). */
 const char *emit_ctype(coil_dtype t);
+const char *emit_vtype(coil_dtype t);
+/* The scalar conversions of the artifact's prelude (vmath.h): "bf16", "f16". */
+const char *emit_half(coil_dtype t);
 char *emit_buf_name(coil_ir *ir, int v);
 void emit_kept_index(const ir_node *p, const ir_node *r0, char **outer, char **pidx);
 

@@ -75,7 +75,11 @@ static void emit_consts(ectx *c, FILE *f)
 		}
 		fprintf(f, "static const %s c%d[%lld] = {", emit_ctype(v->dtype), i, (long long)(n ? n : 1));
 		for (int64_t e = 0; e < n; e++)
-			fprintf(f, "%s%s", e ? ", " : "", ectx_literal(c, dtype_load(v->dtype, v->data, (size_t)e), v->dtype));
+			if (dtype_is_half(v->dtype)) /* the bits */
+				fprintf(f, "%s0x%04x", e ? ", " : "", ((const uint16_t *)v->data)[e]);
+			else
+				fprintf(f, "%s%s", e ? ", " : "",
+					ectx_literal(c, dtype_load(v->dtype, v->data, (size_t)e), v->dtype));
 		fprintf(f, "%s};\n", n ? "" : "0");
 	}
 	fprintf(f, "\n");

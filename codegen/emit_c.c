@@ -56,12 +56,14 @@ static const char *const rcommon[PR_COUNT] = {
 
 static const char *render_op(int prim, coil_dtype t)
 {
-	const char *const *tab = t == COIL_F32 ? rf32 : t == COIL_F64 ? rf64 : rint_;
+	const char *const *tab = t == COIL_F32 || dtype_is_half(t) ? rf32 : t == COIL_F64 ? rf64 : rint_;
 	return tab[prim] ? tab[prim] : rcommon[prim];
 }
 
 char *ectx_literal(ectx *c, double v, coil_dtype t)
 {
+	if (dtype_is_half(t)) /* a value of a kernel: the float it rounds to */
+		return ectx_literal(c, dtype_round(t, v), COIL_F32);
 	if (isnan(v))
 		return arena_printf(c->a, "((%s)NAN)", emit_ctype(t));
 	if (isinf(v))
@@ -107,7 +109,10 @@ static char *rv(ectx *c, int v, char **idx)
 		return name;
 	if (is_buf(c, n)) {
 		name = arena_printf(c->a, "t%d", c->ntmp++);
-		ectx_out(c, "const %s %s = %s[%s];\n", emit_ctype(n->dtype), name, bufname(c, v), ix_linear(c->ir, n, idx));
+		char *ld = arena_printf(c->a, "%s[%s]", bufname(c, v), ix_linear(c->ir, n, idx));
+		if (dtype_is_half(n->dtype))
+			ld = arena_printf(c->a, "coil_%s_f32(%s)", emit_half(n->dtype), ld);
+		ectx_out(c, "const %s %s = %s;\n", emit_vtype(n->dtype), name, ld);
 		return memo_put(&c->memo, c->a, v, key, name);
 	}
 	char *a[3] = {0};
@@ -122,6 +127,7 @@ static char *rv(ectx *c, int v, char **idx)
 	switch (n->op) {
 	case IR_CAST:
 		e = n->dtype == COIL_BOOL ? arena_printf(c->a, "(%s != 0)", a[0])
+		    : dtype_is_half(n->dtype) ? arena_printf(c->a, "coil_round_%s((float)%s)", emit_half(n->dtype), a[0])
 					  : arena_printf(c->a, "(%s)%s", emit_ctype(n->dtype), a[0]);
 		break;
 	case IR_WHERE: e = arena_printf(c->a, "(%s ? %s : %s)", a[0], a[1], a[2]); break;
@@ -140,7 +146,7 @@ static char *rv(ectx *c, int v, char **idx)
 	}
 	}
 	name = arena_printf(c->a, "t%d", c->ntmp++);
-	ectx_out(c, "const %s %s = %s;\n", emit_ctype(n->dtype), name, e);
+	ectx_out(c, "const %s %s = %s;\n", emit_vtype(n->dtype), name, e);
 	return memo_put(&c->memo, c->a, v, key, name);
 }
 
@@ -190,6 +196,8 @@ static void store(ectx *c, int v, char **idx)
 {
 	ir_node *n = &c->ir->nodes[v];
 	char *val = rv(c, v, idx);
+	if (dtype_is_half(n->dtype))
+		val = arena_printf(c->a, "coil_f32_%s(%s)", emit_half(n->dtype), val);
 	ectx_out(c, "%s[%s] = %s;\n", bufname(c, v), ix_linear(c->ir, n, idx), val);
 }
 

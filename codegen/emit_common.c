@@ -10,8 +10,19 @@ const char *emit_ctype(coil_dtype t)
 	case COIL_I64: return "int64_t";
 	case COIL_I32: return "int32_t";
 	case COIL_I8: return "int8_t";
+	case COIL_BF16: case COIL_F16: return "uint16_t";
 	default: return "uint8_t"; /* u8, bool */
 	}
+}
+
+const char *emit_vtype(coil_dtype t)
+{
+	return dtype_is_half(t) ? "float" : emit_ctype(t);
+}
+
+const char *emit_half(coil_dtype t)
+{
+	return t == COIL_BF16 ? "bf16" : "f16";
 }
 
 char *emit_buf_name(coil_ir *ir, int v)

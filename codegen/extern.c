@@ -473,8 +473,12 @@ static void pad(xctx *c)
 	const char *t = emit_ctype(o->dtype);
 	if (o->dtype == COIL_BOOL)
 		v = v != 0;
+	uint16_t bits = 0; /* bf16, f16: the value's bits */
+	if (dtype_is_half(o->dtype))
+		dtype_store(o->dtype, &bits, 0, v);
 	out(c, "\tfor (int64_t e = 0; e < %s; e++)\n\t\t%s[e] = (%s)%s;\n", prod(c, o, 0, o->rank), buf(c, outv), t,
-	    isnan(v) ? "NAN" : isinf(v) ? (v > 0 ? "INFINITY" : "-INFINITY")
+	    dtype_is_half(o->dtype) ? arena_printf(c->ir->arena, "0x%04x", bits)
+	    : isnan(v) ? "NAN" : isinf(v) ? (v > 0 ? "INFINITY" : "-INFINITY")
 				       : arena_printf(c->ir->arena, "%.17g", v));
 	out(c, "\tfor (int64_t e = 0; e < %s; e++) {\n\t\tint64_t r = e, off = 0, ok = 1, st = 1;\n",
 	    prod(c, xn, 0, xn->rank));
@@ -554,6 +558,39 @@ static int spatial_symbolic(xctx *c)
 	return 0;
 }
 
+/* The loops here compute in their buffers' element type: bf16 and f16
+ * (uint16_t bits) only move.  Data movement between two different dtypes
+ * is a cast, which the pointwise kernels do. */
+static int half_refused(xctx *c)
+{
+	const op_info *oi = op_get(c->n->op);
+	int half = dtype_is_half(node_out(c->ir->g, c->n, 0)->dtype), same = 1;
+	coil_dtype t0 = node_out(c->ir->g, c->n, 0)->dtype;
+	for (int a = 0; a < oi->nargs; a++)
+		if (c->n->args[a].kind == ARG_TENSOR || c->n->args[a].kind == ARG_TENSORS)
+			for (int k = 0; k < c->n->args[a].n; k++)
+				if (c->n->args[a].v[k] >= 0) {
+					coil_dtype t = c->ir->g->vals[c->n->args[a].v[k]].dtype;
+					half |= dtype_is_half(t);
+					same &= t == t0 || (c->n->op == OP_EMBEDDING && a == 1);
+				}
+	if (!half)
+		return 0;
+	switch (c->n->op) {
+	case OP_CAT: case OP_EMBEDDING: case OP_CONSTANT_PAD_ND: case OP_ROLL:
+		if (same)
+			return 0;
+		break;
+	default:
+		break;
+	}
+	*c->bad = 1;
+	node_errf(c->err, c->n, "codegen: %s here needs f32 (bf16 and f16 run in pointwise and reduction kernels "
+		  "and data movement only)", op_get(c->n->op)->name);
+	c->err->code = COIL_E_UNSUPPORTED;
+	return 1;
+}
+
 void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_err *err, int *bad)
 {
 	ir_kernel *K = &ir->ks[k];
@@ -562,7 +599,7 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 		  .bad = bad};
 	if (dn_emit_extern(ir, f, k, used, errs)) /* a oneDNN fusion */
 		return;
-	if (spatial_symbolic(&c))
+	if (spatial_symbolic(&c) || half_refused(&c))
 		return;
 	switch (c.n->op) {
 	/* library seams: oneDNN calls replace these loops */

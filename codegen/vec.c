@@ -368,11 +368,12 @@ static char *vrv(vctx *c, int v, char **idx)
 	const vec_isa *I = c->I;
 	if (c->bad)
 		return "0";
-	if (n->dtype != COIL_F32 && n->dtype != COIL_BOOL) {
+	if (n->dtype != COIL_F32 && n->dtype != COIL_BOOL && !dtype_is_half(n->dtype)) {
 		c->bad = 1;
 		return "0";
 	}
-	int mask = n->dtype == COIL_BOOL;
+	int mask = n->dtype == COIL_BOOL, half = dtype_is_half(n->dtype);
+	const char *h = emit_half(n->dtype);
 	if (n->op == IR_FILL) {
 		if (mask)
 			return n->fill != 0 ? (char *)I->mtrue : (char *)I->mfalse;
@@ -391,7 +392,7 @@ static char *vrv(vctx *c, int v, char **idx)
 		char *b = bufname(c, v), *lin = ix_linear(c->ir, n, idx);
 		int kind = access_kind(c, n, idx);
 		if (kind == ACC_INV) {
-			char *s = P("%s[%s]", b, lin);
+			char *s = half ? P("coil_%s_f32(%s[%s])", h, b, lin) : P("%s[%s]", b, lin);
 			return tmp(c, v, key, mask, mask ? P("(%s ? %s : %s)", s, I->mtrue, I->mfalse) : P(I->set1, s));
 		}
 		if (kind == ACC_CONTIG && !mask) {
@@ -407,6 +408,9 @@ static char *vrv(vctx *c, int v, char **idx)
 			}
 			if (pf && strcmp(ix_linear(c->ir, n, pidx), lin))
 				out(c, "_mm_prefetch((const char *)&%s[%s], _MM_HINT_T0);\n", b, ix_linear(c->ir, n, pidx));
+			if (half)
+				return tmp(c, v, key, 0, c->tail ? P("coil_ldm_%s_%s(tm, &%s[%s])", h, I->sfx, b, lin)
+								 : P("coil_ld_%s_%s(&%s[%s])", h, I->sfx, b, lin));
 			return tmp(c, v, key, 0, c->tail ? P(I->loadm, "tm", b, lin) : P(I->load, b, lin));
 		}
 		if (c->tr_on) {
@@ -420,7 +424,10 @@ static char *vrv(vctx *c, int v, char **idx)
 		out(c, "float %s[%d] = {0};\n", g, I->w);
 		out(c, "for (int64_t l_ = 0; l_ < %s; l_++) {\n", c->tail ? "tn" : P("%d", I->w));
 		out(c, "        const int64_t %s = %s0 + l_;\n", c->vv, c->vv);
-		out(c, "        %s[l_] = (float)%s[%s];\n", g, b, lin);
+		if (half)
+			out(c, "        %s[l_] = coil_%s_f32(%s[%s]);\n", g, h, b, lin);
+		else
+			out(c, "        %s[l_] = (float)%s[%s];\n", g, b, lin);
 		out(c, "}\n");
 		char *e = P(I->load, g, "0");
 		return tmp(c, v, key, mask, mask ? P(I->f2m, e) : e);
@@ -446,6 +453,8 @@ static char *vrv(vctx *c, int v, char **idx)
 	case IR_CAST: {
 		int from_mask = c->ir->nodes[n->src[0]].dtype == COIL_BOOL;
 		e = from_mask == mask ? a[0] : mask ? P(I->f2m, a[0]) : P(I->m2f, a[0]);
+		if (half) /* to bf16 or f16: the float it rounds to (from one, a[0] is already that) */
+			e = P("coil_rnd_%s_%s(%s)", h, I->sfx, e);
 		break;
 	}
 	case IR_WHERE:
@@ -481,7 +490,7 @@ static char *vrv(vctx *c, int v, char **idx)
 static void vstore(vctx *c, int v, char **idx)
 {
 	ir_node *n = &c->ir->nodes[v];
-	if (n->dtype != COIL_F32) {
+	if (n->dtype != COIL_F32 && !dtype_is_half(n->dtype)) {
 		c->bad = 1;
 		return;
 	}
@@ -489,6 +498,17 @@ static void vstore(vctx *c, int v, char **idx)
 	if (c->bad)
 		return;
 	int kind = access_kind(c, n, idx);
+	if (dtype_is_half(n->dtype)) {
+		const char *h = emit_half(n->dtype), *w = c->I->sfx;
+		if (kind == ACC_INV)
+			out(c, "%s[%s] = coil_f32_%s(%s);\n", b, lin, h, P(c->I->lane0, x));
+		else if (kind == ACC_CONTIG)
+			out(c, "%s;\n", c->tail ? P("coil_stm_%s_%s(&%s[%s], tm, %s)", h, w, b, lin, x)
+						: P("coil_st_%s_%s(&%s[%s], %s)", h, w, b, lin, x));
+		else
+			c->bad = 1;
+		return;
+	}
 	if (kind == ACC_INV)
 		out(c, "%s[%s] = %s;\n", b, lin, P(c->I->lane0, x));
 	else if (kind == ACC_CONTIG && c->nts && !c->tail)

@@ -321,6 +321,69 @@ static inline float coil_erff(float x) { return coil_erf1((coil_v1f){x})[0]; }
 static inline float coil_sigmoidf(float x) { return coil_sigmoid1((coil_v1f){x})[0]; }
 static inline float coil_geluf(float x) { return coil_gelu1((coil_v1f){x})[0]; }
 
+/* bf16 and f16, storage types computed in f32 (a kernel holds such a value
+ * as the float it is).  bf16 <- f32 rounds to nearest even exactly as
+ * AVX512_BF16's vcvtneps2bf16 does, so every target gives the same bits:
+ * zeros and subnormals to a zero of their sign, NaN quietened (bit 6 set),
+ * infinities kept.  f16 <- f32 rounds to nearest even as F16C's vcvtps2ph
+ * (subnormals kept, overflow to infinity, NaN quietened).  With
+ * -mavx512bf16 (the avx512_bf16 target) and F16C the vector forms use the
+ * instructions; the scalar forms are the same arithmetic. */
+static inline float coil_bf16_f32(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+static inline uint16_t coil_f32_bf16(float x)
+{
+	uint32_t u;
+	memcpy(&u, &x, 4);
+	if (!(u & 0x7f800000u))
+		return (uint16_t)((u >> 16) & 0x8000u);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((u >> 16) | 0x40u);
+	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static inline float coil_round_bf16(float x) { return coil_bf16_f32(coil_f32_bf16(x)); }
+static inline float coil_f16_f32(uint16_t h)
+{
+	uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
+	if (e == 0) {
+		float f = (float)m * 5.9604644775390625e-08f; /* m * 2^-24, exact */
+		return s ? -f : f;
+	}
+	u = e == 31 ? s | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0) : s | ((e + 112) << 23) | (m << 13);
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+static inline uint16_t coil_f32_f16(float x)
+{
+	uint32_t u;
+	memcpy(&u, &x, 4);
+	uint16_t s = (uint16_t)((u >> 16) & 0x8000u);
+	uint32_t a = u & 0x7fffffffu;
+	if (a > 0x7f800000u)
+		return (uint16_t)(s | 0x7e00u | ((a >> 13) & 0x3ffu));
+	if (a >= 0x477ff000u) /* 65520 and up: infinity */
+		return (uint16_t)(s | 0x7c00u);
+	if (a < 0x38800000u) { /* below 2^-14: a multiple of 2^-24, rounded half to even */
+		float q;
+		memcpy(&q, &a, 4);
+		q *= 16777216.0f; /* exact */
+		uint32_t i = (uint32_t)q;
+		float fr = q - (float)i;
+		i += fr > 0.5f || (fr == 0.5f && (i & 1));
+		return (uint16_t)(s | i);
+	}
+	uint32_t h = ((a >> 23) - 112) << 10 | ((a >> 13) & 0x3ffu), rest = a & 0x1fffu;
+	h += rest > 0x1000u || (rest == 0x1000u && (h & 1));
+	return (uint16_t)(s | h);
+}
+static inline float coil_round_f16(float x) { return coil_f16_f32(coil_f32_f16(x)); }
+
 #if defined(__AVX2__)
 typedef int32_t coil_v8i __attribute__((vector_size(32)));
 COIL_VMATH_BASE(8, __m256, coil_v8i)
@@ -407,6 +470,64 @@ static inline __attribute__((always_inline)) void coil_tr8(const float *s, int64
 		_mm256_storeu_ps(t[4 + j], _mm256_permute2f128_ps(r[j], r[4 + j], 0x31));
 	}
 }
+/* bf16 and f16 in 8 lanes: load (widen), masked load, store (round),
+ * masked store, round in place.  m: coil_tail8's mask. */
+static inline __m256 coil_ld_bf16_8(const uint16_t *p)
+{
+	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+static inline __m256i coil_bf16_bits8(__m256 x) /* 8 x (bf16 in the low half) */
+{
+	__m256i u = _mm256_castps_si256(x), ex = _mm256_and_si256(u, _mm256_set1_epi32(0x7f800000));
+	__m256i a = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+	__m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)),
+						       _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))), 16);
+	__m256i nan = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f800000));
+	__m256i zero = _mm256_cmpeq_epi32(ex, _mm256_setzero_si256());
+	r = _mm256_blendv_epi8(r, _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40)), nan);
+	return _mm256_blendv_epi8(r, _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x8000)), zero);
+}
+static inline __m128i coil_pack16_8(__m256i r) /* the low halves of 8 lanes */
+{
+	__m256i p = _mm256_packus_epi32(r, r);
+	return _mm256_castsi256_si128(_mm256_permute4x64_epi64(p, 0x08));
+}
+static inline __m256 coil_rnd_bf16_8(__m256 x)
+{
+	return _mm256_castsi256_ps(_mm256_slli_epi32(coil_bf16_bits8(x), 16));
+}
+static inline void coil_st_bf16_8(uint16_t *p, __m256 x)
+{
+	_mm_storeu_si128((__m128i *)p, coil_pack16_8(coil_bf16_bits8(x)));
+}
+static inline __m256 coil_ld_f16_8(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+static inline __m256 coil_rnd_f16_8(__m256 x) { return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT)); }
+static inline void coil_st_f16_8(uint16_t *p, __m256 x)
+{
+	_mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+}
+/* the masked forms through a copy of the lanes */
+#define COIL_HALF_MASKED8(h)                                                  \
+	static inline __m256 coil_ldm_##h##_8(__m256 m, const uint16_t *p)    \
+	{                                                                     \
+		uint16_t t[8] = {0};                                          \
+		int b = _mm256_movemask_ps(m);                                \
+		for (int l = 0; l < 8; l++)                                   \
+			if (b >> l & 1)                                       \
+				t[l] = p[l];                                  \
+		return coil_ld_##h##_8(t);                                    \
+	}                                                                     \
+	static inline void coil_stm_##h##_8(uint16_t *p, __m256 m, __m256 x)  \
+	{                                                                     \
+		uint16_t t[8];                                                \
+		int b = _mm256_movemask_ps(m);                                \
+		coil_st_##h##_8(t, x);                                        \
+		for (int l = 0; l < 8; l++)                                   \
+			if (b >> l & 1)                                       \
+				p[l] = t[l];                                  \
+	}
+COIL_HALF_MASKED8(bf16)
+COIL_HALF_MASKED8(f16)
 #endif
 
 #if defined(__AVX512F__)
@@ -500,6 +621,44 @@ static inline __attribute__((always_inline)) void coil_tr16(const float *s, int6
 		_mm512_storeu_ps(t[8 + j], _mm512_shuffle_f32x4(x1, y1, 0x88));
 		_mm512_storeu_ps(t[12 + j], _mm512_shuffle_f32x4(x1, y1, 0xdd));
 	}
+}
+/* bf16 and f16 in 16 lanes (AVX-512 BW for 16-bit masked moves). */
+static inline __m512 coil_h2f_bf16_16(__m256i h)
+{
+	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+static inline __m256i coil_f2h_bf16_16(__m512 x)
+{
+#if defined(__AVX512BF16__)
+	return (__m256i)_mm512_cvtneps_pbh(x);
+#else
+	__m512i u = _mm512_castps_si512(x);
+	__mmask16 zero = _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000));
+	__mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+						_mm512_set1_epi32(0x7f800000));
+	__m512i hi = _mm512_srli_epi32(u, 16);
+	__m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),
+						       _mm512_and_si512(hi, _mm512_set1_epi32(1))), 16);
+	r = _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(0x40));
+	r = _mm512_mask_and_epi32(r, zero, hi, _mm512_set1_epi32(0x8000));
+	return _mm512_cvtepi32_epi16(r);
+#endif
+}
+static inline __m512 coil_ld_bf16_16(const uint16_t *p) { return coil_h2f_bf16_16(_mm256_loadu_si256((const __m256i *)p)); }
+static inline __m512 coil_ldm_bf16_16(__mmask16 m, const uint16_t *p) { return coil_h2f_bf16_16(_mm256_maskz_loadu_epi16(m, p)); }
+static inline __m512 coil_rnd_bf16_16(__m512 x) { return coil_h2f_bf16_16(coil_f2h_bf16_16(x)); }
+static inline void coil_st_bf16_16(uint16_t *p, __m512 x) { _mm256_storeu_si256((__m256i *)p, coil_f2h_bf16_16(x)); }
+static inline void coil_stm_bf16_16(uint16_t *p, __mmask16 m, __m512 x) { _mm256_mask_storeu_epi16(p, m, coil_f2h_bf16_16(x)); }
+static inline __m512 coil_ld_f16_16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+static inline __m512 coil_ldm_f16_16(__mmask16 m, const uint16_t *p) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
+static inline __m512 coil_rnd_f16_16(__m512 x) { return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }
+static inline void coil_st_f16_16(uint16_t *p, __m512 x)
+{
+	_mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+static inline void coil_stm_f16_16(uint16_t *p, __mmask16 m, __m512 x)
+{
+	_mm256_mask_storeu_epi16(p, m, _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 #endif
 

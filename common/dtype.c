@@ -80,6 +80,16 @@ int dtype_promote(coil_dtype a, coil_dtype b)
 	return rank[a] >= rank[b] ? a : b;
 }
 
+double dtype_round(coil_dtype t, double v)
+{
+	switch (t) {
+	case COIL_F32: return (float)v;
+	case COIL_BF16: return bf16_to_f32(f32_to_bf16((float)v));
+	case COIL_F16: return f16_to_f32(f32_to_f16((float)v));
+	default: return v;
+	}
+}
+
 float bf16_to_f32(uint16_t h)
 {
 	uint32_t u = (uint32_t)h << 16;

@@ -33,6 +33,10 @@ int dtype_parse_st(const char *s);
 size_t dtype_size(coil_dtype t);
 int dtype_is_float(coil_dtype t);
 int dtype_is_int(coil_dtype t);                /* integral, not bool */
+/* bf16 or f16: a storage type, computed in f32 (codegen). */
+static inline int dtype_is_half(coil_dtype t) { return t == COIL_BF16 || t == COIL_F16; }
+/* v rounded to t where t is narrower than double (f32, bf16, f16). */
+double dtype_round(coil_dtype t, double v);
 
 /* ATen's promote_types; returns -1 where ATen would need a dtype coil lacks (int16). */
 int dtype_promote(coil_dtype a, coil_dtype b);

@@ -202,11 +202,140 @@ static void test_vmath_minmax(void **state)
 	assert_int_equal(bad, 0);
 }
 
+/* bf16 and f16 conversions, as every artifact has them (vmath.h): over
+ * all 2^32 float bit patterns, each width's store (f32 -> half bits) and
+ * in-register rounding must give the bits of the instruction: AVX512_BF16's
+ * vcvtneps2bf16 (the avx512_bf16 build of the same source) and F16C's
+ * vcvtps2ph (the 8- and 16-lane f16 forms use it); the scalar forms are the
+ * emulation every target falls back on.  The widening loads are checked
+ * over all 2^16 half patterns. */
+static const char half_harness[] =
+	"#if defined(__AVX512F__)\n#define W 16\ntypedef __m512 V;\n#define H(f, h) coil_##f##_##h##_16\n"
+	"#elif defined(__AVX2__)\n#define W 8\ntypedef __m256 V;\n#define H(f, h) coil_##f##_##h##_8\n#endif\n"
+	"#define E __attribute__((visibility(\"default\")))\n"
+	"#ifdef W\n#define T(h) E void t_st_##h(const float *x, uint16_t *y, long n) { for (long i = 0; i < n; i += W) "
+	"{ V v; memcpy(&v, x + i, sizeof v); H(st, h)(y + i, v); } } \\\n"
+	"E void t_rnd_##h(const float *x, float *y, long n) { for (long i = 0; i < n; i += W) "
+	"{ V v; memcpy(&v, x + i, sizeof v); v = H(rnd, h)(v); memcpy(y + i, &v, sizeof v); } } \\\n"
+	"E void t_ld_##h(const uint16_t *x, float *y, long n) { for (long i = 0; i < n; i += W) "
+	"{ V v = H(ld, h)(x + i); memcpy(y + i, &v, sizeof v); } }\n"
+	"#else\n#define T(h) E void t_st_##h(const float *x, uint16_t *y, long n) { for (long i = 0; i < n; i++) "
+	"y[i] = coil_f32_##h(x[i]); } \\\n"
+	"E void t_rnd_##h(const float *x, float *y, long n) { for (long i = 0; i < n; i++) y[i] = coil_round_##h(x[i]); } \\\n"
+	"E void t_ld_##h(const uint16_t *x, float *y, long n) { for (long i = 0; i < n; i++) y[i] = coil_##h##_f32(x[i]); }\n"
+	"#endif\nT(bf16) T(f16)\n";
+
+static void test_half_conversions(void **state)
+{
+	(void)state;
+	static const char *const ht[] = {"generic", "x86-64-v3", "x86-64-v4", "avx512_bf16"};
+	enum { NT = 4, CH = 1 << 20 };
+	char dir[] = "/tmp/coil-vmath-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	size_t len = strlen(vec_vmath_source()) + sizeof half_harness + 1;
+	char *src = malloc(len);
+	assert_non_null(src);
+	snprintf(src, len, "%s%s", vec_vmath_source(), half_harness);
+	void *h[NT] = {0};
+	typedef void (*st_fn)(const float *, uint16_t *, long);
+	typedef void (*rnd_fn)(const float *, float *, long);
+	typedef void (*ld_fn)(const uint16_t *, float *, long);
+	st_fn st[NT][2] = {{0}};
+	rnd_fn rnd[NT][2] = {{0}};
+	ld_fn ld[NT][2] = {{0}};
+	static const char *const hn[2] = {"bf16", "f16"};
+	for (int t = 0; t < NT; t++) {
+		coil_err err;
+		const coil_target *tg = target_get(ht[t], &err);
+		assert_non_null(tg);
+		if (!target_runs_here(ht[t])) {
+			print_message("# %s does not run here: its conversions are not checked\n", ht[t]);
+			continue;
+		}
+		char so[64];
+		double secs;
+		snprintf(so, sizeof so, "%s/h%d.so", dir, t);
+		if (build_so(src, NULL, "-O2", tg->flags, 1, 0, so, &secs, &err))
+			fail_msg("%s: %s", ht[t], err.msg);
+		h[t] = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+		assert_non_null(h[t]);
+		unlink(so);
+		for (int k = 0; k < 2; k++) {
+			char name[32];
+			snprintf(name, sizeof name, "t_st_%s", hn[k]);
+			*(void **)&st[t][k] = dlsym(h[t], name);
+			snprintf(name, sizeof name, "t_rnd_%s", hn[k]);
+			*(void **)&rnd[t][k] = dlsym(h[t], name);
+			snprintf(name, sizeof name, "t_ld_%s", hn[k]);
+			*(void **)&ld[t][k] = dlsym(h[t], name);
+			assert_true(st[t][k] && rnd[t][k] && ld[t][k]);
+		}
+	}
+	rmdir(dir);
+	free(src);
+	/* the instruction's bits: bf16 from the avx512_bf16 build, f16 from F16C (x86-64-v3's) */
+	int ref[2] = {h[3] ? 3 : -1, h[1] ? 1 : h[2] ? 2 : -1};
+	if (ref[0] < 0 || ref[1] < 0)
+		print_message("# no %s here: the emulation is compared with the other widths only\n",
+			      ref[0] < 0 ? "AVX512_BF16" : "F16C");
+	float *x = malloc(CH * sizeof *x), *r = malloc(CH * sizeof *r), *rr = malloc(CH * sizeof *rr);
+	uint16_t *y = malloc(CH * sizeof *y), *yr = malloc(CH * sizeof *yr);
+	assert_true(x && r && rr && y && yr);
+	long bad = 0, checked = 0;
+	for (int k = 0; k < 2; k++) {
+		int R = ref[k] >= 0 ? ref[k] : 0;
+		for (uint64_t base = 0; base < ((uint64_t)1 << 32); base += CH) {
+			for (uint32_t i = 0; i < CH; i++) {
+				uint32_t u = (uint32_t)(base + i);
+				memcpy(&x[i], &u, 4);
+			}
+			st[R][k](x, yr, CH);
+			rnd[R][k](x, rr, CH);
+			for (int t = 0; t < NT; t++) {
+				if (!h[t] || t == R)
+					continue;
+				st[t][k](x, y, CH);
+				rnd[t][k](x, r, CH);
+				checked += CH;
+				for (uint32_t i = 0; i < CH; i++)
+					if (y[i] != yr[i] || memcmp(&r[i], &rr[i], 4)) {
+						if (bad++ < 8)
+							print_message("# %s %s(0x%08x): 0x%04x (round 0x%08x), the reference "
+								      "0x%04x (0x%08x)\n", ht[t], hn[k],
+								      (unsigned)(base + i), y[i], *(uint32_t *)&r[i], yr[i],
+								      *(uint32_t *)&rr[i]);
+					}
+			}
+		}
+		/* widening: every half pattern */
+		for (uint32_t i = 0; i < 65536; i++)
+			y[i] = (uint16_t)i;
+		ld[R][k](y, rr, 65536);
+		for (int t = 0; t < NT; t++) {
+			if (!h[t] || t == R)
+				continue;
+			ld[t][k](y, r, 65536);
+			for (uint32_t i = 0; i < 65536; i++)
+				if (memcmp(&r[i], &rr[i], 4) && bad++ < 8)
+					print_message("# %s %s load(0x%04x) = 0x%08x, the reference 0x%08x\n", ht[t], hn[k],
+						      (unsigned)i, *(uint32_t *)&r[i], *(uint32_t *)&rr[i]);
+		}
+	}
+	print_message("# half conversions: %ld compared, %ld differ\n", checked, bad);
+	for (int t = 0; t < NT; t++)
+		if (h[t])
+			dlclose(h[t]);
+	free(x), free(r), free(rr), free(y), free(yr);
+	assert_true(checked > 0);
+	assert_int_equal(bad, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_vmath_bounds),
 		cmocka_unit_test(test_vmath_minmax),
+		cmocka_unit_test(test_half_conversions),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
