@@ -119,8 +119,12 @@ static int emit_node(canon *c, const coil_node *n)
 {
 	const op_info *oi = op_get(n->op);
 	json_t *args = json_array(), *outs = json_array();
-	for (int i = 0; i < oi->nargs; i++)
-		json_array_append_new(args, jarg(c, &n->args[i]));
+	for (int i = 0; i < oi->nargs; i++) {
+		const coil_arg *a = &n->args[i];
+		/* a SymInt given as an expression is one value, as it was written */
+		json_array_append_new(args, oi->args[i].type == S_SYMINT && a->kind == ARG_DIMS && a->n == 1
+						    ? jdim(&a->dims[0], c->tab) : jarg(c, a));
+	}
 	for (int k = 0; k < n->nout; k++) {
 		if (name_value(c, n->outs[k]))
 			return -1;
