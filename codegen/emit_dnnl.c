@@ -54,7 +54,7 @@ static char *const_ptr(nctx *c, int v)
 {
 	coil_value *val = &c->ir->g->vals[v];
 	if (val->kind == VAL_PARAM)
-		return arena_printf(c->ir->arena, "((const float *)m->par[%d])", val->index);
+		return arena_printf(c->ir->arena, "((const void *)m->par[%d])", val->index);
 	return arena_printf(c->ir->arena, "c%d", val->index);
 }
 
@@ -137,7 +137,7 @@ int dn_emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs)
 	for (int i = 0; i < fz->npost; i++)
 		any |= fz->post[i].val >= 0;
 	if (any) {
-		out(&c, "\tconst float *const ps[%d] = {", fz->npost);
+		out(&c, "\tconst void *const ps[%d] = {", fz->npost);
 		for (int i = 0, at = nin; i < fz->npost; i++) {
 			int v = fz->post[i].val >= 0 ? e->xsrc[at++] : -1;
 			/* memplan put dst in the residual's slot (the residual's last
@@ -209,27 +209,37 @@ static void post_desc(nctx *c, const char *d, const dn_fuse *fz)
 	}
 }
 
-/* Folds into wf [oc][per] and bf [oc] (convolutions). */
-static void folds(nctx *c, const dn_fuse *fz)
+/* Element i of constant p (a C expression over a pointer of type T) as a float. */
+static char *ldf(nctx *c, coil_dtype t, const char *p, const char *i)
+{
+	return t == COIL_BF16 ? arena_printf(c->ir->arena, "coil_bf16_f32(%s[%s])", p, i)
+			      : arena_printf(c->ir->arena, "%s[%s]", p, i);
+}
+
+/* Folds into wf [oc][per] and bf [oc] (convolutions), in f32; the operands
+ * are of the conv's dtype t. */
+static void folds(nctx *c, const dn_fuse *fz, coil_dtype t)
 {
 	coil_graph *g = c->ir->g;
+	const char *T = emit_ctype(t);
 	for (int i = 0; i < fz->nfold; i++) {
 		const dn_fold *q = &fz->fold[i];
 		if (q->kind == FOLD_BN) {
 			const coil_node *bn = &g->nodes[q->gnode];
 			int gw = tensor_arg(bn, 1), gb = tensor_arg(bn, 2), mu = tensor_arg(bn, 3), var = tensor_arg(bn, 4);
 			out(c, "\t{\n\t\t/* batch norm: y = (x - mean) * w / sqrt(var + eps) + b */\n");
-			out(c, "\t\tconst float *mu = %s, *var = %s;\n", const_ptr(c, mu), const_ptr(c, var));
-			out(c, "\t\tconst float *gw = %s, *gb = %s;\n", gw >= 0 ? const_ptr(c, gw) : "NULL",
+			out(c, "\t\tconst %s *mu = %s, *var = %s;\n", T, const_ptr(c, mu), const_ptr(c, var));
+			out(c, "\t\tconst %s *gw = %s, *gb = %s;\n", T, gw >= 0 ? const_ptr(c, gw) : "NULL",
 			    gb >= 0 ? const_ptr(c, gb) : "NULL");
 			out(c, "\t\tfor (int64_t o = 0; o < oc; o++) {\n");
-			out(c, "\t\t\tconst float s = (float)(1.0 / sqrt((double)var[o] + %.17g)) * (gw ? gw[o] : 1.0f);\n",
-			    bn->args[7].f);
+			out(c, "\t\t\tconst float s = (float)(1.0 / sqrt((double)%s + %.17g)) * (gw ? %s : 1.0f);\n",
+			    ldf(c, t, "var", "o"), bn->args[7].f, ldf(c, t, "gw", "o"));
 			out(c, "\t\t\tfor (int64_t j = 0; j < per; j++)\n\t\t\t\twf[o * per + j] *= s;\n");
-			out(c, "\t\t\tbf[o] = (bf[o] - mu[o]) * s + (gb ? gb[o] : 0.0f);\n\t\t}\n\t}\n");
+			out(c, "\t\t\tbf[o] = (bf[o] - %s) * s + (gb ? %s : 0.0f);\n\t\t}\n\t}\n", ldf(c, t, "mu", "o"),
+			    ldf(c, t, "gb", "o"));
 			continue;
 		}
-		char *s = q->val >= 0 ? arena_printf(c->ir->arena, "%s[o]", const_ptr(c, q->val))
+		char *s = q->val >= 0 ? ldf(c, t, arena_printf(c->ir->arena, "((const %s *)%s)", T, const_ptr(c, q->val)), "o")
 			  : arena_printf(c->ir->arena, "(float)%.17g", q->s);
 		out(c, "\tfor (int64_t o = 0; o < oc; o++) {\n\t\tconst float s = %s;\n", s);
 		switch (q->kind) {
@@ -253,7 +263,11 @@ static void make_conv(nctx *c, int j, const dn_fuse *fz)
 	const coil_value *x = node_in(g, n, 0), *w = node_in(g, n, 1), *o = node_out(g, n, 0);
 	int nsp = x->rank - 2, tr = (int)n->args[6].i, bias = tensor_arg(n, 2);
 	long long G = n->args[8].i;
+	const coil_dtype t = o->dtype;
+	const char *T = emit_ctype(t);
 	out(c, "\trt_conv_desc dd;\n\tmemset(&dd, 0, sizeof dd);\n\tdd.weight_key = %d;\n", j + 1);
+	if (t == COIL_BF16)
+		out(c, "\tdd.dtype = RT_BF16;\n");
 	out(c, "\tdd.nsp = %d;\n\tdd.n = %s;\n\tdd.ic = %s;\n\tdd.oc = %s;\n\tdd.groups = %lld;\n", nsp,
 	    dimc(c, &x->shape[0]), dimc(c, &x->shape[1]), dimc(c, &o->shape[1]), G);
 	for (int i = 0; i < nsp; i++) {
@@ -273,7 +287,7 @@ static void make_conv(nctx *c, int j, const dn_fuse *fz)
 		out(c, "\tdd.src_nhwc = %d;\n\tdd.dst_nhwc = %d; /* an NHWC chain's boundary */\n", fz->src_nhwc,
 		    fz->dst_nhwc);
 	post_desc(c, "dd", fz);
-	out(c, "\tconst float *w = %s, *b = %s;\n", const_ptr(c, n->args[1].v[0]), bias >= 0 ? const_ptr(c, bias) : "NULL");
+	out(c, "\tconst %s *w = %s, *b = %s;\n", T, const_ptr(c, n->args[1].v[0]), bias >= 0 ? const_ptr(c, bias) : "NULL");
 	if (!fz->nfold) {
 		out(c, "\tdd.has_bias = b != NULL;\n");
 		out(c, "\treturn rt_conv_create(d->ctx, &dd, w, b, (rt_conv **)&d->obj[%d], d->err, sizeof d->err) ? -1 : 0;\n",
@@ -288,9 +302,13 @@ static void make_conv(nctx *c, int j, const dn_fuse *fz)
 	    (long long)numel);
 	out(c, "\tif (!wf || !bf) {\n\t\tfree(wf);\n\t\tfree(bf);\n\t\tsnprintf(d->err, sizeof d->err, \"out of memory\");\n"
 	       "\t\treturn -1;\n\t}\n");
-	out(c, "\tmemcpy(wf, w, (size_t)%lld * sizeof(float));\n", (long long)numel);
-	out(c, "\tfor (int64_t o = 0; o < oc; o++)\n\t\tbf[o] = b ? b[o] : 0.0f;\n");
-	folds(c, fz);
+	if (t == COIL_BF16) /* folded in f32, given to the bf16 conv in f32 */
+		out(c, "\tfor (int64_t e = 0; e < %lld; e++)\n\t\twf[e] = coil_bf16_f32(w[e]);\n\tdd.wei_f32 = 1;\n",
+		    (long long)numel);
+	else
+		out(c, "\tmemcpy(wf, w, (size_t)%lld * sizeof(float));\n", (long long)numel);
+	out(c, "\tfor (int64_t o = 0; o < oc; o++)\n\t\tbf[o] = b ? %s : 0.0f;\n", ldf(c, t, "b", "o"));
+	folds(c, fz, t);
 	out(c, "\tdd.has_bias = 1;\n");
 	out(c, "\tconst int rc = rt_conv_create(d->ctx, &dd, wf, bf, (rt_conv **)&d->obj[%d], d->err, sizeof d->err);\n", j);
 	out(c, "\tfree(wf);\n\tfree(bf);\n\treturn rc ? -1 : 0;\n");
@@ -304,6 +322,8 @@ static void make_pool(nctx *c, int j, const dn_fuse *fz)
 	dn_pool w;
 	dn_pool_window(g, n, &w); /* planned, so representable */
 	out(c, "\trt_pool_desc dd;\n\tmemset(&dd, 0, sizeof dd);\n");
+	if (x->dtype == COIL_BF16)
+		out(c, "\tdd.dtype = RT_BF16;\n");
 	out(c, "\tdd.kind = (enum rt_pool_kind)%d;\n\tdd.n = %s;\n\tdd.c = %s;\n", w.kind, dimc(c, &x->shape[0]),
 	    dimc(c, &x->shape[1]));
 	for (int i = 0; i < 2; i++) {
@@ -329,6 +349,8 @@ static void make_matmul(nctx *c, int j, const dn_fuse *fz)
 	const coil_value *a = node_in(g, n, base), *o = node_out(g, n, 0);
 	int r = a->rank;
 	out(c, "\trt_matmul_desc dd;\n\tmemset(&dd, 0, sizeof dd);\n\tdd.weight_key = %d;\n", j + 1);
+	if (o->dtype == COIL_BF16)
+		out(c, "\tdd.dtype = RT_BF16;\n");
 	if (bmm)
 		out(c, "\tdd.nbatch = 1;\n\tdd.batch_a[0] = dd.batch_b[0] = %s;\n", dimc(c, &a->shape[0]));
 	out(c, "\tdd.m = %s;\n\tdd.k = %s;\n\tdd.n = %s;\n", dimc(c, &a->shape[r - 2]), dimc(c, &a->shape[r - 1]),

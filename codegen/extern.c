@@ -559,8 +559,9 @@ static int spatial_symbolic(xctx *c)
 }
 
 /* The loops here compute in their buffers' element type: bf16 and f16
- * (uint16_t bits) only move.  Data movement between two different dtypes
- * is a cast, which the pointwise kernels do. */
+ * (uint16_t bits) only move; their convolutions, products and pooling are
+ * oneDNN's (lower_dnnl.c).  Data movement between two different dtypes is a
+ * cast, which the pointwise kernels do. */
 static int half_refused(xctx *c)
 {
 	const op_info *oi = op_get(c->n->op);
@@ -585,8 +586,8 @@ static int half_refused(xctx *c)
 		break;
 	}
 	*c->bad = 1;
-	node_errf(c->err, c->n, "codegen: %s here needs f32 (bf16 and f16 run in pointwise and reduction kernels "
-		  "and data movement only)", op_get(c->n->op)->name);
+	node_errf(c->err, c->n, "codegen: %s in bf16 or f16 runs on oneDNN only (bf16 convolutions with constant "
+		  "weights, matrix products, 2-d pooling); as a loop it needs f32", op_get(c->n->op)->name);
 	c->err->code = COIL_E_UNSUPPORTED;
 	return 1;
 }

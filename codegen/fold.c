@@ -10,7 +10,7 @@
  *     max(FOLD_MIN_ELEMS, 2 * the largest constant or param it is computed from)
  * elements, so an expand or a fill of a big shape stays a loop that costs
  * nothing to keep.  Weight nodes also exclude library calls (convolutions,
- * matrix products) and dtypes codegen lacks.
+ * matrix products).
  *
  * The frontier, constant or weight values read by a node of a later class
  * or by the graph's outputs, is folded when it is worth a buffer: something
@@ -131,8 +131,7 @@ static void classify(fctx *c, const char *dn_trans)
 		int64_t cap = 2 * leaf > FOLD_MIN_ELEMS ? 2 * leaf : FOLD_MIN_ELEMS;
 		for (int k = 0; k < n->nout; k++) {
 			coil_value *o = node_out(g, n, k);
-			if (!all_static(o) || numel(o) > cap ||
-			    (cls == WGT && (o->dtype == COIL_F16 || o->dtype == COIL_BF16)))
+			if (!all_static(o) || numel(o) > cap)
 				cls = DYN;
 		}
 		for (int k = 0; k < n->nout; k++) {
@@ -144,7 +143,8 @@ static void classify(fctx *c, const char *dn_trans)
 	}
 }
 
-/* The frontier, folded where worth it (dtypes codegen has). */
+/* The frontier, folded where worth it (a weight cast to bf16 under autocast
+ * is converted once, in create). */
 static void frontier(fctx *c)
 {
 	coil_graph *g = c->g;
@@ -159,11 +159,9 @@ static void frontier(fctx *c)
 	for (int i = 0; i < g->noutputs; i++)
 		if (c->cls[g->outputs[i]] != DYN)
 			c->fold[g->outputs[i]] = 1;
-	for (int v = 0; v < g->nvals; v++) {
-		coil_dtype t = g->vals[v].dtype;
-		if (g->vals[v].kind != VAL_NODE || !c->worth[v] || t == COIL_F16 || t == COIL_BF16)
+	for (int v = 0; v < g->nvals; v++)
+		if (g->vals[v].kind != VAL_NODE || !c->worth[v])
 			c->fold[v] = 0;
-	}
 }
 
 /* Which nodes the run graph keeps: the dynamic ones and whatever they (or

@@ -30,10 +30,17 @@ typedef struct pctx {
 	char *is_out;
 } pctx;
 
-static int is_const_val(const coil_graph *g, int v)
+/* A param or constant of dtype t (f32 unless said). */
+static int is_const_of(const coil_graph *g, int v, coil_dtype t)
 {
-	return v >= 0 && (g->vals[v].kind == VAL_PARAM || g->vals[v].kind == VAL_CONST) &&
-	       g->vals[v].dtype == COIL_F32;
+	return v >= 0 && (g->vals[v].kind == VAL_PARAM || g->vals[v].kind == VAL_CONST) && g->vals[v].dtype == t;
+}
+
+/* The dtype a fusion headed by node h computes in: f32, or bf16 (oneDNN's
+ * bf16 kernels: f32 inside, rounded once at the end of the chain). */
+static coil_dtype head_dtype(const coil_graph *g, int h)
+{
+	return g->vals[g->nodes[h].outs[0]].dtype;
 }
 
 static int tensor_arg(const coil_node *n, int i)
@@ -87,7 +94,7 @@ static int all_static(const coil_value *v, int from)
 int dn_pool_window(coil_graph *g, const coil_node *n, dn_pool *w)
 {
 	const coil_value *x = node_in(g, n, 0), *o = node_out(g, n, 0);
-	if (x->dtype != COIL_F32 || x->rank != 4 || !dim_is_const(&x->shape[1], NULL))
+	if ((x->dtype != COIL_F32 && x->dtype != COIL_BF16) || x->rank != 4 || !dim_is_const(&x->shape[1], NULL))
 		return -1;
 	int64_t in[2], out[2];
 	int sym = 0;
@@ -146,14 +153,15 @@ static int eligible(pctx *c, int h, dn_fuse *f)
 	coil_graph *g = c->g;
 	const coil_node *n = &g->nodes[h];
 	const coil_value *o = node_out(g, n, 0);
-	if (o->dtype != COIL_F32)
+	const coil_dtype T = o->dtype;
+	if (T != COIL_F32 && T != COIL_BF16)
 		return 0;
 	f->b_param = -1;
 	if (n->op == OP_CONVOLUTION) {
 		const coil_value *x = node_in(g, n, 0), *w = node_in(g, n, 1);
 		int b = tensor_arg(n, 2);
-		if (x->dtype != COIL_F32 || x->rank < 3 || x->rank > 5 || !is_const_val(g, n->args[1].v[0]) ||
-		    (b >= 0 && !is_const_val(g, b)) || !dim_is_const(&x->shape[1], NULL) || !all_static(w, 0) ||
+		if (x->dtype != T || x->rank < 3 || x->rank > 5 || !is_const_of(g, n->args[1].v[0], T) ||
+		    (b >= 0 && !is_const_of(g, b, T)) || !dim_is_const(&x->shape[1], NULL) || !all_static(w, 0) ||
 		    !dim_is_const(&o->shape[1], NULL))
 			return 0;
 		for (int i = 0; i < o->rank; i++) /* empty convolutions stay on the generated loops */
@@ -174,7 +182,7 @@ static int eligible(pctx *c, int h, dn_fuse *f)
 		return 0;
 	int base = n->op == OP_ADDMM;
 	const coil_value *a = node_in(g, n, base), *bv = node_in(g, n, base + 1);
-	if (a->dtype != COIL_F32 || bv->dtype != COIL_F32)
+	if (a->dtype != T || bv->dtype != T)
 		return 0;
 	/* oneDNN needs non-empty operands; empty products stay on the generated loops */
 	for (int i = 0; i < a->rank; i++)
@@ -186,7 +194,7 @@ static int eligible(pctx *c, int h, dn_fuse *f)
 	if (base) {
 		const coil_value *bias = node_in(g, n, 0);
 		double alpha = sarg(n, 4, 1);
-		if (bias->dtype != COIL_F32 || alpha == 0 || bias->rank > 2)
+		if (bias->dtype != T || alpha == 0 || bias->rank > 2)
 			return 0;
 		/* bias [n], [1, n] or [m, n] */
 		if (bias->rank == 0 || dim_eq_const(&bias->shape[bias->rank - 1], 1) != dim_eq_const(&o->shape[1], 1))
@@ -198,7 +206,7 @@ static int eligible(pctx *c, int h, dn_fuse *f)
 	}
 	/* a constant B, or B = t(W) / transpose(W, 0, 1) of a constant W */
 	int bv_i = n->args[base + 1].v[0], t;
-	if (n->op != OP_BMM && is_const_val(g, bv_i))
+	if (n->op != OP_BMM && is_const_of(g, bv_i, T))
 		f->b_param = bv_i;
 	else if ((t = dn_b_transposed(g, n)) >= 0)
 		f->b_param = g->nodes[t].args[0].v[0], f->b_trans = 1;
@@ -214,7 +222,7 @@ int dn_b_transposed(coil_graph *g, const coil_node *n)
 		return -1;
 	const coil_node *t = &g->nodes[g->vals[bv].index];
 	if ((t->op == OP_T || t->op == OP_TRANSPOSE || t->op == OP_PERMUTE) && node_in(g, t, 0)->rank == 2 &&
-	    is_const_val(g, t->args[0].v[0]))
+	    is_const_of(g, t->args[0].v[0], g->vals[bv].dtype))
 		return g->vals[bv].index;
 	return -1;
 }
@@ -265,7 +273,8 @@ static int step(pctx *c, dn_fuse *f, const coil_node *u, int cur, int view_free)
 	int ch = conv ? 1 : hv->rank - 1;
 	/* folds apply to convolutions only, before any post-op, at the head's shape */
 	int can_fold = conv && !tr && f->npost == 0 && view_free && f->nfold < DN_MAX_FOLD;
-	if (uo->dtype != COIL_F32)
+	const coil_dtype T = head_dtype(g, f->head);
+	if (uo->dtype != T)
 		return -1;
 	for (int k = 1; k < u->nout; k++)
 		if (u->outs[k] >= 0 && (c->nuse[u->outs[k]] || c->is_out[u->outs[k]]))
@@ -276,7 +285,7 @@ static int step(pctx *c, dn_fuse *f, const coil_node *u, int cur, int view_free)
 			return -1;
 		for (int a = 1; a <= 4; a++) {
 			int v = tensor_arg(u, a);
-			if ((a >= 3 && v < 0) || (v >= 0 && (!is_const_val(g, v) || g->vals[v].rank != 1 ||
+			if ((a >= 3 && v < 0) || (v >= 0 && (!is_const_of(g, v, T) || g->vals[v].rank != 1 ||
 							    !dim_eq(&g->vals[v].shape[0], &hv->shape[1]))))
 				return -1;
 		}
@@ -297,9 +306,9 @@ static int step(pctx *c, dn_fuse *f, const coil_node *u, int cur, int view_free)
 		if (other < 0) /* a scalar operand */
 			return u->args[1].kind == ARG_SCALAR ? scalar_step(f, u->op, u->args[1].f, can_fold) : -1;
 		const coil_value *ov = &g->vals[other];
-		if (ov->dtype != COIL_F32)
+		if (ov->dtype != T)
 			return -1;
-		if (can_fold && is_const_val(g, other) && per_channel(ov, hv, ch)) {
+		if (can_fold && is_const_of(g, other, T) && per_channel(ov, hv, ch)) {
 			enum dn_fold_kind k = u->op == OP_ADD ? FOLD_ADD : u->op == OP_SUB ? FOLD_SUB
 					      : u->op == OP_MUL ? FOLD_MUL : FOLD_DIV;
 			f->fold[f->nfold++] = (dn_fold){.kind = k, .val = other};
@@ -383,7 +392,7 @@ static void chain(pctx *c, dn_fuse *f, int *at)
 		if (at[ui] != -1) /* already in another fusion (the other side of an add) */
 			return;
 		if (is_reshape_op(u)) {
-			if (u->args[0].v[0] != cur || np == 64 || node_out(g, u, 0)->dtype != COIL_F32)
+			if (u->args[0].v[0] != cur || np == 64 || node_out(g, u, 0)->dtype != head_dtype(g, f->head))
 				return;
 			pend[np++] = ui;
 			cur = u->outs[0];

@@ -538,7 +538,7 @@ static void test_inplace_refused(void **state)
 static int sums_in_place(const char *src)
 {
 	int n = 0;
-	for (const char *p = src; (p = strstr(p, "const float *const ps[")); p++) {
+	for (const char *p = src; (p = strstr(p, "const void *const ps[")); p++) {
 		char res[32], dst[32];
 		const char *call = strstr(p, "_run((rt_");
 		if (!call || sscanf(strchr(p, '{') + 1, "%31[^,}]", res) != 1 ||

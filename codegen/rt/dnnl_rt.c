@@ -193,6 +193,15 @@ RT_API void rt_ctx_destroy(rt_ctx *c)
 /* ------------------------------------------------------------------ */
 /* shared primitive plumbing                                           */
 
+/* bf16 bits -> f32 */
+static float bf16_f32(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
 /* Dense memory descriptor: dims in logical order, physical order given by
  * `order` (outermost first; NULL = logical order). */
 static dnnl_status_t md_dense(dnnl_memory_desc_t *md, int nd, const int64_t *dims,
@@ -281,7 +290,8 @@ static int nhwc_bcast_ok(const int64_t *dims, const int64_t *dst_dims, int nd)
  * bcast_strict: NHWC conv primitive, see nhwc_bcast_ok. */
 static int build_post_ops(dnnl_post_ops_t po, int lead, int npost, const rt_post *post,
 			  int nd, const int64_t *dst_dims, const int *order, int bcast_strict, prim *p,
-			  dnnl_memory_desc_t *bin_md, int *bin_idx, char *err, size_t errlen)
+			  dnnl_memory_desc_t *bin_md, int *bin_idx, dnnl_data_type_t dt, char *err,
+			  size_t errlen)
 {
 	int rc = RT_OK, idx = lead, nsum = 0;
 	if (npost < 0 || npost > RT_MAX_POST)
@@ -349,7 +359,7 @@ static int build_post_ops(dnnl_post_ops_t po, int lead, int npost, const rt_post
 				FAIL(RT_EUNSUP, "post-op %d: a conv on an NHWC primitive takes "
 						"scalar, per-channel or dst-shaped binary operands "
 						"only", i);
-			DN(md_dense(&bin_md[i], nd, dims, order, dnnl_f32));
+			DN(md_dense(&bin_md[i], nd, dims, order, dt));
 			DN(dnnl_post_ops_append_binary(po, alg, &bin_md[i]));
 			p->role[i] = ROLE_BIN;
 			bin_idx[i] = idx++;
@@ -570,10 +580,10 @@ fail:
 
 /* Fills ptr[ARG_POST0 + i] for binary post-ops and pre-fills dst for the
  * sum post-op (callers checked that post_src has what the chain needs). */
-static void bind_posts(const prim *p, const float *const *post_src, float *dst, void **ptr)
+static void bind_posts(const prim *p, const void *const *post_src, void *dst, void **ptr)
 {
 	for (int i = 0; i < p->npost; ++i) {
-		const float *s = post_src ? post_src[i] : NULL;
+		const void *s = post_src ? post_src[i] : NULL;
 		if (p->role[i] == ROLE_BIN)
 			ptr[ARG_POST0 + i] = (void *)s;
 		else if (p->role[i] == ROLE_SUM && s != dst)
@@ -642,7 +652,7 @@ struct rt_conv {
 static int conv_check(const rt_conv_desc *d, char *err, size_t errlen)
 {
 #define BAD(...) return seterr(err, errlen, RT_EINVAL, "rt_conv: " __VA_ARGS__)
-	if (d->dtype != RT_F32)
+	if (d->dtype != RT_F32 && d->dtype != RT_BF16)
 		return seterr(err, errlen, RT_EUNSUP, "rt_conv: dtype %d not supported",
 			      (int)d->dtype);
 	if (d->nsp < 1 || d->nsp > 3)
@@ -742,8 +752,8 @@ static int conv_wino_ok(const rt_conv_desc *d)
 	return 1;
 }
 
-RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const float *weight,
-			  const float *bias, rt_conv **out, char *err, size_t errlen)
+RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight,
+			  const void *bias, rt_conv **out, char *err, size_t errlen)
 {
 	int rc = RT_OK, prev = 0, entered = 0;
 	dnnl_post_ops_t po = NULL;
@@ -765,6 +775,12 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const float *weigh
 
 	const int nsp = d->nsp, nd = nsp + 2;
 	const int64_t g = d->groups ? d->groups : 1;
+	const int bf = d->dtype == RT_BF16;
+	const dnnl_data_type_t dt = bf ? dnnl_bf16 : dnnl_f32;
+	/* bf16: weights as given (bf16, or f32 when wei_f32), reordered into
+	 * bf16; the bias in f32 */
+	const dnnl_data_type_t wdt = bf && !d->wei_f32 ? dnnl_bf16 : dnnl_f32;
+	float *bias32 = NULL;
 	c->via = !d->channels_last && conv_via_nhwc(d);
 	c->src_nhwc = c->via && d->src_nhwc;
 	c->dst_nhwc = c->via && d->dst_nhwc;
@@ -809,22 +825,28 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const float *weigh
 		pl[i] = d->pad_l[i];
 		pr[i] = d->pad_r[i] - (d->transposed ? d->out_pad[i] : 0);
 	}
-	DN(md_dense(&src_md, nd, sdims, act_order, dnnl_f32));
-	DN(md_dense(&dst_md, nd, ddims, act_order, dnnl_f32));
-	DN(md_dense(&wuser_md, wnd, wdims, w_order, dnnl_f32));
+	DN(md_dense(&src_md, nd, sdims, act_order, dt));
+	DN(md_dense(&dst_md, nd, ddims, act_order, dt));
+	DN(md_dense(&wuser_md, wnd, wdims, w_order, wdt));
 	{
 		dnnl_dims_t wd;
 		for (int i = 0; i < wnd; ++i)
 			wd[i] = wdims[i];
-		DN(dnnl_memory_desc_init_by_tag(&wany_md, wnd, wd, dnnl_f32,
-						dnnl_format_tag_any));
+		DN(dnnl_memory_desc_init_by_tag(&wany_md, wnd, wd, dt, dnnl_format_tag_any));
 	}
 	if (d->has_bias)
 		DN(md_dense(&bias_md, 1, &d->oc, NULL, dnnl_f32));
+	if (d->has_bias && wdt == dnnl_bf16) {
+		if (!(bias32 = malloc((size_t)d->oc * sizeof *bias32)))
+			FAIL(RT_ENOMEM, "rt_conv_create: out of memory");
+		for (int64_t i = 0; i < d->oc; ++i)
+			bias32[i] = bf16_f32(((const uint16_t *)bias)[i]);
+		bias = bias32;
+	}
 
 	DN(dnnl_post_ops_create(&po));
 	if ((rc = build_post_ops(po, 0, d->npost, d->post, nd, ddims, act_order, nhwc, &c->p,
-				 bin_md, bin_idx, err, errlen)))
+				 bin_md, bin_idx, dt, err, errlen)))
 		goto fail;
 	if (!(attr = make_attr(po, &rc, err, errlen)))
 		goto fail;
@@ -842,7 +864,7 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const float *weigh
 		/* Winograd first where it may apply: it picks its own (blocked)
 		 * activation layout and the caller's side is reordered (via). */
 		dnnl_convolution_desc_t od;
-		if (conv_wino_ok(d)) {
+		if (!bf && conv_wino_ok(d)) {
 			dnnl_memory_desc_t sany, dany;
 			dnnl_dims_t sd, dd;
 			for (int i = 0; i < nd; ++i)
@@ -903,8 +925,8 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const float *weigh
 	c->ws_bytes = round64(c->p.scratch_bytes);
 	if (c->via) {
 		dnnl_memory_desc_t usrc_md, udst_md;
-		DN(md_dense(&usrc_md, nd, sdims, u_src_order, dnnl_f32));
-		DN(md_dense(&udst_md, nd, ddims, u_dst_order, dnnl_f32));
+		DN(md_dense(&usrc_md, nd, sdims, u_src_order, dt));
+		DN(md_dense(&udst_md, nd, ddims, u_dst_order, dt));
 		DN(dnnl_memory_create(&c->e.u_src, &usrc_md, ctx->engine, DNNL_MEMORY_NONE));
 		DN(dnnl_memory_create(&c->e.u_dst, &udst_md, ctx->engine, DNNL_MEMORY_NONE));
 		if ((rc = reorder_make(ctx, &usrc_md, &src_md, &c->e.r_in, err, errlen)) ||
@@ -939,12 +961,14 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const float *weigh
 	if ((rc = ctx_reserve(ctx, c->ws_bytes, err, errlen)))
 		goto fail;
 
+	free(bias32);
 	dnnl_primitive_attr_destroy(attr);
 	dnnl_post_ops_destroy(po);
 	threads_leave(ctx, prev);
 	*out = c;
 	return RT_OK;
 fail:
+	free(bias32);
 	if (attr)
 		dnnl_primitive_attr_destroy(attr);
 	if (po)
@@ -955,7 +979,7 @@ fail:
 	return rc;
 }
 
-static int conv_run_via(rt_conv *c, const float *src, float *dst, const float *const *post_src,
+static int conv_run_via(rt_conv *c, const void *src, void *dst, const void *const *post_src,
 			char *err, size_t errlen)
 {
 	int rc = RT_OK;
@@ -997,7 +1021,7 @@ fail:
 	return rc;
 }
 
-RT_API int rt_conv_run(rt_conv *c, const float *src, float *dst, const float *const *post_src,
+RT_API int rt_conv_run(rt_conv *c, const void *src, void *dst, const void *const *post_src,
 		       char *err, size_t errlen)
 {
 	if (!c || !src || !dst)
@@ -1045,12 +1069,12 @@ struct rt_matmul {
 	prim p;
 	int b_const, bias_rt;  /* bias_rt: bias given at run */
 	float bias_scale;      /* applied to a run-time bias (1: pass through) */
-	float *bias_buf;       /* scaled copy of a run-time bias */
+	float *bias_buf;       /* scaled copy of a run-time bias (f32) */
 	size_t bias_elems;
 };
 
-RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const float *b_const_data,
-			    const float *bias_const, rt_matmul **out, char *err, size_t errlen)
+RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const void *b_const_data,
+			    const void *bias_const, rt_matmul **out, char *err, size_t errlen)
 {
 	int rc = RT_OK, prev = 0, entered = 0;
 	dnnl_post_ops_t po = NULL;
@@ -1062,9 +1086,11 @@ RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const float *b
 	*out = NULL;
 	if (!ctx || !d)
 		return seterr(err, errlen, RT_EINVAL, "rt_matmul_create: NULL ctx or desc");
-	if (d->dtype != RT_F32)
+	if (d->dtype != RT_F32 && d->dtype != RT_BF16)
 		return seterr(err, errlen, RT_EUNSUP, "rt_matmul: dtype %d not supported",
 			      (int)d->dtype);
+	const int bf = d->dtype == RT_BF16;
+	const dnnl_data_type_t dt = bf ? dnnl_bf16 : dnnl_f32;
 	if (d->nbatch < 0 || d->nbatch > RT_MAX_BATCH)
 		return seterr(err, errlen, RT_EINVAL, "rt_matmul: nbatch %d not in 0..%d",
 			      d->nbatch, RT_MAX_BATCH);
@@ -1111,19 +1137,20 @@ RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const float *b
 
 	dnnl_memory_desc_t a_md, b_md, bany_md, c_md, bias_md, bin_md[RT_MAX_POST];
 	int bin_idx[RT_MAX_POST] = {0};
-	DN(md_dense(&a_md, nd, adims, a_order, dnnl_f32));
-	DN(md_dense(&b_md, nd, bdims, b_order, dnnl_f32));
-	DN(md_dense(&c_md, nd, cdims, NULL, dnnl_f32));
+	DN(md_dense(&a_md, nd, adims, a_order, dt));
+	DN(md_dense(&b_md, nd, bdims, b_order, dt));
+	DN(md_dense(&c_md, nd, cdims, NULL, dt));
 	if (d->b_const) {
 		dnnl_dims_t bd;
 		for (int i = 0; i < nd; ++i)
 			bd[i] = bdims[i];
-		DN(dnnl_memory_desc_init_by_tag(&bany_md, nd, bd, dnnl_f32, dnnl_format_tag_any));
+		DN(dnnl_memory_desc_init_by_tag(&bany_md, nd, bd, dt, dnnl_format_tag_any));
 	} else {
 		bany_md = b_md;
 	}
+	/* bf16: a constant bias goes in f32 (converted here), a run-time one as given */
 	if (d->has_bias)
-		DN(md_dense(&bias_md, nd, biasdims, NULL, dnnl_f32));
+		DN(md_dense(&bias_md, nd, biasdims, NULL, bf && !d->bias_const ? dnnl_bf16 : dnnl_f32));
 
 	/* c = alpha*(a@b) + beta*bias = linear_alpha(a@b + (beta/alpha)*bias) */
 	DN(dnnl_post_ops_create(&po));
@@ -1133,8 +1160,10 @@ RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const float *b
 		lead = 1;
 	}
 	const float bscale = d->has_bias ? beta / alpha : 1;
+	if (bf && d->has_bias && !d->bias_const && bscale != 1)
+		FAIL(RT_EUNSUP, "rt_matmul: a bf16 run-time bias with beta/alpha %g != 1", (double)bscale);
 	if ((rc = build_post_ops(po, lead, d->npost, d->post, nd, cdims, NULL, 0, &mm->p, bin_md,
-				 bin_idx, err, errlen)))
+				 bin_idx, dt, err, errlen)))
 		goto fail;
 	if (!(attr = make_attr(po, &rc, err, errlen)))
 		goto fail;
@@ -1173,12 +1202,13 @@ RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const float *b
 		mm->bias_elems = (size_t)biasdims[nb] * (size_t)biasdims[nb + 1];
 		if (d->bias_const) {
 			const float *src = bias_const;
-			if (bscale != 1) {
+			if (bscale != 1 || bf) {
 				scaled = malloc(mm->bias_elems * sizeof *scaled);
 				if (!scaled)
 					FAIL(RT_ENOMEM, "rt_matmul: out of memory");
 				for (size_t i = 0; i < mm->bias_elems; ++i)
-					scaled[i] = bias_const[i] * bscale;
+					scaled[i] = (bf ? bf16_f32(((const uint16_t *)bias_const)[i])
+							: ((const float *)bias_const)[i]) * bscale;
 				src = scaled;
 			}
 			if ((rc = pack(ctx, &bias_md, &bias_md, src, &mm->p.mem[ARG_BIAS], err,
@@ -1214,8 +1244,8 @@ fail:
 	return rc;
 }
 
-RT_API int rt_matmul_run(rt_matmul *mm, const float *a, const float *b, const float *bias,
-			 float *c, const float *const *post_src, char *err, size_t errlen)
+RT_API int rt_matmul_run(rt_matmul *mm, const void *a, const void *b, const void *bias,
+			 void *c, const void *const *post_src, char *err, size_t errlen)
 {
 	if (!mm || !a || !c)
 		return seterr(err, errlen, RT_EINVAL, "rt_matmul_run: NULL matmul, a or c");
@@ -1235,8 +1265,8 @@ RT_API int rt_matmul_run(rt_matmul *mm, const float *a, const float *b, const fl
 		ptr[ARG_WEI] = (void *)b;
 	if (mm->bias_rt) {
 		if (mm->bias_buf) {
-			for (size_t i = 0; i < mm->bias_elems; ++i)
-				mm->bias_buf[i] = bias[i] * mm->bias_scale;
+			for (size_t i = 0; i < mm->bias_elems; ++i) /* f32 (bf16 takes no scale) */
+				mm->bias_buf[i] = ((const float *)bias)[i] * mm->bias_scale;
 			ptr[ARG_BIAS] = mm->bias_buf;
 		} else {
 			ptr[ARG_BIAS] = (void *)bias;
@@ -1287,8 +1317,9 @@ RT_API int rt_pool_create(rt_ctx *ctx, const rt_pool_desc *d, rt_pool **out, cha
 	*out = NULL;
 	if (!ctx || !d)
 		return seterr(err, errlen, RT_EINVAL, "rt_pool_create: NULL ctx or desc");
-	if (d->dtype != RT_F32)
+	if (d->dtype != RT_F32 && d->dtype != RT_BF16)
 		return seterr(err, errlen, RT_EUNSUP, "rt_pool: dtype %d not supported", (int)d->dtype);
+	const dnnl_data_type_t dt = d->dtype == RT_BF16 ? dnnl_bf16 : dnnl_f32;
 	if (d->kind < RT_POOL_MAX || d->kind > RT_POOL_AVG_EXCL)
 		return seterr(err, errlen, RT_EINVAL, "rt_pool: unknown kind %d", (int)d->kind);
 	if (d->n < 1 || d->c < 1)
@@ -1315,8 +1346,8 @@ RT_API int rt_pool_create(rt_ctx *ctx, const rt_pool_desc *d, rt_pool **out, cha
 	const int *po_ = pl->nhwc ? nhwc : nchw;
 	int64_t sdims[4] = {d->n, d->c, d->in[0], d->in[1]}, ddims[4] = {d->n, d->c, d->out[0], d->out[1]};
 	dnnl_memory_desc_t smd, dmd;
-	DN(md_dense(&smd, 4, sdims, po_, dnnl_f32));
-	DN(md_dense(&dmd, 4, ddims, po_, dnnl_f32));
+	DN(md_dense(&smd, 4, sdims, po_, dt));
+	DN(md_dense(&dmd, 4, ddims, po_, dt));
 	dnnl_dims_t strides, kernel, dil, pad_l, pad_r;
 	for (int i = 0; i < 2; ++i) {
 		strides[i] = d->stride[i], kernel[i] = d->k[i];
@@ -1338,7 +1369,7 @@ RT_API int rt_pool_create(rt_ctx *ctx, const rt_pool_desc *d, rt_pool **out, cha
 	pl->ws_bytes = round64(pl->p.scratch_bytes);
 	if (pl->nhwc && !pl->src_nhwc) {
 		dnnl_memory_desc_t u;
-		DN(md_dense(&u, 4, sdims, nchw, dnnl_f32));
+		DN(md_dense(&u, 4, sdims, nchw, dt));
 		DN(dnnl_memory_create(&pl->e.u_src, &u, ctx->engine, DNNL_MEMORY_NONE));
 		if ((rc = reorder_make(ctx, &u, &smd, &pl->e.r_in, err, errlen)))
 			goto fail;
@@ -1347,7 +1378,7 @@ RT_API int rt_pool_create(rt_ctx *ctx, const rt_pool_desc *d, rt_pool **out, cha
 	}
 	if (pl->nhwc && !pl->dst_nhwc) {
 		dnnl_memory_desc_t u;
-		DN(md_dense(&u, 4, ddims, nchw, dnnl_f32));
+		DN(md_dense(&u, 4, ddims, nchw, dt));
 		DN(dnnl_memory_create(&pl->e.u_dst, &u, ctx->engine, DNNL_MEMORY_NONE));
 		if ((rc = reorder_make(ctx, &dmd, &u, &pl->e.r_out, err, errlen)))
 			goto fail;
@@ -1372,7 +1403,7 @@ fail:
 	return rc;
 }
 
-RT_API int rt_pool_run(rt_pool *pl, const float *src, float *dst, char *err, size_t errlen)
+RT_API int rt_pool_run(rt_pool *pl, const void *src, void *dst, char *err, size_t errlen)
 {
 	if (!pl || !src || !dst)
 		return seterr(err, errlen, RT_EINVAL, "rt_pool_run: NULL pool, src or dst");

@@ -99,7 +99,12 @@ enum {
 	RT_EUNSUP = -4, /* valid but not supported (yet) */
 };
 
-enum rt_dtype { RT_F32 = 0, RT_BF16 = 1 /* reserved: not supported yet */ };
+/* Element types.  RT_BF16 (matmul, conv): activations, weights and the
+ * binary post-ops' operands are bf16 (uint16_t bits), computed in f32 and
+ * rounded once at the end of the chain; a constant bias is given in bf16
+ * (conv: f32 with wei_f32) and kept in f32; a matmul's run-time bias is
+ * bf16 and takes no scale (beta / alpha must be 1).  No Winograd in bf16. */
+enum rt_dtype { RT_F32 = 0, RT_BF16 = 1 };
 
 #define RT_MAX_POST 8
 #define RT_MAX_BATCH 4
@@ -153,7 +158,8 @@ enum rt_conv_path {
 };
 
 typedef struct rt_conv_desc {
-	enum rt_dtype dtype; /* RT_F32 */
+	enum rt_dtype dtype; /* RT_F32, or RT_BF16 (src, dst and binary operands bf16) */
+	int wei_f32;         /* RT_BF16: weight and bias given in f32 (folded), else bf16 */
 	int nsp;             /* spatial dims: 1, 2 or 3 */
 	int64_t n, ic, oc, groups; /* groups = 0 is taken as 1 */
 	/* Per spatial dim (first nsp entries used).  Padding and dilation in
@@ -185,11 +191,12 @@ typedef struct rt_conv_desc {
 /* Builds the primitive, reorders the weight (PyTorch layout, see above) into
  * the layout the primitive prefers and copies the bias (when has_bias);
  * the caller's weight/bias buffers are not referenced afterwards. */
-RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const float *weight,
-			  const float *bias, rt_conv **out, char *err, size_t errlen);
-/* dst = post(conv(src) + bias).  src and dst must not overlap. */
-RT_API int rt_conv_run(rt_conv *c, const float *src, float *dst,
-		       const float *const *post_src, char *err, size_t errlen);
+RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight,
+			  const void *bias, rt_conv **out, char *err, size_t errlen);
+/* dst = post(conv(src) + bias).  src and dst must not overlap.  Data are of
+ * the desc's dtype (f32: float). */
+RT_API int rt_conv_run(rt_conv *c, const void *src, void *dst,
+		       const void *const *post_src, char *err, size_t errlen);
 RT_API void rt_conv_destroy(rt_conv *c);
 /* Bytes of context workspace this conv uses (scratchpad and NHWC staging;
  * the context holds the max over its objects), resp. of prepacked weights. */
@@ -202,7 +209,7 @@ RT_API int rt_conv_via_nhwc(const rt_conv *c);
 RT_API const char *rt_conv_impl(const rt_conv *c);
 
 typedef struct rt_matmul_desc {
-	enum rt_dtype dtype; /* RT_F32 */
+	enum rt_dtype dtype; /* RT_F32 or RT_BF16 */
 	int nbatch;          /* batch dims, 0..RT_MAX_BATCH (0: plain mm) */
 	int64_t batch_a[RT_MAX_BATCH], batch_b[RT_MAX_BATCH]; /* each equal, or 1 = broadcast */
 	int64_t m, k, n;
@@ -222,12 +229,12 @@ typedef struct rt_matmul_desc {
 } rt_matmul_desc;
 
 RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d,
-			    const float *b_const_data, const float *bias_const,
+			    const void *b_const_data, const void *bias_const,
 			    rt_matmul **out, char *err, size_t errlen);
 /* c = post(alpha*(a@b) + beta*bias).  b: NULL when b_const; bias: NULL when
  * bias_const or no bias.  c must not overlap a, b or bias. */
-RT_API int rt_matmul_run(rt_matmul *mm, const float *a, const float *b,
-			 const float *bias, float *c, const float *const *post_src,
+RT_API int rt_matmul_run(rt_matmul *mm, const void *a, const void *b,
+			 const void *bias, void *c, const void *const *post_src,
 			 char *err, size_t errlen);
 RT_API void rt_matmul_destroy(rt_matmul *mm);
 /* Bytes of context workspace (oneDNN scratchpad) this matmul uses. */
@@ -251,7 +258,7 @@ enum rt_pool_kind { RT_POOL_MAX, RT_POOL_AVG_INCL, RT_POOL_AVG_EXCL };
 typedef struct rt_pool rt_pool;
 
 typedef struct rt_pool_desc {
-	enum rt_dtype dtype; /* RT_F32 */
+	enum rt_dtype dtype; /* RT_F32 or RT_BF16 */
 	enum rt_pool_kind kind;
 	int64_t n, c;
 	int64_t in[2], out[2], k[2], stride[2], pad_l[2], pad_r[2], dil[2]; /* dil 0 taken as 1 */
@@ -261,7 +268,7 @@ typedef struct rt_pool_desc {
 RT_API int rt_pool_create(rt_ctx *ctx, const rt_pool_desc *d, rt_pool **out, char *err,
 			  size_t errlen);
 /* dst = pool(src).  src and dst must not overlap. */
-RT_API int rt_pool_run(rt_pool *p, const float *src, float *dst, char *err, size_t errlen);
+RT_API int rt_pool_run(rt_pool *p, const void *src, void *dst, char *err, size_t errlen);
 RT_API void rt_pool_destroy(rt_pool *p);
 RT_API size_t rt_pool_scratch_bytes(const rt_pool *p);
 RT_API const char *rt_pool_impl(const rt_pool *p);

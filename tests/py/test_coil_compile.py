@@ -11,7 +11,8 @@ ABI, compared with eager.
   * export fixes in coil.compile: a data-preserving as_strided becomes a view; unsupported
     ops on no input (Swin's masks, gathered biases) are folded into constants;
   * compile through a real coild (server=URL);
-  * the artifact is loaded only with the sha256 `coil compile` announced (a changed byte: refused).
+  * the artifact is loaded only with the sha256 `coil compile` announced (a changed byte: refused);
+  * bf16: autocast and .to(bfloat16) models, within 1.5x eager bf16's own error.
 A private cache directory keeps the user's cache untouched.
 
 Run: COIL=build/coil PYTHONPATH=client/python /usr/bin/python3 tests/py/test_coil_compile.py
@@ -370,6 +371,48 @@ def test_server(t, cache, fns):
                 p.kill()
 
 
+def test_bf16(t, cache):
+    """bf16 both ways in: a model traced under torch.autocast (the exporter keeps the casts;
+    weights are cast once, at create) and a model converted with .to(torch.bfloat16). The
+    result is bf16 like eager's, and its error against the f32 model stays within 1.5x eager
+    bf16's own (plus one bf16 ulp of the output's scale)."""
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 10)).eval()
+    x = torch.randn(8, 64)
+    with torch.no_grad():
+        ref = mlp(x)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            want = mlp(x)
+            f = coil.compile(mlp, (x,), threads=1, cache_dir=cache, coil=COIL)
+            got = f(x)
+    ok_bf16(t, "autocast mlp", ref, want, got)
+    m, ins = coil_export.make_model("torchvision:resnet18", size=64)
+    mb, xb = m.to(torch.bfloat16), tuple(i.to(torch.bfloat16) for i in ins)
+    with torch.no_grad():
+        ref = coil_export.make_model("torchvision:resnet18", size=64)[0](*ins)
+        want = mb(*xb)
+        f = coil.compile(mb, xb, threads=1, cache_dir=cache, coil=COIL)
+        got = f(*xb)
+    ok_bf16(t, "resnet18 in bf16", ref, want, got)
+    ln = torch.nn.Sequential(torch.nn.LayerNorm(32), torch.nn.GELU(), torch.nn.Softmax(-1)).eval()
+    x = torch.randn(4, 32)
+    with torch.no_grad():
+        ref = ln(x)
+        lb = ln.to(torch.bfloat16)
+        want = lb(x.bfloat16())
+        got = coil.compile(lb, (x.bfloat16(),), threads=1, cache_dir=cache, coil=COIL)(x.bfloat16())
+    ok_bf16(t, "layer norm, gelu, softmax in bf16", ref, want, got)
+
+
+def ok_bf16(t, what, ref, want, got):
+    scale = float(ref.abs().max())
+    e_got = float((got.double() - ref.double()).abs().max())
+    e_eager = float((want.double() - ref.double()).abs().max())
+    t.ok(got.dtype == torch.bfloat16 and e_got <= 1.5 * e_eager + scale / 256,
+         "%s: bf16 out, error %.3g against f32 (eager bf16: %.3g, scale %.3g)" % (what, e_got, e_eager, scale),
+         "dtype %s" % got.dtype)
+
+
 def test_verified_load(t, fns):
     """coil.compile loads the artifact only with the sha256 `coil compile` announced, checked
     in sealed memory: a copy with one byte changed (same size) is refused."""
@@ -411,6 +454,7 @@ def main():
         t.run("targets", test_targets, t, fns)
         t.run("server", test_server, t, cache, fns)
         t.run("verified load", test_verified_load, t, fns)
+        t.run("bf16", test_bf16, t, cache)
         for f, _, _ in fns.values():
             f.close()
     t.done()
