@@ -81,6 +81,18 @@ int compile_plan_graph(coil_graph *g, const compile_opts *o, compile_plan **out,
 	}
 	p->opt_level = o->opt_level;
 	p->timeout_s = o->timeout_s;
+	p->precision = o->precision;
+	if (o->precision != COIL_F32 && o->precision != COIL_BF16) {
+		coil_err_input(err, "options: precision %s is not f32 or bf16", dtype_name(o->precision));
+		goto fail;
+	}
+	if (o->precision == COIL_BF16) {
+		coil_graph *ac = graph_autocast(p->g, COIL_BF16, err);
+		if (!ac)
+			goto fail;
+		graph_free(p->g);
+		p->g = ac;
+	}
 	p->limits = (sandbox_limits){o->sandbox_mem_bytes, o->sandbox_pids, o->sandbox_cpu_s, o->timeout_s};
 	int max_nodes = o->max_nodes ? o->max_nodes : COIL_MAX_NODES;
 	if (p->g->nnodes > max_nodes) {
@@ -99,8 +111,9 @@ int compile_plan_graph(coil_graph *g, const compile_opts *o, compile_plan **out,
 	const char *ident = compiler_identity();
 	char material[2048];
 	int n = snprintf(material, sizeof material,
-			 "graph=%s\ntarget=%s\nflags=%s\ncompiler=%s\ncodegen=%s\nopt=%d\n", p->graph_hash,
-			 t->name, t->flags, ident, CODEGEN_KEY_VERSION, p->opt_level);
+			 "graph=%s\ntarget=%s\nflags=%s\ncompiler=%s\ncodegen=%s\nopt=%d\n%s", p->graph_hash,
+			 t->name, t->flags, ident, CODEGEN_KEY_VERSION, p->opt_level,
+			 p->precision == COIL_BF16 ? "precision=bf16\n" : "");
 	if (n < 0 || (size_t)n >= sizeof material) {
 		coil_errf(err, "cache key material too long");
 		goto fail;

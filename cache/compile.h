@@ -30,6 +30,9 @@ typedef struct compile_opts {
 	int timeout_s;        /* deadline of the whole compile, code generation and C compiler,
 	                       * wall clock; 0 = BUILD_DEFAULT_TIMEOUT_S */
 	int max_nodes;        /* reject larger graphs; 0 = COIL_MAX_NODES */
+	coil_dtype precision; /* COIL_F32 (0): as the graph says; COIL_BF16: autocast's rules applied
+	                       * (graph_autocast: convolutions and matrix products in bf16);
+	                       * part of the key */
 	/* The compile's sandbox (codegen/sandbox.h), its budgets for the whole
 	 * process tree; 0 = the defaults */
 	uint64_t sandbox_mem_bytes; /* memory; SANDBOX_DEFAULT_MEM (4 GiB) */
@@ -45,6 +48,7 @@ typedef struct compile_plan {
 	char key[65];
 	char target[256];     /* resolved feature list, e.g. "x86-64-v4,avx512_bf16" */
 	int opt_level, timeout_s;
+	coil_dtype precision;
 	sandbox_limits limits; /* the compile's budgets and deadline (timeout_s) */
 } compile_plan;
 

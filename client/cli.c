@@ -36,7 +36,7 @@ static int usage_err(const char *msg)
 typedef struct opts {
 	const char *pos[8];
 	int npos;
-	const char *weights, *inputs, *out, *cache_dir, *budget, *target, *threads, *repeat, *opt;
+	const char *weights, *inputs, *out, *cache_dir, *budget, *target, *threads, *repeat, *opt, *precision;
 	const char *dump_after, *emit_c;
 	const char *server; /* --server URL or $COIL_SERVER: compile on a coild */
 	int ops, canonical, repair;
@@ -54,6 +54,7 @@ static const struct option_def {
 	{"--threads", NULL, offsetof(opts, threads), 0},
 	{"--repeat", NULL, offsetof(opts, repeat), 0},
 	{"--opt", NULL, offsetof(opts, opt), 0},
+	{"--precision", NULL, offsetof(opts, precision), 0},
 	{"--cache-dir", NULL, offsetof(opts, cache_dir), 0},
 	{"--budget", NULL, offsetof(opts, budget), 0},
 	{"--server", NULL, offsetof(opts, server), 0},
@@ -416,8 +417,12 @@ static int plan_file(opts *o, const char *path, loaded *l)
 	coil_err err = {0};
 	compile_opts co = {.target = o->target};
 	int rc = -1;
+	if (o->precision)
+		co.precision = !strcmp(o->precision, "bf16") ? COIL_BF16 : COIL_F32;
 	if (opt_level(o, &co.opt_level))
 		coil_err_input(&err, "--opt takes 0, 1, 2 or 3, not '%.20s'", o->opt);
+	else if (o->precision && strcmp(o->precision, "f32") && strcmp(o->precision, "bf16"))
+		coil_err_input(&err, "--precision takes f32 or bf16, not '%.20s'", o->precision);
 	else if (!graph_read_file(path, &l->text, &l->len, &err)) {
 		double t0 = clock_ms();
 		rc = compile_plan_make(l->text, l->len, &co, &l->plan, &err);
@@ -438,7 +443,8 @@ static int compile_remote(opts *o, loaded *l, coil_err *err)
 {
 	coil_client_opts copts = {.cache_dir = o->cache_dir};
 	coil_client *c = NULL;
-	coil_compile_opts co = {.target = o->target, .opt_level = o->opt ? l->plan->opt_level : COIL_OPT_DEFAULT};
+	coil_compile_opts co = {.target = o->target, .opt_level = o->opt ? l->plan->opt_level : COIL_OPT_DEFAULT,
+				.precision = o->precision};
 	coil_compile_info info;
 	double t0 = clock_ms();
 	if (coil_client_create(o->server, getenv("COIL_TOKEN"), &copts, &c) ||
@@ -822,6 +828,11 @@ static int cmd_check(opts *o)
 		goto out;
 	}
 	int bad = 0;
+	/* the tolerance of the narrowest float the graph computes in (a bf16
+	 * product's error reaches an f32 output through it) */
+	double narrow = 1e-4;
+	for (int v = 0; v < g->nvals; v++)
+		narrow = g->vals[v].dtype == COIL_BF16 ? 2e-2 : g->vals[v].dtype == COIL_F16 ? fmax(narrow, 2e-3) : narrow;
 	for (int i = 0; i < g->noutputs; i++) {
 		int64_t n = tensor_numel(&ref[i]);
 		int same_shape = outs[i].rank == ref[i].rank;
@@ -838,7 +849,7 @@ static int cmd_check(opts *o)
 			}
 		}
 		double rel = !same_shape ? INFINITY : maxerr / (scale > 0 ? scale : 1);
-		double tol = ref[i].dtype == COIL_BF16 ? 2e-2 : ref[i].dtype == COIL_F16 ? 2e-3 : 1e-4;
+		double tol = dtype_is_float(ref[i].dtype) ? narrow : 1e-4;
 		printf("output%d: max error %.3g relative to scale %.3g: %s\n", i, rel, scale, rel <= tol ? "ok" : "MISMATCH");
 		bad |= !(rel <= tol);
 	}
@@ -871,7 +882,9 @@ static const struct command {
 	{"compile", cmd_compile, "compile GRAPH.json [--target T] [--opt N] [-o m.so] [--dump-after PASS] [--emit-c F|DIR]\n"
 			   "                                compile through the local cache; --dump-after prints a pass's\n"
 			   "                                result (fold dnnl decompose fuse schedule memplan emit_c build),\n"
-			   "                                --emit-c writes the C (inspection only, unless -o is given)"},
+			   "                                --emit-c writes the C (inspection only, unless -o is given);\n"
+			   "                                --precision bf16: convolutions and matrix products in bf16\n"
+			   "                                (autocast's rules; also for run and check)"},
 	{"run", cmd_run, "run GRAPH.json -w W -i I [-o O] [--threads N] [--repeat N]\n"
 			 "                                compile (or hit the cache), load and run; prints each phase's time"},
 	{"check", cmd_check, "check GRAPH.json [-w W] [-i I]   compiled versus the interpreter (random data if none given)"},

@@ -323,10 +323,26 @@ int coil_compile(coil_client *c, const char *graph_json, size_t len, const coil_
 	if (o && o->opt_level != COIL_OPT_DEFAULT)
 		snprintf(path + strlen(path), sizeof path - strlen(path), "%copt_level=%d", strchr(path, '?') ? '&' : '?',
 			 o->opt_level);
+	/* a precision goes in the request's envelope, around the graph */
+	char *body = NULL;
+	if (o && o->precision && strcmp(o->precision, "f32")) {
+		if (strcmp(o->precision, "bf16"))
+			return fail("coil_compile: precision '%.20s' is not f32 or bf16", o->precision);
+		static const char pre[] = "{\"options\": {\"precision\": \"bf16\"}, \"graph\": ", post[] = "}";
+		if (!(body = malloc(sizeof pre + len + sizeof post)))
+			return fail("coil_compile: out of memory");
+		memcpy(body, pre, sizeof pre - 1);
+		memcpy(body + sizeof pre - 1, graph_json, len);
+		memcpy(body + sizeof pre - 1 + len, post, sizeof post);
+		graph_json = body;
+		len += sizeof pre - 1 + sizeof post - 1;
+	}
 	long status;
 	membuf resp = {0};
 	headers h;
-	if (http(c, "POST", path, graph_json, len, &status, &resp, &h) != 0) {
+	int hrc = http(c, "POST", path, graph_json, len, &status, &resp, &h);
+	free(body);
+	if (hrc != 0) {
 		free(resp.p);
 		return -1;
 	}

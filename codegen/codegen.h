@@ -59,6 +59,12 @@ typedef struct codegen_result {
 	char arena_bytes[128];   /* expression over s0..s7 */
 } codegen_result;
 
+/* g as torch.autocast("cpu", dtype=t) would have traced it (autocast.c):
+ * convolutions and matrix products in t, softmax, norms, reductions,
+ * adaptive pooling and upsampling in f32, float outputs in their own dtype.  A new
+ * graph (g is left as it was), or NULL with err. */
+coil_graph *graph_autocast(coil_graph *g, coil_dtype t, coil_err *err);
+
 /* The passes by position (0 first), NULL past the last. */
 const char *codegen_pass_name(int i);
 

@@ -209,38 +209,42 @@ static void post_desc(nctx *c, const char *d, const dn_fuse *fz)
 	}
 }
 
-/* Element i of constant p (a C expression over a pointer of type T) as a float. */
+/* Element i of constant p (a C expression over a pointer of type t) as a float. */
 static char *ldf(nctx *c, coil_dtype t, const char *p, const char *i)
 {
 	return t == COIL_BF16 ? arena_printf(c->ir->arena, "coil_bf16_f32(%s[%s])", p, i)
 			      : arena_printf(c->ir->arena, "%s[%s]", p, i);
 }
 
-/* Folds into wf [oc][per] and bf [oc] (convolutions), in f32; the operands
- * are of the conv's dtype t. */
-static void folds(nctx *c, const dn_fuse *fz, coil_dtype t)
+/* Element o of constant value v (f32 or bf16; v < 0: NULL) as a float. */
+static char *ldv(nctx *c, int v)
+{
+	if (v < 0)
+		return "NULL";
+	coil_dtype t = c->ir->g->vals[v].dtype;
+	return ldf(c, t, arena_printf(c->ir->arena, "((const %s *)%s)", emit_ctype(t), const_ptr(c, v)), "o");
+}
+
+/* Folds into wf [oc][per] and bf [oc] (convolutions), in f32; each operand
+ * f32 or bf16. */
+static void folds(nctx *c, const dn_fuse *fz)
 {
 	coil_graph *g = c->ir->g;
-	const char *T = emit_ctype(t);
 	for (int i = 0; i < fz->nfold; i++) {
 		const dn_fold *q = &fz->fold[i];
 		if (q->kind == FOLD_BN) {
 			const coil_node *bn = &g->nodes[q->gnode];
 			int gw = tensor_arg(bn, 1), gb = tensor_arg(bn, 2), mu = tensor_arg(bn, 3), var = tensor_arg(bn, 4);
 			out(c, "\t{\n\t\t/* batch norm: y = (x - mean) * w / sqrt(var + eps) + b */\n");
-			out(c, "\t\tconst %s *mu = %s, *var = %s;\n", T, const_ptr(c, mu), const_ptr(c, var));
-			out(c, "\t\tconst %s *gw = %s, *gb = %s;\n", T, gw >= 0 ? const_ptr(c, gw) : "NULL",
-			    gb >= 0 ? const_ptr(c, gb) : "NULL");
 			out(c, "\t\tfor (int64_t o = 0; o < oc; o++) {\n");
-			out(c, "\t\t\tconst float s = (float)(1.0 / sqrt((double)%s + %.17g)) * (gw ? %s : 1.0f);\n",
-			    ldf(c, t, "var", "o"), bn->args[7].f, ldf(c, t, "gw", "o"));
+			out(c, "\t\t\tconst float s = (float)(1.0 / sqrt((double)%s + %.17g)) * %s;\n", ldv(c, var),
+			    bn->args[7].f, gw >= 0 ? ldv(c, gw) : "1.0f");
 			out(c, "\t\t\tfor (int64_t j = 0; j < per; j++)\n\t\t\t\twf[o * per + j] *= s;\n");
-			out(c, "\t\t\tbf[o] = (bf[o] - %s) * s + (gb ? %s : 0.0f);\n\t\t}\n\t}\n", ldf(c, t, "mu", "o"),
-			    ldf(c, t, "gb", "o"));
+			out(c, "\t\t\tbf[o] = (bf[o] - %s) * s + %s;\n\t\t}\n\t}\n", ldv(c, mu),
+			    gb >= 0 ? ldv(c, gb) : "0.0f");
 			continue;
 		}
-		char *s = q->val >= 0 ? ldf(c, t, arena_printf(c->ir->arena, "((const %s *)%s)", T, const_ptr(c, q->val)), "o")
-			  : arena_printf(c->ir->arena, "(float)%.17g", q->s);
+		char *s = q->val >= 0 ? ldv(c, q->val) : arena_printf(c->ir->arena, "(float)%.17g", q->s);
 		out(c, "\tfor (int64_t o = 0; o < oc; o++) {\n\t\tconst float s = %s;\n", s);
 		switch (q->kind) {
 		case FOLD_MUL:
@@ -308,7 +312,7 @@ static void make_conv(nctx *c, int j, const dn_fuse *fz)
 	else
 		out(c, "\tmemcpy(wf, w, (size_t)%lld * sizeof(float));\n", (long long)numel);
 	out(c, "\tfor (int64_t o = 0; o < oc; o++)\n\t\tbf[o] = b ? %s : 0.0f;\n", ldf(c, t, "b", "o"));
-	folds(c, fz, t);
+	folds(c, fz);
 	out(c, "\tdd.has_bias = 1;\n");
 	out(c, "\tconst int rc = rt_conv_create(d->ctx, &dd, wf, bf, (rt_conv **)&d->obj[%d], d->err, sizeof d->err);\n", j);
 	out(c, "\tfree(wf);\n\tfree(bf);\n\treturn rc ? -1 : 0;\n");

@@ -36,6 +36,14 @@ static int is_const_of(const coil_graph *g, int v, coil_dtype t)
 	return v >= 0 && (g->vals[v].kind == VAL_PARAM || g->vals[v].kind == VAL_CONST) && g->vals[v].dtype == t;
 }
 
+/* A fold's operand (batch norm's statistics and affine, a per-channel
+ * scale or shift): a constant of the conv's dtype or f32 (folds are
+ * computed in f32; a bf16 graph from autocast keeps its norms' params f32). */
+static int fold_const(const coil_graph *g, int v, coil_dtype t)
+{
+	return is_const_of(g, v, t) || is_const_of(g, v, COIL_F32);
+}
+
 /* The dtype a fusion headed by node h computes in: f32, or bf16 (oneDNN's
  * bf16 kernels: f32 inside, rounded once at the end of the chain). */
 static coil_dtype head_dtype(const coil_graph *g, int h)
@@ -285,7 +293,7 @@ static int step(pctx *c, dn_fuse *f, const coil_node *u, int cur, int view_free)
 			return -1;
 		for (int a = 1; a <= 4; a++) {
 			int v = tensor_arg(u, a);
-			if ((a >= 3 && v < 0) || (v >= 0 && (!is_const_of(g, v, T) || g->vals[v].rank != 1 ||
+			if ((a >= 3 && v < 0) || (v >= 0 && (!fold_const(g, v, T) || g->vals[v].rank != 1 ||
 							    !dim_eq(&g->vals[v].shape[0], &hv->shape[1]))))
 				return -1;
 		}
@@ -306,9 +314,9 @@ static int step(pctx *c, dn_fuse *f, const coil_node *u, int cur, int view_free)
 		if (other < 0) /* a scalar operand */
 			return u->args[1].kind == ARG_SCALAR ? scalar_step(f, u->op, u->args[1].f, can_fold) : -1;
 		const coil_value *ov = &g->vals[other];
-		if (ov->dtype != T)
+		if (ov->dtype != T && !(can_fold && fold_const(g, other, T)))
 			return -1;
-		if (can_fold && is_const_of(g, other, T) && per_channel(ov, hv, ch)) {
+		if (can_fold && fold_const(g, other, T) && per_channel(ov, hv, ch)) {
 			enum dn_fold_kind k = u->op == OP_ADD ? FOLD_ADD : u->op == OP_SUB ? FOLD_SUB
 					      : u->op == OP_MUL ? FOLD_MUL : FOLD_DIV;
 			f->fold[f->nfold++] = (dn_fold){.kind = k, .val = other};

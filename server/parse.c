@@ -241,8 +241,16 @@ static int read_envelope(json_t *doc, compile_request *cr, coil_err *err)
 			const char *ok;
 			json_t *ov;
 			json_object_foreach(v, ok, ov) {
+				if (!strcmp(ok, "precision")) {
+					const char *pv = json_is_string(ov) ? json_string_value(ov) : "";
+					if (strcmp(pv, "f32") && strcmp(pv, "bf16"))
+						return coil_err_input(err, "\"options.precision\" must be \"f32\" or \"bf16\"");
+					cr->opts.precision = !strcmp(pv, "bf16") ? COIL_BF16 : COIL_F32;
+					continue;
+				}
 				if (strcmp(ok, "opt_level"))
-					return coil_err_input(err, "unknown option \"options.%.60s\" (known: opt_level)", ok);
+					return coil_err_input(err, "unknown option \"options.%.60s\" (known: opt_level, precision)",
+							      ok);
 				if (!json_is_integer(ov) || json_integer_value(ov) < 0 || json_integer_value(ov) > 3)
 					return coil_err_input(err, "\"options.opt_level\" must be an integer in 0..3");
 				cr->opts.opt_level = (int)json_integer_value(ov);

@@ -54,6 +54,8 @@ void coil_client_destroy(coil_client *c); /* accepts NULL */
 typedef struct coil_compile_opts {
 	const char *target; /* NULL: the server's own CPU ("native") */
 	int opt_level;      /* 0..3, or COIL_OPT_DEFAULT; a zeroed struct asks for -O0 */
+	const char *precision; /* NULL or "f32": as the graph says; "bf16": autocast's rules
+	                        * (convolutions and matrix products in bf16) */
 } coil_compile_opts;
 
 typedef struct coil_compile_info {

@@ -91,6 +91,20 @@ def main():
              "--opt %d reaches the compiler (.GCC.command.line)" % lvl, d.stderr + rec[:400])
     d = coil(["compile", g, "--opt", "4"], env)
     t.ok(d.returncode != 0 and "--opt" in d.stderr, "--opt 4 is refused", d.stderr)
+    # --precision bf16: autocast's rules (the product in bf16), another key, f32 output
+    d = coil(["compile", g, "--precision", "bf16", "--dump-after", "dnnl"], env)
+    t.ok(d.returncode == 0 and "matmul" in d.stdout, "--precision bf16 keeps the product on oneDNN", d.stdout + d.stderr)
+    d = coil(["compile", g, "--precision", "bf16", "--emit-c", os.path.join(tmp, "bf.c")], env)
+    t.ok(d.returncode == 0 and "dd.dtype = RT_BF16" in open(os.path.join(tmp, "bf.c")).read(),
+         "--precision bf16: the product runs in bf16", d.stderr)
+    d = coil(["compile", g, "--precision", "bf16"], env)
+    t.ok(d.returncode == 0 and "compiled in" in d.stdout and d.stdout.split()[1] != key1,
+         "--precision bf16 is another key", d.stdout + d.stderr)
+    d = coil(["check", g, "--precision", "bf16"], env)
+    t.ok(d.returncode == 0 and "ok" in d.stdout, "check --precision bf16 (within bf16's tolerance)", d.stdout + d.stderr)
+    d = coil(["compile", g, "--precision", "fp8"], env)
+    t.ok(d.returncode != 0 and "--precision" in d.stderr and len(d.stderr.splitlines()) == 1,
+         "--precision fp8 is refused in one line", d.stderr)
 
     # verify: corrupt one artifact
     r = coil(["cache", "verify"], env)
@@ -170,6 +184,9 @@ def main():
         env3 = dict(env, COIL_CACHE_DIR=os.path.join(tmp, "client"))
         r = coil(["--server", url, "compile", g], env3)
         t.ok(r.returncode == 0 and "server: compiled" in r.stdout, "--server compile", r.stdout + r.stderr)
+        rb = coil(["--server", url, "compile", g, "--precision", "bf16"], env3)
+        t.ok(rb.returncode == 0 and "server: compiled" in rb.stdout and rb.stdout.split()[1] != r.stdout.split()[1],
+             "--server compile --precision bf16: another key (options.precision)", rb.stdout + rb.stderr)
         r = coil(["check", g], dict(env3, COIL_SERVER=url))
         t.ok(r.returncode == 0 and "ok" in r.stdout, "COIL_SERVER check: fetched artifact matches the interpreter",
              r.stdout + r.stderr)

@@ -402,6 +402,26 @@ def test_bf16(t, cache):
         want = lb(x.bfloat16())
         got = coil.compile(lb, (x.bfloat16(),), threads=1, cache_dir=cache, coil=COIL)(x.bfloat16())
     ok_bf16(t, "layer norm, gelu, softmax in bf16", ref, want, got)
+    # the precision option on f32 models: autocast's rules applied by coil; f32 in and out
+    for spec, kw in [("torchvision:resnet18", {"size": 64}), ("transformer:2", {})]:
+        m, ins = coil_export.make_model(spec, **kw)
+        with torch.no_grad():
+            ref = m(*ins)
+            want = m.to(torch.bfloat16)(*(i.to(torch.bfloat16) if i.is_floating_point() else i for i in ins))
+            m = coil_export.make_model(spec, **kw)[0]
+            f = coil.compile(m, ins, threads=1, cache_dir=cache, coil=COIL, dtype=torch.bfloat16)
+            got = f(*ins)
+        scale = float(ref.abs().max())
+        e_got = float((got.double() - ref.double()).abs().max())
+        e_eager = float((want.double() - ref.double()).abs().max())
+        t.ok(got.dtype == torch.float32 and e_got <= 1.5 * e_eager + scale / 256,
+             "%s with dtype=torch.bfloat16: f32 out, error %.3g against f32 (all-bf16 eager: %.3g)"
+             % (spec, e_got, e_eager), "dtype %s" % got.dtype)
+    try:
+        coil.compile(mlp, (x,), cache_dir=cache, coil=COIL, dtype=torch.float16)
+        t.ok(False, "dtype=torch.float16 is refused", "accepted")
+    except coil.CoilError as e:
+        t.ok("bfloat16" in str(e), "dtype=torch.float16 is refused: %s" % e)
 
 
 def ok_bf16(t, what, ref, want, got):

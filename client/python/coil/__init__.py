@@ -86,7 +86,7 @@ _UNSUPPORTED_RE = re.compile(r"unknown op|not supported|unsupported|cannot expre
 
 
 def _compile_cli(graph_path, server=None, target="native", coil=None, cache_dir=None,
-                 timeout=None, opt=None):
+                 timeout=None, opt=None, precision=None):
     """Runs `coil [--server URL] compile GRAPH --target T`; returns a dict with
     artifact, key, target, sha256, hit, compile_ms."""
     cmd = [coil_cli(coil)]
@@ -95,6 +95,8 @@ def _compile_cli(graph_path, server=None, target="native", coil=None, cache_dir=
     cmd += ["compile", graph_path, "--target", target or "native"]
     if opt is not None:
         cmd += ["--opt", str(opt)]
+    if precision:
+        cmd += ["--precision", precision]
     env = dict(os.environ)
     if cache_dir:
         env["COIL_CACHE_DIR"] = cache_dir
@@ -452,11 +454,23 @@ def export_graph(module, example_inputs, dynamic_batch=False, coil=None, check_o
     return graph, params, spec
 
 
+def _precision(dtype):
+    """The CLI's --precision for compile(dtype=...)."""
+    if dtype in (None, torch.float32):
+        return None
+    if dtype == torch.bfloat16:
+        return "bf16"
+    raise CoilError("dtype=%s: coil.compile takes None, torch.float32 or torch.bfloat16" % dtype,
+                    stage="compile")
+
+
 def compile_artifact(module, example_inputs, server=None, target="native", threads=None, *,
                      dynamic_batch=False, dynamic=None, ranges=None, cache_dir=None, workdir=None,
-                     save_weights=False, coil=None, timeout=None, opt=None, keep_params=True):
+                     save_weights=False, coil=None, timeout=None, opt=None, keep_params=True,
+                     dtype=None):
     """Export (dynamic: as export_graph), compile and load `module` now: one artifact, a
     CompiledModule. compile() builds on this."""
+    precision = _precision(dtype)
     if target not in (None, "native") and target not in TARGETS:
         raise CoilError("unknown target %r (native, %s)" % (target, ", ".join(TARGETS)), stage="compile")
     if target not in (None, "native") and not runs_here(target):
@@ -484,7 +498,7 @@ def compile_artifact(module, example_inputs, server=None, target="native", threa
                                                       for p in graph["params"]),
                               os.path.join(d, "weights.safetensors"), metadata={"format": "pt"})
         info = _compile_cli(gpath, server=server, target=target, coil=coil, cache_dir=cache_dir,
-                            timeout=timeout, opt=opt)
+                            timeout=timeout, opt=opt, precision=precision)
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -507,7 +521,7 @@ def compile_artifact(module, example_inputs, server=None, target="native", threa
 def compile(module, example_inputs=None, server=None, target="native", threads=None, *,
             dynamic=None, dynamic_batch=False, ranges=None, recompile_limit=8, fallback=None,
             cache_dir=None, workdir=None, save_weights=False, coil=None, timeout=None, opt=None,
-            keep_params=True, persist=True):
+            keep_params=True, persist=True, dtype=None):
     """A callable that runs `module` compiled by coil (see the module doc and docs/python.md).
 
     example_inputs: compile for them now (None: on the first call).
@@ -527,12 +541,18 @@ def compile(module, example_inputs=None, server=None, target="native", threads=N
         by default a temporary directory is used and removed.
     keep_params: keep references to the param tensors (the ABI copies them at create;
         False frees them after the first handle, and then one thread at a time may call).
+    dtype: None (as traced: under torch.autocast the graph keeps autocast's casts) or
+        torch.bfloat16: coil applies autocast's rules to the f32 graph (convolutions and
+        matrix products in bf16, softmax, norms and reductions in f32); inputs and outputs
+        keep their dtypes.
     """
     from ._dynamic import DynamicModule
+    _precision(dtype)
     if target not in (None, "native") and target not in TARGETS:
         raise CoilError("unknown target %r (native, %s)" % (target, ", ".join(TARGETS)), stage="compile")
     opts = dict(server=server, target=target, threads=threads, cache_dir=cache_dir, workdir=workdir,
-                save_weights=save_weights, coil=coil, timeout=timeout, opt=opt, keep_params=keep_params)
+                save_weights=save_weights, coil=coil, timeout=timeout, opt=opt, keep_params=keep_params,
+                dtype=dtype)
     return DynamicModule(module, example_inputs, dynamic=dynamic, dynamic_batch=dynamic_batch,
                          ranges=ranges, recompile_limit=recompile_limit, fallback=fallback,
                          persist=persist, compile_opts=opts)
