@@ -431,10 +431,16 @@ static void cat(xctx *c)
 			out(c, "\t\tfor (int64_t a = 0; a < outer; a++)\n\t\t\tmemcpy(%s + (a * od + at) * inner, "
 			       "%s + a * xd * inner, (size_t)(xd * inner) * sizeof(%s));\n",
 			    buf(c, outv), buf(c, v), emit_ctype(o->dtype));
-		else /* promoted: convert element by element (bool stays 0/1) */
+		else { /* promoted: convert element by element (bool stays 0/1; bf16, f16 through float) */
+			char *e = arena_printf(c->ir->arena, "%s[a * xd * inner + e]", buf(c, v));
+			if (dtype_is_half(xk->dtype))
+				e = arena_printf(c->ir->arena, "coil_%s_f32(%s)", emit_half(xk->dtype), e);
+			e = dtype_is_half(o->dtype) ? arena_printf(c->ir->arena, "coil_f32_%s((float)%s)", emit_half(o->dtype), e)
+						    : arena_printf(c->ir->arena, "(%s)%s", emit_ctype(o->dtype), e);
 			out(c, "\t\tfor (int64_t a = 0; a < outer; a++)\n\t\t\tfor (int64_t e = 0; e < xd * inner; e++)\n"
-			       "\t\t\t\t%s[(a * od + at) * inner + e] = (%s)%s[a * xd * inner + e];\n",
-			    buf(c, outv), emit_ctype(o->dtype), buf(c, v));
+			       "\t\t\t\t%s[(a * od + at) * inner + e] = %s;\n",
+			    buf(c, outv), e);
+		}
 		out(c, "\t\tat += xd;\n\t}\n");
 	}
 }
@@ -560,8 +566,7 @@ static int spatial_symbolic(xctx *c)
 
 /* The loops here compute in their buffers' element type: bf16 and f16
  * (uint16_t bits) only move; their convolutions, products and pooling are
- * oneDNN's (lower_dnnl.c).  Data movement between two different dtypes is a
- * cast, which the pointwise kernels do. */
+ * oneDNN's (lower_dnnl.c); cat converts what it promotes. */
 static int half_refused(xctx *c)
 {
 	const op_info *oi = op_get(c->n->op);
@@ -578,7 +583,9 @@ static int half_refused(xctx *c)
 	if (!half)
 		return 0;
 	switch (c->n->op) {
-	case OP_CAT: case OP_EMBEDDING: case OP_CONSTANT_PAD_ND: case OP_ROLL:
+	case OP_CAT: /* converts what it promotes */
+		return 0;
+	case OP_EMBEDDING: case OP_CONSTANT_PAD_ND: case OP_ROLL:
 		if (same)
 			return 0;
 		break;

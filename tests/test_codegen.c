@@ -1145,8 +1145,10 @@ static void test_simd_targets(void **state)
 	  ND("a", "aten.permute", "[\"x\", [2,0,1]]", "p") "," ND("b", "aten.reshape", "[\"p\", [4,6]]", "r") ","               \
 	  ND("c", "aten.cat", "[[\"r\", \"r\"], 1]", "c") "," ND("d", "aten.constant_pad_nd", "[\"c\", [1,2], 0.3]", "pd") "," \
 	  ND("f", "aten.embedding", "[\"e\", \"i\"]", "q") "," ND("g", "aten._to_copy", "[\"q\"], \"kwargs\":{\"dtype\":\"f32\"}", "qf") "," \
-	  ND("h", "aten._to_copy", "[\"pd\"], \"kwargs\":{\"dtype\":\"i64\"}", "pi"),                                      \
-	  "\"pd\",\"qf\",\"pi\""),                                                                                      \
+	  ND("h", "aten._to_copy", "[\"pd\"], \"kwargs\":{\"dtype\":\"i64\"}", "pi") ","                                    \
+	  ND("j", "aten._to_copy", "[\"r\"], \"kwargs\":{\"dtype\":\"f32\"}", "rf") ","                                     \
+	  ND("k", "aten.cat", "[[\"r\", \"rf\", \"r\"], 1]", "cm"), /* promoted to f32 */                                \
+	  "\"pd\",\"qf\",\"pi\",\"cm\""),                                                                                \
 	G(T("x", "f32", "[5,33]"), "",                                                                                \
 	  ND("a", "aten._to_copy", "[\"x\"], \"kwargs\":{\"dtype\":\"" H "\"}", "h") "," ND("b", "aten.relu", "[\"h\"]", "r") "," \
 	  ND("c", "aten.mul.Tensor", "[\"r\", \"x\"]", "y"),                                                              \

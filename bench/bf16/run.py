@@ -1,0 +1,178 @@
+"""bench/bf16: coil's bf16 (the precision option: autocast's rules applied by coil, f32 in and
+out) against coil f32, eager autocast bf16, eager .to(bfloat16) and eager f32, at 1 and 2
+threads, on GEMM-heavy zoo models (bench/models/zoo.py). Writes bench/results/bf16.md/.json.
+
+Each round times every engine once on the same input, in turn, so that each ratio pairs
+times taken within the same round (these machines are shared and noisy); medians over the
+rounds. Accuracy: each bf16 engine's max abs error against eager f32, relative to max |f32|.
+
+Run: OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/bf16/run.py [--models a,b] [--threads 1,2]
+     [--rounds N] [--batch B]
+Eager's f32 matmul runs OpenBLAS at AVX2 on Debian's torch 1.13: against coil f32 is the
+honest baseline. Eager autocast fails on models with LayerNorm in this torch (a bf16 input
+with f32 weights: "expected scalar type BFloat16"): those rows say so."""
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "client", "python"))
+sys.path.insert(0, os.path.join(ROOT, "bench", "models"))
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+
+import coil  # noqa: E402
+import zoo  # noqa: E402
+
+MODELS = ["bert_base", "vit_b_16", "resnet50"]
+
+
+def timed(fn, x):
+    t = time.perf_counter()
+    fn(*x)
+    return (time.perf_counter() - t) * 1e3
+
+
+def rel_err(ref, got):
+    return float((got.double() - ref.double()).abs().max()) / max(float(ref.abs().max()), 1e-12)
+
+
+def bench_model(name, batch, threads, rounds, cache, coil_bin):
+    torch.set_num_threads(threads)
+    m, ins = zoo.make(name, batch)
+    mb, _ = zoo.make(name, batch)
+    mb = mb.to(torch.bfloat16)
+    insb = tuple(i.to(torch.bfloat16) for i in ins)
+    row = {"model": name, "threads": threads, "batch": batch}
+    engines = {}
+    with torch.no_grad():
+        ref = m(*ins)
+        t0 = time.perf_counter()
+        c32 = coil.compile(m, ins, threads=threads, cache_dir=cache, coil=coil_bin)
+        c32(*ins)
+        row["compile_s_f32"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        cbf = coil.compile(m, ins, threads=threads, cache_dir=cache, coil=coil_bin, dtype=torch.bfloat16)
+        out = cbf(*ins)
+        row["compile_s_bf16"] = time.perf_counter() - t0
+        row["err_coil_bf16"] = rel_err(ref, out)
+        row["err_coil_f32"] = rel_err(ref, c32(*ins))
+        engines["coil_f32"] = (c32, ins)
+        engines["coil_bf16"] = (cbf, ins)
+        engines["eager_f32"] = (m, ins)
+        engines["eager_to_bf16"] = (mb, insb)
+        row["err_eager_to_bf16"] = rel_err(ref, mb(*insb))
+
+        def autocast(*x):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return m(*x)
+        try:
+            row["err_eager_autocast"] = rel_err(ref, autocast(*ins))
+            engines["eager_autocast"] = (autocast, ins)
+        except RuntimeError as e:
+            row["eager_autocast_error"] = str(e).splitlines()[0][:100]
+        for fn, x in engines.values():  # warm up
+            fn(*x)
+        times = {k: [] for k in engines}
+        for _ in range(rounds):
+            for k, (fn, x) in engines.items():
+                times[k].append(timed(fn, x))
+    for k, ts in times.items():
+        row["ms_" + k] = sorted(ts)[len(ts) // 2]
+    # ratios paired within each round, then the median
+    def ratio(a, b):
+        rs = sorted(times[a][i] / times[b][i] for i in range(rounds))
+        return rs[len(rs) // 2]
+    row["bf16_vs_coil_f32"] = ratio("coil_f32", "coil_bf16")
+    row["bf16_vs_eager_f32"] = ratio("eager_f32", "coil_bf16")
+    row["bf16_vs_eager_to_bf16"] = ratio("eager_to_bf16", "coil_bf16")
+    if "eager_autocast" in times:
+        row["bf16_vs_eager_autocast"] = ratio("eager_autocast", "coil_bf16")
+    c32.close()
+    cbf.close()
+    return row
+
+
+def geomean(xs):
+    xs = [x for x in xs if x]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def write(rows, args, path):
+    cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
+                         capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+    lines = ["# bench/bf16: coil bf16 (precision option) against coil f32, eager autocast and eager bf16", "",
+             "%s UTC, commit `%s`, %s, %d cores, torch %s, batch %d, %d rounds (medians; ratios paired "
+             "within a round)." % (time.strftime("%Y-%m-%d %H:%M", time.gmtime()), head, cpu, os.cpu_count(),
+                                   torch.__version__, args.batch, args.rounds), "",
+             "Targets (issue #18): coil bf16 >= 1.7x coil f32 on GEMM-heavy models and >= 2x eager autocast, "
+             "geomean. Error: max |y - y_f32| / max |y_f32| against eager f32.", "",
+             "| model | threads | coil f32 ms | coil bf16 ms | bf16 / coil f32 | eager f32 ms | bf16 / eager f32 "
+             "| eager autocast ms | bf16 / autocast | eager .to(bf16) ms | bf16 / eager bf16 | err coil bf16 "
+             "| err eager bf16 | err autocast | compile s f32 / bf16 |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        ac = ("%.2f" % r["ms_eager_autocast"]) if "ms_eager_autocast" in r else "fails"
+        acr = ("%.2fx" % r["bf16_vs_eager_autocast"]) if "bf16_vs_eager_autocast" in r else "-"
+        lines.append("| %s | %d | %.2f | %.2f | %.2fx | %.2f | %.2fx | %s | %s | %.2f | %.2fx | %.1e | %.1e | %s | "
+                     "%.0f / %.0f |" % (
+                         r["model"], r["threads"], r["ms_coil_f32"], r["ms_coil_bf16"], r["bf16_vs_coil_f32"],
+                         r["ms_eager_f32"], r["bf16_vs_eager_f32"], ac, acr, r["ms_eager_to_bf16"],
+                         r["bf16_vs_eager_to_bf16"], r["err_coil_bf16"], r["err_eager_to_bf16"],
+                         ("%.1e" % r["err_eager_autocast"]) if "err_eager_autocast" in r else "-",
+                         r["compile_s_f32"], r["compile_s_bf16"]))
+    lines += ["", "Geomeans:", ""]
+    for t in sorted({r["threads"] for r in rows}):
+        rs = [r for r in rows if r["threads"] == t]
+        lines.append("- %dT: bf16 / coil f32 %.2fx, bf16 / eager f32 %.2fx, bf16 / eager .to(bf16) %.2fx, "
+                     "bf16 / eager autocast %s" % (
+                         t, geomean([r["bf16_vs_coil_f32"] for r in rs]),
+                         geomean([r["bf16_vs_eager_f32"] for r in rs]),
+                         geomean([r["bf16_vs_eager_to_bf16"] for r in rs]),
+                         ("%.2fx over %d models" % (geomean([r["bf16_vs_eager_autocast"] for r in rs
+                                                             if "bf16_vs_eager_autocast" in r]),
+                                                    sum("bf16_vs_eager_autocast" in r for r in rs)))
+                         if any("bf16_vs_eager_autocast" in r for r in rs) else "n/a (fails on all)"))
+    fails = sorted({r["model"] for r in rows if "eager_autocast_error" in r})
+    if fails:
+        lines += ["", "Eager autocast fails on %s: `%s`" % (", ".join(fails),
+                                                          [r for r in rows if "eager_autocast_error" in r][0][
+                                                              "eager_autocast_error"])]
+    with open(path + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(path + ".json", "w") as f:
+        json.dump(rows, f, indent=1)
+    print("\n".join(lines))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--coil", default=os.path.join(ROOT, "build", "coil"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "bf16"))
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+        for t in [int(x) for x in args.threads.split(",")]:
+            for name in args.models.split(","):
+                r = bench_model(name, args.batch, t, args.rounds, cache, args.coil)
+                print(json.dumps(r), flush=True)
+                rows.append(r)
+    write(rows, args, args.out)
+
+
+if __name__ == "__main__":
+    main()
