@@ -1,6 +1,8 @@
 """bench/bf16: coil's bf16 (the precision option: autocast's rules applied by coil, f32 in and
-out) against coil f32, eager autocast bf16, eager .to(bfloat16) and eager f32, at 1 and 2
-threads, on GEMM-heavy zoo models (bench/models/zoo.py). Writes bench/results/bf16.md/.json.
+out) against coil f32, eager autocast bf16, eager .to(bfloat16), eager f32 and ONNX Runtime f32
+(all graph optimizations, intra-op threads N, sequential; bench/dynamic's onnxruntime-node
+runner, timed inside it), at 1 and 2 threads, on GEMM-heavy zoo models
+(bench/models/zoo.py). Writes bench/results/bf16.md/.json.
 
 Each round times every engine once on the same input, in turn, so that each ratio pairs
 times taken within the same round (these machines are shared and noisy); medians over the
@@ -31,6 +33,18 @@ import torch  # noqa: E402
 
 import coil  # noqa: E402
 import zoo  # noqa: E402
+
+
+def _dynamic_bench():
+    """bench/dynamic/run.py (its ONNX Runtime runner), as a module."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("dynamic_run", os.path.join(ROOT, "bench", "dynamic", "run.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+DYN = _dynamic_bench()
 
 MODELS = ["bert_base", "vit_b_16", "resnet50"]
 
@@ -79,12 +93,32 @@ def bench_model(name, batch, threads, rounds, cache, coil_bin):
             engines["eager_autocast"] = (autocast, ins)
         except RuntimeError as e:
             row["eager_autocast_error"] = str(e).splitlines()[0][:100]
+        ort, why = None, DYN.ort_available()
+        if not why:
+            onnx = os.path.join(cache, "%s-b%d.onnx" % (name, batch))
+            try:
+                if not os.path.exists(onnx):
+                    with torch.enable_grad():  # 1.13's fused fast paths have no ONNX form
+                        torch.onnx.export(m, ins, onnx, opset_version=14, do_constant_folding=True)
+                ort = DYN.Ort(onnx, threads)
+                shapes, dtypes = [list(i.shape) for i in ins], ["float32"] * len(ins)
+                ort.run(shapes, dtypes, reps=2)
+                engines["ort_f32"] = (lambda *x: None, ins)  # timed inside the runner
+                row["ort"] = ort.hello.get("version", "")
+            except Exception as e:  # noqa: BLE001
+                why = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:100] if str(e) else "")
+        if why:
+            row["ort_error"] = why
         for fn, x in engines.values():  # warm up
             fn(*x)
         times = {k: [] for k in engines}
         for _ in range(rounds):
             for k, (fn, x) in engines.items():
-                times[k].append(timed(fn, x))
+                times[k].append(ort.run(shapes, dtypes, reps=1)["times_ms"][0] if k == "ort_f32" else timed(fn, x))
+            if ort:  # ORT's pool threads spin after a run: let them stop before the next round's engines
+                time.sleep(0.5)
+        if ort:
+            ort.close()
     for k, ts in times.items():
         row["ms_" + k] = sorted(ts)[len(ts) // 2]
     # ratios paired within each round, then the median
@@ -96,6 +130,9 @@ def bench_model(name, batch, threads, rounds, cache, coil_bin):
     row["bf16_vs_eager_to_bf16"] = ratio("eager_to_bf16", "coil_bf16")
     if "eager_autocast" in times:
         row["bf16_vs_eager_autocast"] = ratio("eager_autocast", "coil_bf16")
+    if "ort_f32" in times:
+        row["bf16_vs_ort_f32"] = ratio("ort_f32", "coil_bf16")
+        row["coil_f32_vs_ort_f32"] = ratio("ort_f32", "coil_f32")
     c32.close()
     cbf.close()
     return row
@@ -118,25 +155,32 @@ def write(rows, args, path):
              "Targets (issue #18): coil bf16 >= 1.7x coil f32 on GEMM-heavy models and >= 2x eager autocast, "
              "geomean. Error: max |y - y_f32| / max |y_f32| against eager f32.", "",
              "| model | threads | coil f32 ms | coil bf16 ms | bf16 / coil f32 | eager f32 ms | bf16 / eager f32 "
-             "| eager autocast ms | bf16 / autocast | eager .to(bf16) ms | bf16 / eager bf16 | err coil bf16 "
-             "| err eager bf16 | err autocast | compile s f32 / bf16 |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| eager autocast ms | bf16 / autocast | eager .to(bf16) ms | bf16 / eager bf16 | ORT f32 ms "
+             "| bf16 / ORT f32 | coil f32 / ORT f32 | err coil bf16 | err eager bf16 | err autocast "
+             "| compile s f32 / bf16 |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
+             "| --- |"]
     for r in rows:
         ac = ("%.2f" % r["ms_eager_autocast"]) if "ms_eager_autocast" in r else "fails"
         acr = ("%.2fx" % r["bf16_vs_eager_autocast"]) if "bf16_vs_eager_autocast" in r else "-"
-        lines.append("| %s | %d | %.2f | %.2f | %.2fx | %.2f | %.2fx | %s | %s | %.2f | %.2fx | %.1e | %.1e | %s | "
-                     "%.0f / %.0f |" % (
+        ort = "ms_ort_f32" in r
+        lines.append("| %s | %d | %.2f | %.2f | %.2fx | %.2f | %.2fx | %s | %s | %.2f | %.2fx | %s | %s | %s | %.1e "
+                     "| %.1e | %s | %.0f / %.0f |" % (
                          r["model"], r["threads"], r["ms_coil_f32"], r["ms_coil_bf16"], r["bf16_vs_coil_f32"],
                          r["ms_eager_f32"], r["bf16_vs_eager_f32"], ac, acr, r["ms_eager_to_bf16"],
-                         r["bf16_vs_eager_to_bf16"], r["err_coil_bf16"], r["err_eager_to_bf16"],
+                         r["bf16_vs_eager_to_bf16"], ("%.2f" % r["ms_ort_f32"]) if ort else "-",
+                         ("%.2fx" % r["bf16_vs_ort_f32"]) if ort else "-",
+                         ("%.2fx" % r["coil_f32_vs_ort_f32"]) if ort else "-", r["err_coil_bf16"],
+                         r["err_eager_to_bf16"],
                          ("%.1e" % r["err_eager_autocast"]) if "err_eager_autocast" in r else "-",
                          r["compile_s_f32"], r["compile_s_bf16"]))
     lines += ["", "Geomeans:", ""]
     for t in sorted({r["threads"] for r in rows}):
         rs = [r for r in rows if r["threads"] == t]
-        lines.append("- %dT: bf16 / coil f32 %.2fx, bf16 / eager f32 %.2fx, bf16 / eager .to(bf16) %.2fx, "
-                     "bf16 / eager autocast %s" % (
+        lines.append("- %dT: bf16 / coil f32 %.2fx, bf16 / ORT f32 %.2fx, bf16 / eager f32 %.2fx, "
+                     "bf16 / eager .to(bf16) %.2fx, bf16 / eager autocast %s" % (
                          t, geomean([r["bf16_vs_coil_f32"] for r in rs]),
+                         geomean([r.get("bf16_vs_ort_f32") for r in rs]),
                          geomean([r["bf16_vs_eager_f32"] for r in rs]),
                          geomean([r["bf16_vs_eager_to_bf16"] for r in rs]),
                          ("%.2fx over %d models" % (geomean([r["bf16_vs_eager_autocast"] for r in rs
@@ -148,6 +192,8 @@ def write(rows, args, path):
         lines += ["", "Eager autocast fails on %s: `%s`" % (", ".join(fails),
                                                           [r for r in rows if "eager_autocast_error" in r][0][
                                                               "eager_autocast_error"])]
+    if any("ort_error" in r for r in rows):
+        lines += ["", "ONNX Runtime: %s" % [r for r in rows if "ort_error" in r][0]["ort_error"]]
     with open(path + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
     with open(path + ".json", "w") as f:
