@@ -74,6 +74,7 @@ typedef struct dn_fuse {
 	int npost;
 	dn_post post[DN_MAX_POST];
 	int src_nhwc, dst_nhwc; /* 2-d convs: activations kept channels-last (layout pass) */
+	int dst_f32;     /* a bf16 chain ending in a cast to f32: oneDNN writes f32 (no rounding) */
 	int emitted;     /* set by emit: its kernel is live */
 } dn_fuse;
 

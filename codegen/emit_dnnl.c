@@ -272,6 +272,8 @@ static void make_conv(nctx *c, int j, const dn_fuse *fz)
 	out(c, "\trt_conv_desc dd;\n\tmemset(&dd, 0, sizeof dd);\n\tdd.weight_key = %d;\n", j + 1);
 	if (t == COIL_BF16)
 		out(c, "\tdd.dtype = RT_BF16;\n");
+	if (fz->dst_f32)
+		out(c, "\tdd.dst_f32 = 1; /* the chain ends in a cast to f32 */\n");
 	out(c, "\tdd.nsp = %d;\n\tdd.n = %s;\n\tdd.ic = %s;\n\tdd.oc = %s;\n\tdd.groups = %lld;\n", nsp,
 	    dimc(c, &x->shape[0]), dimc(c, &x->shape[1]), dimc(c, &o->shape[1]), G);
 	for (int i = 0; i < nsp; i++) {
@@ -355,6 +357,8 @@ static void make_matmul(nctx *c, int j, const dn_fuse *fz)
 	out(c, "\trt_matmul_desc dd;\n\tmemset(&dd, 0, sizeof dd);\n\tdd.weight_key = %d;\n", j + 1);
 	if (o->dtype == COIL_BF16)
 		out(c, "\tdd.dtype = RT_BF16;\n");
+	if (fz->dst_f32)
+		out(c, "\tdd.dst_f32 = 1; /* the chain ends in a cast to f32 */\n");
 	if (bmm)
 		out(c, "\tdd.nbatch = 1;\n\tdd.batch_a[0] = dd.batch_b[0] = %s;\n", dimc(c, &a->shape[0]));
 	out(c, "\tdd.m = %s;\n\tdd.k = %s;\n\tdd.n = %s;\n", dimc(c, &a->shape[r - 2]), dimc(c, &a->shape[r - 1]),

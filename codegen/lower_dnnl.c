@@ -15,6 +15,9 @@
  *   - relu, gelu (erf, tanh), silu, sigmoid, tanh, hardswish, hardsigmoid,
  *     hardtanh, clamp(_min/_max) with scalars, leaky_relu, elu (scale 1):
  *     eltwise post-ops.
+ * A bf16 chain may end in a cast to f32 (the precision option's cast before
+ * softmax or a norm): oneDNN writes f32, unrounded (not after a residual
+ * sum, which accumulates in the dst's type).
  * A chain ends at its last non-view node; views after it stay views. */
 #include <math.h>
 #include <stdlib.h>
@@ -282,6 +285,15 @@ static int step(pctx *c, dn_fuse *f, const coil_node *u, int cur, int view_free)
 	/* folds apply to convolutions only, before any post-op, at the head's shape */
 	int can_fold = conv && !tr && f->npost == 0 && view_free && f->nfold < DN_MAX_FOLD;
 	const coil_dtype T = head_dtype(g, f->head);
+	if (f->dst_f32)
+		return -1;
+	if (u->op == OP_TO_COPY && T == COIL_BF16 && uo->dtype == COIL_F32 && u->args[0].v[0] == cur) {
+		for (int i = 0; i < f->npost; i++)
+			if (f->post[i].kind == DN_ADD_SAME)
+				return -1;
+		f->dst_f32 = 1;
+		return 0;
+	}
 	if (uo->dtype != T)
 		return -1;
 	for (int k = 1; k < u->nout; k++)

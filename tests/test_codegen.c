@@ -1187,6 +1187,14 @@ static const char *const bf16_dnn_graphs[] = {
 	  ND("gp", "aten.adaptive_avg_pool2d", "[\"a2\", [1,1]]", "gp") "," ND("fl", "aten.flatten.using_ints", "[\"gp\", 1]", "f") ","
 	  ND("ft", "aten.t", "[\"fw\"]", "fwt") "," ND("fc", "aten.addmm", "[\"fb\", \"f\", \"fwt\"]", "out"),
 	  "\"out\""),
+	/* chains ending in a cast to f32: oneDNN writes f32 (dst_f32), unrounded */
+	G(T("x", "bf16", "[5,16]") "," T("im", "bf16", "[1,3,6,6]"), T("w", "bf16", "[16,12]") "," T("cw", "bf16", "[4,3,3,3]"),
+	  ND("a", "aten.mm", "[\"x\", \"w\"]", "y") "," ND("b", "aten.mul.Scalar", "[\"y\", 0.5]", "s") ","
+	  ND("c", "aten._to_copy", "[\"s\"], \"kwargs\":{\"dtype\":\"f32\"}", "sf") ","
+	  ND("d", "aten._softmax", "[\"sf\", 1, false]", "p") ","
+	  ND("e", "aten.convolution", "[\"im\", \"cw\", null, [1,1], [1,1], [1,1], false, [0,0], 1]", "cv") ","
+	  ND("f", "aten.relu", "[\"cv\"]", "cr") "," ND("g", "aten._to_copy", "[\"cr\"], \"kwargs\":{\"dtype\":\"f32\"}", "cf"),
+	  "\"p\",\"cf\""),
 };
 
 static void test_half(void **state)
@@ -1214,6 +1222,11 @@ static void test_half(void **state)
 		assert_non_null(strstr(c, "dd.dtype = RT_BF16"));
 		if (i == 3)
 			assert_non_null(strstr(c, "dd.wei_f32 = 1")); /* the batch norm folded */
+		if (i == 4) { /* both chains write f32 */
+			char *p = strstr(c, "dd.dst_f32 = 1");
+			assert_non_null(p);
+			assert_non_null(strstr(p + 1, "dd.dst_f32 = 1"));
+		}
 		free(c);
 	}
 	/* upsampling in bf16 is not a loop here */

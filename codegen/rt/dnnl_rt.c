@@ -781,6 +781,9 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight
 	 * bf16; the bias in f32 */
 	const dnnl_data_type_t wdt = bf && !d->wei_f32 ? dnnl_bf16 : dnnl_f32;
 	float *bias32 = NULL;
+	for (int i = 0; bf && d->dst_f32 && i < d->npost; ++i)
+		if (d->post[i].kind == RT_ADD_SAME)
+			FAIL(RT_EUNSUP, "rt_conv: an f32 dst with a residual sum (it accumulates in the dst's type)");
 	c->via = !d->channels_last && conv_via_nhwc(d);
 	c->src_nhwc = c->via && d->src_nhwc;
 	c->dst_nhwc = c->via && d->dst_nhwc;
@@ -825,8 +828,9 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight
 		pl[i] = d->pad_l[i];
 		pr[i] = d->pad_r[i] - (d->transposed ? d->out_pad[i] : 0);
 	}
+	const dnnl_data_type_t ddt = bf && d->dst_f32 ? dnnl_f32 : dt; /* dst's */
 	DN(md_dense(&src_md, nd, sdims, act_order, dt));
-	DN(md_dense(&dst_md, nd, ddims, act_order, dt));
+	DN(md_dense(&dst_md, nd, ddims, act_order, ddt));
 	DN(md_dense(&wuser_md, wnd, wdims, w_order, wdt));
 	{
 		dnnl_dims_t wd;
@@ -926,7 +930,7 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight
 	if (c->via) {
 		dnnl_memory_desc_t usrc_md, udst_md;
 		DN(md_dense(&usrc_md, nd, sdims, u_src_order, dt));
-		DN(md_dense(&udst_md, nd, ddims, u_dst_order, dt));
+		DN(md_dense(&udst_md, nd, ddims, u_dst_order, ddt));
 		DN(dnnl_memory_create(&c->e.u_src, &usrc_md, ctx->engine, DNNL_MEMORY_NONE));
 		DN(dnnl_memory_create(&c->e.u_dst, &udst_md, ctx->engine, DNNL_MEMORY_NONE));
 		if ((rc = reorder_make(ctx, &usrc_md, &src_md, &c->e.r_in, err, errlen)) ||
@@ -1091,6 +1095,9 @@ RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const void *b_
 			      (int)d->dtype);
 	const int bf = d->dtype == RT_BF16;
 	const dnnl_data_type_t dt = bf ? dnnl_bf16 : dnnl_f32;
+	for (int i = 0; bf && d->dst_f32 && i < d->npost; ++i)
+		if (d->post[i].kind == RT_ADD_SAME)
+			return seterr(err, errlen, RT_EUNSUP, "rt_matmul: an f32 c with a residual sum");
 	if (d->nbatch < 0 || d->nbatch > RT_MAX_BATCH)
 		return seterr(err, errlen, RT_EINVAL, "rt_matmul: nbatch %d not in 0..%d",
 			      d->nbatch, RT_MAX_BATCH);
@@ -1139,7 +1146,7 @@ RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const void *b_
 	int bin_idx[RT_MAX_POST] = {0};
 	DN(md_dense(&a_md, nd, adims, a_order, dt));
 	DN(md_dense(&b_md, nd, bdims, b_order, dt));
-	DN(md_dense(&c_md, nd, cdims, NULL, dt));
+	DN(md_dense(&c_md, nd, cdims, NULL, bf && d->dst_f32 ? dnnl_f32 : dt));
 	if (d->b_const) {
 		dnnl_dims_t bd;
 		for (int i = 0; i < nd; ++i)

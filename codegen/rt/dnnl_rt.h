@@ -160,6 +160,7 @@ enum rt_conv_path {
 typedef struct rt_conv_desc {
 	enum rt_dtype dtype; /* RT_F32, or RT_BF16 (src, dst and binary operands bf16) */
 	int wei_f32;         /* RT_BF16: weight and bias given in f32 (folded), else bf16 */
+	int dst_f32;         /* RT_BF16: dst in f32, unrounded (no RT_ADD_SAME) */
 	int nsp;             /* spatial dims: 1, 2 or 3 */
 	int64_t n, ic, oc, groups; /* groups = 0 is taken as 1 */
 	/* Per spatial dim (first nsp entries used).  Padding and dilation in
@@ -210,6 +211,7 @@ RT_API const char *rt_conv_impl(const rt_conv *c);
 
 typedef struct rt_matmul_desc {
 	enum rt_dtype dtype; /* RT_F32 or RT_BF16 */
+	int dst_f32;         /* RT_BF16: c in f32, unrounded (no RT_ADD_SAME) */
 	int nbatch;          /* batch dims, 0..RT_MAX_BATCH (0: plain mm) */
 	int64_t batch_a[RT_MAX_BATCH], batch_b[RT_MAX_BATCH]; /* each equal, or 1 = broadcast */
 	int64_t m, k, n;
