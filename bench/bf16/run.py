@@ -9,7 +9,7 @@ times taken within the same round (these machines are shared and noisy); medians
 rounds. Accuracy: each bf16 engine's max abs error against eager f32, relative to max |f32|.
 
 Run: OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/bf16/run.py [--models a,b] [--threads 1,2]
-     [--rounds N] [--batch B]
+     [--rounds N] [--batch B]; --accuracy: the quick zoo's bf16 errors only.
 Eager's f32 matmul runs OpenBLAS at AVX2 on Debian's torch 1.13: against coil f32 is the
 honest baseline. Eager autocast fails on models with LayerNorm in this torch (a bf16 input
 with f32 weights: "expected scalar type BFloat16"): those rows say so."""
@@ -138,6 +138,51 @@ def bench_model(name, batch, threads, rounds, cache, coil_bin):
     return row
 
 
+def accuracy(names, batch, cache, coil_bin, path):
+    """The quick zoo in bf16: coil's precision option and a .to(bfloat16) model, each against
+    eager f32, beside eager's own bf16 errors. A model passes when coil's error is at most
+    1.5x eager .to(bf16)'s (the per-model tolerance: eager's own bf16 error on it)."""
+    torch.set_num_threads(1)
+    rows = []
+    for name in names:
+        m, ins = zoo.make(name, batch)
+        with torch.no_grad():
+            ref = m(*ins)
+            r = {"model": name}
+            try:
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    r["err_eager_autocast"] = rel_err(ref, m(*ins))
+            except RuntimeError:
+                r["err_eager_autocast"] = None
+            f = coil.compile(m, ins, threads=1, cache_dir=cache, coil=coil_bin, dtype=torch.bfloat16)
+            r["err_coil_precision"] = rel_err(ref, f(*ins))
+            f.close()
+            mb = zoo.make(name, batch)[0].to(torch.bfloat16)
+            xb = tuple(i.to(torch.bfloat16) for i in ins)
+            r["err_eager_bf16"] = rel_err(ref, mb(*xb))
+            fb = coil.compile(mb, xb, threads=1, cache_dir=cache, coil=coil_bin)
+            r["err_coil_bf16_model"] = rel_err(ref, fb(*xb))
+            fb.close()
+        r["pass"] = max(r["err_coil_precision"], r["err_coil_bf16_model"]) <= 1.5 * r["err_eager_bf16"]
+        print(json.dumps(r), flush=True)
+        rows.append(r)
+    lines = ["# bench/bf16 accuracy: the quick zoo in bf16", "",
+             "%s UTC, batch %d. Error: max |y - y_f32| / max |y_f32| against eager f32. Tolerance per model: "
+             "1.5x eager .to(bfloat16)'s own error." % (time.strftime("%Y-%m-%d %H:%M", time.gmtime()), batch), "",
+             "| model | coil, precision bf16 | coil, .to(bf16) model | eager .to(bf16) | eager autocast | pass |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        ac = "%.1e" % r["err_eager_autocast"] if r["err_eager_autocast"] is not None else "fails"
+        lines.append("| %s | %.1e | %.1e | %.1e | %s | %s |" % (r["model"], r["err_coil_precision"],
+                                                             r["err_coil_bf16_model"], r["err_eager_bf16"], ac,
+                                                             "yes" if r["pass"] else "NO"))
+    lines += ["", "%d of %d pass." % (sum(r["pass"] for r in rows), len(rows))]
+    with open(path, "w") as fo:
+        fo.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return all(r["pass"] for r in rows)
+
+
 def geomean(xs):
     xs = [x for x in xs if x]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
@@ -209,7 +254,13 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--coil", default=os.path.join(ROOT, "build", "coil"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "bf16"))
+    ap.add_argument("--accuracy", action="store_true",
+                    help="the quick zoo's errors in bf16 only (bench/results/bf16-accuracy.md)")
     args = ap.parse_args()
+    if args.accuracy:
+        with tempfile.TemporaryDirectory() as cache:
+            ok = accuracy(zoo.QUICK, args.batch, cache, args.coil, args.out + "-accuracy.md")
+        sys.exit(0 if ok else 1)
     rows = []
     with tempfile.TemporaryDirectory() as cache:
         for t in [int(x) for x in args.threads.split(",")]:
