@@ -67,18 +67,23 @@ static char *read_values(const coil_graph *g)
 	return r;
 }
 
-/* A name for a cast's result that no input or param has (intermediates
- * are "%N" in the canonical text). */
-static int fresh(actx *c, char *buf, size_t cap)
+/* "%acK" for K = c->next: a name for a cast's result.  Intermediates are
+ * "%N" in the canonical text, and no input or param may start with "%ac"
+ * (ac_names_free). */
+static void fresh(actx *c, char *buf, size_t cap)
 {
-	for (;;) {
-		snprintf(buf, cap, "%%ac%d", c->next++);
-		int used = 0;
-		for (int i = 0; i < c->g->nvals && !used; i++)
-			used = c->g->vals[i].name && !strcmp(c->g->vals[i].name, buf);
-		if (!used)
-			return 0;
+	snprintf(buf, cap, "%%ac%d", c->next++);
+}
+
+/* No input or param name starts with "%ac" (the casts' names). */
+static int ac_names_free(const coil_graph *g, coil_err *err)
+{
+	for (int k = 0; k < g->ninputs + g->nparams; k++) {
+		const char *nm = g->vals[k < g->ninputs ? g->inputs[k] : g->params[k - g->ninputs]].name;
+		if (nm && !strncmp(nm, "%ac", 3))
+			return coil_err_input(err, "autocast: the name '%.60s' is reserved for its casts (rename it)", nm);
 	}
+	return 0;
 }
 
 /* Appends `name = _to_copy(from, dtype=t)`; name into buf. */
@@ -90,18 +95,19 @@ static int cast_node(actx *c, const char *from, coil_dtype t, char *buf, size_t 
 	return n ? json_array_append_new(c->out, n) : -1;
 }
 
-/* A renaming: cast results that turned out to be no-ops -> their operand. */
+/* A renaming: to[K] for the cast "%acK" that turned out to be a no-op (its
+ * operand's name), NULL for the others. */
 typedef struct renames {
-	int n;
-	const char **from, **to;
+	int n, cap;
+	const char **to;
 } renames;
 
 static const char *renamed(const renames *r, const char *s)
 {
-	for (int i = 0; i < r->n; i++)
-		if (!strcmp(r->from[i], s))
-			return r->to[i];
-	return s;
+	if (strncmp(s, "%ac", 3))
+		return s;
+	long k = strtol(s + 3, NULL, 10);
+	return k >= 0 && k < r->cap && r->to[k] ? r->to[k] : s;
 }
 
 static int rename_in(const renames *r, json_t *a)
@@ -121,19 +127,19 @@ static int rename_in(const renames *r, json_t *a)
 /* The casts of the rewrite whose operand already had the dtype (a product
  * reading another's result, an f32 op reading an f32 value) dropped, so
  * that nothing stands between, e.g., two convolutions; res parsed again. */
-static coil_graph *drop_noop_casts(coil_graph *res, json_t *root, coil_err *err)
+static coil_graph *drop_noop_casts(coil_graph *res, json_t *root, int ncasts, coil_err *err)
 {
-	renames r = {0};
-	r.from = calloc((size_t)res->nnodes + 1, sizeof *r.from);
-	r.to = calloc((size_t)res->nnodes + 1, sizeof *r.to);
-	for (int i = 0; r.from && r.to && i < res->nnodes; i++) {
+	renames r = {.cap = ncasts};
+	r.to = calloc((size_t)ncasts + 1, sizeof *r.to);
+	for (int i = 0; r.to && i < res->nnodes; i++) {
 		coil_node *n = &res->nodes[i];
 		const coil_value *o = &res->vals[n->outs[0]], *x = n->op == OP_TO_COPY ? node_in(res, n, 0) : NULL;
-		if (x && o->name && !strncmp(o->name, "%ac", 3) && x->name && x->dtype == o->dtype)
-			r.from[r.n] = o->name, r.to[r.n++] = x->name;
+		long k = x && o->name && !strncmp(o->name, "%ac", 3) ? strtol(o->name + 3, NULL, 10) : -1;
+		if (k >= 0 && k < ncasts && x->name && x->dtype == o->dtype)
+			r.to[k] = x->name, r.n++;
 	}
 	coil_graph *out = res;
-	if (!r.from || !r.to) {
+	if (!r.to) {
 		coil_err_oom(err);
 		out = NULL;
 	} else if (r.n) {
@@ -152,7 +158,6 @@ static coil_graph *drop_noop_casts(coil_graph *res, json_t *root, coil_err *err)
 		if (bad)
 			coil_err_oom(err);
 	}
-	free(r.from);
 	free(r.to);
 	if (out != res)
 		graph_free(res);
@@ -162,7 +167,7 @@ static coil_graph *drop_noop_casts(coil_graph *res, json_t *root, coil_err *err)
 coil_graph *graph_autocast(coil_graph *g, coil_dtype t, coil_err *err)
 {
 	size_t len;
-	const char *text = graph_canonical(g, &len, err);
+	const char *text = ac_names_free(g, err) ? NULL : graph_canonical(g, &len, err);
 	if (!text)
 		return NULL;
 	json_t *root = graph_json_load(text, len, err);
@@ -227,7 +232,7 @@ coil_graph *graph_autocast(coil_graph *g, coil_dtype t, coil_err *err)
 		goto oom;
 	res = graph_from_json(root, err);
 	if (res)
-		res = drop_noop_casts(res, root, err);
+		res = drop_noop_casts(res, root, c.next, err);
 	if (!res)
 		coil_err_prefix(err, "autocast to %s", dtype_name(t));
 	goto out;

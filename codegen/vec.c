@@ -1,4 +1,5 @@
-/* vec: explicit SIMD for f32 pointwise and reduction kernels.
+/* vec: explicit SIMD for f32 pointwise and reduction kernels (bf16 and f16
+ * buffers too: loaded widened to f32, narrowed when stored; vmath.h).
  *
  * One renderer, one table per instruction set (tinygrad style): the walk
  * below is the same for AVX2 (8 lanes) and AVX-512 (16 lanes); the tables
