@@ -531,6 +531,11 @@ int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_la
 			COIL_ABI_VERSION, target, hash, ir->nk, c.nfn);
 		fprintf(f, "#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <stdio.h>\n%s", prelude);
 		vec_prelude(f);
+		for (int i = 0; i < ir->g->nnodes; i++)
+			if (ir->g->nodes[i].op == OP_SDPA) {
+				fputs(vec_attn_source(), f);
+				break;
+			}
 		fprintf(f, "typedef struct coil_model coil_model;\nvoid coil_model_destroy(coil_model *m);\n\n");
 		/* split, the runtime is a unit of its own (its header here);
 		 * else model.c includes its source */

@@ -203,6 +203,63 @@ static void matmul(xctx *c)
 	out(c, "\t}\n");
 }
 
+/* scaled_dot_product_attention: one call of attn.h's flash kernel.  Batch
+ * dims index each operand through its own strides (0 where it broadcasts). */
+static void sdpa(xctx *c)
+{
+	int ov = result(c, 0);
+	if (ov < 0)
+		return;
+	ir_node *o = &c->ir->nodes[ov], *q = argn(c, 0), *v = argn(c, 2);
+	int r = o->rank, nbd = r - 2;
+	coil_dtype t = o->dtype;
+	if (t != COIL_F32 && t != COIL_BF16 && t != COIL_F16) {
+		*c->bad = 1;
+		node_errf(c->err, c->n, "codegen: attention in %s is not supported (f32, bf16, f16)", dtype_name(t));
+		c->err->code = COIL_E_UNSUPPORTED;
+		return;
+	}
+	if (nbd > 6) {
+		*c->bad = 1;
+		node_errf(c->err, c->n, "codegen: attention with %d batch dims (at most 6)", nbd);
+		c->err->code = COIL_E_UNSUPPORTED;
+		return;
+	}
+	out(c, "\tcoil_sdpa_args sa = {.dt = %d, .nbd = %d};\n", t == COIL_F32 ? 0 : t == COIL_BF16 ? 1 : 2, nbd);
+	static const char *const nm[4] = {"qs", "ks", "vs", "ms"};
+	for (int d = 0; d < nbd; d++) {
+		out(c, "\tsa.bd[%d] = %s;\n", d, dimc(c, &o->shape[d]));
+		for (int a = 0; a < 4; a++) {
+			if (a == 3 && !has(c, 3))
+				continue;
+			ir_node *x = argn(c, a);
+			int j = d - (r - x->rank); /* the mask may have fewer dims */
+			if (j < 0 || dim_eq_const(&x->shape[j], 1))
+				continue;
+			out(c, "\tsa.%s[%d] = %s;\n", nm[a], d, prod(c, x, j + 1, x->rank));
+		}
+	}
+	out(c, "\tsa.L = %s;\n\tsa.S = %s;\n\tsa.E = %s;\n\tsa.Ev = %s;\n", dimc(c, &q->shape[r - 2]),
+	    dimc(c, &argn(c, 1)->shape[r - 2]), dimc(c, &q->shape[r - 1]), dimc(c, &v->shape[r - 1]));
+	out(c, "\tsa.q = %s;\n\tsa.k = %s;\n\tsa.v = %s;\n\tsa.out = %s;\n", arg(c, 0), arg(c, 1), arg(c, 2),
+	    buf(c, ov));
+	if (has(c, 3)) {
+		ir_node *m = argn(c, 3);
+		int mr = m->rank;
+		out(c, "\tsa.mk = %d;\n\tsa.m = %s;\n", m->dtype == COIL_BOOL ? 1 : 2, arg(c, 3));
+		if (mr >= 2 && !dim_eq_const(&m->shape[mr - 2], 1))
+			out(c, "\tsa.msl = %s;\n", dimc(c, &m->shape[mr - 1]));
+		if (mr >= 1 && !dim_eq_const(&m->shape[mr - 1], 1))
+			out(c, "\tsa.mss = 1;\n");
+	}
+	out(c, "\tsa.causal = %d;\n", (int)c->n->args[5].i);
+	if (c->n->args[6].kind == ARG_NONE)
+		out(c, "\tsa.scale = 1.0f / sqrtf((float)sa.E);\n");
+	else
+		out(c, "\tsa.scale = (float)%.17g;\n", c->n->args[6].f);
+	out(c, "\tsa.nt = nt;\n\tcoil_sdpa(&sa);\n");
+}
+
 /* --- pooling ----------------------------------------------------------------- */
 
 /* The max-pooling update of (m, mi) with value v at plane offset pos, as in
@@ -583,7 +640,7 @@ static int half_refused(xctx *c)
 	if (!half)
 		return 0;
 	switch (c->n->op) {
-	case OP_CAT: /* converts what it promotes */
+	case OP_CAT: case OP_SDPA: /* converts what it promotes; widens as it packs */
 		return 0;
 	case OP_EMBEDDING: case OP_CONSTANT_PAD_ND: case OP_ROLL:
 		if (same)
@@ -613,6 +670,7 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 	/* library seams: oneDNN calls replace these loops */
 	case OP_CONVOLUTION: conv(&c); return;
 	case OP_MM: case OP_BMM: case OP_ADDMM: matmul(&c); return;
+	case OP_SDPA: sdpa(&c); return;
 	/* pooling */
 	case OP_MAX_POOL2D_WI: case OP_MAX_POOL2D: case OP_AVG_POOL2D: pool2d(&c); return;
 	case OP_ADAPTIVE_AVG_POOL2D_: case OP_ADAPTIVE_AVG_POOL2D: case OP_ADAPTIVE_MAX_POOL2D:

@@ -1,5 +1,6 @@
 /* The pipeline: one function listing the passes in order.
  *
+ *   attention  baddbmm into bmm + add; traced attention into one SDPA node (attention.c)
  *   fold       values that do not depend on the inputs, computed ahead (fold.c)
  *   dnnl       what runs on oneDNN: fusions, folds into weights, layouts (lower_dnnl.c)
  *   decompose  graph nodes -> primitive IR (decompose.c)
@@ -108,14 +109,20 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 	else if (graph_hash(g, hash, err))
 		return -1;
 	ir_fold *fd;
-	if (ir_fold_graph(g, &fd, err))
+	coil_arena *ga = arena_create();
+	if (!ga)
+		return coil_err_oom(err);
+	if (ir_attention(&g, ga, err) || ir_fold_graph(g, &fd, err)) {
+		arena_destroy(ga);
 		return -1;
+	}
 	FILE *df = dump_to(o, "fold");
 	if (df)
 		fold_dump(fd, df);
 	coil_ir *ir = ir_create(fd->g, err);
 	if (!ir) {
 		ir_fold_free(fd);
+		arena_destroy(ga);
 		return -1;
 	}
 	ir->fold = fd;
@@ -185,6 +192,7 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 out:
 	ir_free(ir);
 	ir_fold_free(fd);
+	arena_destroy(ga);
 	/* Every failure says something (a pass that ran out of memory may not). */
 	if (rc && err && !err->msg[0])
 		coil_err_oom(err);

@@ -53,6 +53,18 @@ extern const char coil_vmath_src[];
 
 const char *vec_vmath_source(void) { return coil_vmath_src; }
 
+/* attn.h, embedded likewise: the flash-attention kernel (extern.c's sdpa). */
+__asm__(".section .rodata\n"
+	".global coil_attn_src\n"
+	".type coil_attn_src, @object\n"
+	"coil_attn_src:\n"
+	".incbin \"codegen/attn.h\"\n"
+	".byte 0\n"
+	".previous\n");
+extern const char coil_attn_src[];
+
+const char *vec_attn_source(void) { return coil_attn_src; }
+
 struct vec_isa {
 	const char *name;
 	int w;               /* f32 lanes */

@@ -307,6 +307,87 @@ static int infer_addmm(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
+/* baddbmm: beta * self + alpha * (batch1 @ batch2), self broadcast to [B, M, N]. */
+static int infer_baddbmm(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *s = node_in(g, n, 0), *x = node_in(g, n, 1), *y = node_in(g, n, 2);
+	if (x->rank != 3)
+		return ARGERR(1, "expected rank 3, got %d", x->rank);
+	if (y->rank != 3)
+		return ARGERR(2, "expected rank 3, got %d", y->rank);
+	if (matmul_dtypes(g, n, err, 1, 2) || check_inner(g, n, err, 1, 2, &x->shape[2], &y->shape[1]))
+		return -1;
+	if (!dim_eq(&x->shape[0], &y->shape[0]))
+		return ARGERR(2, "batch size differs from batch1's");
+	if (s->dtype != x->dtype)
+		return ARGERR(0, "dtype %s differs from batch1's %s", dtype_name(s->dtype), dtype_name(x->dtype));
+	coil_dim o[3] = {x->shape[0], x->shape[1], y->shape[2]}, bo[COIL_MAX_RANK];
+	int br;
+	if (s->rank > 3 || broadcast_shapes(s->shape, s->rank, o, 3, bo, &br, err) || !dim_eq(&bo[0], &o[0]) ||
+	    !dim_eq(&bo[1], &o[1]) || !dim_eq(&bo[2], &o[2])) {
+		char b1[200];
+		return ARGERR(0, "shape %s does not broadcast to the product's shape", shp(g, s, b1, sizeof b1));
+	}
+	set_out(g, n, 0, x->dtype, 3, o);
+	return 0;
+}
+
+/* scaled_dot_product_attention: query [..., L, E], key [..., S, E], value
+ * [..., S, Ev] of one rank and float dtype, batch dims broadcasting; the
+ * mask (bool: true keeps; or additive, of query's dtype) broadcasts to the
+ * scores [..., L, S] without growing them. */
+static int infer_sdpa(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *q = node_in(g, n, 0), *k = node_in(g, n, 1), *v = node_in(g, n, 2);
+	char b1[200], b2[200];
+	int r = q->rank;
+	if (r < 2)
+		return ARGERR(0, "expected rank 2 or more ([..., L, E]), got %d", r);
+	for (int a = 1; a < 3; a++) {
+		coil_value *t = node_in(g, n, a);
+		if (t->rank != r)
+			return ARGERR(a, "rank %d differs from query's %d", t->rank, r);
+		if (t->dtype != q->dtype)
+			return ARGERR(a, "dtype %s differs from query's %s", dtype_name(t->dtype), dtype_name(q->dtype));
+	}
+	if (need_float(g, n, err, 0))
+		return -1;
+	if (!dim_eq(&k->shape[r - 1], &q->shape[r - 1]))
+		return ARGERR(1, "shape %s: the last dim differs from query's %s", shp(g, k, b1, sizeof b1),
+			      shp(g, q, b2, sizeof b2));
+	if (!dim_eq(&v->shape[r - 2], &k->shape[r - 2]))
+		return ARGERR(2, "shape %s: dim -2 differs from key's %s", shp(g, v, b1, sizeof b1),
+			      shp(g, k, b2, sizeof b2));
+	coil_dim o[COIL_MAX_RANK], t[COIL_MAX_RANK];
+	int ro;
+	if (broadcast_shapes(q->shape, r - 2, k->shape, r - 2, t, &ro, NULL) ||
+	    broadcast_shapes(t, r - 2, v->shape, r - 2, o, &ro, NULL))
+		return ARGERR(1, "batch dims of %s and %s do not broadcast with query's %s", shp(g, k, b1, sizeof b1),
+			      shp(g, v, b2, sizeof b2), shp(g, q, b2, sizeof b2));
+	if (n->args[4].f != 0)
+		return ARGERR(4, "%g: only 0 (inference) is supported", n->args[4].f);
+	if (has(n, 3)) {
+		coil_value *m = node_in(g, n, 3);
+		coil_dim sc[COIL_MAX_RANK], bo[COIL_MAX_RANK];
+		memcpy(sc, o, (size_t)(r - 2) * sizeof *sc);
+		sc[r - 2] = q->shape[r - 2];
+		sc[r - 1] = k->shape[r - 2];
+		int rb, ok = m->rank <= r && !broadcast_shapes(m->shape, m->rank, sc, r, bo, &rb, NULL);
+		for (int i = 0; ok && i < r; i++)
+			ok = dim_eq(&bo[i], &sc[i]);
+		if (!ok)
+			return ARGERR(3, "shape %s does not broadcast to the scores' shape %s", shp(g, m, b1, sizeof b1),
+				      shape_format(sc, r, &g->syms, b2, sizeof b2));
+		if (m->dtype != COIL_BOOL && m->dtype != q->dtype)
+			return ARGERR(3, "dtype %s: a mask is bool or query's dtype %s", dtype_name(m->dtype),
+				      dtype_name(q->dtype));
+	}
+	o[r - 2] = q->shape[r - 2];
+	o[r - 1] = v->shape[r - 1];
+	set_out(g, n, 0, q->dtype, r, o);
+	return 0;
+}
+
 static int check_vec(coil_graph *g, coil_node *n, coil_err *err, int argi, int rank, const coil_dim *shape,
 		     coil_dtype t)
 {
@@ -755,13 +836,8 @@ static int infer_where(coil_graph *g, coil_node *n, coil_err *err)
 			return -1;
 		t = (coil_dtype)r;
 	} else {
-		coil_value *x = node_in(g, n, 0);
-		t = x->dtype;
-		if (rank != x->rank)
-			return ARGERR(1, "mask must broadcast to self's shape");
-		for (int i = 0; i < rank; i++)
-			if (!dim_eq(&out[i], &x->shape[i]))
-				return ARGERR(1, "mask must broadcast to self's shape");
+		/* out of place, self broadcasts too (ATen's expand_outplace) */
+		t = node_in(g, n, 0)->dtype;
 		if (n->op == OP_MASKED_FILL_T && node_in(g, n, 2)->rank != 0)
 			return ARGERR(2, "value must be a 0-dim tensor");
 	}

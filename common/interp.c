@@ -863,14 +863,15 @@ static int eval_conv(ictx *c, coil_node *n)
 
 static int eval_matmul(ictx *c, coil_node *n)
 {
-	int base = n->op == OP_ADDMM ? 1 : 0;
+	int add = n->op == OP_ADDMM || n->op == OP_BADDBMM, base = add ? 1 : 0;
+	int batched = n->op == OP_BMM || n->op == OP_BADDBMM;
 	itensor *a = IN(n, base), *b = IN(n, base + 1), *o = OUT(n, 0);
-	int64_t B = n->op == OP_BMM ? a->shape[0] : 1, M = a->shape[a->rank - 2], K = a->shape[a->rank - 1],
+	int64_t B = batched ? a->shape[0] : 1, M = a->shape[a->rank - 2], K = a->shape[a->rank - 1],
 		N = b->shape[b->rank - 1];
-	real alpha = n->op == OP_ADDMM ? n->args[4].f : 1, beta = n->op == OP_ADDMM ? n->args[3].f : 0;
+	real alpha = add ? n->args[4].f : 1, beta = add ? n->args[3].f : 0;
 	int64_t bst[COIL_MAX_RANK] = {0};
-	if (n->op == OP_ADDMM)
-		bcast_strides(IN(n, 0), 2, o->shape, bst);
+	if (add)
+		bcast_strides(IN(n, 0), o->rank, o->shape, bst);
 	for (int64_t bi = 0; bi < B; bi++)
 		for (int64_t i = 0; i < M; i++)
 			for (int64_t j = 0; j < N; j++) {
@@ -879,10 +880,80 @@ static int eval_matmul(ictx *c, coil_node *n)
 				for (int64_t k = 0; k < K; k++)
 					s += pa[k] * pb[k * N];
 				real v = alpha * s;
-				if (n->op == OP_ADDMM && beta != 0)
-					v += beta * IN(n, 0)->d[i * bst[0] + j * bst[1]];
+				/* ATen ignores self when beta is 0 (its NaNs too) */
+				if (add && beta != 0)
+					v += beta * IN(n, 0)->d[batched ? bi * bst[0] + i * bst[1] + j * bst[2]
+									: i * bst[0] + j * bst[1]];
 				o->d[(bi * M + i) * N + j] = rnd(o->dtype, v);
 			}
+	return 0;
+}
+
+/* softmax(q @ k^T * scale + mask) @ v as written (PyTorch's math reference):
+ * a bool mask keeps where true and puts -inf elsewhere, is_causal keeps j <= i
+ * (top-left aligned) the same way; a row masked everywhere is NaN, as
+ * softmax over -inf is.  The scores are rounded to the dtype, as eager's
+ * matmul output is, only in f32 and wider (bf16/f16 compute in f32). */
+static int eval_sdpa(ictx *c, coil_node *n)
+{
+	itensor *q = IN(n, 0), *k = IN(n, 1), *v = IN(n, 2), *m = n->args[3].kind == ARG_TENSOR ? IN(n, 3) : NULL,
+		*o = OUT(n, 0);
+	int r = o->rank, causal = n->args[5].i != 0;
+	int64_t L = q->shape[r - 2], E = q->shape[r - 1], S = k->shape[r - 2], Ev = v->shape[r - 1];
+	real scale = n->args[6].kind == ARG_NONE ? 1 / sqrtl((real)E) : (real)n->args[6].f;
+	int64_t sh[COIL_MAX_RANK], qs[COIL_MAX_RANK], ks[COIL_MAX_RANK], vs[COIL_MAX_RANK], ms[COIL_MAX_RANK] = {0};
+	memcpy(sh, o->shape, sizeof sh);
+	sh[r - 1] = S; /* the scores' shape */
+	bcast_strides(q, r, o->shape, qs);
+	bcast_strides(k, r, sh, ks);
+	bcast_strides(v, r, o->shape, vs);
+	if (m)
+		bcast_strides(m, r, sh, ms);
+	int64_t nb = 1;
+	for (int i = 0; i < r - 2; i++)
+		nb *= o->shape[i];
+	real *p = malloc((size_t)(S ? S : 1) * sizeof *p);
+	if (!p)
+		return coil_err_oom(c->err);
+	for (int64_t bi = 0; bi < nb; bi++) {
+		int64_t qo = 0, ko = 0, vo = 0, mo = 0, rem = bi;
+		for (int d = r - 3; d >= 0; d--) {
+			int64_t x = rem % o->shape[d];
+			rem /= o->shape[d];
+			qo += x * qs[d], ko += x * ks[d], vo += x * vs[d], mo += x * ms[d];
+		}
+		for (int64_t i = 0; i < L; i++) {
+			real mx = -INFINITY, sum = 0;
+			int nan = 0;
+			for (int64_t j = 0; j < S; j++) {
+				real s = 0;
+				for (int64_t e = 0; e < E; e++)
+					s += q->d[qo + i * qs[r - 2] + e * qs[r - 1]] * k->d[ko + j * ks[r - 2] + e * ks[r - 1]];
+				if (!dtype_is_half(o->dtype))
+					s = rnd(o->dtype, s);
+				s *= scale;
+				if (m) {
+					real mv = m->d[mo + i * ms[r - 2] + j * ms[r - 1]];
+					s = m->dtype == COIL_BOOL ? (mv != 0 ? s : -INFINITY) : s + mv;
+				}
+				if (causal && j > i)
+					s = -INFINITY;
+				p[j] = s;
+				nan |= isnan(s);
+				mx = s > mx ? s : mx;
+			}
+			for (int64_t j = 0; j < S; j++)
+				sum += p[j] = expl(p[j] - mx);
+			for (int64_t ev = 0; ev < Ev; ev++) {
+				real acc = 0;
+				for (int64_t j = 0; j < S; j++)
+					acc += p[j] * v->d[vo + j * vs[r - 2] + ev * vs[r - 1]];
+				/* all -inf gives exp(nan), a NaN score NaN everywhere */
+				o->d[(bi * L + i) * Ev + ev] = rnd(o->dtype, nan || mx == -INFINITY ? NAN : acc / sum);
+			}
+		}
+	}
+	free(p);
 	return 0;
 }
 

@@ -24,6 +24,9 @@
 	X(ADDMM, "aten.addmm.default", "Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1", 1, EXT, addmm, matmul) \
 	X(MM, "aten.mm.default", "Tensor self, Tensor mat2", 1, EXT, mm, matmul)                        \
 	X(BMM, "aten.bmm.default", "Tensor self, Tensor mat2", 1, EXT, bmm, matmul)                     \
+	X(BADDBMM, "aten.baddbmm.default", "Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1", 1, EXT, baddbmm, matmul) \
+	/* softmax(q @ k^T * scale + mask) @ v over the last two dims; dropout_p must be 0 */         \
+	X(SDPA, "aten.scaled_dot_product_attention.default", "Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None", 1, EXT, sdpa, sdpa) \
 	/* normalization */                                                                            \
 	X(NATIVE_BATCH_NORM, "aten.native_batch_norm.default", "Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps", 3, COMP, batch_norm, batch_norm) \
 	X(BATCH_NORM, "aten.batch_norm.default", "Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps, bool cudnn_enabled", 1, COMP, batch_norm, batch_norm) \

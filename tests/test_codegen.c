@@ -1337,6 +1337,88 @@ static void test_shared_functions(void **state)
 
 /* Compiles and runs json in one file and split into units (units 3), with
  * the same data: both match the interpreter and each other bit for bit. */
+/* Attention: the op itself (each mask kind, causal, broadcast k/v heads,
+ * lengths that are not multiples of the blocks, fully masked rows, bf16),
+ * and traced forms the attention rule rewrites into it, against the
+ * interpreter running them as written (bmm, softmax, bmm). */
+#define SDPA(args, kw) "{\"id\":\"a\",\"op\":\"aten.scaled_dot_product_attention\",\"args\":" args ",\"kwargs\":" kw ",\"outputs\":[\"o\"]}"
+static const char *const attn_graphs[] = {
+	G(T("q", "f32", "[2,3,1,16]") "," T("k", "f32", "[2,3,1,16]") "," T("v", "f32", "[2,3,1,16]"), "",
+	  SDPA("[\"q\",\"k\",\"v\"]", "{}"), "\"o\""),
+	G(T("q", "f32", "[1,2,7,32]") "," T("k", "f32", "[1,2,129,32]") "," T("v", "f32", "[1,2,129,48]") ","
+	  T("m", "f32", "[1,1,7,129]"), "", SDPA("[\"q\",\"k\",\"v\",\"m\"]", "{\"scale\":0.3}"), "\"o\""),
+	G(T("q", "f32", "[2,2,129,64]") "," T("k", "f32", "[2,2,129,64]") "," T("v", "f32", "[2,2,129,64]") ","
+	  T("m", "bool", "[2,1,1,129]"), "", SDPA("[\"q\",\"k\",\"v\",\"m\"]", "{\"is_causal\":true}"), "\"o\""),
+	G(T("q", "f32", "[1,1,1000,16]") "," T("k", "f32", "[1,1,1000,16]") "," T("v", "f32", "[1,1,1000,20]"), "",
+	  SDPA("[\"q\",\"k\",\"v\"]", "{\"is_causal\":true}"), "\"o\""),
+	/* most keys masked: rows masked everywhere are NaN, as softmax makes them */
+	G(T("q", "f32", "[1,3,7,24]") "," T("k", "f32", "[1,3,7,24]") "," T("v", "f32", "[1,3,7,24]") ","
+	  T("u", "f32", "[7,7]"), "",
+	  ND("l", "aten.lt.Scalar", "[\"u\", -1.5]", "m") "," SDPA("[\"q\",\"k\",\"v\",\"m\"]", "{}"), "\"o\""),
+	/* k and v shared by the heads (broadcast), 2 query rows (the direct path) */
+	G(T("q", "f32", "[2,4,2,40]") "," T("k", "f32", "[2,1,300,40]") "," T("v", "f32", "[2,1,300,24]"), "",
+	  SDPA("[\"q\",\"k\",\"v\"]", "{}"), "\"o\""),
+	G(T("q", "bf16", "[1,2,33,64]") "," T("k", "bf16", "[1,2,65,64]") "," T("v", "bf16", "[1,2,65,64]") ","
+	  T("m", "bf16", "[33,65]"), "", SDPA("[\"q\",\"k\",\"v\",\"m\"]", "{}"), "\"o\""),
+	G(T("q", "bf16", "[3,1,128]") "," T("k", "bf16", "[3,257,128]") "," T("v", "bf16", "[3,257,16]"), "",
+	  SDPA("[\"q\",\"k\",\"v\"]", "{\"is_causal\":false}"), "\"o\""),
+};
+
+/* Traced attention the rule rewrites: [0] and [1] as nn.MultiheadAttention
+ * writes it (q scaled first, baddbmm with an additive mask; masked_fill of a
+ * key padding mask), [2] GPT style on 4-d views with the scale after; [3]
+ * keeps its probabilities as an output, so it stays unfused. */
+static const char *const attn_traced[] = {
+	G(T("q", "f32", "[6,7,16]") "," T("k", "f32", "[6,9,16]") "," T("v", "f32", "[6,9,8]") "," T("m", "f32", "[7,9]"), "",
+	  ND("s", "aten.div.Scalar", "[\"q\", 4.0]", "qs") "," ND("t", "aten.transpose.int", "[\"k\", -2, -1]", "kt") ","
+	  ND("b", "aten.baddbmm", "[\"m\", \"qs\", \"kt\"]", "a") "," ND("p", "aten._softmax", "[\"a\", -1, false]", "p") ","
+	  ND("o", "aten.bmm", "[\"p\", \"v\"]", "o"), "\"o\""),
+	G(T("q", "f32", "[6,130,16]") "," T("k", "f32", "[6,300,16]") "," T("v", "f32", "[6,300,8]") ","
+	  T("pad", "bool", "[6,1,300]"), "",
+	  ND("t", "aten.transpose.int", "[\"k\", 1, 2]", "kt") "," ND("b", "aten.bmm", "[\"q\", \"kt\"]", "s") ","
+	  ND("f", "aten.masked_fill.Scalar", "[\"s\", \"pad\", \"-inf\"]", "a") ","
+	  ND("p", "aten._softmax", "[\"a\", -1, false]", "p") "," ND("o", "aten.bmm", "[\"p\", \"v\"]", "o"), "\"o\""),
+	G(T("q", "f32", "[2,3,5,8]") "," T("k", "f32", "[2,3,5,8]") "," T("v", "f32", "[2,3,5,8]") "," T("c", "bool", "[1,1,5,5]"), "",
+	  ND("t", "aten.transpose.int", "[\"k\", -2, -1]", "kt") ","
+	  ND("e1", "aten.expand", "[\"q\", [2,3,5,8]]", "qe") "," ND("v1", "aten.view", "[\"qe\", [6,5,8]]", "q3") ","
+	  ND("e2", "aten.expand", "[\"kt\", [2,3,8,5]]", "ke") "," ND("v2", "aten._unsafe_view", "[\"ke\", [6,8,5]]", "k3") ","
+	  ND("b", "aten.bmm", "[\"q3\", \"k3\"]", "s3") "," ND("v3", "aten._unsafe_view", "[\"s3\", [2,3,5,5]]", "s") ","
+	  ND("m", "aten.mul.Scalar", "[\"s\", 0.35]", "ss") "," ND("n", "aten.logical_not", "[\"c\"]", "nc") ","
+	  ND("f", "aten.masked_fill.Scalar", "[\"ss\", \"nc\", \"-inf\"]", "a") ","
+	  ND("p", "aten._softmax", "[\"a\", -1, false]", "p") ","
+	  ND("e3", "aten.expand", "[\"p\", [2,3,5,5]]", "pe") "," ND("v4", "aten.view", "[\"pe\", [6,5,5]]", "p3") ","
+	  ND("e4", "aten.expand", "[\"v\", [2,3,5,8]]", "ve") "," ND("v5", "aten.view", "[\"ve\", [6,5,8]]", "v3") ","
+	  ND("o", "aten.bmm", "[\"p3\", \"v3\"]", "o3") "," ND("v6", "aten._unsafe_view", "[\"o3\", [2,3,5,8]]", "o"), "\"o\""),
+	G(T("q", "f32", "[2,7,16]") "," T("k", "f32", "[2,9,16]") "," T("v", "f32", "[2,9,8]"), "",
+	  ND("t", "aten.transpose.int", "[\"k\", 1, 2]", "kt") "," ND("b", "aten.bmm", "[\"q\", \"kt\"]", "s") ","
+	  ND("p", "aten._softmax", "[\"s\", -1, false]", "p") "," ND("o", "aten.bmm", "[\"p\", \"v\"]", "o"), "\"o\", \"p\""),
+};
+
+static void test_attention(void **state)
+{
+	(void)state;
+	size_t n = sizeof attn_graphs / sizeof *attn_graphs, nt = sizeof attn_traced / sizeof *attn_traced;
+	int fails = on_targets("attention", attn_graphs, n, 0, NULL, 0, NULL);
+	fails += on_targets("traced attention", attn_traced, nt, 0, NULL, 0, NULL);
+	assert_int_equal(fails, 0);
+	for (size_t i = 0; i < nt; i++) {
+		char *c = emitted_c(attn_traced[i]);
+		if ((strstr(c, "coil_sdpa(&sa)") != NULL) != (i != nt - 1))
+			fail_msg("traced attention %zu: %s", i, i != nt - 1 ? "not fused" : "fused, though p is an output");
+		free(c);
+	}
+	/* baddbmm alone: bmm, then alpha and beta */
+	static const char *const bad[] = {
+		G(T("s", "f32", "[3,1,5]") "," T("a", "f32", "[3,4,6]") "," T("b", "f32", "[3,6,5]"), "",
+		  "{\"id\":\"b\",\"op\":\"aten.baddbmm\",\"args\":[\"s\",\"a\",\"b\"],\"kwargs\":{\"beta\":0.5,\"alpha\":2},"
+		  "\"outputs\":[\"o\"]}", "\"o\""),
+		G(T("s", "f32", "[5]") "," T("a", "f32", "[3,4,6]") "," T("b", "f32", "[3,6,5]"), "",
+		  "{\"id\":\"b\",\"op\":\"aten.baddbmm\",\"args\":[\"s\",\"a\",\"b\"],\"kwargs\":{\"beta\":0},"
+		  "\"outputs\":[\"o\"]}", "\"o\""),
+	};
+	assert_int_equal(check_close(bad, 2, "baddbmm"), 0);
+}
+
 static int check_split(const char *json)
 {
 	coil_tensor one_tu[16];
@@ -1651,6 +1733,7 @@ int main(void)
 		cmocka_unit_test(test_random_graphs),
 		cmocka_unit_test(test_simd_targets),
 		cmocka_unit_test(test_half),
+		cmocka_unit_test(test_attention),
 		cmocka_unit_test(test_layouts), cmocka_unit_test(test_transposes),
 		cmocka_unit_test(test_shared_functions),
 		cmocka_unit_test(test_split_units),

@@ -1,0 +1,444 @@
+/* attn: scaled dot-product attention for generated code, flash-style.
+ * codegen/extern.c embeds this file (after vmath.h) into an artifact that
+ * has an aten.scaled_dot_product_attention node, and renders each such node
+ * as one coil_sdpa call.
+ *
+ * out[b, i, :] = softmax_j(q[b, i, :] . k[b, j, :] * scale + mask[b, i, j]) @ v[b, j, :]
+ *
+ * Blocked over query rows (BR at most) and key/value rows (BC at most) with an
+ * online softmax: per query block a running max m, sum l and f32 accumulator
+ * o, rescaled by exp(m_old - m_new) as each key block comes; the scores
+ * never exist beyond one BR x BC tile.  Per thread: q, k^T, v tiles and the
+ * score tile in f32 (bf16 and f16 are widened as they are packed), so extra
+ * memory is independent of the sequence lengths.  Tasks (batch x query
+ * blocks) are shared out dynamically across the team (causal rows differ in
+ * cost).
+ *
+ * Semantics, as the graph writes them (PyTorch's math reference):
+ *  - a bool mask keeps where true, else the score is -inf; an additive one is
+ *    added; is_causal keeps j <= i (top-left), as a bool mask would;
+ *  - a row whose scores are all -inf is NaN (softmax over -inf), as eager
+ *    gives for the traced graph; a NaN score makes its row NaN;
+ *  - a key block masked everywhere for a query block is skipped (causal and
+ *    padding masks, sliding windows), unless skipping it would hide a
+ *    non-finite value eager propagates: 0 * inf or NaN in v, or, with an
+ *    additive mask, -inf + NaN from k; such blocks are computed.
+ * Micro-kernels: q k^T as MR rows x NV vectors of keys over the head dim
+ * (broadcast q, k^T packed), P v as MR rows x NV vectors of the value dim
+ * over keys; explicit AVX-512 / AVX2 / SSE-free scalar widths below. */
+#ifndef COIL_ATTN_H
+#define COIL_ATTN_H
+
+#if defined(__AVX512F__)
+#define CA_W 16
+typedef __m512 ca_v;
+#define CA_LD(p) _mm512_loadu_ps(p)
+#define CA_ST(p, x) _mm512_storeu_ps(p, x)
+#define CA_SET1(x) _mm512_set1_ps(x)
+#define CA_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define CA_MUL(a, b) _mm512_mul_ps(a, b)
+#define CA_EXP(x) coil_exp16(x)
+#define CA_MAX(a, b) coil_max16(a, b)
+#define CA_HSUM(x) coil_hsum16(x)
+#define CA_NV 4
+#define CA_MR 6
+#elif defined(__AVX2__)
+#define CA_W 8
+typedef __m256 ca_v;
+#define CA_LD(p) _mm256_loadu_ps(p)
+#define CA_ST(p, x) _mm256_storeu_ps(p, x)
+#define CA_SET1(x) _mm256_set1_ps(x)
+#define CA_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define CA_MUL(a, b) _mm256_mul_ps(a, b)
+#define CA_EXP(x) coil_exp8(x)
+#define CA_MAX(a, b) coil_max8(a, b)
+#define CA_HSUM(x) coil_hsum8(x)
+#define CA_NV 2
+#define CA_MR 4
+#else
+#define CA_W 1
+typedef coil_v1f ca_v;
+static inline ca_v ca_ld1(const float *p) { return (ca_v){*p}; }
+#define CA_LD(p) ca_ld1(p)
+#define CA_ST(p, x) (*(p) = (x)[0])
+#define CA_SET1(x) ((ca_v){x})
+#define CA_FMA(a, b, c) ((a) * (b) + (c))
+#define CA_MUL(a, b) ((a) * (b))
+#define CA_EXP(x) coil_exp1(x)
+#define CA_MAX(a, b) coil_max1(a, b)
+#define CA_HSUM(x) ((x)[0])
+#define CA_NV 4
+#define CA_MR 4
+#endif
+#define CA_TN (CA_W * CA_NV) /* columns per micro-tile */
+#define CA_BR 64
+#define CA_BC 256
+
+typedef struct coil_sdpa_args {
+	int dt;                 /* element type of q, k, v, out: 0 f32, 1 bf16, 2 f16 */
+	int nbd;                /* batch dims (at most 6) */
+	int64_t bd[6];          /* their sizes (the output's) */
+	int64_t qs[6], ks[6], vs[6], ms[6]; /* element strides per batch dim (0: broadcast) */
+	int64_t L, S, E, Ev;
+	const void *q, *k, *v;  /* dense [.., L, E], [.., S, E], [.., S, Ev] */
+	int mk;                 /* mask: 0 none, 1 bool (keep where nonzero), 2 additive of dt */
+	const void *m;
+	int64_t msl, mss;       /* mask strides of the query and key dims (0: broadcast) */
+	int causal;
+	float scale;
+	void *out;              /* dense [.., L, Ev] */
+	int nt;
+} coil_sdpa_args;
+
+static inline float ca_load1(int dt, const void *p, int64_t i)
+{
+	return dt == 0 ? ((const float *)p)[i] : dt == 1 ? coil_bf16_f32(((const uint16_t *)p)[i])
+							 : coil_f16_f32(((const uint16_t *)p)[i]);
+}
+
+/* p[off, off + n) holds no inf or NaN. */
+static inline int ca_finite(int dt, const void *p, int64_t off, int64_t n)
+{
+	for (int64_t i = off; i < off + n; i++) {
+		float x = ca_load1(dt, p, i);
+		if (x - x != 0) /* inf or NaN */
+			return 0;
+	}
+	return 1;
+}
+
+/* S[r][0..TN) for MR rows: q rows (f32, row stride E) against k^T (stride ldk). */
+static inline __attribute__((always_inline)) void ca_qk_tile(int mr, const float *q, int64_t E,
+							     const float *kt, int64_t ldk, float *s, int64_t lds)
+{
+	ca_v acc[CA_MR][CA_NV];
+	for (int r = 0; r < mr; r++)
+		for (int j = 0; j < CA_NV; j++)
+			acc[r][j] = CA_SET1(0.0f);
+	for (int64_t e = 0; e < E; e++) {
+		ca_v b[CA_NV];
+		for (int j = 0; j < CA_NV; j++)
+			b[j] = CA_LD(kt + e * ldk + j * CA_W);
+		for (int r = 0; r < mr; r++) {
+			ca_v a = CA_SET1(q[r * E + e]);
+			for (int j = 0; j < CA_NV; j++)
+				acc[r][j] = CA_FMA(a, b[j], acc[r][j]);
+		}
+	}
+	for (int r = 0; r < mr; r++)
+		for (int j = 0; j < CA_NV; j++)
+			CA_ST(s + r * lds + j * CA_W, acc[r][j]);
+}
+
+/* o[r][0..TN) += sum_j p[r][j] * v[j][0..TN) for MR rows, nc keys. */
+static inline __attribute__((always_inline)) void ca_pv_tile(int mr, const float *p, int64_t ldp, int64_t nc,
+							     const float *v, int64_t ldv, float *o, int64_t ldo)
+{
+	ca_v acc[CA_MR][CA_NV];
+	for (int r = 0; r < mr; r++)
+		for (int j = 0; j < CA_NV; j++)
+			acc[r][j] = CA_LD(o + r * ldo + j * CA_W);
+	for (int64_t c = 0; c < nc; c++) {
+		ca_v b[CA_NV];
+		for (int j = 0; j < CA_NV; j++)
+			b[j] = CA_LD(v + c * ldv + j * CA_W);
+		for (int r = 0; r < mr; r++) {
+			ca_v a = CA_SET1(p[r * ldp + c]);
+			for (int j = 0; j < CA_NV; j++)
+				acc[r][j] = CA_FMA(a, b[j], acc[r][j]);
+		}
+	}
+	for (int r = 0; r < mr; r++)
+		for (int j = 0; j < CA_NV; j++)
+			CA_ST(o + r * ldo + j * CA_W, acc[r][j]);
+}
+
+#define CA_DISPATCH(fn, mr, ...)                                              \
+	switch (mr) {                                                         \
+	case 1: fn(1, __VA_ARGS__); break;                                    \
+	case 2: fn(2, __VA_ARGS__); break;                                    \
+	case 3: fn(3, __VA_ARGS__); break;                                    \
+	case 4: fn(4, __VA_ARGS__); break;                                    \
+	case 5: fn(5 < CA_MR ? 5 : CA_MR, __VA_ARGS__); break;               \
+	default: fn(CA_MR, __VA_ARGS__); break;                               \
+	}
+
+typedef struct ca_buf {
+	float *q, *kt, *v, *s, *o, *m, *l;
+} ca_buf;
+
+/* Few query rows (decoding): scores and P v straight from k and v rows
+ * (f32), as packing them would cost more than the products. */
+static inline float ca_dot(const float *x, const float *y, int64_t n)
+{
+	ca_v acc = CA_SET1(0.0f);
+	int64_t e = 0;
+	for (; e + CA_W <= n; e += CA_W)
+		acc = CA_FMA(CA_LD(x + e), CA_LD(y + e), acc);
+	float t = CA_HSUM(acc);
+	for (; e < n; e++)
+		t += x[e] * y[e];
+	return t;
+}
+
+static inline void ca_axpy(float a, const float *x, float *y, int64_t n)
+{
+	ca_v va = CA_SET1(a);
+	int64_t e = 0;
+	for (; e + CA_W <= n; e += CA_W)
+		CA_ST(y + e, CA_FMA(va, CA_LD(x + e), CA_LD(y + e)));
+	for (; e < n; e++)
+		y[e] += a * x[e];
+}
+
+/* Batch element b's offsets into q, k, v and the mask. */
+static inline void ca_offsets(const coil_sdpa_args *a, int64_t b, int64_t *qo, int64_t *ko, int64_t *vo, int64_t *mo)
+{
+	int64_t rem = b;
+	*qo = *ko = *vo = *mo = 0;
+	for (int d = a->nbd - 1; d >= 0; d--) {
+		int64_t x = rem % a->bd[d];
+		rem /= a->bd[d];
+		*qo += x * a->qs[d], *ko += x * a->ks[d], *vo += x * a->vs[d], *mo += x * a->ms[d];
+	}
+}
+
+/* k^T in blocks of BC keys ([E][BC] each, zero padded) and v rows widened
+ * to ldv, for batch element b: once per thread and batch element. */
+static void ca_pack(const coil_sdpa_args *a, const ca_buf *w, int64_t ko, int64_t vo, int64_t ldv)
+{
+	const int64_t S = a->S, E = a->E, Ev = a->Ev;
+	for (int64_t j0 = 0; j0 < S; j0 += CA_BC) {
+		const int64_t nc = S - j0 < CA_BC ? S - j0 : CA_BC;
+		float *kt = w->kt + j0 * E;
+		for (int64_t c = 0; c < CA_BC; c++) {
+			if (c >= nc) {
+				for (int64_t e = 0; e < E; e++)
+					kt[e * CA_BC + c] = 0;
+			} else if (a->dt == 0) {
+				const float *src = (const float *)a->k + ko + (j0 + c) * E;
+				for (int64_t e = 0; e < E; e++)
+					kt[e * CA_BC + c] = src[e];
+			} else {
+				for (int64_t e = 0; e < E; e++)
+					kt[e * CA_BC + c] = ca_load1(a->dt, a->k, ko + (j0 + c) * E + e);
+			}
+		}
+	}
+	for (int64_t c = 0; c < S; c++) {
+		float *dst = w->v + c * ldv;
+		if (a->dt == 0)
+			memcpy(dst, (const float *)a->v + vo + c * Ev, (size_t)Ev * sizeof(float));
+		else
+			for (int64_t e = 0; e < Ev; e++)
+				dst[e] = ca_load1(a->dt, a->v, vo + c * Ev + e);
+		for (int64_t e = Ev; e < ldv; e++)
+			dst[e] = 0;
+	}
+}
+
+/* One task: query rows [i0, i0 + nr) of batch element b. */
+static void ca_task(const coil_sdpa_args *a, const ca_buf *w, int64_t b, int64_t i0, int64_t nr, int64_t ldv,
+		    int direct)
+{
+	int64_t qo, ko, vo, mo;
+	ca_offsets(a, b, &qo, &ko, &vo, &mo);
+	const int64_t L = a->L, S = a->S, E = a->E, Ev = a->Ev;
+	const int dt = a->dt;
+	/* q rows, widened */
+	for (int64_t r = 0; r < nr; r++)
+		for (int64_t e = 0; e < E; e++)
+			w->q[r * E + e] = ca_load1(dt, a->q, qo + (i0 + r) * E + e);
+	for (int64_t r = 0; r < nr; r++) {
+		w->m[r] = -INFINITY;
+		w->l[r] = 0;
+		for (int64_t e = 0; e < ldv; e++)
+			w->o[r * ldv + e] = 0;
+	}
+	for (int64_t j0 = 0; j0 < S; j0 += CA_BC) {
+		const int64_t nc = S - j0 < CA_BC ? S - j0 : CA_BC, ncp = (nc + CA_TN - 1) / CA_TN * CA_TN;
+		/* the mask over the tile: all masked? */
+		int all_masked = 0;
+		if (a->causal && j0 > i0 + nr - 1)
+			all_masked = 1;
+		else if (a->mk) {
+			all_masked = 1;
+			for (int64_t r = 0; r < nr && all_masked; r++) {
+				const int64_t mrow = mo + (i0 + r) * a->msl + j0 * a->mss;
+				for (int64_t c = 0; c < nc && all_masked; c++) {
+					if (a->causal && j0 + c > i0 + r)
+						continue;
+					if (a->mk == 1)
+						all_masked = ((const uint8_t *)a->m)[mrow + c * a->mss] == 0;
+					else
+						all_masked = ca_load1(dt, a->m, mrow + c * a->mss) == -INFINITY;
+				}
+			}
+		}
+		if (all_masked && ca_finite(dt, a->v, vo + j0 * Ev, nc * Ev) &&
+		    (a->mk != 2 || ca_finite(dt, a->k, ko + j0 * E, nc * E)))
+			continue;
+		/* scores */
+		if (direct) {
+			const float *kb = (const float *)a->k + ko + j0 * E;
+			for (int64_t r = 0; r < nr; r++)
+				for (int64_t c = 0; c < nc; c++)
+					w->s[r * ncp + c] = ca_dot(w->q + r * E, kb + c * E, E);
+		}
+		for (int64_t c = 0; c < ncp && !direct; c += CA_TN)
+			for (int64_t r = 0; r < nr; r += CA_MR) {
+				int mr = nr - r < CA_MR ? (int)(nr - r) : CA_MR;
+#define CA_QK(MR, ...) ca_qk_tile(MR, __VA_ARGS__)
+				CA_DISPATCH(CA_QK, mr, w->q + r * E, E, w->kt + j0 * E + c, CA_BC, w->s + r * ncp + c, ncp);
+#undef CA_QK
+			}
+		/* scale, mask, online softmax per row */
+		for (int64_t r = 0; r < nr; r++) {
+			float *s = w->s + r * ncp;
+			const float sc = a->scale;
+			const int64_t i = i0 + r, mrow = mo + i * a->msl + j0 * a->mss;
+			for (int64_t c = 0; c < nc; c++)
+				s[c] *= sc;
+			if (a->mk == 1) {
+				const uint8_t *mb = (const uint8_t *)a->m + mrow;
+				for (int64_t c = 0; c < nc; c++)
+					s[c] = mb[c * a->mss] ? s[c] : -INFINITY;
+			} else if (a->mk == 2 && dt == 0 && a->mss == 1) {
+				const float *mf = (const float *)a->m + mrow;
+				for (int64_t c = 0; c < nc; c++)
+					s[c] += mf[c];
+			} else if (a->mk == 2) {
+				for (int64_t c = 0; c < nc; c++)
+					s[c] += ca_load1(dt, a->m, mrow + c * a->mss);
+			}
+			if (a->causal)
+				for (int64_t c = i - j0 + 1 < 0 ? 0 : i - j0 + 1; c < nc; c++)
+					s[c] = -INFINITY;
+			for (int64_t c = nc; c < ncp; c++)
+				s[c] = -INFINITY;
+			/* the row's max, NaN-propagating */
+			ca_v mx = CA_SET1(-INFINITY);
+			for (int64_t c = 0; c < ncp; c += CA_W)
+				mx = CA_MAX(mx, CA_LD(s + c));
+			float bm = -INFINITY;
+			float mxs[CA_W];
+			CA_ST(mxs, mx);
+			for (int l = 0; l < CA_W; l++)
+				bm = bm != bm ? bm : mxs[l] != mxs[l] ? mxs[l] : mxs[l] > bm ? mxs[l] : bm;
+			float mo_ = w->m[r], mn = mo_ != mo_ ? mo_ : bm != bm ? bm : bm > mo_ ? bm : mo_;
+			if (mn == -INFINITY) { /* masked everywhere so far: p = 0 */
+				for (int64_t c = 0; c < ncp; c++)
+					s[c] = 0;
+				continue;
+			}
+			const float alpha = mo_ == -INFINITY ? 0.0f : coil_expf(mo_ - mn);
+			ca_v sum = CA_SET1(0.0f), vm = CA_SET1(mn);
+			for (int64_t c = 0; c < ncp; c += CA_W) {
+				ca_v p = CA_EXP(CA_LD(s + c) - vm);
+				CA_ST(s + c, p);
+				sum = sum + p;
+			}
+			w->l[r] = w->l[r] * alpha + CA_HSUM(sum);
+			w->m[r] = mn;
+			if (alpha != 1.0f) {
+				ca_v va = CA_SET1(alpha);
+				for (int64_t e = 0; e < ldv; e += CA_W)
+					CA_ST(w->o + r * ldv + e, CA_MUL(CA_LD(w->o + r * ldv + e), va));
+			}
+		}
+		/* o += p v */
+		if (direct) {
+			const float *vb = (const float *)a->v + vo + j0 * Ev;
+			for (int64_t r = 0; r < nr; r++)
+				for (int64_t c = 0; c < nc; c++)
+					ca_axpy(w->s[r * ncp + c], vb + c * Ev, w->o + r * ldv, Ev);
+		}
+		for (int64_t e = 0; e < ldv && !direct; e += CA_TN)
+			for (int64_t r = 0; r < nr; r += CA_MR) {
+				int mr = nr - r < CA_MR ? (int)(nr - r) : CA_MR;
+#define CA_PV(MR, ...) ca_pv_tile(MR, __VA_ARGS__)
+				CA_DISPATCH(CA_PV, mr, w->s + r * ncp, ncp, nc, w->v + j0 * ldv + e, ldv, w->o + r * ldv + e,
+					    ldv);
+#undef CA_PV
+			}
+	}
+	/* out = o / l; a row with no score above -inf is NaN */
+	for (int64_t r = 0; r < nr; r++) {
+		const float l = w->l[r], inv = 1.0f / l;
+		const int none = w->m[r] == -INFINITY;
+		const int64_t ob = (b * L + i0 + r) * Ev;
+		for (int64_t e = 0; e < Ev; e++) {
+			float x = none ? NAN : w->o[r * ldv + e] * inv;
+			if (dt == 0)
+				((float *)a->out)[ob + e] = x;
+			else if (dt == 1)
+				((uint16_t *)a->out)[ob + e] = coil_f32_bf16(x);
+			else
+				((uint16_t *)a->out)[ob + e] = coil_f32_f16(x);
+		}
+	}
+}
+
+static void coil_sdpa(const coil_sdpa_args *a)
+{
+	int64_t nb = 1;
+	for (int d = 0; d < a->nbd; d++)
+		nb *= a->bd[d];
+	if (nb == 0 || a->L == 0 || a->Ev == 0)
+		return;
+	const int nt = a->nt < 1 ? 1 : a->nt;
+	/* query blocks: BR rows, fewer when there are not enough tasks for the team */
+	int64_t br = CA_BR;
+	while (br > CA_MR && nb * ((a->L + br - 1) / br) < 4 * nt)
+		br /= 2;
+	const int64_t nqb = (a->L + br - 1) / br, ntask = nb * nqb;
+	const int64_t sp = (a->S + CA_BC - 1) / CA_BC * CA_BC, ldv = (a->Ev + CA_TN - 1) / CA_TN * CA_TN;
+	const int team = ntask < nt ? (int)ntask : nt;
+	const int direct = a->dt == 0 && a->L <= 2;
+	int failed = 0;
+	/* round robin over (batch element, query block), batch-major: a thread
+	 * packs each batch element's k and v once, and causal blocks of every
+	 * cost spread over the team */
+#pragma omp parallel num_threads(team) if (team > 1)
+	{
+		const int th = team > 1 ? omp_get_thread_num() : 0;
+		ca_buf w;
+		size_t fl = (size_t)(br * a->E + a->E * sp + sp * ldv + br * CA_BC + br * ldv + 2 * br) + 64;
+		float *mem = malloc(fl * sizeof(float));
+		if (mem) {
+			w.q = mem;
+			w.kt = w.q + br * a->E;
+			w.v = w.kt + a->E * sp;
+			w.s = w.v + sp * ldv;
+			w.o = w.s + br * CA_BC;
+			w.m = w.o + br * ldv;
+			w.l = w.m + br;
+			int64_t packed = -1;
+			for (int64_t t = th; t < ntask; t += team) {
+				const int64_t b = t / nqb, qb = t % nqb;
+				const int64_t i0 = qb * br, nr = a->L - i0 < br ? a->L - i0 : br;
+				if (b != packed && !direct) {
+					int64_t qo, ko, vo, mo;
+					ca_offsets(a, b, &qo, &ko, &vo, &mo);
+					ca_pack(a, &w, ko, vo, ldv);
+					packed = b;
+				}
+				ca_task(a, &w, b, i0, nr, ldv, direct);
+			}
+			free(mem);
+		} else {
+#pragma omp atomic write
+			failed = 1;
+		}
+	}
+	if (failed) { /* out of memory: NaN rather than stale bytes */
+		int64_t n = nb * a->L * a->Ev;
+		for (int64_t i = 0; i < n; i++)
+			if (a->dt == 0)
+				((float *)a->out)[i] = NAN;
+			else
+				((uint16_t *)a->out)[i] = 0x7fc0;
+	}
+}
+
+#endif
