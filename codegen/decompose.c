@@ -525,9 +525,9 @@ int ir_decompose(coil_ir *ir, coil_err *err)
 			break;
 		case COMP: composite(&c, res); break;
 		default:
-			if (n->op == OP_FULL || n->op == OP_ZEROS || n->op == OP_NEW_ZEROS) {
+			double v;
+			if (fill_value(n, &v)) {
 				ir_node p = {.op = IR_FILL, .dtype = o->dtype, .rank = o->rank};
-				double v = n->op == OP_FULL ? n->args[1].f : 0;
 				p.fill = o->dtype == COIL_BOOL ? v != 0 : dtype_is_int(o->dtype) ? trunc(v)
 					: dtype_round(o->dtype, v);
 				memcpy(p.shape, o->shape, sizeof p.shape);

@@ -89,7 +89,8 @@ static int all_static(const coil_value *v)
 static int is_passive(const coil_node *n)
 {
 	switch (n->op) {
-	case OP_FULL: case OP_ZEROS: case OP_NEW_ZEROS: return 1;
+	case OP_FULL: case OP_ZEROS: case OP_NEW_ZEROS: case OP_ZEROS_LIKE: case OP_ONES_LIKE: case OP_FULL_LIKE:
+		return 1;
 	case OP_PERMUTE: case OP_TRANSPOSE: case OP_T: return 0;
 	default: return op_get(n->op)->kind == VIEW;
 	}

@@ -1463,8 +1463,26 @@ static int infer_embedding(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
+int fill_value(const coil_node *n, double *v)
+{
+	switch (n->op) {
+	case OP_FULL: *v = n->args[1].f; return 1;
+	case OP_FULL_LIKE: *v = n->args[1].f; return 1;
+	case OP_ONES_LIKE: *v = 1; return 1;
+	case OP_ZEROS: case OP_NEW_ZEROS: case OP_ZEROS_LIKE: *v = 0; return 1;
+	default: return 0;
+	}
+}
+
 static int infer_fill(coil_graph *g, coil_node *n, coil_err *err)
 {
+	if (n->op == OP_ZEROS_LIKE || n->op == OP_ONES_LIKE || n->op == OP_FULL_LIKE) { /* self's shape and dtype */
+		coil_value *x = node_in(g, n, 0);
+		int dt = n->op == OP_FULL_LIKE ? 2 : 1;
+		coil_dtype t = has(n, dt) ? (coil_dtype)n->args[dt].i : x->dtype;
+		set_out(g, n, 0, t, x->rank, x->shape);
+		return 0;
+	}
 	int size_arg = n->op == OP_NEW_ZEROS ? 1 : 0, dt_arg = n->op == OP_FULL ? 2 : n->op == OP_ZEROS ? 1 : 2;
 	const coil_arg *sz = &n->args[size_arg];
 	if (sz->n > COIL_MAX_RANK)

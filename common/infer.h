@@ -16,6 +16,10 @@ int infer_result_type(coil_graph *g, const coil_node *n, const int *idx, int cnt
  * whether it keeps them. */
 int reduce_dims(const coil_graph *g, const coil_node *n, unsigned *mask, int *keepdim);
 
+/* A fill (full, zeros, new_zeros, zeros_like, ones_like, full_like): 1 and
+ * its value in *v (before rounding to the result's dtype); 0 otherwise. */
+int fill_value(const coil_node *n, double *v);
+
 /* Broadcast shape of two operands (numpy rules); -1 with err if incompatible. */
 int broadcast_shapes(const coil_dim *a, int ra, const coil_dim *b, int rb, coil_dim *out, int *rout,
 		     coil_err *err);

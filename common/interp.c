@@ -485,7 +485,9 @@ static int eval_roll(ictx *c, coil_node *n)
 static int eval_fill(ictx *c, coil_node *n)
 {
 	itensor *o = OUT(n, 0);
-	real v = n->op == OP_FULL ? rnd(o->dtype, n->args[1].f) : 0;
+	double f = 0;
+	fill_value(n, &f);
+	real v = rnd(o->dtype, f);
 	for (int64_t e = 0; e < o->numel; e++)
 		o->d[e] = v;
 	return 0;

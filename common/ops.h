@@ -153,7 +153,10 @@
 	X(ROLL, "aten.roll.default", "Tensor self, int[1] shifts, int[1] dims=[]", 1, MOVE, same, roll) \
 	X(NEW_ZEROS, "aten.new_zeros.default", "Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None", 1, MOVE, fill, fill) \
 	X(FULL, "aten.full.default", "SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None", 1, MOVE, fill, fill) \
-	X(ZEROS, "aten.zeros.default", "SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None", 1, MOVE, fill, fill)
+	X(ZEROS, "aten.zeros.default", "SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None", 1, MOVE, fill, fill) \
+	X(ZEROS_LIKE, "aten.zeros_like.default", "Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None", 1, MOVE, fill, fill) \
+	X(ONES_LIKE, "aten.ones_like.default", "Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None", 1, MOVE, fill, fill) \
+	X(FULL_LIKE, "aten.full_like.default", "Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None", 1, MOVE, fill, fill)
 
 typedef enum coil_op {
 #define X(e, name, schema, nres, kind, rule, kern) OP_##e,
