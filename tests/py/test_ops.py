@@ -204,6 +204,21 @@ def describe(op, args, kwargs):
     return s + ")"
 
 
+def sdpa_ref(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+    """PyTorch 2's math reference for scaled_dot_product_attention (1.13 has no such op),
+    in f64, rounded to q's dtype once."""
+    if dropout_p:
+        raise RuntimeError("dropout in inference")
+    s = q.double() @ k.double().transpose(-2, -1)
+    s = s * (scale if scale is not None else 1 / math.sqrt(q.shape[-1]))
+    if attn_mask is not None:
+        s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else s + attn_mask.double()
+    if is_causal:
+        n, m = s.shape[-2], s.shape[-1]
+        s = s.masked_fill(torch.ones(n, m, dtype=torch.bool).triu(1), float("-inf"))
+    return (torch.softmax(s, -1) @ v.double()).to(q.dtype)
+
+
 def case(op, *args, **kw):
     c = Case(op, args, **kw)
     CASES.append(c)
@@ -488,6 +503,29 @@ def matmul_cases():
     case("aten.bmm", R(1, 7, 1), R(1, 1, 3))
     case("aten.bmm", R(3, 2, 5, dt=f64), R(3, 5, 2, dt=f64))
     case("aten.bmm", R(2, 3, 4), R(3, 4, 5))
+    bb = "aten.baddbmm"
+    case(bb, R(2, 3, 5), R(2, 3, 4), R(2, 4, 5))
+    case(bb, R(5), R(2, 3, 4), R(2, 4, 5), kwargs={"beta": 0.5, "alpha": 2})
+    case(bb, R(1, 3, 1), R(2, 3, 4), R(2, 4, 5), kwargs={"alpha": -1})
+    case(bb, T([float("nan")] * 5), R(2, 3, 4), R(2, 4, 5), kwargs={"beta": 0}, name="baddbmm beta=0 ignores NaN self")
+    case(bb, R(2, 3, 5, dt=f64), R(2, 3, 4, dt=f64), R(2, 4, 5, dt=f64))
+    case(bb, R(2, 3, 5), R(2, 3, 4), R(3, 4, 5), expect_error=True, name="baddbmm batch sizes differ")
+    case(bb, R(4, 3, 5), R(2, 3, 4), R(2, 4, 5), expect_error=True, name="baddbmm self does not broadcast")
+    sd = "aten.scaled_dot_product_attention"
+    case(sd, R(2, 3, 7, 16), R(2, 3, 9, 16), R(2, 3, 9, 8), ref=sdpa_ref)
+    case(sd, R(1, 2, 5, 8), R(1, 2, 5, 8), R(1, 2, 5, 4), R(1, 1, 5, 5, dt=b8), ref=sdpa_ref,
+         name="scaled_dot_product_attention bool mask (rows masked everywhere: NaN)")
+    case(sd, R(1, 2, 5, 8), R(1, 2, 6, 8), R(1, 2, 6, 4), R(5, 6), 0.0, False, ref=sdpa_ref, kwargs={"scale": 0.3})
+    case(sd, R(2, 4, 6, 8), R(2, 1, 6, 8), R(2, 1, 6, 8), None, 0.0, True, ref=sdpa_ref,
+         name="scaled_dot_product_attention causal, k and v shared by the heads")
+    case(sd, R(3, 33, 16), R(3, 40, 16), R(3, 40, 16), R(3, 1, 40, dt=b8), 0.0, True, ref=sdpa_ref,
+         name="scaled_dot_product_attention 3-d, causal and a key mask")
+    case(sd, R(1, 2, 9, 16, dt=bf16), R(1, 2, 9, 16, dt=bf16), R(1, 2, 9, 16, dt=bf16), R(9, 9, dt=bf16),
+         ref=sdpa_ref)
+    case(sd, R(1, 2, 4, 8), R(1, 2, 4, 8), R(1, 2, 4, 8), None, 0.1, ref=sdpa_ref, unsupported=True,
+         name="scaled_dot_product_attention dropout_p 0.1 (coil rejects; PyTorch accepts)")
+    case(sd, R(1, 2, 4, 8), R(1, 2, 4, 6), R(1, 2, 4, 8), ref=sdpa_ref, expect_error=True,
+         name="scaled_dot_product_attention key's head dim differs")
     case("aten.addmm", R(3, 5), R(3, 4), R(4, 5))
     case("aten.addmm", R(5), R(3, 4), R(4, 5))
     case("aten.addmm", R(1, 5), R(3, 4), R(4, 5), kwargs={"beta": 2, "alpha": 0.5})
@@ -964,9 +1002,16 @@ def where_cases():
     case(mf, R(3, 5, dt=bf16), R(5, dt=b8), 0.1)
     case(mf, R(3, 5, dt=f16), R(5, dt=b8), -7.0)
     case(mf, R(3, 5, dt=f64), R(dt=b8), 1 / 3)
-    case(mf, R(3, 5), R(4, 3, 5, dt=b8), 0.0, unsupported=True,
-         name="masked_fill.Scalar mask broadcasting self to a bigger shape (coil rejects; PyTorch accepts)")
+    case(mf, R(3, 5), R(4, 3, 5, dt=b8), 0.0, name="masked_fill.Scalar mask broadcasting self to a bigger shape")
+    case(mf, R(1, 5), R(3, 1, dt=b8), float("-inf"), name="masked_fill.Scalar self and mask both broadcasting")
     case(mf, R(3, 5), R(3, 5, dt=i64), 0.0)  # mask must be bool
+    for op in ("aten.zeros_like", "aten.ones_like"):
+        case(op, R(3, 4))
+        case(op, R(2, 3, dt=i64), kwargs={"dtype": f32})
+        case(op, R(5, dt=b8))
+    case("aten.full_like", R(3, 4), 2.5)
+    case("aten.full_like", R(2, 3, dt=i64), 7)
+    case("aten.full_like", R(2, 3), float("-inf"), kwargs={"dtype": bf16})
     mt = "aten.masked_fill.Tensor"
     case(mt, R(3, 5), R(1, 5, dt=b8), R())
     case(mt, R(3, 5, dt=i32), R(3, 5, dt=b8), R(dt=i32))

@@ -1,0 +1,201 @@
+#!/usr/bin/python3
+"""Attention: coil's fused kernel (codegen/attn.h) against coil unfused (COIL_ATTENTION=0 at
+compile: oneDNN products, a fused softmax), PyTorch eager and ONNX Runtime 1.30, on
+softmax(q k^T / 8) v with 12 heads of 64, batch 1, per sequence length and thread count.
+
+Each round times every engine once (one call each, inputs fixed); ratios are taken within a
+round and the median over rounds is reported (the machine is shared and noisy). Peak memory
+is measured apart: one fresh process per engine and size runs the attention once and reports
+how far its peak RSS (VmHWM) rose above its RSS before the run (ORT: its runner's VmHWM after
+the run over the one after loading the session).
+
+  /usr/bin/python3 bench/attention/run.py [--seqs 128,512,2048,8192] [--threads 1,2]
+      [--rounds 5] [--causal] [--out bench/results/attention.md]
+
+ONNX Runtime runs through bench/dynamic's onnxruntime-node runner (install it as that README
+says); without it the ORT columns say why.
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "client", "python"))
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+
+import coil  # noqa: E402
+
+H, D = 12, 64
+
+
+class Attn(torch.nn.Module):
+    def __init__(self, causal=False):
+        super().__init__()
+        self.causal = causal
+
+    def forward(self, q, k, v):
+        s = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(q.shape[-1]))
+        if self.causal:
+            n = s.shape[-1]
+            s = s + torch.triu(torch.full((n, n), float("-inf")), 1)
+        return torch.softmax(s, dim=-1) @ v
+
+
+def inputs(S):
+    g = torch.Generator().manual_seed(S)
+    return tuple(torch.randn(1, H, S, D, generator=g) for _ in range(3))
+
+
+def compiled(S, T, fused, causal, cache):
+    old = os.environ.get("COIL_ATTENTION")
+    os.environ["COIL_ATTENTION"] = "1" if fused else "0"
+    try:
+        return coil.compile(Attn(causal), inputs(S), threads=T,
+                            cache_dir=os.path.join(cache, "fused" if fused else "unfused"))
+    finally:
+        if old is None:
+            del os.environ["COIL_ATTENTION"]
+        else:
+            os.environ["COIL_ATTENTION"] = old
+
+
+def vm():
+    with open("/proc/self/status") as f:
+        d = {ln.split(":")[0]: int(ln.split()[1]) for ln in f if ln.startswith(("VmHWM", "VmRSS"))}
+    return d["VmHWM"], d["VmRSS"]
+
+
+def mem_worker(engine, S, T, causal, cache):
+    """One run in this fresh process: peak RSS rise in MiB (stdout)."""
+    torch.set_num_threads(T)
+    ins = inputs(S)
+    f = Attn(causal) if engine == "eager" else compiled(S, T, engine == "fused", causal, cache)
+    _, rss0 = vm()
+    with torch.no_grad():
+        f(*ins)
+    hwm, _ = vm()
+    print(json.dumps({"mib": (hwm - rss0) / 1024.0}))
+
+
+def peak_mib(engine, S, T, causal, cache):
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--mem", engine, "--seqs", str(S),
+                        "--threads", str(T), "--cache", cache] + (["--causal"] if causal else []),
+                       capture_output=True, text=True)
+    try:
+        return json.loads(r.stdout.strip().splitlines()[-1])["mib"]
+    except (ValueError, IndexError):
+        return float("nan")
+
+
+def _ort():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("dynamic_run", os.path.join(ROOT, "bench", "dynamic", "run.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def timed(f, ins):
+    t0 = time.perf_counter()
+    f(*ins)
+    return (time.perf_counter() - t0) * 1e3
+
+
+def med(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if xs else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seqs", default="128,512,2048,8192")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--cache", default=None)
+    ap.add_argument("--mem", default=None)
+    a = ap.parse_args()
+    seqs = [int(s) for s in a.seqs.split(",")]
+    threads = [int(t) for t in a.threads.split(",")]
+    if a.mem:
+        mem_worker(a.mem, seqs[0], threads[0], a.causal, a.cache)
+        return
+    dyn = _ort()
+    why = dyn.ort_available()
+    tmp = tempfile.mkdtemp(prefix="coil-attn-")
+    cache = a.cache or tmp
+    rows = []
+    for T in threads:
+        torch.set_num_threads(T)
+        for S in seqs:
+            ins = inputs(S)
+            m = Attn(a.causal)
+            fused, unfused = compiled(S, T, True, a.causal, cache), compiled(S, T, False, a.causal, cache)
+            with torch.no_grad():
+                ref = m(*ins).double()
+                err = float((fused(*ins).double() - ref).abs().max()) / float(ins[2].abs().max())
+            engines = {"fused": fused, "unfused": unfused, "eager": m}
+            ort = None
+            if not why:
+                onnx = os.path.join(tmp, "attn-%d-%d.onnx" % (S, a.causal))
+                torch.onnx.export(m, ins, onnx, opset_version=14)
+                ort = dyn.Ort(onnx, T)
+                shapes = [list(i.shape) for i in ins]
+                o = ort.run(shapes, ["float32"] * 3, reps=1)
+                ort_mib = (o["vmhwm_kb"] - ort.hello["vmrss_kb"]) / 1024.0
+            rounds = 1 if S >= 8192 else a.rounds
+            times = {k: [] for k in list(engines) + (["ort"] if ort else [])}
+            with torch.no_grad():
+                for f in engines.values():
+                    f(*ins)  # warm
+                for _ in range(rounds):
+                    for k, f in engines.items():
+                        times[k].append(timed(f, ins))
+                    if ort:
+                        times["ort"].append(ort.run(shapes, ["float32"] * 3, reps=1)["times_ms"][0])
+            if ort:
+                ort.close()
+            row = {"S": S, "T": T, "err_fused": err, "rounds": rounds}
+            for k, ts in times.items():
+                row["ms_" + k] = med(ts)
+            for k in ("unfused", "eager", "ort"):
+                if k in times:
+                    row["x_" + k] = med([times[k][i] / times["fused"][i] for i in range(rounds)])
+            for k in ("fused", "unfused", "eager"):
+                row["mib_" + k] = peak_mib(k, S, T, a.causal, cache)
+            if ort:
+                row["mib_ort"] = ort_mib
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    lines = ["# Attention: fused kernel against unfused, eager and ONNX Runtime", "",
+             "softmax(q k^T / 8%s) v, batch 1, %d heads of %d, f32; %s. Times: median ms over rounds "
+             "(1 round at 8192); x: fused's speedup, the median of per-round ratios. Peak: MiB the "
+             "process's peak RSS rose in one run. err: max |fused - eager| / max |v|." %
+             (" + causal mask" if a.causal else "", H, D, "ORT: " + (why or "onnxruntime-node 1.30, all "
+                                                                     "optimizations, sequential")),
+             "", "| threads | seq | fused ms | unfused ms | eager ms | ORT ms | x unfused | x eager | x ORT "
+             "| peak fused | peak unfused | peak eager | peak ORT | err |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        g = lambda k, f="%.2f": f % r[k] if k in r else "-"  # noqa: E731
+        lines.append("| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1e |" % (
+            r["T"], r["S"], g("ms_fused"), g("ms_unfused"), g("ms_eager"), g("ms_ort"), g("x_unfused"),
+            g("x_eager"), g("x_ort"), g("mib_fused", "%.0f"), g("mib_unfused", "%.0f"), g("mib_eager", "%.0f"),
+            g("mib_ort", "%.0f"), r["err_fused"]))
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
