@@ -71,6 +71,8 @@ static inline ca_v ca_ld1(const float *p) { return (ca_v){*p}; }
 #define CA_MR 4
 #endif
 #define CA_TN (CA_W * CA_NV) /* columns per micro-tile */
+/* the micro-tiles' loops, unrolled whole at any -O so the accumulators stay in registers */
+#define CA_UNROLL _Pragma("GCC unroll 8")
 #define CA_BR 64
 #define CA_BC 256
 
@@ -112,20 +114,27 @@ static inline __attribute__((always_inline)) void ca_qk_tile(int mr, const float
 							     const float *kt, int64_t ldk, float *s, int64_t lds)
 {
 	ca_v acc[CA_MR][CA_NV];
+	CA_UNROLL
 	for (int r = 0; r < mr; r++)
+		CA_UNROLL
 		for (int j = 0; j < CA_NV; j++)
 			acc[r][j] = CA_SET1(0.0f);
 	for (int64_t e = 0; e < E; e++) {
 		ca_v b[CA_NV];
+		CA_UNROLL
 		for (int j = 0; j < CA_NV; j++)
 			b[j] = CA_LD(kt + e * ldk + j * CA_W);
+		CA_UNROLL
 		for (int r = 0; r < mr; r++) {
 			ca_v a = CA_SET1(q[r * E + e]);
+			CA_UNROLL
 			for (int j = 0; j < CA_NV; j++)
 				acc[r][j] = CA_FMA(a, b[j], acc[r][j]);
 		}
 	}
+	CA_UNROLL
 	for (int r = 0; r < mr; r++)
+		CA_UNROLL
 		for (int j = 0; j < CA_NV; j++)
 			CA_ST(s + r * lds + j * CA_W, acc[r][j]);
 }
@@ -135,20 +144,27 @@ static inline __attribute__((always_inline)) void ca_pv_tile(int mr, const float
 							     const float *v, int64_t ldv, float *o, int64_t ldo)
 {
 	ca_v acc[CA_MR][CA_NV];
+	CA_UNROLL
 	for (int r = 0; r < mr; r++)
+		CA_UNROLL
 		for (int j = 0; j < CA_NV; j++)
 			acc[r][j] = CA_LD(o + r * ldo + j * CA_W);
 	for (int64_t c = 0; c < nc; c++) {
 		ca_v b[CA_NV];
+		CA_UNROLL
 		for (int j = 0; j < CA_NV; j++)
 			b[j] = CA_LD(v + c * ldv + j * CA_W);
+		CA_UNROLL
 		for (int r = 0; r < mr; r++) {
 			ca_v a = CA_SET1(p[r * ldp + c]);
+			CA_UNROLL
 			for (int j = 0; j < CA_NV; j++)
 				acc[r][j] = CA_FMA(a, b[j], acc[r][j]);
 		}
 	}
+	CA_UNROLL
 	for (int r = 0; r < mr; r++)
+		CA_UNROLL
 		for (int j = 0; j < CA_NV; j++)
 			CA_ST(o + r * ldo + j * CA_W, acc[r][j]);
 }
@@ -210,19 +226,21 @@ static void ca_pack(const coil_sdpa_args *a, const ca_buf *w, int64_t ko, int64_
 	const int64_t S = a->S, E = a->E, Ev = a->Ev;
 	for (int64_t j0 = 0; j0 < S; j0 += CA_BC) {
 		const int64_t nc = S - j0 < CA_BC ? S - j0 : CA_BC;
+		const int64_t ncp = (nc + CA_TN - 1) / CA_TN * CA_TN; /* the columns the products read */
 		float *kt = w->kt + j0 * E;
-		for (int64_t c = 0; c < CA_BC; c++) {
-			if (c >= nc) {
-				for (int64_t e = 0; e < E; e++)
-					kt[e * CA_BC + c] = 0;
-			} else if (a->dt == 0) {
-				const float *src = (const float *)a->k + ko + (j0 + c) * E;
-				for (int64_t e = 0; e < E; e++)
-					kt[e * CA_BC + c] = src[e];
+		/* row by row of k^T: contiguous stores, strided loads */
+		for (int64_t e = 0; e < E; e++) {
+			float *row = kt + e * CA_BC;
+			if (a->dt == 0) {
+				const float *src = (const float *)a->k + ko + j0 * E + e;
+				for (int64_t c = 0; c < nc; c++)
+					row[c] = src[c * E];
 			} else {
-				for (int64_t e = 0; e < E; e++)
-					kt[e * CA_BC + c] = ca_load1(a->dt, a->k, ko + (j0 + c) * E + e);
+				for (int64_t c = 0; c < nc; c++)
+					row[c] = ca_load1(a->dt, a->k, ko + (j0 + c) * E + e);
 			}
+			for (int64_t c = nc; c < ncp; c++)
+				row[c] = 0;
 		}
 	}
 	for (int64_t c = 0; c < S; c++) {
@@ -297,15 +315,19 @@ static void ca_task(const coil_sdpa_args *a, const ca_buf *w, int64_t b, int64_t
 			float *s = w->s + r * ncp;
 			const float sc = a->scale;
 			const int64_t i = i0 + r, mrow = mo + i * a->msl + j0 * a->mss;
-			for (int64_t c = 0; c < nc; c++)
-				s[c] *= sc;
+			const ca_v vsc = CA_SET1(sc);
+			for (int64_t c = 0; c < ncp; c += CA_W)
+				CA_ST(s + c, CA_MUL(CA_LD(s + c), vsc));
 			if (a->mk == 1) {
 				const uint8_t *mb = (const uint8_t *)a->m + mrow;
 				for (int64_t c = 0; c < nc; c++)
 					s[c] = mb[c * a->mss] ? s[c] : -INFINITY;
 			} else if (a->mk == 2 && dt == 0 && a->mss == 1) {
 				const float *mf = (const float *)a->m + mrow;
-				for (int64_t c = 0; c < nc; c++)
+				int64_t c = 0;
+				for (; c + CA_W <= nc; c += CA_W)
+					CA_ST(s + c, CA_LD(s + c) + CA_LD(mf + c));
+				for (; c < nc; c++)
 					s[c] += mf[c];
 			} else if (a->mk == 2) {
 				for (int64_t c = 0; c < nc; c++)
@@ -403,13 +425,14 @@ static void coil_sdpa(const coil_sdpa_args *a)
 	{
 		const int th = team > 1 ? omp_get_thread_num() : 0;
 		ca_buf w;
-		size_t fl = (size_t)(br * a->E + a->E * sp + sp * ldv + br * CA_BC + br * ldv + 2 * br) + 64;
+		const int64_t kv = direct ? 0 : sp; /* decoding reads k and v in place */
+		size_t fl = (size_t)(br * a->E + a->E * kv + kv * ldv + br * CA_BC + br * ldv + 2 * br) + 64;
 		float *mem = malloc(fl * sizeof(float));
 		if (mem) {
 			w.q = mem;
 			w.kt = w.q + br * a->E;
-			w.v = w.kt + a->E * sp;
-			w.s = w.v + sp * ldv;
+			w.v = w.kt + a->E * kv;
+			w.s = w.v + kv * ldv;
 			w.o = w.s + br * CA_BC;
 			w.m = w.o + br * ldv;
 			w.l = w.m + br;

@@ -10,7 +10,7 @@ how far its peak RSS (VmHWM) rose above its RSS before the run (ORT: its runner'
 the run over the one after loading the session).
 
   /usr/bin/python3 bench/attention/run.py [--seqs 128,512,2048,8192] [--threads 1,2]
-      [--rounds 5] [--causal] [--out bench/results/attention.md]
+      [--rounds 5] [--causal] [--decode] [--out bench/results/attention.md]
 
 ONNX Runtime runs through bench/dynamic's onnxruntime-node runner (install it as that README
 says); without it the ORT columns say why.
@@ -48,9 +48,12 @@ class Attn(torch.nn.Module):
         return torch.softmax(s, dim=-1) @ v
 
 
+DECODE = "--decode" in sys.argv  # one query row against S keys
+
+
 def inputs(S):
     g = torch.Generator().manual_seed(S)
-    return tuple(torch.randn(1, H, S, D, generator=g) for _ in range(3))
+    return tuple(torch.randn(1, H, 1 if (DECODE and i == 0) else S, D, generator=g) for i in range(3))
 
 
 def compiled(S, T, fused, causal, cache):
@@ -77,6 +80,8 @@ def mem_worker(engine, S, T, causal, cache):
     torch.set_num_threads(T)
     ins = inputs(S)
     f = Attn(causal) if engine == "eager" else compiled(S, T, engine == "fused", causal, cache)
+    with open("/proc/self/clear_refs", "w") as c:  # the peak so far (tracing ran eager) is reset
+        c.write("5")
     _, rss0 = vm()
     with torch.no_grad():
         f(*ins)
@@ -86,7 +91,8 @@ def mem_worker(engine, S, T, causal, cache):
 
 def peak_mib(engine, S, T, causal, cache):
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "--mem", engine, "--seqs", str(S),
-                        "--threads", str(T), "--cache", cache] + (["--causal"] if causal else []),
+                        "--threads", str(T), "--cache", cache] + (["--causal"] if causal else [])
+                       + (["--decode"] if DECODE else []),
                        capture_output=True, text=True)
     try:
         return json.loads(r.stdout.strip().splitlines()[-1])["mib"]
@@ -119,6 +125,7 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--decode", action="store_true", help="one query row (seq_q = 1) against seq keys")
     ap.add_argument("--out", default=None)
     ap.add_argument("--cache", default=None)
     ap.add_argument("--mem", default=None)
@@ -176,10 +183,10 @@ def main():
             rows.append(row)
             print(json.dumps(row), flush=True)
     lines = ["# Attention: fused kernel against unfused, eager and ONNX Runtime", "",
-             "softmax(q k^T / 8%s) v, batch 1, %d heads of %d, f32; %s. Times: median ms over rounds "
+             "softmax(q k^T / 8%s) v, batch 1, %d heads of %d, f32%s; %s. Times: median ms over rounds "
              "(1 round at 8192); x: fused's speedup, the median of per-round ratios. Peak: MiB the "
              "process's peak RSS rose in one run. err: max |fused - eager| / max |v|." %
-             (" + causal mask" if a.causal else "", H, D, "ORT: " + (why or "onnxruntime-node 1.30, all "
+             (" + causal mask" if a.causal else "", H, D, ", one query row (decoding)" if DECODE else "", "ORT: " + (why or "onnxruntime-node 1.30, all "
                                                                      "optimizations, sequential")),
              "", "| threads | seq | fused ms | unfused ms | eager ms | ORT ms | x unfused | x eager | x ORT "
              "| peak fused | peak unfused | peak eager | peak ORT | err |",
