@@ -119,6 +119,73 @@ def med(xs):
     return xs[len(xs) // 2] if xs else float("nan")
 
 
+def models(names, threads, rounds, out):
+    """Whole models, batch 1: coil with the attention rule (HEAD) and without it
+    (COIL_ATTENTION=0, what coil compiled before the rule), eager and ONNX Runtime, paired
+    per round."""
+    sys.path.insert(0, os.path.join(ROOT, "bench", "models"))
+    import zoo
+    dyn = _ort()
+    why = dyn.ort_available()
+    tmp = tempfile.mkdtemp(prefix="coil-attn-models-")
+    rows = []
+    for T in threads:
+        torch.set_num_threads(T)
+        for name in names:
+            m, ins = zoo.make(name, 1)
+            fns = {}
+            for fused in (True, False):
+                os.environ["COIL_ATTENTION"] = "1" if fused else "0"
+                fns["fused" if fused else "unfused"] = coil.compile(m, ins, threads=T, cache_dir=os.path.join(
+                    tmp, "fused" if fused else "unfused"))
+            del os.environ["COIL_ATTENTION"]
+            fns["eager"] = m
+            ort = None
+            if not why:
+                onnx = os.path.join(tmp, name + ".onnx")
+                if not os.path.exists(onnx):
+                    with torch.enable_grad():  # 1.13's fused fast paths have no ONNX form
+                        torch.onnx.export(m, ins, onnx, opset_version=14, do_constant_folding=True)
+                ort = dyn.Ort(onnx, T)
+                shapes = [list(i.shape) for i in ins]
+                ort.run(shapes, ["float32"] * len(ins), reps=2)
+            times = {k: [] for k in list(fns) + (["ort"] if ort else [])}
+            with torch.no_grad():
+                ref = m(*ins)
+                err = max(float((fns[k](*ins) - ref).abs().max()) / float(ref.abs().max()) for k in ("fused", "unfused"))
+                for _ in range(rounds):
+                    for k, f in fns.items():
+                        times[k].append(timed(f, ins))
+                    if ort:
+                        times["ort"].append(ort.run(shapes, ["float32"] * len(ins), reps=1)["times_ms"][0])
+            if ort:
+                ort.close()
+            row = {"model": name, "T": T, "err": err}
+            for k, ts in times.items():
+                row["ms_" + k] = med(ts)
+                row["x_" + k] = med([ts[i] / times["fused"][i] for i in range(rounds)])
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    lines = ["# Attention rule on whole models", "",
+             "Batch 1, f32. fused: coil at HEAD; unfused: the same compiler with COIL_ATTENTION=0 (attention as "
+             "bmm, softmax, bmm, as before the rule); eager; ORT: %s. Median ms over %d rounds, every engine once a "
+             "round; x: the other engine's time over fused's, median of per-round ratios. err: max |coil - eager| / "
+             "max |eager| over both coil builds." % (why or "onnxruntime-node 1.30, all optimizations, sequential",
+                                                      rounds), "",
+             "| threads | model | fused ms | unfused ms | eager ms | ORT ms | unfused / fused | eager / fused "
+             "| ORT / fused | err |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        g = lambda k: "%.2f" % r[k] if k in r else "-"  # noqa: E731
+        lines.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %.1e |" % (
+            r["T"], r["model"], g("ms_fused"), g("ms_unfused"), g("ms_eager"), g("ms_ort"), g("x_unfused"),
+            g("x_eager"), g("x_ort"), r["err"]))
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            f.write(text)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seqs", default="128,512,2048,8192")
@@ -129,7 +196,12 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--cache", default=None)
     ap.add_argument("--mem", default=None)
+    ap.add_argument("--models", default=None, help="whole models of bench/models/zoo.py instead, e.g. "
+                    "bert_mini,vit_tiny,bert_base")
     a = ap.parse_args()
+    if a.models:
+        models(a.models.split(","), [int(t) for t in a.threads.split(",")], a.rounds, a.out)
+        return
     seqs = [int(s) for s in a.seqs.split(",")]
     threads = [int(t) for t in a.threads.split(",")]
     if a.mem:
