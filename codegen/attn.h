@@ -40,6 +40,8 @@ typedef __m512 ca_v;
 #define CA_EXP(x) coil_exp16(x)
 #define CA_MAX(a, b) coil_max16(a, b)
 #define CA_HSUM(x) coil_hsum16(x)
+/* NaN if a lane is NaN, else the largest lane */
+#define CA_HMAX(x) (_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q) ? NAN : _mm512_reduce_max_ps(x))
 #define CA_NV 4
 #define CA_MR 6
 #elif defined(__AVX2__)
@@ -53,6 +55,7 @@ typedef __m256 ca_v;
 #define CA_EXP(x) coil_exp8(x)
 #define CA_MAX(a, b) coil_max8(a, b)
 #define CA_HSUM(x) coil_hsum8(x)
+#define CA_HMAX(x) ca_hmax_lanes(x)
 #define CA_NV 2
 #define CA_MR 4
 #else
@@ -67,6 +70,7 @@ static inline ca_v ca_ld1(const float *p) { return (ca_v){*p}; }
 #define CA_EXP(x) coil_exp1(x)
 #define CA_MAX(a, b) coil_max1(a, b)
 #define CA_HSUM(x) ((x)[0])
+#define CA_HMAX(x) ((x)[0])
 #define CA_NV 4
 #define CA_MR 4
 #endif
@@ -92,6 +96,16 @@ typedef struct coil_sdpa_args {
 	int nt;
 } coil_sdpa_args;
 
+/* The largest lane, NaN if any lane is NaN (targets without a reduction). */
+static inline float ca_hmax_lanes(ca_v x)
+{
+	float xs[CA_W], m = -INFINITY;
+	CA_ST(xs, x);
+	for (int l = 0; l < CA_W; l++)
+		m = m != m ? m : xs[l] != xs[l] ? xs[l] : xs[l] > m ? xs[l] : m;
+	return m;
+}
+
 static inline float ca_load1(int dt, const void *p, int64_t i)
 {
 	return dt == 0 ? ((const float *)p)[i] : dt == 1 ? coil_bf16_f32(((const uint16_t *)p)[i])
@@ -109,74 +123,84 @@ static inline int ca_finite(int dt, const void *p, int64_t off, int64_t n)
 	return 1;
 }
 
-/* S[r][0..TN) for MR rows: q rows (f32, row stride E) against k^T (stride ldk). */
-static inline __attribute__((always_inline)) void ca_qk_tile(int mr, const float *q, int64_t E,
+/* S[r][0..nv W) for MR rows: q rows (f32, row stride E) against k^T (stride ldk). */
+static inline __attribute__((always_inline)) void ca_qk_tile(int mr, int nv, const float *q, int64_t E,
 							     const float *kt, int64_t ldk, float *s, int64_t lds)
 {
 	ca_v acc[CA_MR][CA_NV];
 	CA_UNROLL
 	for (int r = 0; r < mr; r++)
 		CA_UNROLL
-		for (int j = 0; j < CA_NV; j++)
+		for (int j = 0; j < nv; j++)
 			acc[r][j] = CA_SET1(0.0f);
 	for (int64_t e = 0; e < E; e++) {
 		ca_v b[CA_NV];
 		CA_UNROLL
-		for (int j = 0; j < CA_NV; j++)
+		for (int j = 0; j < nv; j++)
 			b[j] = CA_LD(kt + e * ldk + j * CA_W);
 		CA_UNROLL
 		for (int r = 0; r < mr; r++) {
 			ca_v a = CA_SET1(q[r * E + e]);
 			CA_UNROLL
-			for (int j = 0; j < CA_NV; j++)
+			for (int j = 0; j < nv; j++)
 				acc[r][j] = CA_FMA(a, b[j], acc[r][j]);
 		}
 	}
 	CA_UNROLL
 	for (int r = 0; r < mr; r++)
 		CA_UNROLL
-		for (int j = 0; j < CA_NV; j++)
+		for (int j = 0; j < nv; j++)
 			CA_ST(s + r * lds + j * CA_W, acc[r][j]);
 }
 
-/* o[r][0..TN) += sum_j p[r][j] * v[j][0..TN) for MR rows, nc keys. */
-static inline __attribute__((always_inline)) void ca_pv_tile(int mr, const float *p, int64_t ldp, int64_t nc,
+/* o[r][0..nv W) += sum_j p[r][j] * v[j][0..nv W) for MR rows, nc keys. */
+static inline __attribute__((always_inline)) void ca_pv_tile(int mr, int nv, const float *p, int64_t ldp, int64_t nc,
 							     const float *v, int64_t ldv, float *o, int64_t ldo)
 {
 	ca_v acc[CA_MR][CA_NV];
 	CA_UNROLL
 	for (int r = 0; r < mr; r++)
 		CA_UNROLL
-		for (int j = 0; j < CA_NV; j++)
+		for (int j = 0; j < nv; j++)
 			acc[r][j] = CA_LD(o + r * ldo + j * CA_W);
 	for (int64_t c = 0; c < nc; c++) {
 		ca_v b[CA_NV];
 		CA_UNROLL
-		for (int j = 0; j < CA_NV; j++)
+		for (int j = 0; j < nv; j++)
 			b[j] = CA_LD(v + c * ldv + j * CA_W);
 		CA_UNROLL
 		for (int r = 0; r < mr; r++) {
 			ca_v a = CA_SET1(p[r * ldp + c]);
 			CA_UNROLL
-			for (int j = 0; j < CA_NV; j++)
+			for (int j = 0; j < nv; j++)
 				acc[r][j] = CA_FMA(a, b[j], acc[r][j]);
 		}
 	}
 	CA_UNROLL
 	for (int r = 0; r < mr; r++)
 		CA_UNROLL
-		for (int j = 0; j < CA_NV; j++)
+		for (int j = 0; j < nv; j++)
 			CA_ST(o + r * ldo + j * CA_W, acc[r][j]);
 }
 
-#define CA_DISPATCH(fn, mr, ...)                                              \
+/* fn(MR, NV, ...) with both compile-time constants: mr rows (1..CA_MR) by nv
+ * vectors (1..CA_NV), so tails cost what they compute */
+#define CA_NVC(x) ((x) < CA_NV ? (x) : CA_NV)
+#define CA_NVSW(fn, MR, nv, ...)                                              \
+	switch (nv) {                                                         \
+	case 1: fn(MR, 1, __VA_ARGS__); break;                                \
+	case 2: fn(MR, CA_NVC(2), __VA_ARGS__); break;                        \
+	case 3: fn(MR, CA_NVC(3), __VA_ARGS__); break;                        \
+	default: fn(MR, CA_NV, __VA_ARGS__); break;                           \
+	}
+#define CA_DISPATCH(fn, mr, nv, ...)                                          \
 	switch (mr) {                                                         \
-	case 1: fn(1, __VA_ARGS__); break;                                    \
-	case 2: fn(2, __VA_ARGS__); break;                                    \
-	case 3: fn(3, __VA_ARGS__); break;                                    \
-	case 4: fn(4, __VA_ARGS__); break;                                    \
-	case 5: fn(5 < CA_MR ? 5 : CA_MR, __VA_ARGS__); break;               \
-	default: fn(CA_MR, __VA_ARGS__); break;                               \
+	case 1: CA_NVSW(fn, 1, nv, __VA_ARGS__); break;                       \
+	case 2: CA_NVSW(fn, 2, nv, __VA_ARGS__); break;                       \
+	case 3: CA_NVSW(fn, 3, nv, __VA_ARGS__); break;                       \
+	case 4: CA_NVSW(fn, 4, nv, __VA_ARGS__); break;                       \
+	case 5: CA_NVSW(fn, 5 < CA_MR ? 5 : CA_MR, nv, __VA_ARGS__); break;  \
+	default: CA_NVSW(fn, CA_MR, nv, __VA_ARGS__); break;                  \
 	}
 
 typedef struct ca_buf {
@@ -226,7 +250,7 @@ static void ca_pack(const coil_sdpa_args *a, const ca_buf *w, int64_t ko, int64_
 	const int64_t S = a->S, E = a->E, Ev = a->Ev;
 	for (int64_t j0 = 0; j0 < S; j0 += CA_BC) {
 		const int64_t nc = S - j0 < CA_BC ? S - j0 : CA_BC;
-		const int64_t ncp = (nc + CA_TN - 1) / CA_TN * CA_TN; /* the columns the products read */
+		const int64_t ncp = (nc + CA_W - 1) / CA_W * CA_W; /* the columns the products read */
 		float *kt = w->kt + j0 * E;
 		/* row by row of k^T: contiguous stores, strided loads */
 		for (int64_t e = 0; e < E; e++) {
@@ -263,10 +287,21 @@ static void ca_task(const coil_sdpa_args *a, const ca_buf *w, int64_t b, int64_t
 	ca_offsets(a, b, &qo, &ko, &vo, &mo);
 	const int64_t L = a->L, S = a->S, E = a->E, Ev = a->Ev;
 	const int dt = a->dt;
-	/* q rows, widened */
-	for (int64_t r = 0; r < nr; r++)
-		for (int64_t e = 0; e < E; e++)
-			w->q[r * E + e] = ca_load1(dt, a->q, qo + (i0 + r) * E + e);
+	/* q rows, widened and scaled (q k^T * scale as (q * scale) k^T: the
+	 * scores need no pass of their own) */
+	const float sc = a->scale;
+	if (dt == 0) {
+		const float *qs = (const float *)a->q + qo + i0 * E;
+		const ca_v vsc = CA_SET1(sc);
+		int64_t e = 0;
+		for (; e + CA_W <= nr * E; e += CA_W)
+			CA_ST(w->q + e, CA_MUL(CA_LD(qs + e), vsc));
+		for (; e < nr * E; e++)
+			w->q[e] = qs[e] * sc;
+	} else {
+		for (int64_t e = 0; e < nr * E; e++)
+			w->q[e] = ca_load1(dt, a->q, qo + i0 * E + e) * sc;
+	}
 	for (int64_t r = 0; r < nr; r++) {
 		w->m[r] = -INFINITY;
 		w->l[r] = 0;
@@ -274,7 +309,7 @@ static void ca_task(const coil_sdpa_args *a, const ca_buf *w, int64_t b, int64_t
 			w->o[r * ldv + e] = 0;
 	}
 	for (int64_t j0 = 0; j0 < S; j0 += CA_BC) {
-		const int64_t nc = S - j0 < CA_BC ? S - j0 : CA_BC, ncp = (nc + CA_TN - 1) / CA_TN * CA_TN;
+		const int64_t nc = S - j0 < CA_BC ? S - j0 : CA_BC, ncp = (nc + CA_W - 1) / CA_W * CA_W;
 		/* the mask over the tile: all masked? */
 		int all_masked = 0;
 		if (a->causal && j0 > i0 + nr - 1)
@@ -305,19 +340,15 @@ static void ca_task(const coil_sdpa_args *a, const ca_buf *w, int64_t b, int64_t
 		}
 		for (int64_t c = 0; c < ncp && !direct; c += CA_TN)
 			for (int64_t r = 0; r < nr; r += CA_MR) {
-				int mr = nr - r < CA_MR ? (int)(nr - r) : CA_MR;
-#define CA_QK(MR, ...) ca_qk_tile(MR, __VA_ARGS__)
-				CA_DISPATCH(CA_QK, mr, w->q + r * E, E, w->kt + j0 * E + c, CA_BC, w->s + r * ncp + c, ncp);
+				int mr = nr - r < CA_MR ? (int)(nr - r) : CA_MR, nv = (int)CA_NVC((ncp - c) / CA_W);
+#define CA_QK(MR, NV, ...) ca_qk_tile(MR, NV, __VA_ARGS__)
+				CA_DISPATCH(CA_QK, mr, nv, w->q + r * E, E, w->kt + j0 * E + c, CA_BC, w->s + r * ncp + c, ncp);
 #undef CA_QK
 			}
-		/* scale, mask, online softmax per row */
+		/* mask, online softmax per row */
 		for (int64_t r = 0; r < nr; r++) {
 			float *s = w->s + r * ncp;
-			const float sc = a->scale;
 			const int64_t i = i0 + r, mrow = mo + i * a->msl + j0 * a->mss;
-			const ca_v vsc = CA_SET1(sc);
-			for (int64_t c = 0; c < ncp; c += CA_W)
-				CA_ST(s + c, CA_MUL(CA_LD(s + c), vsc));
 			if (a->mk == 1) {
 				const uint8_t *mb = (const uint8_t *)a->m + mrow;
 				for (int64_t c = 0; c < nc; c++)
@@ -342,11 +373,7 @@ static void ca_task(const coil_sdpa_args *a, const ca_buf *w, int64_t b, int64_t
 			ca_v mx = CA_SET1(-INFINITY);
 			for (int64_t c = 0; c < ncp; c += CA_W)
 				mx = CA_MAX(mx, CA_LD(s + c));
-			float bm = -INFINITY;
-			float mxs[CA_W];
-			CA_ST(mxs, mx);
-			for (int l = 0; l < CA_W; l++)
-				bm = bm != bm ? bm : mxs[l] != mxs[l] ? mxs[l] : mxs[l] > bm ? mxs[l] : bm;
+			const float bm = CA_HMAX(mx);
 			float mo_ = w->m[r], mn = mo_ != mo_ ? mo_ : bm != bm ? bm : bm > mo_ ? bm : mo_;
 			if (mn == -INFINITY) { /* masked everywhere so far: p = 0 */
 				for (int64_t c = 0; c < ncp; c++)
@@ -377,9 +404,9 @@ static void ca_task(const coil_sdpa_args *a, const ca_buf *w, int64_t b, int64_t
 		}
 		for (int64_t e = 0; e < ldv && !direct; e += CA_TN)
 			for (int64_t r = 0; r < nr; r += CA_MR) {
-				int mr = nr - r < CA_MR ? (int)(nr - r) : CA_MR;
-#define CA_PV(MR, ...) ca_pv_tile(MR, __VA_ARGS__)
-				CA_DISPATCH(CA_PV, mr, w->s + r * ncp, ncp, nc, w->v + j0 * ldv + e, ldv, w->o + r * ldv + e,
+				int mr = nr - r < CA_MR ? (int)(nr - r) : CA_MR, nv = (int)CA_NVC((ldv - e) / CA_W);
+#define CA_PV(MR, NV, ...) ca_pv_tile(MR, NV, __VA_ARGS__)
+				CA_DISPATCH(CA_PV, mr, nv, w->s + r * ncp, ncp, nc, w->v + j0 * ldv + e, ldv, w->o + r * ldv + e,
 					    ldv);
 #undef CA_PV
 			}
@@ -389,6 +416,17 @@ static void ca_task(const coil_sdpa_args *a, const ca_buf *w, int64_t b, int64_t
 		const float l = w->l[r], inv = 1.0f / l;
 		const int none = w->m[r] == -INFINITY;
 		const int64_t ob = (b * L + i0 + r) * Ev;
+		if (dt == 0 && !none) {
+			float *dst = (float *)a->out + ob;
+			const float *src = w->o + r * ldv;
+			const ca_v vi = CA_SET1(inv);
+			int64_t e = 0;
+			for (; e + CA_W <= Ev; e += CA_W)
+				CA_ST(dst + e, CA_MUL(CA_LD(src + e), vi));
+			for (; e < Ev; e++)
+				dst[e] = src[e] * inv;
+			continue;
+		}
 		for (int64_t e = 0; e < Ev; e++) {
 			float x = none ? NAN : w->o[r * ldv + e] * inv;
 			if (dt == 0)
@@ -414,7 +452,7 @@ static void coil_sdpa(const coil_sdpa_args *a)
 	while (br > CA_MR && nb * ((a->L + br - 1) / br) < 4 * nt)
 		br /= 2;
 	const int64_t nqb = (a->L + br - 1) / br, ntask = nb * nqb;
-	const int64_t sp = (a->S + CA_BC - 1) / CA_BC * CA_BC, ldv = (a->Ev + CA_TN - 1) / CA_TN * CA_TN;
+	const int64_t sp = (a->S + CA_BC - 1) / CA_BC * CA_BC, ldv = (a->Ev + CA_W - 1) / CA_W * CA_W;
 	const int team = ntask < nt ? (int)ntask : nt;
 	const int direct = a->dt == 0 && a->L <= 2;
 	int failed = 0;
