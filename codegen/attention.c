@@ -10,8 +10,9 @@
  *       casts that keep the last two dims, dropout in inference), softmax over
  *       the last dim, then the scores' chain: scalar multiplies and divides
  *       (on the scores, or on q before the product), one mask (an add of a
- *       float tensor, or masked_fill(bool, -inf), broadcast over heads or
- *       not), views and casts, down to bmm(q, k^T) where k^T is a transpose
+ *       float tensor; or a bool one: masked_fill(m, f) or where(m, x, f),
+ *       f -inf or a finite constant such as finfo.min, SDPA's masked_value;
+ *       broadcast over heads or not), views and casts, down to bmm(q, k^T) where k^T is a transpose
  *       or permute of the last two dims.  Every value between the two
  *       products must be read by the chain alone (the scores are not kept);
  *       q, k and v are taken as far back through batch views as they stay
@@ -289,10 +290,80 @@ static int in_frame(actx *c, const frame *f, int x, const coil_dim *d0, const co
 
 typedef struct match {
 	int q, k, kperm;   /* k: the value under k^T's transpose; kperm: its permute node, -1 for a swap */
-	int v, mask, bool_mask;
+	int v, mask;
+	int bool_mask;     /* SDPA's bool mask: keeps where true (negated: where false) ... */
+	int negate;
+	double fill;       /* ... else this score (-inf, or a finite torch.where/masked_fill value) */
 	double scale;
 	frame f;
 } match;
+
+/* A scalar constant (a fill op's result with no dim above 1) of float dtype t: its value. */
+static int scalar_const(actx *c, int v, coil_dtype t, double *f)
+{
+	if (v < 0 || c->prod[v] < 0 || c->g->vals[v].dtype != t)
+		return 0;
+	coil_value *x = &c->g->vals[v];
+	for (int i = 0; i < x->rank; i++)
+		if (!dim_eq_const(&x->shape[i], 1))
+			return 0;
+	if (!fill_value(&c->src[c->prod[v]], f))
+		return 0;
+	*f = (double)(float)*f; /* as the kernel holds it */
+	return 1;
+}
+
+/* A mask node on the scores x: add(x, m) / add(m, x) with m a float tensor
+ * (additive), masked_fill(x, m, f) (bool, true masks out) with f a scalar or
+ * scalar constant, where(m, x, f) / where(m, f, x) (bool).  Per way of
+ * reading it (side), the chain operand and the mask into m; 0 when side is
+ * not one. */
+static int mask_node(actx *c, const coil_node *n, int side, const coil_value *xv, match *m, int *chain)
+{
+	coil_value *cv, *mv;
+	switch (n->op) {
+	case OP_ADD:
+		if (n->args[2].f != 1 || n->args[1].kind != ARG_TENSOR || side > 1)
+			return 0;
+		*chain = n->args[side].v[0];
+		m->mask = n->args[1 - side].v[0];
+		m->bool_mask = m->negate = 0;
+		mv = &c->g->vals[m->mask];
+		if (mv->dtype != xv->dtype)
+			return 0;
+		break;
+	case OP_MASKED_FILL: case OP_MASKED_FILL_T:
+		if (side > 0)
+			return 0;
+		*chain = n->args[0].v[0];
+		m->mask = n->args[1].v[0];
+		m->bool_mask = m->negate = 1;
+		if (n->op == OP_MASKED_FILL)
+			m->fill = (double)(float)n->args[2].f;
+		else if (!scalar_const(c, n->args[2].v[0], xv->dtype, &m->fill))
+			return 0;
+		break;
+	case OP_WHERE:
+		if (side > 1)
+			return 0;
+		*chain = n->args[1 + side].v[0];
+		m->mask = n->args[0].v[0];
+		m->bool_mask = 1;
+		m->negate = side; /* where(m, fill, x) keeps where m is false */
+		if (!scalar_const(c, n->args[2 - side].v[0], xv->dtype, &m->fill))
+			return 0;
+		break;
+	default:
+		return 0;
+	}
+	cv = &c->g->vals[*chain];
+	mv = &c->g->vals[m->mask];
+	if (!same_shape(cv, xv) || cv->dtype != xv->dtype || mv->rank > xv->rank)
+		return 0;
+	if (m->bool_mask && (mv->dtype != COIL_BOOL || m->fill != m->fill || m->fill == INFINITY))
+		return 0; /* NaN or +inf fills: left as they are */
+	return 1;
+}
 
 static int single(actx *c, int v) { return v >= 0 && c->uses[v] == 1; }
 
@@ -319,8 +390,7 @@ static int scores(actx *c, match *m, int x, int scaled, int reshaped)
 			x = y;
 			continue;
 		}
-		if ((n->op == OP_ADD && n->args[2].f == 1 && n->args[1].kind == ARG_TENSOR) ||
-		    (n->op == OP_MASKED_FILL && isinf(n->args[2].f) && n->args[2].f < 0)) {
+		if (n->op == OP_ADD || n->op == OP_MASKED_FILL || n->op == OP_MASKED_FILL_T || n->op == OP_WHERE) {
 			/* one mask, applied where no reshape has happened since, and
 			 * an additive one not scaled after */
 			if (m->mask >= 0 || reshaped || (n->op == OP_ADD && scaled))
@@ -328,17 +398,10 @@ static int scores(actx *c, match *m, int x, int scaled, int reshaped)
 			coil_value *xv = &c->g->vals[x];
 			m->f.rank = xv->rank;
 			memcpy(m->f.shape, xv->shape, sizeof xv->shape);
-			for (int side = 0; side < (n->op == OP_ADD ? 2 : 1); side++) {
-				int chain = n->args[side].v[0], mk = n->args[n->op == OP_ADD ? 1 - side : 1].v[0];
-				coil_value *cv = &c->g->vals[chain], *mv = &c->g->vals[mk];
-				if (!same_shape(cv, xv) || mv->rank > xv->rank)
-					continue;
-				if (n->op == OP_ADD ? mv->dtype != xv->dtype : mv->dtype != COIL_BOOL)
-					continue;
+			for (int side = 0; side < 2; side++) {
 				match save = *m;
-				m->mask = mk;
-				m->bool_mask = n->op == OP_MASKED_FILL;
-				if (scores(c, m, chain, scaled, 0))
+				int chain;
+				if (mask_node(c, n, side, xv, m, &chain) && scores(c, m, chain, scaled, 0))
 					return 1;
 				*m = save;
 			}
@@ -452,7 +515,7 @@ static int rewrite(actx *c, const coil_node *n, match *m)
 	int mask = m->mask;
 	if (q < 0 || k < 0 || v < 0)
 		return -1;
-	if (mask >= 0 && m->bool_mask) { /* masked_fill's true masks out; SDPA's keeps */
+	if (mask >= 0 && m->negate) { /* masked_fill's true masks out; SDPA's keeps */
 		coil_node *nn = add_node(c, OP_LOGICAL_NOT, id, -1);
 		if (!nn || set_tensor(c, nn, 0, mask) || (mask = done(c, nn)) < 0)
 			return -1;
@@ -468,6 +531,8 @@ static int rewrite(actx *c, const coil_node *n, match *m)
 	a->args[4].kind = ARG_SCALAR; /* dropout_p 0 */
 	a->args[5].kind = ARG_BOOL;
 	set_scalar(a, 6, m->scale);
+	if (mask >= 0 && m->bool_mask && m->fill != -INFINITY)
+		set_scalar(a, 7, m->fill);
 	int o = done(c, a);
 	if (o < 0)
 		return -1;

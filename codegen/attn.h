@@ -15,8 +15,9 @@
  * cost).
  *
  * Semantics, as the graph writes them (PyTorch's math reference):
- *  - a bool mask keeps where true, else the score is -inf; an additive one is
- *    added; is_causal keeps j <= i (top-left), as a bool mask would;
+ *  - a bool mask keeps where true, else the score is fill (-inf, or the
+ *    finite value of a torch.where mask); an additive one is added;
+ *    is_causal keeps j <= i (top-left), else -inf;
  *  - a row whose scores are all -inf is NaN (softmax over -inf), as eager
  *    gives for the traced graph; a NaN score makes its row NaN;
  *  - a key block masked everywhere for a query block is skipped (causal and
@@ -87,7 +88,8 @@ typedef struct coil_sdpa_args {
 	int64_t qs[6], ks[6], vs[6], ms[6]; /* element strides per batch dim (0: broadcast) */
 	int64_t L, S, E, Ev;
 	const void *q, *k, *v;  /* dense [.., L, E], [.., S, E], [.., S, Ev] */
-	int mk;                 /* mask: 0 none, 1 bool (keep where nonzero), 2 additive of dt */
+	int mk;                 /* mask: 0 none, 1 bool (keep where nonzero, else fill), 2 additive of dt */
+	float fill;             /* a bool mask's masked score: -inf, or a finite value (torch.where masks) */
 	const void *m;
 	int64_t msl, mss;       /* mask strides of the query and key dims (0: broadcast) */
 	int causal;
@@ -328,6 +330,10 @@ static void ca_task(const coil_sdpa_args *a, const ca_buf *w, int64_t b, int64_t
 				}
 			}
 		}
+		/* a finite fill adds exp(fill - m) = 0 exactly (below -104) once
+		 * every row has a score that far above it */
+		for (int64_t r = 0; r < nr && all_masked && a->mk == 1 && a->fill != -INFINITY; r++)
+			all_masked = a->fill == a->fill && w->m[r] != -INFINITY && a->fill < w->m[r] - 128.0f;
 		if (all_masked && ca_finite(dt, a->v, vo + j0 * Ev, nc * Ev) &&
 		    (a->mk != 2 || ca_finite(dt, a->k, ko + j0 * E, nc * E)))
 			continue;
@@ -351,8 +357,9 @@ static void ca_task(const coil_sdpa_args *a, const ca_buf *w, int64_t b, int64_t
 			const int64_t i = i0 + r, mrow = mo + i * a->msl + j0 * a->mss;
 			if (a->mk == 1) {
 				const uint8_t *mb = (const uint8_t *)a->m + mrow;
+				const float fill = a->fill;
 				for (int64_t c = 0; c < nc; c++)
-					s[c] = mb[c * a->mss] ? s[c] : -INFINITY;
+					s[c] = mb[c * a->mss] ? s[c] : fill;
 			} else if (a->mk == 2 && dt == 0 && a->mss == 1) {
 				const float *mf = (const float *)a->m + mrow;
 				int64_t c = 0;

@@ -247,6 +247,9 @@ static void sdpa(xctx *c)
 		ir_node *m = argn(c, 3);
 		int mr = m->rank;
 		out(c, "\tsa.mk = %d;\n\tsa.m = %s;\n", m->dtype == COIL_BOOL ? 1 : 2, arg(c, 3));
+		double f = c->n->args[7].kind == ARG_NONE ? -INFINITY : c->n->args[7].f;
+		out(c, "\tsa.fill = %s;\n", isnan(f) ? "NAN" : isinf(f) ? (f < 0 ? "-INFINITY" : "INFINITY")
+					       : arena_printf(c->ir->arena, "(float)%.17g", f));
 		if (mr >= 2 && !dim_eq_const(&m->shape[mr - 2], 1))
 			out(c, "\tsa.msl = %s;\n", dimc(c, &m->shape[mr - 1]));
 		if (mr >= 1 && !dim_eq_const(&m->shape[mr - 1], 1))

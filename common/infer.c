@@ -334,8 +334,9 @@ static int infer_baddbmm(coil_graph *g, coil_node *n, coil_err *err)
 
 /* scaled_dot_product_attention: query [..., L, E], key [..., S, E], value
  * [..., S, Ev] of one rank and float dtype, batch dims broadcasting; the
- * mask (bool: true keeps; or additive, of query's dtype) broadcasts to the
- * scores [..., L, S] without growing them. */
+ * mask (bool: true keeps, else the score is masked_value, -inf by default;
+ * or additive, of query's dtype) broadcasts to the scores [..., L, S]
+ * without growing them. */
 static int infer_sdpa(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *q = node_in(g, n, 0), *k = node_in(g, n, 1), *v = node_in(g, n, 2);
@@ -382,6 +383,8 @@ static int infer_sdpa(coil_graph *g, coil_node *n, coil_err *err)
 			return ARGERR(3, "dtype %s: a mask is bool or query's dtype %s", dtype_name(m->dtype),
 				      dtype_name(q->dtype));
 	}
+	if (has(n, 7) && (!has(n, 3) || node_in(g, n, 3)->dtype != COIL_BOOL))
+		return ARGERR(7, "applies to a bool attn_mask only (the score where the mask is false)");
 	o[r - 2] = q->shape[r - 2];
 	o[r - 1] = v->shape[r - 1];
 	set_out(g, n, 0, q->dtype, r, o);
@@ -815,6 +818,21 @@ static int infer_compare(coil_graph *g, coil_node *n, coil_err *err)
 		return -1;
 	set_out(g, n, 0, COIL_BOOL, rank, out);
 	return 0;
+}
+
+/* bitwise_and, bitwise_or, bitwise_not (a & b, ~m in traced mask code): on
+ * bool tensors, the logical ops; integer operands are not supported. */
+static int infer_bitwise(coil_graph *g, coil_node *n, coil_err *err)
+{
+	int na = n->op == OP_BITWISE_NOT ? 1 : 2;
+	for (int i = 0; i < na; i++) {
+		if (n->args[i].kind != ARG_TENSOR)
+			return ARGERR(i, "expected a tensor");
+		if (node_in(g, n, i)->dtype != COIL_BOOL)
+			return unsupported(err, ARGERR(i, "%s: bitwise ops on bool tensors only (masks)",
+						       dtype_name(node_in(g, n, i)->dtype)));
+	}
+	return na == 1 ? infer_unary_bool(g, n, err) : infer_compare(g, n, err);
 }
 
 static int infer_where(coil_graph *g, coil_node *n, coil_err *err)

@@ -188,7 +188,7 @@ static real pw1(const coil_node *n, real x)
 	case OP_ABS: return fabs(x);
 	case OP_FLOOR: return floor(x);
 	case OP_CEIL: return ceil(x);
-	case OP_LOGICAL_NOT: return x == 0;
+	case OP_LOGICAL_NOT: case OP_BITWISE_NOT: return x == 0;
 	case OP_CLAMP:
 	case OP_CLAMP_MIN:
 	case OP_CLAMP_MAX: {
@@ -253,8 +253,8 @@ static real pw2(const coil_node *n, real a, real b, coil_dtype t)
 	case OP_LE: case OP_LE_S: return a <= b;
 	case OP_GT: case OP_GT_S: return a > b;
 	case OP_GE: case OP_GE_S: return a >= b;
-	case OP_LOGICAL_AND: return a != 0 && b != 0;
-	case OP_LOGICAL_OR: return a != 0 || b != 0;
+	case OP_LOGICAL_AND: case OP_BITWISE_AND: return a != 0 && b != 0;
+	case OP_LOGICAL_OR: case OP_BITWISE_OR: return a != 0 || b != 0;
 	default: return NAN;
 	}
 }
@@ -270,7 +270,8 @@ static coil_dtype compute_dtype(ictx *c, const coil_node *n)
 		int t = infer_result_type(c->g, n, idx, 2, NULL);
 		return t < 0 ? COIL_F64 : (coil_dtype)t;
 	}
-	case OP_LOGICAL_AND: case OP_LOGICAL_OR: case OP_LOGICAL_NOT: return COIL_F64;
+	case OP_LOGICAL_AND: case OP_LOGICAL_OR: case OP_LOGICAL_NOT: case OP_BITWISE_AND: case OP_BITWISE_OR:
+	case OP_BITWISE_NOT: return COIL_F64;
 	default: return o;
 	}
 }
@@ -903,6 +904,7 @@ static int eval_sdpa(ictx *c, coil_node *n)
 	int r = o->rank, causal = n->args[5].i != 0;
 	int64_t L = q->shape[r - 2], E = q->shape[r - 1], S = k->shape[r - 2], Ev = v->shape[r - 1];
 	real scale = n->args[6].kind == ARG_NONE ? 1 / sqrtl((real)E) : (real)n->args[6].f;
+	real fill = n->args[7].kind == ARG_NONE ? -INFINITY : rnd(o->dtype, (real)n->args[7].f);
 	int64_t sh[COIL_MAX_RANK], qs[COIL_MAX_RANK], ks[COIL_MAX_RANK], vs[COIL_MAX_RANK], ms[COIL_MAX_RANK] = {0};
 	memcpy(sh, o->shape, sizeof sh);
 	sh[r - 1] = S; /* the scores' shape */
@@ -936,7 +938,7 @@ static int eval_sdpa(ictx *c, coil_node *n)
 				s *= scale;
 				if (m) {
 					real mv = m->d[mo + i * ms[r - 2] + j * ms[r - 1]];
-					s = m->dtype == COIL_BOOL ? (mv != 0 ? s : -INFINITY) : s + mv;
+					s = m->dtype == COIL_BOOL ? (mv != 0 ? s : fill) : s + mv;
 				}
 				if (causal && j > i)
 					s = -INFINITY;

@@ -26,7 +26,7 @@
 	X(BMM, "aten.bmm.default", "Tensor self, Tensor mat2", 1, EXT, bmm, matmul)                     \
 	X(BADDBMM, "aten.baddbmm.default", "Tensor self, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1", 1, EXT, baddbmm, matmul) \
 	/* softmax(q @ k^T * scale + mask) @ v over the last two dims; dropout_p must be 0 */         \
-	X(SDPA, "aten.scaled_dot_product_attention.default", "Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None", 1, EXT, sdpa, sdpa) \
+	X(SDPA, "aten.scaled_dot_product_attention.default", "Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0.0, bool is_causal=False, *, float? scale=None, float? masked_value=None", 1, EXT, sdpa, sdpa) \
 	/* normalization */                                                                            \
 	X(NATIVE_BATCH_NORM, "aten.native_batch_norm.default", "Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps", 3, COMP, batch_norm, batch_norm) \
 	X(BATCH_NORM, "aten.batch_norm.default", "Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps, bool cudnn_enabled", 1, COMP, batch_norm, batch_norm) \
@@ -73,6 +73,7 @@
 	X(FLOOR, "aten.floor.default", "Tensor self", 1, PW, unary, pointwise)                          \
 	X(CEIL, "aten.ceil.default", "Tensor self", 1, PW, unary, pointwise)                            \
 	X(LOGICAL_NOT, "aten.logical_not.default", "Tensor self", 1, PW, unary_bool, pointwise)         \
+	X(BITWISE_NOT, "aten.bitwise_not.default", "Tensor self", 1, PW, bitwise, pointwise)            \
 	X(CLAMP, "aten.clamp.default", "Tensor self, Scalar? min=None, Scalar? max=None", 1, PW, unary, pointwise) \
 	X(CLAMP_MIN, "aten.clamp_min.default", "Tensor self, Scalar min", 1, PW, unary, pointwise)      \
 	X(CLAMP_MAX, "aten.clamp_max.default", "Tensor self, Scalar max", 1, PW, unary, pointwise)      \
@@ -106,6 +107,8 @@
 	X(GE_S, "aten.ge.Scalar", "Tensor self, Scalar other", 1, PW, compare, pointwise)               \
 	X(LOGICAL_AND, "aten.logical_and.default", "Tensor self, Tensor other", 1, PW, compare, pointwise) \
 	X(LOGICAL_OR, "aten.logical_or.default", "Tensor self, Tensor other", 1, PW, compare, pointwise) \
+	X(BITWISE_AND, "aten.bitwise_and.Tensor", "Tensor self, Tensor other", 1, PW, bitwise, pointwise) \
+	X(BITWISE_OR, "aten.bitwise_or.Tensor", "Tensor self, Tensor other", 1, PW, bitwise, pointwise) \
 	X(WHERE, "aten.where.self", "Tensor condition, Tensor self, Tensor other", 1, PW, where, pointwise) \
 	X(MASKED_FILL, "aten.masked_fill.Scalar", "Tensor self, Tensor mask, Scalar value", 1, PW, where, pointwise) \
 	X(MASKED_FILL_T, "aten.masked_fill.Tensor", "Tensor self, Tensor mask, Tensor value", 1, PW, where, pointwise) \

@@ -1355,6 +1355,17 @@ static const char *const attn_graphs[] = {
 	G(T("q", "f32", "[1,3,7,24]") "," T("k", "f32", "[1,3,7,24]") "," T("v", "f32", "[1,3,7,24]") ","
 	  T("u", "f32", "[7,7]"), "",
 	  ND("l", "aten.lt.Scalar", "[\"u\", -1.5]", "m") "," SDPA("[\"q\",\"k\",\"v\",\"m\"]", "{}"), "\"o\""),
+	/* a finite masked_value (torch.where masks): rows masked everywhere are
+	 * uniform; a second key block masked for every row is skipped exactly */
+	G(T("q", "f32", "[1,3,7,24]") "," T("k", "f32", "[1,3,7,24]") "," T("v", "f32", "[1,3,7,24]") ","
+	  T("u", "f32", "[7,7]"), "",
+	  ND("l", "aten.lt.Scalar", "[\"u\", -1.5]", "m") "," SDPA("[\"q\",\"k\",\"v\",\"m\"]", "{\"masked_value\":-1e9}"),
+	  "\"o\""),
+	G(T("q", "f32", "[2,2,40,16]") "," T("k", "f32", "[2,2,300,16]") "," T("v", "f32", "[2,2,300,16]") ","
+	  T("u", "f32", "[2,1,1,300]"), "",
+	  ND("l", "aten.lt.Scalar", "[\"u\", 2.5]", "m") ","
+	  SDPA("[\"q\",\"k\",\"v\",\"m\"]", "{\"is_causal\":true,\"masked_value\":-3.4028234663852886e38}"),
+	  "\"o\""),
 	/* k and v shared by the heads (broadcast), 2 query rows (the direct path) */
 	G(T("q", "f32", "[2,4,2,40]") "," T("k", "f32", "[2,1,300,40]") "," T("v", "f32", "[2,1,300,24]"), "",
 	  SDPA("[\"q\",\"k\",\"v\"]", "{}"), "\"o\""),
@@ -1366,8 +1377,9 @@ static const char *const attn_graphs[] = {
 
 /* Traced attention the rule rewrites: [0] and [1] as nn.MultiheadAttention
  * writes it (q scaled first, baddbmm with an additive mask; masked_fill of a
- * key padding mask), [2] GPT style on 4-d views with the scale after; [3]
- * keeps its probabilities as an output, so it stays unfused. */
+ * key padding mask), [2] GPT style on 4-d views with the scale after, [3] and
+ * [4] bool masks with finite fills; the last keeps its probabilities as an
+ * output, so it stays unfused. */
 static const char *const attn_traced[] = {
 	G(T("q", "f32", "[6,7,16]") "," T("k", "f32", "[6,9,16]") "," T("v", "f32", "[6,9,8]") "," T("m", "f32", "[7,9]"), "",
 	  ND("s", "aten.div.Scalar", "[\"q\", 4.0]", "qs") "," ND("t", "aten.transpose.int", "[\"k\", -2, -1]", "kt") ","
@@ -1389,6 +1401,21 @@ static const char *const attn_traced[] = {
 	  ND("e3", "aten.expand", "[\"p\", [2,3,5,5]]", "pe") "," ND("v4", "aten.view", "[\"pe\", [6,5,5]]", "p3") ","
 	  ND("e4", "aten.expand", "[\"v\", [2,3,5,8]]", "ve") "," ND("v5", "aten.view", "[\"ve\", [6,5,8]]", "v3") ","
 	  ND("o", "aten.bmm", "[\"p3\", \"v3\"]", "o3") "," ND("v6", "aten._unsafe_view", "[\"o3\", [2,3,5,8]]", "o"), "\"o\""),
+	/* HF GPT-2's torch.where(causal, scores, finfo.min), and masked_fill with
+	 * a finite value (rows of u < -1.2 masked everywhere: uniform) */
+	G(T("q", "f32", "[6,33,8]") "," T("k", "f32", "[6,33,8]") "," T("v", "f32", "[6,33,8]") ","
+	  T("c", "bool", "[1,33,33]"), "",
+	  ND("t", "aten.transpose.int", "[\"k\", -1, -2]", "kt") "," ND("b", "aten.bmm", "[\"q\", \"kt\"]", "s") ","
+	  ND("d", "aten.div.Scalar", "[\"s\", 2.8284271247461903]", "sd") ","
+	  ND("fl", "aten.full", "[[], -3.4028234663852886e38]", "f") ","
+	  ND("w", "aten.where.self", "[\"c\", \"sd\", \"f\"]", "a") ","
+	  ND("p", "aten._softmax", "[\"a\", -1, false]", "p") "," ND("o", "aten.bmm", "[\"p\", \"v\"]", "o"), "\"o\""),
+	G(T("q", "f32", "[4,9,16]") "," T("k", "f32", "[4,9,16]") "," T("v", "f32", "[4,9,8]") "," T("u", "f32", "[4,9,1]"),
+	  "",
+	  ND("l", "aten.lt.Scalar", "[\"u\", -1.2]", "pad") ","
+	  ND("t", "aten.transpose.int", "[\"k\", 1, 2]", "kt") "," ND("b", "aten.bmm", "[\"q\", \"kt\"]", "s") ","
+	  ND("f", "aten.masked_fill.Scalar", "[\"s\", \"pad\", -10000.0]", "a") ","
+	  ND("p", "aten._softmax", "[\"a\", -1, false]", "p") "," ND("o", "aten.bmm", "[\"p\", \"v\"]", "o"), "\"o\""),
 	G(T("q", "f32", "[2,7,16]") "," T("k", "f32", "[2,9,16]") "," T("v", "f32", "[2,9,8]"), "",
 	  ND("t", "aten.transpose.int", "[\"k\", 1, 2]", "kt") "," ND("b", "aten.bmm", "[\"q\", \"kt\"]", "s") ","
 	  ND("p", "aten._softmax", "[\"s\", -1, false]", "p") "," ND("o", "aten.bmm", "[\"p\", \"v\"]", "o"), "\"o\", \"p\""),

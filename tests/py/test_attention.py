@@ -7,6 +7,8 @@
     eager;
   * rows masked everywhere are NaN where eager's are, and a NaN in v or k at a masked key
     propagates (or not) exactly as in eager;
+  * bool masks with a finite fill (HF GPT-2's torch.where with finfo.min, masked_fill with
+    -1e4) fuse too, their rows masked everywhere uniform as in eager;
   * bf16: the GPT block converted with .to(bfloat16) stays within 1.5x eager bf16's error;
   * COIL_ATTENTION=0 (the measurement switch) compiles the same graph unfused.
 A private cache directory keeps the user's cache untouched.
@@ -93,6 +95,36 @@ class GPT(torch.nn.Module):
         att = torch.softmax(att, dim=-1)
         y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
         return self.proj(y)
+
+
+class GPT2(torch.nn.Module):
+    """HF GPT-2's attention: torch.where(causal & key padding, scores, finfo.min), the scale
+    a division after the product."""
+
+    def __init__(self, d=64, h=4, T=300):
+        super().__init__()
+        self.h = h
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.register_buffer("bias", torch.tril(torch.ones(T, T, dtype=torch.bool)).view(1, 1, T, T))
+
+    def forward(self, x, keep):
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.h, C // self.h).transpose(1, 2) for t in (q, k, v))
+        att = torch.matmul(q, k.transpose(-1, -2)) / (v.size(-1) ** 0.5)
+        mask_value = torch.full([], torch.finfo(att.dtype).min, dtype=att.dtype)
+        att = torch.where(self.bias[:, :, :T, :T] & keep[:, None, None, :], att, mask_value)
+        att = torch.softmax(att, dim=-1)
+        return torch.matmul(att, v).transpose(1, 2).reshape(B, T, C)
+
+
+class BertPad(torch.nn.Module):
+    """Older BERT-style code: masked_fill of padded keys with -10000."""
+
+    def forward(self, q, k, v, pad):
+        s = (q @ k.transpose(-2, -1)) / 4.0
+        s = s.masked_fill(pad[:, None, None, :], -10000.0)
+        return torch.softmax(s, dim=-1) @ v
 
 
 def causal(n):
@@ -182,6 +214,27 @@ def test_nan(t, cache, tmp):
         t.ok(ok, "NaN in %s at a masked key: %s (eager: %d NaN)" % (what, why, int(torch.isnan(want).sum())), why)
 
 
+def test_fills(t, cache, tmp):
+    """Bool masks with a finite fill (torch.where with finfo.min, masked_fill with -1e4) fuse,
+    and rows masked everywhere come out uniform over v, as in eager (not NaN)."""
+    torch.manual_seed(3)
+    keep = torch.ones(2, 300, dtype=torch.bool)
+    keep[1, 250:] = False  # batch 1: the second key block (256..299) padded: skipped, exactly
+    x = torch.randn(2, 300, 64)
+    check(t, "GPT-2 style torch.where(mask, scores, finfo.min)", GPT2(), (x, keep), cache, tmp)
+    x[1, 280] = float("nan")  # NaN in v at a padded key: 0 * NaN makes every row of batch 1 NaN in eager
+    check(t, "GPT-2 style, NaN at a padded key", GPT2(), (x, keep), cache, tmp)
+    q, k, v = torch.randn(3, 2, 20, 16), torch.randn(3, 2, 20, 16), torch.randn(3, 2, 20, 16)
+    pad = torch.zeros(3, 20, dtype=torch.bool)
+    pad[1, 12:] = True
+    pad[2, :] = True  # batch 2: every key padded -> uniform rows in eager
+    check(t, "masked_fill(pad, -10000), one batch padded everywhere", BertPad(), (q, k, v, pad), cache, tmp)
+    with torch.no_grad():
+        want = BertPad()(q, k, v, pad)
+    t.ok(bool(torch.allclose(want[2], v[2].mean(dim=1, keepdim=True).expand(2, 20, 16), atol=1e-5)),
+         "eager's fully padded rows are the mean of v (the case above is that case)")
+
+
 def test_bf16(t, cache, tmp):
     torch.manual_seed(2)
     m = GPT().eval()
@@ -215,6 +268,7 @@ def main():
         cache = os.path.join(tmp, "cache")
         t.run("modules", test_modules, t, cache, tmp)
         t.run("nan", test_nan, t, cache, tmp)
+        t.run("fills", test_fills, t, cache, tmp)
         t.run("bf16", test_bf16, t, cache, tmp)
         t.run("switch", test_switch, t, cache, tmp)
     t.done()

@@ -204,15 +204,18 @@ def describe(op, args, kwargs):
     return s + ")"
 
 
-def sdpa_ref(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+def sdpa_ref(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, masked_value=None):
     """PyTorch 2's math reference for scaled_dot_product_attention (1.13 has no such op),
-    in f64, rounded to q's dtype once."""
+    in f64, rounded to q's dtype once; masked_value (coil's): a bool mask's masked score."""
     if dropout_p:
         raise RuntimeError("dropout in inference")
     s = q.double() @ k.double().transpose(-2, -1)
     s = s * (scale if scale is not None else 1 / math.sqrt(q.shape[-1]))
     if attn_mask is not None:
-        s = s.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else s + attn_mask.double()
+        if masked_value is not None and attn_mask.dtype != torch.bool:
+            raise RuntimeError("masked_value applies to a bool mask")
+        fill = float("-inf") if masked_value is None else masked_value
+        s = s.masked_fill(~attn_mask, fill) if attn_mask.dtype == torch.bool else s + attn_mask.double()
     if is_causal:
         n, m = s.shape[-2], s.shape[-1]
         s = s.masked_fill(torch.ones(n, m, dtype=torch.bool).triu(1), float("-inf"))
@@ -522,6 +525,14 @@ def matmul_cases():
          name="scaled_dot_product_attention 3-d, causal and a key mask")
     case(sd, R(1, 2, 9, 16, dt=bf16), R(1, 2, 9, 16, dt=bf16), R(1, 2, 9, 16, dt=bf16), R(9, 9, dt=bf16),
          ref=sdpa_ref)
+    case(sd, R(1, 2, 5, 8), R(1, 2, 5, 8), R(1, 2, 5, 4), R(1, 1, 5, 5, dt=b8), ref=sdpa_ref,
+         kwargs={"masked_value": -1e9},
+         name="scaled_dot_product_attention bool mask, masked_value -1e9 (rows masked everywhere: uniform)")
+    case(sd, R(2, 3, 70, 16), R(2, 3, 300, 16), R(2, 3, 300, 16), R(2, 1, 1, 300, dt=b8), 0.0, True,
+         ref=sdpa_ref, kwargs={"masked_value": -3.4028234663852886e38},
+         name="scaled_dot_product_attention causal, key mask, masked_value finfo.min")
+    case(sd, R(1, 2, 5, 8), R(1, 2, 5, 8), R(1, 2, 5, 4), R(5, 5), ref=sdpa_ref, kwargs={"masked_value": -1e4},
+         expect_error=True, name="scaled_dot_product_attention masked_value with a float mask")
     case(sd, R(1, 2, 4, 8), R(1, 2, 4, 8), R(1, 2, 4, 8), None, 0.1, ref=sdpa_ref, unsupported=True,
          name="scaled_dot_product_attention dropout_p 0.1 (coil rejects; PyTorch accepts)")
     case(sd, R(1, 2, 4, 8), R(1, 2, 4, 6), R(1, 2, 4, 8), ref=sdpa_ref, expect_error=True,
@@ -975,6 +986,14 @@ def compare_cases():
              name=op[5:] + " u8 with i8 (coil rejects; PyTorch accepts)")
         case(op, R(3, 4, dt=bf16), R(dt=b8))
         case(op, R(3, 4), R(2, 4))
+    for op in ("aten.bitwise_and.Tensor", "aten.bitwise_or.Tensor"):
+        case(op, R(3, 1, 5, dt=b8), R(4, 1, dt=b8))
+        case(op, R(2, 1, 1, 7, dt=b8), R(1, 1, 7, 7, dt=b8))
+        case(op, R(3, 4, dt=i64), R(4, dt=i64), unsupported=True,
+             name=op[5:] + " on i64 (coil: bool masks only; PyTorch accepts)")
+        case(op, R(3, 4), R(3, 4, dt=b8), expect_error=True, name=op[5:] + " f32 with bool")
+    case("aten.bitwise_not", R(3, 1, 5, dt=b8))
+    case("aten.bitwise_not", R(4, dt=i32), unsupported=True, name="bitwise_not on i32 (coil: bool masks only)")
 
 
 def where_cases():
