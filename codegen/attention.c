@@ -237,12 +237,41 @@ static int bcast(const frame *f, const coil_value *x, int exact)
 	return ok;
 }
 
+/* x's batch dims split f's (each of f's is the product of a run of x's, in
+ * order): the frame with x's batch dims and f's last two into *rf. */
+static int refines(const frame *f, const coil_value *x, frame *rf)
+{
+	int nr = x->rank - 2, j = 0;
+	if (nr <= f->rank - 2 || x->rank > COIL_MAX_RANK)
+		return 0;
+	for (int i = 0; i < f->rank - 2; i++) {
+		coil_dim p = dim_const(1);
+		while (!dim_eq(&p, &f->shape[i]) && j < nr)
+			if (dim_mul(&p, &p, &x->shape[j++], NULL))
+				return 0;
+		if (!dim_eq(&p, &f->shape[i]))
+			return 0;
+	}
+	for (; j < nr; j++) /* the rest: ones */
+		if (!dim_eq_const(&x->shape[j], 1))
+			return 0;
+	rf->rank = x->rank;
+	memcpy(rf->shape, x->shape, sizeof(coil_dim) * (size_t)nr);
+	rf->shape[nr] = f->shape[f->rank - 2];
+	rf->shape[nr + 1] = f->shape[f->rank - 1];
+	rf->nb = f->nb;
+	return 1;
+}
+
 /* Back from v through batch views (with scale, through positive scalar
  * factors too, multiplied in): the deepest value the frame can read, one
  * with as many batch elements in the same order (reshapes keep the order),
- * or, past an expand to the frame's batch dims, the expand's input (*bc).
- * -1 if v itself does not fit. */
-static int walk(actx *c, const frame *f, int v, double *scale, int *bc)
+ * or, past an expand to the frame's batch dims, the expand's input (*bc 1).
+ * With refine: past an expand to batch dims that split the frame's (k/v
+ * heads shared by groups of query heads, [B, Hk, G, S, E] from [B, Hk, 1, S,
+ * E]), the expand's input too (*bc 2), read in the frame *refine (those
+ * batch dims).  -1 if v itself does not fit. */
+static int walk(actx *c, const frame *f, int v, double *scale, int *bc, frame *refine)
 {
 	int best = -1;
 	double pending = 1, s;
@@ -264,9 +293,14 @@ static int walk(actx *c, const frame *f, int v, double *scale, int *bc)
 		}
 		y = batch_view_src(c, x, 0);
 		if (y >= 0 && c->src[c->prod[x]].op == OP_EXPAND && !nb_eq(f, &c->g->vals[y])) {
+			frame rf;
 			if (bcast(f, xv, 1) && bcast(f, &c->g->vals[y], 0)) {
 				best = y;
 				*bc = 1;
+			} else if (refine && refines(f, xv, &rf) && bcast(&rf, &c->g->vals[y], 0)) {
+				best = y;
+				*bc = 2;
+				*refine = rf;
 			}
 			break;
 		}
@@ -291,6 +325,8 @@ static int in_frame(actx *c, const frame *f, int x, const coil_dim *d0, const co
 typedef struct match {
 	int q, k, kperm;   /* k: the value under k^T's transpose; kperm: its permute node, -1 for a swap */
 	int v, mask;
+	frame f0;          /* the frame the mask applies in, when f refines it (grouped k/v heads) */
+	int refined;
 	int bool_mask;     /* SDPA's bool mask: keeps where true (negated: where false) ... */
 	int negate;
 	double fill;       /* ... else this score (-inf, or a finite torch.where/masked_fill value) */
@@ -420,11 +456,11 @@ static int scores(actx *c, match *m, int x, int scaled, int reshaped)
 			if (dim_mul(&m->f.nb, &m->f.nb, &m->f.shape[i], NULL))
 				return 0;
 		/* q, through its scales */
-		int bc;
-		if ((m->q = walk(c, &m->f, n->args[0].v[0], &m->scale, &bc)) < 0)
+		int bc, qbc;
+		if ((m->q = walk(c, &m->f, n->args[0].v[0], &m->scale, &qbc, NULL)) < 0)
 			return 0;
 		/* k^T: batch views down to a transpose of the last two dims */
-		int kt = walk(c, &m->f, n->args[1].v[0], NULL, &bc);
+		int kt = walk(c, &m->f, n->args[1].v[0], NULL, &bc, NULL);
 		if (kt < 0 || c->prod[kt] < 0)
 			return 0;
 		const coil_node *tn = &c->src[c->prod[kt]];
@@ -439,9 +475,19 @@ static int scores(actx *c, match *m, int x, int scaled, int reshaped)
 		int kin = tn->args[0].v[0], bc2;
 		m->kperm = swap_only ? -1 : c->prod[kt];
 		m->k = kin;
-		/* past an expand the transpose's input is read broadcast as it is */
-		if (swap_only && !bc)
-			m->k = walk(c, &m->f, kin, NULL, &bc2);
+		/* past an expand the transpose's input is read broadcast as it is;
+		 * grouped heads (an expand that splits the frame's batch dims)
+		 * move the attention into the finer frame, q (not broadcast) and
+		 * the mask reshaped to it */
+		if (swap_only && !bc) {
+			frame rf;
+			m->k = walk(c, &m->f, kin, NULL, &bc2, qbc ? NULL : &rf);
+			if (m->k >= 0 && bc2 == 2) {
+				m->f0 = m->f;
+				m->f = rf;
+				m->refined = 1;
+			}
+		}
 		return m->k >= 0;
 	}
 }
@@ -472,11 +518,38 @@ static int match_attention(actx *c, const coil_node *n, match *m)
 	if (!scores(c, m, sm->args[0].v[0], 0, 0))
 		return 0;
 	int bc;
-	if ((m->v = walk(c, &m->f, n->args[1].v[0], NULL, &bc)) < 0)
+	if ((m->v = walk(c, &m->f, n->args[1].v[0], NULL, &bc, NULL)) < 0)
 		return 0;
 	coil_value *q = &c->g->vals[m->q], *k = &c->g->vals[m->k], *v = &c->g->vals[m->v];
 	return q->dtype == node_out(c->g, n, 0)->dtype && q->dtype == k->dtype && q->dtype == v->dtype && dtype_is_float(q->dtype) &&
 	       (m->mask < 0 || m->bool_mask || c->g->vals[m->mask].dtype == q->dtype);
+}
+
+/* The mask (broadcasting to the frame f0) reshaped to broadcast the same way
+ * to the finer frame f: each of f0's batch dims becomes its run of f's, or
+ * ones where the mask broadcasts. */
+static int mask_in_frame(actx *c, const match *m, int mask, const char *id)
+{
+	const frame *f0 = &m->f0, *f = &m->f;
+	coil_value *mv = &c->g->vals[mask];
+	int r0 = f0->rank, pad = r0 - mv->rank, nr = f->rank - 2, j = 0, o = 0;
+	coil_dim s[COIL_MAX_RANK];
+	for (int i = 0; i < r0 - 2; i++) {
+		int j0 = j;
+		coil_dim p = dim_const(1);
+		while (!dim_eq(&p, &f0->shape[i]) && j < nr)
+			if (dim_mul(&p, &p, &f->shape[j++], NULL))
+				return -1;
+		if (i == r0 - 3)
+			j = nr; /* trailing ones */
+		const coil_dim *md = i >= pad ? &mv->shape[i - pad] : NULL;
+		int ones = !md || (dim_eq_const(md, 1) && !dim_eq_const(&f0->shape[i], 1));
+		for (int k = j0; k < j; k++)
+			s[o++] = ones ? dim_const(1) : f->shape[k];
+	}
+	for (int i = r0 - 2; i < r0; i++)
+		s[o++] = i >= pad ? mv->shape[i - pad] : dim_const(1);
+	return reshape(c, mask, o, s, id, -1);
 }
 
 /* SDPA in the frame, its result into bmm n's output value. */
@@ -514,6 +587,8 @@ static int rewrite(actx *c, const coil_node *n, match *m)
 	v = in_frame(c, f, m->v, &S, &Ev, id);
 	int mask = m->mask;
 	if (q < 0 || k < 0 || v < 0)
+		return -1;
+	if (mask >= 0 && m->refined && (mask = mask_in_frame(c, m, mask, id)) < 0)
 		return -1;
 	if (mask >= 0 && m->negate) { /* masked_fill's true masks out; SDPA's keeps */
 		coil_node *nn = add_node(c, OP_LOGICAL_NOT, id, -1);

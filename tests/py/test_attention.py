@@ -5,6 +5,7 @@
     self-attention and cross-attention); a GPT-style block on 4-d heads with a tril buffer;
     each is rewritten into the fused kernel (the generated C calls coil_sdpa) and matches
     eager;
+  * Llama-style grouped-query attention (repeat_kv) reads k and v shared by each group;
   * rows masked everywhere are NaN where eager's are, and a NaN in v or k at a masked key
     propagates (or not) exactly as in eager;
   * bool masks with a finite fill (HF GPT-2's torch.where with finfo.min, masked_fill with
@@ -127,6 +128,34 @@ class BertPad(torch.nn.Module):
         return torch.softmax(s, dim=-1) @ v
 
 
+class GQA(torch.nn.Module):
+    """Llama-style grouped-query attention: hk key/value heads, each shared by h / hk query
+    heads through repeat_kv (expand + reshape), an additive mask, softmax in f32."""
+
+    def __init__(self, d=64, h=8, hk=2):
+        super().__init__()
+        self.h, self.hk, self.dh = h, hk, d // h
+        self.wq = torch.nn.Linear(d, d, bias=False)
+        self.wk = torch.nn.Linear(d, hk * self.dh, bias=False)
+        self.wv = torch.nn.Linear(d, hk * self.dh, bias=False)
+        self.wo = torch.nn.Linear(d, d, bias=False)
+
+    @staticmethod
+    def repeat_kv(x, n):
+        B, H, S, D = x.shape
+        return x[:, :, None, :, :].expand(B, H, n, S, D).reshape(B, H * n, S, D)
+
+    def forward(self, x, mask):
+        B, T, _ = x.shape
+        q = self.wq(x).view(B, T, self.h, self.dh).transpose(1, 2)
+        k = self.wk(x).view(B, T, self.hk, self.dh).transpose(1, 2)
+        v = self.wv(x).view(B, T, self.hk, self.dh).transpose(1, 2)
+        k, v = self.repeat_kv(k, self.h // self.hk), self.repeat_kv(v, self.h // self.hk)
+        s = torch.matmul(q, k.transpose(2, 3)) / (self.dh ** 0.5) + mask
+        p = torch.softmax(s.float(), dim=-1).type_as(q)
+        return self.wo(torch.matmul(p, v).transpose(1, 2).reshape(B, T, -1))
+
+
 def causal(n):
     return torch.triu(torch.full((n, n), float("-inf")), 1)
 
@@ -179,6 +208,23 @@ def test_modules(t, cache, tmp):
     check(t, "TransformerDecoderLayer", Decoder(), (torch.randn(2, 9, 64), torch.randn(2, 21, 64), causal(9)),
           cache, tmp, calls=2)
     check(t, "GPT block", GPT(), (torch.randn(2, 33, 64),), cache, tmp)
+
+
+def test_gqa(t, cache, tmp):
+    """Grouped heads: k and v are read shared (the attention runs on [B, Hk, G] batch dims,
+    3 in the call), not copied per query head."""
+    torch.manual_seed(4)
+    for B, T, mask in ((2, 19, causal(19)[None, None]), (1, 70, torch.randn(1, 8, 70, 70))):
+        m, ins = GQA().eval(), (torch.randn(B, T, 64), mask)
+        check(t, "grouped-query attention, B=%d, mask %s" % (B, list(mask.shape)), m, ins, cache, tmp)
+        d = tempfile.mkdtemp(dir=tmp)
+        coil_export.export(m, ins, d)
+        c = os.path.join(d, "model.c")
+        subprocess.run([COIL, "compile", os.path.join(d, "graph.json"), "--emit-c", c], capture_output=True,
+                       env=dict(os.environ, COIL_CACHE_DIR=os.path.join(d, "cache")))
+        src = open(c).read() if os.path.exists(c) else ""
+        t.ok(".nbd = 3}" in src and "sa.ks[2]" not in src,
+             "grouped-query attention, B=%d: k/v heads broadcast over the group (3 batch dims, no k stride there)" % B)
 
 
 def test_nan(t, cache, tmp):
@@ -267,6 +313,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         cache = os.path.join(tmp, "cache")
         t.run("modules", test_modules, t, cache, tmp)
+        t.run("gqa", test_gqa, t, cache, tmp)
         t.run("nan", test_nan, t, cache, tmp)
         t.run("fills", test_fills, t, cache, tmp)
         t.run("bf16", test_bf16, t, cache, tmp)
