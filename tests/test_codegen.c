@@ -1366,6 +1366,11 @@ static const char *const attn_graphs[] = {
 	  ND("l", "aten.lt.Scalar", "[\"u\", 2.5]", "m") ","
 	  SDPA("[\"q\",\"k\",\"v\",\"m\"]", "{\"is_causal\":true,\"masked_value\":-3.4028234663852886e38}"),
 	  "\"o\""),
+	/* head dims 128, and 100 / 72 (vector tails in both products) */
+	G(T("q", "f32", "[1,2,129,128]") "," T("k", "f32", "[1,2,200,128]") "," T("v", "f32", "[1,2,200,128]"), "",
+	  SDPA("[\"q\",\"k\",\"v\"]", "{\"is_causal\":true}"), "\"o\""),
+	G(T("q", "f32", "[2,1,33,100]") "," T("k", "f32", "[2,1,40,100]") "," T("v", "f32", "[2,1,40,72]"), "",
+	  SDPA("[\"q\",\"k\",\"v\"]", "{}"), "\"o\""),
 	/* k and v shared by the heads (broadcast), 2 query rows (the direct path) */
 	G(T("q", "f32", "[2,4,2,40]") "," T("k", "f32", "[2,1,300,40]") "," T("v", "f32", "[2,1,300,24]"), "",
 	  SDPA("[\"q\",\"k\",\"v\"]", "{}"), "\"o\""),
