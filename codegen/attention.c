@@ -459,6 +459,15 @@ static int scores(actx *c, match *m, int x, int scaled, int reshaped)
 		int bc, qbc;
 		if ((m->q = walk(c, &m->f, n->args[0].v[0], &m->scale, &qbc, NULL)) < 0)
 			return 0;
+		/* q with batch dims that split the frame's ([B, H] for the bmm's
+		 * [B*H]): the frame takes them, so q, k and v are read as they
+		 * are, not reshaped (copied) to the product */
+		frame rq;
+		if (!qbc && refines(&m->f, &c->g->vals[m->q], &rq)) {
+			m->f0 = m->f;
+			m->f = rq;
+			m->refined = 1;
+		}
 		/* k^T: batch views down to a transpose of the last two dims */
 		int kt = walk(c, &m->f, n->args[1].v[0], NULL, &bc, NULL);
 		if (kt < 0 || c->prod[kt] < 0)
@@ -483,7 +492,8 @@ static int scores(actx *c, match *m, int x, int scaled, int reshaped)
 			frame rf;
 			m->k = walk(c, &m->f, kin, NULL, &bc2, qbc ? NULL : &rf);
 			if (m->k >= 0 && bc2 == 2) {
-				m->f0 = m->f;
+				if (!m->refined)
+					m->f0 = m->f;
 				m->f = rf;
 				m->refined = 1;
 			}

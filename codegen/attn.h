@@ -245,6 +245,37 @@ static inline void ca_offsets(const coil_sdpa_args *a, int64_t b, int64_t *qo, i
 	}
 }
 
+#if CA_W == 16
+/* dst[e * ldd + c] = src[c * lds + e] for a 16 x 16 block, in registers */
+static inline void ca_tr16(const float *src, int64_t lds, float *dst, int64_t ldd)
+{
+	__m512 r[16], t[16];
+	for (int i = 0; i < 16; i++)
+		r[i] = _mm512_loadu_ps(src + i * lds);
+	for (int i = 0; i < 16; i += 2) {
+		t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+		t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+	}
+	for (int i = 0; i < 16; i += 4) {
+		__m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
+		__m512d c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
+		r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+		r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+		r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+		r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+	}
+	for (int i = 0; i < 16; i += 8)
+		for (int j = 0; j < 4; j++) {
+			t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
+			t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xdd);
+		}
+	for (int j = 0; j < 8; j++) {
+		_mm512_storeu_ps(dst + j * ldd, _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88));
+		_mm512_storeu_ps(dst + (j + 8) * ldd, _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd));
+	}
+}
+#endif
+
 /* k^T in blocks of BC keys ([E][BC] each, zero padded) and v rows widened
  * to ldv, for batch element b: once per thread and batch element. */
 static void ca_pack(const coil_sdpa_args *a, const ca_buf *w, int64_t ko, int64_t vo, int64_t ldv)
@@ -254,12 +285,21 @@ static void ca_pack(const coil_sdpa_args *a, const ca_buf *w, int64_t ko, int64_
 		const int64_t nc = S - j0 < CA_BC ? S - j0 : CA_BC;
 		const int64_t ncp = (nc + CA_W - 1) / CA_W * CA_W; /* the columns the products read */
 		float *kt = w->kt + j0 * E;
-		/* row by row of k^T: contiguous stores, strided loads */
+		int64_t c0 = 0; /* keys [0, c0) transposed in 16 x 16 blocks */
+#if CA_W == 16
+		if (a->dt == 0 && E % 16 == 0) {
+			const float *kb = (const float *)a->k + ko + j0 * E;
+			for (; c0 + 16 <= nc; c0 += 16)
+				for (int64_t e0 = 0; e0 < E; e0 += 16)
+					ca_tr16(kb + c0 * E + e0, E, kt + e0 * CA_BC + c0, CA_BC);
+		}
+#endif
+		/* the rest row by row of k^T: contiguous stores, strided loads */
 		for (int64_t e = 0; e < E; e++) {
 			float *row = kt + e * CA_BC;
 			if (a->dt == 0) {
 				const float *src = (const float *)a->k + ko + j0 * E + e;
-				for (int64_t c = 0; c < nc; c++)
+				for (int64_t c = c0; c < nc; c++)
 					row[c] = src[c * E];
 			} else {
 				for (int64_t c = 0; c < nc; c++)

@@ -109,6 +109,7 @@ def _ort():
 
 
 def timed(f, ins):
+    time.sleep(0.05)  # the previous engine's spinning threads (ORT's, OpenMP's) go to sleep first
     t0 = time.perf_counter()
     f(*ins)
     return (time.perf_counter() - t0) * 1e3
@@ -157,6 +158,7 @@ def models(names, threads, rounds, out):
                     for k, f in fns.items():
                         times[k].append(timed(f, ins))
                     if ort:
+                        time.sleep(0.05)
                         times["ort"].append(ort.run(shapes, ["float32"] * len(ins), reps=1)["times_ms"][0])
             if ort:
                 ort.close()
@@ -239,6 +241,7 @@ def main():
                     for k, f in engines.items():
                         times[k].append(timed(f, ins))
                     if ort:
+                        time.sleep(0.05)
                         times["ort"].append(ort.run(shapes, ["float32"] * 3, reps=1)["times_ms"][0])
             if ort:
                 ort.close()
