@@ -205,8 +205,84 @@ static inline __attribute__((always_inline)) void ca_pv_tile(int mr, int nv, con
 	default: CA_NVSW(fn, CA_MR, nv, __VA_ARGS__); break;                  \
 	}
 
+#if defined(__AVX512BF16__) && CA_W == 16
+/* bf16 inputs on targets with AVX512_BF16: both products as vdpbf16ps (pairs
+ * of bf16 products summed into f32 lanes, twice the f32 FMA's work), P
+ * rounded to bf16 for P v as eager's softmax output is.  Operands as pairs:
+ * q2 [rows][E2] (q[2e], q[2e+1]) per uint32, kt2 [E2][BC] (k[c][2e],
+ * k[c][2e+1]) per key c, v2 [S2][ldv] (v[2c][e], v[2c+1][e]), zero padded. */
+#define CA_BFDP 1
+static inline __m512bh ca_bh(__m512i x) { return (__m512bh)x; }
+
+static inline __attribute__((always_inline)) void ca_qk_tile_bf(int mr, int nv, const uint32_t *q2, int64_t E2,
+								const uint32_t *kt2, int64_t ldk, float *s, int64_t lds,
+								float sc)
+{
+	__m512 acc[CA_MR][CA_NV];
+	CA_UNROLL
+	for (int r = 0; r < mr; r++)
+		CA_UNROLL
+		for (int j = 0; j < nv; j++)
+			acc[r][j] = _mm512_setzero_ps();
+	for (int64_t e = 0; e < E2; e++) {
+		__m512bh b[CA_NV];
+		CA_UNROLL
+		for (int j = 0; j < nv; j++)
+			b[j] = ca_bh(_mm512_loadu_si512(kt2 + e * ldk + j * 16));
+		CA_UNROLL
+		for (int r = 0; r < mr; r++) {
+			__m512bh x = ca_bh(_mm512_set1_epi32((int)q2[r * E2 + e]));
+			CA_UNROLL
+			for (int j = 0; j < nv; j++)
+				acc[r][j] = _mm512_dpbf16_ps(acc[r][j], x, b[j]);
+		}
+	}
+	const __m512 vsc = _mm512_set1_ps(sc);
+	CA_UNROLL
+	for (int r = 0; r < mr; r++)
+		CA_UNROLL
+		for (int j = 0; j < nv; j++)
+			_mm512_storeu_ps(s + r * lds + j * 16, _mm512_mul_ps(acc[r][j], vsc));
+}
+
+static inline __attribute__((always_inline)) void ca_pv_tile_bf(int mr, int nv, const uint16_t *p16, int64_t ldp,
+								int64_t nc2, const uint32_t *v2, int64_t ldv, float *o,
+								int64_t ldo)
+{
+	__m512 acc[CA_MR][CA_NV];
+	CA_UNROLL
+	for (int r = 0; r < mr; r++)
+		CA_UNROLL
+		for (int j = 0; j < nv; j++)
+			acc[r][j] = _mm512_loadu_ps(o + r * ldo + j * 16);
+	for (int64_t c = 0; c < nc2; c++) {
+		__m512bh b[CA_NV];
+		CA_UNROLL
+		for (int j = 0; j < nv; j++)
+			b[j] = ca_bh(_mm512_loadu_si512(v2 + c * ldv + j * 16));
+		CA_UNROLL
+		for (int r = 0; r < mr; r++) {
+			uint32_t pp;
+			memcpy(&pp, p16 + r * ldp + 2 * c, sizeof pp);
+			__m512bh x = ca_bh(_mm512_set1_epi32((int)pp));
+			CA_UNROLL
+			for (int j = 0; j < nv; j++)
+				acc[r][j] = _mm512_dpbf16_ps(acc[r][j], x, b[j]);
+		}
+	}
+	CA_UNROLL
+	for (int r = 0; r < mr; r++)
+		CA_UNROLL
+		for (int j = 0; j < nv; j++)
+			_mm512_storeu_ps(o + r * ldo + j * 16, acc[r][j]);
+}
+#else
+#define CA_BFDP 0
+#endif
+
 typedef struct ca_buf {
 	float *q, *kt, *v, *s, *o, *m, *l;
+	uint16_t *p16; /* bf16 products: P rounded to bf16, [BR][BC] */
 } ca_buf;
 
 /* Few query rows (decoding): scores and P v straight from k and v rows
@@ -281,6 +357,33 @@ static inline void ca_tr16(const float *src, int64_t lds, float *dst, int64_t ld
 static void ca_pack(const coil_sdpa_args *a, const ca_buf *w, int64_t ko, int64_t vo, int64_t ldv)
 {
 	const int64_t S = a->S, E = a->E, Ev = a->Ev;
+	if (CA_BFDP && a->dt == 1) { /* pairs of bf16, as they are */
+		const uint16_t *k = (const uint16_t *)a->k + ko, *v = (const uint16_t *)a->v + vo;
+		const int64_t E2 = (E + 1) / 2;
+		for (int64_t j0 = 0; j0 < S; j0 += CA_BC) {
+			const int64_t nc = S - j0 < CA_BC ? S - j0 : CA_BC, ncp = (nc + CA_W - 1) / CA_W * CA_W;
+			uint32_t *kt2 = (uint32_t *)(w->kt + j0 * E);
+			for (int64_t e = 0; e < E2; e++) {
+				uint32_t *row = kt2 + e * CA_BC;
+				for (int64_t c = 0; c < nc; c++) {
+					const uint16_t *kr = k + (j0 + c) * E;
+					row[c] = kr[2 * e] | (2 * e + 1 < E ? (uint32_t)kr[2 * e + 1] << 16 : 0);
+				}
+				for (int64_t c = nc; c < ncp; c++)
+					row[c] = 0;
+			}
+		}
+		uint32_t *v2 = (uint32_t *)w->v;
+		for (int64_t c = 0; c < S; c += 2) {
+			uint32_t *row = v2 + c / 2 * ldv;
+			const uint16_t *v0 = v + c * Ev, *v1 = c + 1 < S ? v0 + Ev : NULL;
+			for (int64_t e = 0; e < Ev; e++)
+				row[e] = v0[e] | (v1 ? (uint32_t)v1[e] << 16 : 0);
+			for (int64_t e = Ev; e < ldv; e++)
+				row[e] = 0;
+		}
+		return;
+	}
 	for (int64_t j0 = 0; j0 < S; j0 += CA_BC) {
 		const int64_t nc = S - j0 < CA_BC ? S - j0 : CA_BC;
 		const int64_t ncp = (nc + CA_W - 1) / CA_W * CA_W; /* the columns the products read */
@@ -340,6 +443,13 @@ static void ca_task(const coil_sdpa_args *a, const ca_buf *w, int64_t b, int64_t
 			CA_ST(w->q + e, CA_MUL(CA_LD(qs + e), vsc));
 		for (; e < nr * E; e++)
 			w->q[e] = qs[e] * sc;
+	} else if (CA_BFDP && dt == 1) { /* pairs as they are (the f32 scores are scaled: q * scale is not a bf16) */
+		const int64_t E2 = (E + 1) / 2;
+		const uint16_t *qb = (const uint16_t *)a->q + qo + i0 * E;
+		uint32_t *q2 = (uint32_t *)w->q;
+		for (int64_t r = 0; r < nr; r++)
+			for (int64_t e = 0; e < E2; e++)
+				q2[r * E2 + e] = qb[r * E + 2 * e] | (2 * e + 1 < E ? (uint32_t)qb[r * E + 2 * e + 1] << 16 : 0);
 	} else {
 		for (int64_t e = 0; e < nr * E; e++)
 			w->q[e] = ca_load1(dt, a->q, qo + i0 * E + e) * sc;
@@ -388,6 +498,16 @@ static void ca_task(const coil_sdpa_args *a, const ca_buf *w, int64_t b, int64_t
 			for (int64_t r = 0; r < nr; r += CA_MR) {
 				int mr = nr - r < CA_MR ? (int)(nr - r) : CA_MR, nv = (int)CA_NVC((ncp - c) / CA_W);
 #define CA_QK(MR, NV, ...) ca_qk_tile(MR, NV, __VA_ARGS__)
+#if CA_BFDP
+				if (dt == 1) {
+					const int64_t E2 = (E + 1) / 2;
+#define CA_QKB(MR, NV, ...) ca_qk_tile_bf(MR, NV, __VA_ARGS__)
+					CA_DISPATCH(CA_QKB, mr, nv, (const uint32_t *)w->q + r * E2, E2,
+						    (const uint32_t *)(w->kt + j0 * E) + c, CA_BC, w->s + r * ncp + c, ncp, sc);
+#undef CA_QKB
+					continue;
+				}
+#endif
 				CA_DISPATCH(CA_QK, mr, nv, w->q + r * E, E, w->kt + j0 * E + c, CA_BC, w->s + r * ncp + c, ncp);
 #undef CA_QK
 			}
@@ -425,10 +545,21 @@ static void ca_task(const coil_sdpa_args *a, const ca_buf *w, int64_t b, int64_t
 			if (mn == -INFINITY) { /* masked everywhere so far: p = 0 */
 				for (int64_t c = 0; c < ncp; c++)
 					s[c] = 0;
+				if (CA_BFDP && dt == 1)
+					memset(w->p16 + r * CA_BC, 0, (size_t)ncp * sizeof(uint16_t));
 				continue;
 			}
-			const float alpha = mo_ == -INFINITY ? 0.0f : coil_expf(mo_ - mn);
+			const float alpha = mo_ == -INFINITY ? 0.0f : CA_EXP(CA_SET1(mo_ - mn))[0];
 			ca_v sum = CA_SET1(0.0f), vm = CA_SET1(mn);
+#if CA_BFDP
+			if (dt == 1)
+				for (int64_t c = 0; c < ncp; c += CA_W) {
+					ca_v p = CA_EXP(CA_LD(s + c) - vm);
+					_mm256_storeu_si256((__m256i *)(w->p16 + r * CA_BC + c), (__m256i)_mm512_cvtneps_pbh(p));
+					sum = sum + p;
+				}
+			else
+#endif
 			for (int64_t c = 0; c < ncp; c += CA_W) {
 				ca_v p = CA_EXP(CA_LD(s + c) - vm);
 				CA_ST(s + c, p);
@@ -452,6 +583,15 @@ static void ca_task(const coil_sdpa_args *a, const ca_buf *w, int64_t b, int64_t
 		for (int64_t e = 0; e < ldv && !direct; e += CA_TN)
 			for (int64_t r = 0; r < nr; r += CA_MR) {
 				int mr = nr - r < CA_MR ? (int)(nr - r) : CA_MR, nv = (int)CA_NVC((ldv - e) / CA_W);
+#if CA_BFDP
+				if (dt == 1) {
+#define CA_PVB(MR, NV, ...) ca_pv_tile_bf(MR, NV, __VA_ARGS__)
+					CA_DISPATCH(CA_PVB, mr, nv, w->p16 + r * CA_BC, CA_BC, (nc + 1) / 2,
+						    (const uint32_t *)w->v + j0 / 2 * ldv + e, ldv, w->o + r * ldv + e, ldv);
+#undef CA_PVB
+					continue;
+				}
+#endif
 #define CA_PV(MR, NV, ...) ca_pv_tile(MR, NV, __VA_ARGS__)
 				CA_DISPATCH(CA_PV, mr, nv, w->s + r * ncp, ncp, nc, w->v + j0 * ldv + e, ldv, w->o + r * ldv + e,
 					    ldv);
@@ -474,6 +614,19 @@ static void ca_task(const coil_sdpa_args *a, const ca_buf *w, int64_t b, int64_t
 				dst[e] = src[e] * inv;
 			continue;
 		}
+#if CA_BFDP
+		if (dt == 1 && !none) {
+			uint16_t *dst = (uint16_t *)a->out + ob;
+			const float *src = w->o + r * ldv;
+			int64_t e = 0;
+			for (; e + 16 <= Ev; e += 16)
+				_mm256_storeu_si256((__m256i *)(dst + e),
+						    (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_loadu_ps(src + e), _mm512_set1_ps(inv))));
+			for (; e < Ev; e++)
+				dst[e] = coil_f32_bf16(src[e] * inv);
+			continue;
+		}
+#endif
 		for (int64_t e = 0; e < Ev; e++) {
 			float x = none ? NAN : w->o[r * ldv + e] * inv;
 			if (dt == 0)
@@ -511,7 +664,8 @@ static void coil_sdpa(const coil_sdpa_args *a)
 		const int th = team > 1 ? omp_get_thread_num() : 0;
 		ca_buf w;
 		const int64_t kv = direct ? 0 : sp; /* decoding reads k and v in place */
-		size_t fl = (size_t)(br * a->E + a->E * kv + kv * ldv + br * CA_BC + br * ldv + 2 * br) + 64;
+		size_t fl = (size_t)(br * a->E + a->E * kv + kv * ldv + br * CA_BC + br * ldv + 2 * br) + 64 +
+			    (CA_BFDP && a->dt == 1 ? (size_t)(br * CA_BC / 2) : 0);
 		float *mem = malloc(fl * sizeof(float));
 		if (mem) {
 			w.q = mem;
@@ -521,6 +675,7 @@ static void coil_sdpa(const coil_sdpa_args *a)
 			w.o = w.s + br * CA_BC;
 			w.m = w.o + br * ldv;
 			w.l = w.m + br;
+			w.p16 = (uint16_t *)(w.l + br);
 			int64_t packed = -1;
 			for (int64_t t = th; t < ntask; t += team) {
 				const int64_t b = t / nqb, qb = t % nqb;

@@ -1374,10 +1374,22 @@ static const char *const attn_graphs[] = {
 	/* k and v shared by the heads (broadcast), 2 query rows (the direct path) */
 	G(T("q", "f32", "[2,4,2,40]") "," T("k", "f32", "[2,1,300,40]") "," T("v", "f32", "[2,1,300,24]"), "",
 	  SDPA("[\"q\",\"k\",\"v\"]", "{}"), "\"o\""),
+};
+
+/* bf16 (on avx512_bf16 too: products as vdpbf16ps, P rounded to bf16): odd
+ * head dims and key counts (zero-padded pairs), two key blocks, each mask
+ * kind, causal, broadcast k/v, a finite masked_value. */
+static const char *const attn_bf16[] = {
 	G(T("q", "bf16", "[1,2,33,64]") "," T("k", "bf16", "[1,2,65,64]") "," T("v", "bf16", "[1,2,65,64]") ","
 	  T("m", "bf16", "[33,65]"), "", SDPA("[\"q\",\"k\",\"v\",\"m\"]", "{}"), "\"o\""),
 	G(T("q", "bf16", "[3,1,128]") "," T("k", "bf16", "[3,257,128]") "," T("v", "bf16", "[3,257,16]"), "",
 	  SDPA("[\"q\",\"k\",\"v\"]", "{\"is_causal\":false}"), "\"o\""),
+	G(T("q", "bf16", "[2,3,70,37]") "," T("k", "bf16", "[2,1,301,37]") "," T("v", "bf16", "[2,1,301,45]") ","
+	  T("u", "f32", "[2,1,1,301]"), "",
+	  ND("l", "aten.lt.Scalar", "[\"u\", 1.8]", "m") ","
+	  SDPA("[\"q\",\"k\",\"v\",\"m\"]", "{\"is_causal\":true,\"masked_value\":-1e4}"), "\"o\""),
+	G(T("q", "bf16", "[1,4,129,64]") "," T("k", "bf16", "[1,4,129,64]") "," T("v", "bf16", "[1,4,129,64]"), "",
+	  SDPA("[\"q\",\"k\",\"v\"]", "{\"is_causal\":true,\"scale\":0.3}"), "\"o\""),
 };
 
 /* Traced attention the rule rewrites: [0] and [1] as nn.MultiheadAttention
@@ -1432,6 +1444,17 @@ static void test_attention(void **state)
 	size_t n = sizeof attn_graphs / sizeof *attn_graphs, nt = sizeof attn_traced / sizeof *attn_traced;
 	int fails = on_targets("attention", attn_graphs, n, 0, NULL, 0, NULL);
 	fails += on_targets("traced attention", attn_traced, nt, 0, NULL, 0, NULL);
+	size_t nb = sizeof attn_bf16 / sizeof *attn_bf16;
+	fails += on_targets("bf16 attention", attn_bf16, nb, 0, NULL, 0, NULL);
+	if (target_runs_here("avx512_bf16")) {
+		force_target = "avx512_bf16";
+		for (size_t i = 0; i < nb; i++)
+			if (check_graph(attn_bf16[i], 0, NULL))
+				fails++, print_error("bf16 attention graph %zu failed on avx512_bf16\n", i);
+		force_target = NULL;
+	} else {
+		print_message("# avx512_bf16 does not run here: skipped\n");
+	}
 	assert_int_equal(fails, 0);
 	for (size_t i = 0; i < nt; i++) {
 		char *c = emitted_c(attn_traced[i]);
