@@ -10,7 +10,7 @@ how far its peak RSS (VmHWM) rose above its RSS before the run (ORT: its runner'
 the run over the one after loading the session).
 
   /usr/bin/python3 bench/attention/run.py [--seqs 128,512,2048,8192] [--threads 1,2]
-      [--rounds 5] [--causal] [--decode] [--out bench/results/attention.md]
+      [--rounds 5] [--causal] [--decode] [--bf16] [--out bench/results/attention.md]
 
 ONNX Runtime runs through bench/dynamic's onnxruntime-node runner (install it as that README
 says); without it the ORT columns say why.
@@ -49,11 +49,13 @@ class Attn(torch.nn.Module):
 
 
 DECODE = "--decode" in sys.argv  # one query row against S keys
+BF16 = "--bf16" in sys.argv  # q, k, v and the result in bf16 (ORT: no bf16 attention on CPU)
 
 
 def inputs(S):
     g = torch.Generator().manual_seed(S)
-    return tuple(torch.randn(1, H, 1 if (DECODE and i == 0) else S, D, generator=g) for i in range(3))
+    t = tuple(torch.randn(1, H, 1 if (DECODE and i == 0) else S, D, generator=g) for i in range(3))
+    return tuple(x.bfloat16() for x in t) if BF16 else t
 
 
 def compiled(S, T, fused, causal, cache):
@@ -92,7 +94,7 @@ def mem_worker(engine, S, T, causal, cache):
 def peak_mib(engine, S, T, causal, cache):
     r = subprocess.run([sys.executable, os.path.abspath(__file__), "--mem", engine, "--seqs", str(S),
                         "--threads", str(T), "--cache", cache] + (["--causal"] if causal else [])
-                       + (["--decode"] if DECODE else []),
+                       + (["--decode"] if DECODE else []) + (["--bf16"] if BF16 else []),
                        capture_output=True, text=True)
     try:
         return json.loads(r.stdout.strip().splitlines()[-1])["mib"]
@@ -195,6 +197,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--decode", action="store_true", help="one query row (seq_q = 1) against seq keys")
+    ap.add_argument("--bf16", action="store_true", help="bf16 inputs and result (no ORT)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--cache", default=None)
     ap.add_argument("--mem", default=None)
@@ -210,7 +213,7 @@ def main():
         mem_worker(a.mem, seqs[0], threads[0], a.causal, a.cache)
         return
     dyn = _ort()
-    why = dyn.ort_available()
+    why = "not run in bf16 (no bf16 attention on ORT's CPU provider)" if BF16 else dyn.ort_available()
     tmp = tempfile.mkdtemp(prefix="coil-attn-")
     cache = a.cache or tmp
     rows = []
@@ -221,8 +224,8 @@ def main():
             m = Attn(a.causal)
             fused, unfused = compiled(S, T, True, a.causal, cache), compiled(S, T, False, a.causal, cache)
             with torch.no_grad():
-                ref = m(*ins).double()
-                err = float((fused(*ins).double() - ref).abs().max()) / float(ins[2].abs().max())
+                ref = m(*[i.double() for i in ins])
+                err = float((fused(*ins).double() - ref).abs().max()) / float(ins[2].double().abs().max())
             engines = {"fused": fused, "unfused": unfused, "eager": m}
             ort = None
             if not why:
@@ -258,10 +261,10 @@ def main():
             rows.append(row)
             print(json.dumps(row), flush=True)
     lines = ["# Attention: fused kernel against unfused, eager and ONNX Runtime", "",
-             "softmax(q k^T / 8%s) v, batch 1, %d heads of %d, f32%s; %s. Times: median ms over rounds "
+             "softmax(q k^T / 8%s) v, batch 1, %d heads of %d%s; %s. Times: median ms over rounds "
              "(1 round at 8192); x: fused's speedup, the median of per-round ratios. Peak: MiB the "
-             "process's peak RSS rose in one run. err: max |fused - eager| / max |v|." %
-             (" + causal mask" if a.causal else "", H, D, ", one query row (decoding)" if DECODE else "", "ORT: " + (why or "onnxruntime-node 1.30, all "
+             "process's peak RSS rose in one run. err: max |fused - f64 reference| / max |v|." %
+             (" + causal mask" if a.causal else "", H, D, (", bf16" if BF16 else ", f32") + (", one query row (decoding)" if DECODE else ""), "ORT: " + (why or "onnxruntime-node 1.30, all "
                                                                      "optimizations, sequential")),
              "", "| threads | seq | fused ms | unfused ms | eager ms | ORT ms | x unfused | x eager | x ORT "
              "| peak fused | peak unfused | peak eager | peak ORT | err |",
