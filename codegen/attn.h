@@ -117,10 +117,86 @@ static inline float ca_load1(int dt, const void *p, int64_t i)
 /* p[off, off + n) holds no inf or NaN. */
 static inline int ca_finite(int dt, const void *p, int64_t off, int64_t n)
 {
-	for (int64_t i = off; i < off + n; i++) {
-		float x = ca_load1(dt, p, i);
-		if (x - x != 0) /* inf or NaN */
-			return 0;
+	if (dt == 0) { /* x * 0 is NaN for inf and NaN, 0 otherwise */
+		const float *x = (const float *)p + off;
+		ca_v acc = CA_SET1(0.0f), zero = CA_SET1(0.0f);
+		int64_t i = 0;
+		for (; i + CA_W <= n; i += CA_W)
+			acc = acc + CA_MUL(CA_LD(x + i), zero);
+		float t = CA_HSUM(acc);
+		for (; i < n; i++)
+			t += x[i] * 0.0f;
+		return t == 0;
+	}
+	/* bf16 / f16: the exponent all ones */
+	const uint16_t *h = (const uint16_t *)p + off, e = dt == 1 ? 0x7f80 : 0x7c00;
+	unsigned bad = 0;
+	for (int64_t i = 0; i < n; i++)
+		bad |= (h[i] & e) == e;
+	return !bad;
+}
+
+/* 1 + the last key of [j0, j0 + nc) that some row of [i0, i0 + nr) does not
+ * mask (relative to j0); each row scanned from the right down to the best
+ * so far. */
+static int64_t ca_live_cols(const coil_sdpa_args *a, int64_t mo, int64_t i0, int64_t nr, int64_t j0, int64_t nc)
+{
+	int64_t live = 0;
+	for (int64_t r = nr - 1; r >= 0 && live < nc; r--) {
+		const int64_t i = i0 + r, mrow = mo + i * a->msl + j0 * a->mss;
+		int64_t n = a->causal ? (i - j0 + 1 < nc ? i - j0 + 1 : nc) : nc;
+		if (!a->mk) {
+			live = n > live ? n : live;
+			continue;
+		}
+		for (int64_t c = n - 1; c >= live; c--)
+			if (a->mk == 1 ? ((const uint8_t *)a->m)[mrow + c * a->mss] != 0
+				       : ca_load1(a->dt, a->m, mrow + c * a->mss) != -INFINITY) {
+				live = c + 1;
+				break;
+			}
+	}
+	return live;
+}
+
+/* Query rows [i0, i0 + nr) see only masked keys in [j0, j0 + nc): a bool
+ * mask false or an additive one -inf wherever causality does not mask
+ * already. */
+static int ca_all_masked(const coil_sdpa_args *a, int64_t mo, int64_t i0, int64_t nr, int64_t j0, int64_t nc)
+{
+	if (a->causal && j0 > i0 + nr - 1)
+		return 1;
+	if (!a->mk)
+		return 0;
+	for (int64_t r = 0; r < nr; r++) {
+		const int64_t i = i0 + r, mrow = mo + i * a->msl + j0 * a->mss;
+		int64_t n = a->causal ? (i - j0 + 1 < nc ? i - j0 + 1 : nc) : nc; /* keys causality leaves */
+		if (n <= 0)
+			continue;
+		if (a->mk == 1 && a->mss == 1) {
+			const uint8_t *m = (const uint8_t *)a->m + mrow;
+			unsigned any = 0;
+			for (int64_t c = 0; c < n; c++)
+				any |= m[c];
+			if (any)
+				return 0;
+		} else if (a->mk == 2 && a->dt == 0 && a->mss == 1) {
+			const float *m = (const float *)a->m + mrow;
+			ca_v mx = CA_SET1(-INFINITY);
+			int64_t c = 0;
+			for (; c + CA_W <= n; c += CA_W)
+				mx = CA_MAX(mx, CA_LD(m + c));
+			float t = CA_HMAX(mx);
+			for (; c < n; c++)
+				t = m[c] > t || m[c] != m[c] ? m[c] : t;
+			if (t != -INFINITY)
+				return 0;
+		} else {
+			for (int64_t c = 0; c < n; c++)
+				if (a->mk == 1 ? ((const uint8_t *)a->m)[mrow + c * a->mss] != 0
+					       : ca_load1(a->dt, a->m, mrow + c * a->mss) != -INFINITY)
+					return 0;
+		}
 	}
 	return 1;
 }
@@ -283,6 +359,7 @@ static inline __attribute__((always_inline)) void ca_pv_tile_bf(int mr, int nv, 
 typedef struct ca_buf {
 	float *q, *kt, *v, *s, *o, *m, *l;
 	uint16_t *p16; /* bf16 products: P rounded to bf16, [BR][BC] */
+	uint8_t *kfin, *vfin; /* per key block of the packed batch element: k, v hold no inf or NaN */
 } ca_buf;
 
 /* Few query rows (decoding): scores and P v straight from k and v rows
@@ -357,6 +434,12 @@ static inline void ca_tr16(const float *src, int64_t lds, float *dst, int64_t ld
 static void ca_pack(const coil_sdpa_args *a, const ca_buf *w, int64_t ko, int64_t vo, int64_t ldv)
 {
 	const int64_t S = a->S, E = a->E, Ev = a->Ev;
+	if (a->mk || a->causal) /* what skipping a masked block must not hide */
+		for (int64_t j0 = 0; j0 < S; j0 += CA_BC) {
+			const int64_t nc = S - j0 < CA_BC ? S - j0 : CA_BC;
+			w->kfin[j0 / CA_BC] = a->mk == 2 ? (uint8_t)ca_finite(a->dt, a->k, ko + j0 * E, nc * E) : 1;
+			w->vfin[j0 / CA_BC] = (uint8_t)ca_finite(a->dt, a->v, vo + j0 * Ev, nc * Ev);
+		}
 	if (CA_BFDP && a->dt == 1) { /* pairs of bf16, as they are */
 		const uint16_t *k = (const uint16_t *)a->k + ko, *v = (const uint16_t *)a->v + vo;
 		const int64_t E2 = (E + 1) / 2;
@@ -461,32 +544,23 @@ static void ca_task(const coil_sdpa_args *a, const ca_buf *w, int64_t b, int64_t
 			w->o[r * ldv + e] = 0;
 	}
 	for (int64_t j0 = 0; j0 < S; j0 += CA_BC) {
-		const int64_t nc = S - j0 < CA_BC ? S - j0 : CA_BC, ncp = (nc + CA_W - 1) / CA_W * CA_W;
-		/* the mask over the tile: all masked? */
-		int all_masked = 0;
-		if (a->causal && j0 > i0 + nr - 1)
-			all_masked = 1;
-		else if (a->mk) {
-			all_masked = 1;
-			for (int64_t r = 0; r < nr && all_masked; r++) {
-				const int64_t mrow = mo + (i0 + r) * a->msl + j0 * a->mss;
-				for (int64_t c = 0; c < nc && all_masked; c++) {
-					if (a->causal && j0 + c > i0 + r)
-						continue;
-					if (a->mk == 1)
-						all_masked = ((const uint8_t *)a->m)[mrow + c * a->mss] == 0;
-					else
-						all_masked = ca_load1(dt, a->m, mrow + c * a->mss) == -INFINITY;
-				}
-			}
-		}
+		int64_t nc = S - j0 < CA_BC ? S - j0 : CA_BC;
+		int all_masked = ca_all_masked(a, mo, i0, nr, j0, nc);
 		/* a finite fill adds exp(fill - m) = 0 exactly (below -104) once
 		 * every row has a score that far above it */
 		for (int64_t r = 0; r < nr && all_masked && a->mk == 1 && a->fill != -INFINITY; r++)
 			all_masked = a->fill == a->fill && w->m[r] != -INFINITY && a->fill < w->m[r] - 128.0f;
-		if (all_masked && ca_finite(dt, a->v, vo + j0 * Ev, nc * Ev) &&
-		    (a->mk != 2 || ca_finite(dt, a->k, ko + j0 * E, nc * E)))
+		if (all_masked && (direct ? ca_finite(dt, a->v, vo + j0 * Ev, nc * Ev) : w->vfin[j0 / CA_BC]) &&
+		    (a->mk != 2 || (direct ? ca_finite(dt, a->k, ko + j0 * E, nc * E) : w->kfin[j0 / CA_BC])))
 			continue;
+		/* keys past the last one any row sees (the diagonal block of a
+		 * causal mask, written as is_causal or as a -inf mask) weigh
+		 * exactly 0: not computed, unless that would hide a non-finite
+		 * value as above */
+		if (!all_masked && !direct && (a->mk || a->causal) && (a->mk != 1 || a->fill == -INFINITY) &&
+		    w->vfin[j0 / CA_BC] && (a->mk != 2 || w->kfin[j0 / CA_BC]))
+			nc = ca_live_cols(a, mo, i0, nr, j0, nc);
+		const int64_t ncp = (nc + CA_W - 1) / CA_W * CA_W;
 		/* scores */
 		if (direct) {
 			const float *kb = (const float *)a->k + ko + j0 * E;
@@ -665,7 +739,7 @@ static void coil_sdpa(const coil_sdpa_args *a)
 		ca_buf w;
 		const int64_t kv = direct ? 0 : sp; /* decoding reads k and v in place */
 		size_t fl = (size_t)(br * a->E + a->E * kv + kv * ldv + br * CA_BC + br * ldv + 2 * br) + 64 +
-			    (CA_BFDP && a->dt == 1 ? (size_t)(br * CA_BC / 2) : 0);
+			    (CA_BFDP && a->dt == 1 ? (size_t)(br * CA_BC / 2) : 0) + (size_t)(sp / CA_BC) / 2 + 1;
 		float *mem = malloc(fl * sizeof(float));
 		if (mem) {
 			w.q = mem;
@@ -676,6 +750,8 @@ static void coil_sdpa(const coil_sdpa_args *a)
 			w.m = w.o + br * ldv;
 			w.l = w.m + br;
 			w.p16 = (uint16_t *)(w.l + br);
+			w.kfin = (uint8_t *)(w.p16 + (CA_BFDP && a->dt == 1 ? br * CA_BC : 0));
+			w.vfin = w.kfin + sp / CA_BC;
 			int64_t packed = -1;
 			for (int64_t t = th; t < ntask; t += team) {
 				const int64_t b = t / nqb, qb = t % nqb;
