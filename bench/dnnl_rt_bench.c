@@ -131,7 +131,7 @@ static int mm_call(void *p)
 {
 	mm_arg *a = p;
 	char err[256];
-	int rc = rt_matmul_run(a->m, a->a, NULL, NULL, a->c, NULL, err, sizeof err);
+	int rc = rt_matmul_run(a->m, 0, a->a, NULL, NULL, a->c, NULL, err, sizeof err);
 	if (rc)
 		fprintf(stderr, "run: %s\n", err);
 	return rc;

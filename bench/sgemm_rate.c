@@ -40,15 +40,15 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (int i = 0; i < 3; i++)
-		rt_matmul_run(mm, a, NULL, NULL, c, NULL, err, sizeof err);
+		rt_matmul_run(mm, 0, a, NULL, NULL, c, NULL, err, sizeof err);
 	double t0 = now();
-	rt_matmul_run(mm, a, NULL, NULL, c, NULL, err, sizeof err);
+	rt_matmul_run(mm, 0, a, NULL, NULL, c, NULL, err, sizeof err);
 	int reps = (int)(0.3 / (now() - t0 + 1e-9)) + 1;
 	double best = 1e30;
 	for (int r = 0; r < 5; r++) {
 		t0 = now();
 		for (int i = 0; i < reps; i++)
-			rt_matmul_run(mm, a, NULL, NULL, c, NULL, err, sizeof err);
+			rt_matmul_run(mm, 0, a, NULL, NULL, c, NULL, err, sizeof err);
 		double t = (now() - t0) / reps;
 		best = t < best ? t : best;
 	}

@@ -39,6 +39,8 @@
 #define DN_MAX_POST 8   /* = RT_MAX_POST */
 #define DN_MAX_FOLD 8
 #define DN_SETS 8     /* bindings of the symbols whose rt objects a model handle keeps */
+#define DN_SEEN 64    /* bindings whose runs a handle counts */
+#define DN_HOT 3      /* runs after which a binding gets per-shape objects (generic ones before) */
 
 /* rt_post_kind, in the rt's order (codegen/rt/dnnl_rt.h). */
 enum dn_post_kind {

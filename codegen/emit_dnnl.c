@@ -10,8 +10,10 @@
  *     multiply/add), then rt_conv_create / rt_matmul_create, which prepack
  *     them into the layout the chosen primitive wants;
  *   - coil_dn_prepare (re)builds every object when the binding changes: at
- *     create when the graph has no symbols, else at the first run of each
- *     new binding; coil_dn_free;
+ *     create when the graph has no symbols, else at the third run of each
+ *     binding (before it, matrix products over a symbolic m run on the
+ *     handle's shape-generic objects and only the others are made for the
+ *     binding: generic_ok); coil_dn_free;
  *   - the kernel of a fusion: one rt_conv_run / rt_matmul_run. */
 #include <math.h>
 #include <stdarg.h>
@@ -110,6 +112,49 @@ int dn_residual(coil_ir *ir, int ext)
 	return -1;
 }
 
+/* A matmul whose only symbolic size is m (the rows of a and c): one
+ * shape-generic rt object (m_runtime) serves the bindings that are not hot
+ * yet, so a new binding creates nothing for it (see coil_dn_prepare). */
+static int dims_const(const coil_value *v)
+{
+	int64_t x;
+	for (int i = 0; i < v->rank; i++)
+		if (!dim_is_const(&v->shape[i], &x))
+			return 0;
+	return 1;
+}
+
+static int generic_ok(coil_ir *ir, const dn_fuse *fz)
+{
+	if (fz->is_conv || fz->is_pool || !ir->g->syms.n)
+		return 0;
+	coil_graph *g = ir->g;
+	const coil_node *n = &g->nodes[fz->head];
+	int base = n->op == OP_ADDMM;
+	const coil_value *a = node_in(g, n, base), *b = node_in(g, n, base + 1), *o = node_out(g, n, 0);
+	int64_t x;
+	if (dim_is_const(&a->shape[a->rank - 2], &x) || !dim_is_const(&a->shape[a->rank - 1], &x) ||
+	    !dim_is_const(&o->shape[o->rank - 1], &x) || !dims_const(b))
+		return 0;
+	for (int i = 0; i < a->rank - 2; i++)
+		if (!dim_is_const(&a->shape[i], &x))
+			return 0;
+	if (base && !dims_const(node_in(g, n, 0)))
+		return 0;
+	for (int i = 0; i < fz->npost; i++)
+		if (fz->post[i].val >= 0 && fz->post[i].kind != DN_ADD_SAME && !dims_const(&g->vals[fz->post[i].val]))
+			return 0;
+	return 1;
+}
+
+static int ngeneric(coil_ir *ir)
+{
+	int k = 0;
+	for (int j = 0; j < ir->dn->nf; j++)
+		k += generic_ok(ir, &ir->dn->f[j]);
+	return k;
+}
+
 static char *bufname(coil_ir *ir, int *used, int v)
 {
 	used[v] = 1;
@@ -161,8 +206,9 @@ int dn_emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs)
 		int base = h->op == OP_ADDMM;
 		const char *b = fz->b_param >= 0 ? "NULL" : bufname(ir, used, e->xsrc[base + 1]);
 		const char *bias = base && !is_const_val(g, tensor_arg(h, 0)) ? bufname(ir, used, e->xsrc[0]) : "NULL";
-		out(&c, "\tif (rt_matmul_run((rt_matmul *)dn->obj[%d], %s, %s, %s, %s, %s, dn->err, sizeof dn->err))\n", j,
-		    bufname(ir, used, e->xsrc[base]), b, bias, dst, ps);
+		const coil_value *a = node_in(g, h, base);
+		out(&c, "\tif (rt_matmul_run((rt_matmul *)dn->obj[%d], %s, %s, %s, %s, %s, %s, dn->err, sizeof dn->err))\n",
+		    j, dimc(&c, &a->shape[a->rank - 2]), bufname(ir, used, e->xsrc[base]), b, bias, dst, ps);
 	}
 	out(&c, "\t\tcoil_raise(x->st, %d, 0, 0);\n", code);
 	return 1;
@@ -179,10 +225,21 @@ void dn_emit_support(coil_ir *ir, FILE *f, int rt_unit)
 	int ns = ir->g->syms.n ? ir->g->syms.n : 1, sets = ir->g->syms.n ? DN_SETS : 1;
 	fprintf(f, "/* The rt objects for one binding of the symbols; a model handle keeps the\n"
 		   " * %d most recently used bindings (packed weights are shared between them). */\n", sets);
-	fprintf(f, "struct coil_dn_set {\n\tint64_t sym[%d];\n\tvoid *obj[%d];\n\tuint64_t used;\n\tint ready;\n};\n\n",
-		ns, ir->dn->nf);
+	fprintf(f, "struct coil_dn_set {\n\tint64_t sym[%d];\n\tvoid *obj[%d];\n"
+		   "\tunsigned char shared[%d]; /* obj[j] is the handle's generic one */\n\tuint64_t used;\n\tint ready;\n};\n\n",
+		ns, ir->dn->nf, ir->dn->nf);
+	int gen = ngeneric(ir);
+	if (gen)
+		fprintf(f, "/* Bindings seen lately and how often they ran. */\nstruct coil_dn_seen {\n\tint64_t sym[%d];\n"
+			   "\tuint64_t used;\n\tunsigned n;\n};\n\n", ns);
 	fprintf(f, "struct coil_dn {\n\trt_ctx *ctx;\n\tuint64_t tick;\n\tvoid **obj; /* the current binding's */\n"
-		   "\tstruct coil_dn_set set[%d];\n\tchar err[256];\n};\n\n", sets);
+		   "\tstruct coil_dn_set set[%d];\n", sets);
+	if (gen)
+		fprintf(f, "\tstruct coil_dn_set cold; /* a binding not hot yet: generic objects where they exist */\n"
+			   "\tvoid *gen[%d]; /* shape-generic objects (m at run time), made at first need */\n"
+			   "\tunsigned char gen_no[%d]; /* oneDNN has no fast generic kernel for it */\n"
+			   "\tstruct coil_dn_seen seen[%d];\n", ir->dn->nf, ir->dn->nf, DN_SEEN);
+	fprintf(f, "\tchar err[256];\n};\n\n");
 }
 
 static void post_desc(nctx *c, const char *d, const dn_fuse *fz)
@@ -296,8 +353,7 @@ static void make_conv(nctx *c, int j, const dn_fuse *fz)
 	out(c, "\tconst %s *w = %s, *b = %s;\n", T, const_ptr(c, n->args[1].v[0]), bias >= 0 ? const_ptr(c, bias) : "NULL");
 	if (!fz->nfold) {
 		out(c, "\tdd.has_bias = b != NULL;\n");
-		out(c, "\treturn rt_conv_create(d->ctx, &dd, w, b, (rt_conv **)&d->obj[%d], d->err, sizeof d->err) ? -1 : 0;\n",
-		    j);
+		out(c, "\treturn rt_conv_create(d->ctx, &dd, w, b, (rt_conv **)obj, d->err, sizeof d->err);\n");
 		return;
 	}
 	int64_t numel = 1, d;
@@ -316,8 +372,8 @@ static void make_conv(nctx *c, int j, const dn_fuse *fz)
 	out(c, "\tfor (int64_t o = 0; o < oc; o++)\n\t\tbf[o] = b ? %s : 0.0f;\n", ldf(c, t, "b", "o"));
 	folds(c, fz);
 	out(c, "\tdd.has_bias = 1;\n");
-	out(c, "\tconst int rc = rt_conv_create(d->ctx, &dd, wf, bf, (rt_conv **)&d->obj[%d], d->err, sizeof d->err);\n", j);
-	out(c, "\tfree(wf);\n\tfree(bf);\n\treturn rc ? -1 : 0;\n");
+	out(c, "\tconst int rc = rt_conv_create(d->ctx, &dd, wf, bf, (rt_conv **)obj, d->err, sizeof d->err);\n");
+	out(c, "\tfree(wf);\n\tfree(bf);\n\treturn rc;\n");
 }
 
 static void make_pool(nctx *c, int j, const dn_fuse *fz)
@@ -344,7 +400,8 @@ static void make_pool(nctx *c, int j, const dn_fuse *fz)
 			    (long long)w.s[i], (long long)(w.d[i] * (w.k[i] - 1) + 1), i, (long long)w.pl[i]);
 	}
 	out(c, "\tdd.src_nhwc = %d;\n\tdd.dst_nhwc = %d;\n", fz->src_nhwc, fz->dst_nhwc);
-	out(c, "\treturn rt_pool_create(d->ctx, &dd, (rt_pool **)&d->obj[%d], d->err, sizeof d->err) ? -1 : 0;\n", j);
+	(void)j;
+	out(c, "\treturn rt_pool_create(d->ctx, &dd, (rt_pool **)obj, d->err, sizeof d->err);\n");
 }
 
 static void make_matmul(nctx *c, int j, const dn_fuse *fz)
@@ -383,8 +440,9 @@ static void make_matmul(nctx *c, int j, const dn_fuse *fz)
 		out(c, "\tdd.alpha = 1;\n\tdd.beta = 1;\n");
 	}
 	post_desc(c, "dd", fz);
-	out(c, "\treturn rt_matmul_create(d->ctx, &dd, %s, %s, (rt_matmul **)&d->obj[%d], d->err, sizeof d->err) ? -1 : 0;\n",
-	    fz->b_param >= 0 ? const_ptr(c, fz->b_param) : "NULL", bias_ptr, j);
+	out(c, "\tdd.m_runtime = gen;\n");
+	out(c, "\treturn rt_matmul_create(d->ctx, &dd, %s, %s, (rt_matmul **)obj, d->err, sizeof d->err);\n",
+	    fz->b_param >= 0 ? const_ptr(c, fz->b_param) : "NULL", bias_ptr);
 }
 
 void dn_emit_model(coil_ir *ir, FILE *f)
@@ -399,8 +457,8 @@ void dn_emit_model(coil_ir *ir, FILE *f)
 		if (!fz->emitted)
 			continue;
 		out(&c, "/* graph nodes %d..%d */\n", fz->head, fz->last);
-		out(&c, "static int coil_dn_make%d(coil_model *m, struct coil_dn *d, const int64_t *sym)\n{\n", j);
-		out(&c, "\t(void)m;\n\t(void)sym;\n");
+		out(&c, "static int coil_dn_make%d(coil_model *m, struct coil_dn *d, const int64_t *sym, void **obj, int gen)\n{\n", j);
+		out(&c, "\t(void)m;\n\t(void)sym;\n\t(void)gen;\n");
 		for (int s = 0; s < ns; s++)
 			out(&c, "\tconst int64_t s%d = sym[%d];\n\t(void)s%d;\n", s, s, s);
 		if (fz->is_pool)
@@ -411,20 +469,43 @@ void dn_emit_model(coil_ir *ir, FILE *f)
 			make_matmul(&c, j, fz);
 		out(&c, "}\n\n");
 	}
-	int sets = ir->g->syms.n ? DN_SETS : 1;
+	int sets = ir->g->syms.n ? DN_SETS : 1, gen = ngeneric(ir);
 	out(&c, "static void coil_dn_release(struct coil_dn_set *s)\n{\n");
 	for (int j = 0; j < p->nf; j++) {
 		const char *t = p->f[j].is_pool ? "pool" : p->f[j].is_conv ? "conv" : "matmul";
 		if (p->f[j].emitted)
-			out(&c, "\trt_%s_destroy((rt_%s *)s->obj[%d]);\n\ts->obj[%d] = NULL;\n", t, t, j, j);
+			out(&c, "\tif (!s->shared[%d])\n\t\trt_%s_destroy((rt_%s *)s->obj[%d]);\n\ts->obj[%d] = NULL;\n", j, t, t,
+			    j, j);
 	}
-	out(&c, "\ts->ready = 0;\n}\n\n");
+	out(&c, "\tmemset(s->shared, 0, sizeof s->shared);\n\ts->ready = 0;\n}\n\n");
 	out(&c, "static void coil_dn_free(struct coil_dn *d)\n{\n\tif (!d)\n\t\treturn;\n"
-		"\tfor (int i = 0; i < %d; i++)\n\t\tcoil_dn_release(&d->set[i]);\n"
-		"\trt_ctx_destroy(d->ctx);\n\tfree(d);\n}\n\n", sets);
+		"\tfor (int i = 0; i < %d; i++)\n\t\tcoil_dn_release(&d->set[i]);\n", sets);
+	if (gen) {
+		out(&c, "\tcoil_dn_release(&d->cold);\n");
+		for (int j = 0; j < p->nf; j++)
+			if (p->f[j].emitted && generic_ok(ir, &p->f[j]))
+				out(&c, "\trt_matmul_destroy((rt_matmul *)d->gen[%d]);\n", j);
+	}
+	out(&c, "\trt_ctx_destroy(d->ctx);\n\tfree(d);\n}\n\n");
+	if (gen) {
+		out(&c, "/* Counts a run of the binding sym among the %d bindings seen most\n"
+			" * recently: 1 while it has run fewer than %d times (cold: the matrix\n"
+			" * products whose only symbolic size is m take the handle's generic\n"
+			" * objects, nothing is created for them), 0 once it is hot (objects of\n"
+			" * its own, per-shape kernels, kept in a set). */\n", DN_SEEN, DN_HOT);
+		out(&c, "static int coil_dn_cold(struct coil_dn *d, const int64_t *sym)\n{\n"
+			"\tstruct coil_dn_seen *v = &d->seen[0];\n"
+			"\tfor (int i = 0; i < %d; i++) {\n\t\tstruct coil_dn_seen *s = &d->seen[i];\n"
+			"\t\tif (s->n && !memcmp(s->sym, sym, sizeof s->sym)) {\n\t\t\ts->used = d->tick;\n"
+			"\t\t\treturn ++s->n < %d;\n\t\t}\n"
+			"\t\tif (!s->n ? v->n : v->n && s->used < v->used)\n\t\t\tv = s;\n\t}\n"
+			"\tmemcpy(v->sym, sym, sizeof v->sym);\n\tv->used = d->tick;\n\tv->n = 1;\n\treturn 1;\n}\n\n",
+		    DN_SEEN, DN_HOT);
+	}
 	out(&c, "/* Makes d->obj the rt objects for the binding sym: a kept set, else the\n"
 		" * least recently used one rebuilt (primitives for these shapes; the\n"
-		" * weights, folded and packed once, shared through the rt context). */\n");
+		" * weights, folded and packed once, shared through the rt context)%s. */\n",
+	    gen ? ", or, for a binding not hot yet, the cold set" : "");
 	out(&c, "static int coil_dn_prepare(coil_model *m, const int64_t *sym)\n{\n");
 	out(&c, "\tstruct coil_dn *d = m->dn;\n");
 	out(&c, "\tif (!d && !(d = m->dn = calloc(1, sizeof *d))) {\n"
@@ -434,12 +515,27 @@ void dn_emit_model(coil_ir *ir, FILE *f)
 		"\t\tif (s->ready && !memcmp(s->sym, sym, sizeof s->sym)) {\n\t\t\ts->used = d->tick;\n"
 		"\t\t\td->obj = s->obj;\n\t\t\treturn 0;\n\t\t}\n"
 		"\t\tif (!s->ready ? v->ready : v->ready && s->used < v->used)\n\t\t\tv = s;\n\t}\n", sets);
+	if (gen)
+		out(&c, "\tconst int cold = coil_dn_cold(d, sym);\n\tif (cold)\n\t\tv = &d->cold;\n");
+	else
+		out(&c, "\tconst int cold = 0;\n");
 	out(&c, "\tcoil_dn_release(v);\n\td->obj = v->obj;\n");
-	out(&c, "\tif ((!d->ctx && rt_ctx_create(m->nthreads, &d->ctx, d->err, sizeof d->err))");
-	for (int j = 0; j < p->nf; j++)
-		if (p->f[j].emitted)
-			out(&c, " ||\n\t    coil_dn_make%d(m, d, sym)", j);
-	out(&c, ") {\n\t\tsnprintf(coil_errbuf, sizeof coil_errbuf, \"oneDNN: %%.200s\", d->err);\n"
-		"\t\tcoil_dn_release(v);\n\t\td->obj = NULL;\n\t\treturn -1;\n\t}\n");
-	out(&c, "\tmemcpy(v->sym, sym, sizeof v->sym);\n\tv->used = d->tick;\n\tv->ready = 1;\n\treturn 0;\n}\n\n");
+	out(&c, "\tif (!d->ctx && rt_ctx_create(m->nthreads, &d->ctx, d->err, sizeof d->err))\n\t\tgoto fail;\n");
+	for (int j = 0; j < p->nf; j++) {
+		if (!p->f[j].emitted)
+			continue;
+		if (generic_ok(ir, &p->f[j])) {
+			out(&c, "\tif (cold && !d->gen[%d] && !d->gen_no[%d]) {\n"
+				"\t\tconst int rc = coil_dn_make%d(m, d, sym, &d->gen[%d], 1);\n"
+				"\t\tif (rc == RT_EUNSUP)\n\t\t\td->gen_no[%d] = 1;\n\t\telse if (rc)\n\t\t\tgoto fail;\n\t}\n",
+			    j, j, j, j, j);
+			out(&c, "\tif (cold && d->gen[%d])\n\t\tv->obj[%d] = d->gen[%d], v->shared[%d] = 1;\n\telse ", j, j, j, j);
+		} else {
+			out(&c, "\t");
+		}
+		out(&c, "if (coil_dn_make%d(m, d, sym, &v->obj[%d], 0))\n\t\tgoto fail;\n", j, j);
+	}
+	out(&c, "\tmemcpy(v->sym, sym, sizeof v->sym);\n\tv->used = d->tick;\n\tv->ready = !cold;\n\treturn 0;\n");
+	out(&c, "fail:\n\tsnprintf(coil_errbuf, sizeof coil_errbuf, \"oneDNN: %%.200s\", d->err);\n"
+		"\tcoil_dn_release(v);\n\td->obj = NULL;\n\treturn -1;\n}\n\n");
 }

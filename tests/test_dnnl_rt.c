@@ -789,13 +789,13 @@ static void run_mm(rt_ctx *ctx, const rt_matmul_desc *d, const char *name, float
 		post_src[i] = pd.logical[i];
 	for (size_t i = 0; i < nc; ++i)
 		c[i] = NAN;
-	if (rt_matmul_run(mm, a, d->b_const ? NULL : b,
+	if (rt_matmul_run(mm, d->m, a, d->b_const ? NULL : b,
 			  d->has_bias && !d->bias_const ? bias : NULL, c, post_src, err,
 			  sizeof err))
 		fail_msg("%s: rt_matmul_run: %s", name, err);
 	check_close(name, c, want, nc);
 	/* a second run gives the same */
-	if (rt_matmul_run(mm, a, d->b_const ? NULL : b,
+	if (rt_matmul_run(mm, d->m, a, d->b_const ? NULL : b,
 			  d->has_bias && !d->bias_const ? bias : NULL, c, post_src, err,
 			  sizeof err))
 		fail_msg("%s: rt_matmul_run (2): %s", name, err);
@@ -916,6 +916,103 @@ static void test_matmul_post(void **state)
 
 /* ------------------------------------------------------------------ */
 /* threads, errors                                                     */
+
+/* One m_runtime object run at several m (new, repeated, larger and smaller
+ * than before), each against the reference. */
+static void run_mm_runtime(rt_ctx *ctx, const rt_matmul_desc *d0, const char *name)
+{
+	static const int64_t ms[] = {7, 1, 300, 7, 64, 129, 2};
+	const size_t nbb = (size_t)(d0->k * d0->n);
+	float *b = rnd(nbb), *bias = rnd((size_t)d0->n);
+	char err[512] = "", nm[128];
+	rt_matmul *mm = NULL;
+	rt_matmul_desc d = *d0;
+	d.m_runtime = 1;
+	d.m = 5; /* ignored */
+	if (rt_matmul_create(ctx, &d, d.b_const ? b : NULL, d.has_bias && d.bias_const ? bias : NULL,
+			     &mm, err, sizeof err))
+		fail_msg("%s: rt_matmul_create: %s", name, err);
+	assert_string_equal(rt_matmul_impl(mm), "gemm:jit");
+	for (size_t t = 0; t < sizeof ms / sizeof *ms; ++t) {
+		d.m = ms[t];
+		snprintf(nm, sizeof nm, "%s m=%lld", name, (long long)d.m);
+		int64_t cdims[2] = {d.m, d.n};
+		size_t na = (size_t)(d.m * d.k), nc = (size_t)(d.m * d.n);
+		float *a = rnd(na), *c = malloc(nc * sizeof *c);
+		double *want = malloc(nc * sizeof *want);
+		assert_non_null(c);
+		assert_non_null(want);
+		post_data pd;
+		make_posts(&pd, d.npost, d.post, 2, cdims);
+		ref_matmul(&d, a, b, bias, want);
+		apply_posts(want, 2, cdims, d.npost, d.post, &pd);
+		const void *post_src[RT_MAX_POST] = {0};
+		for (int i = 0; i < d.npost; ++i)
+			post_src[i] = pd.logical[i];
+		for (size_t i = 0; i < nc; ++i)
+			c[i] = NAN;
+		if (rt_matmul_run(mm, d.m, a, d.b_const ? NULL : b, d.has_bias && !d.bias_const ? bias : NULL,
+				  c, post_src, err, sizeof err))
+			fail_msg("%s: rt_matmul_run: %s", nm, err);
+		check_close(nm, c, want, nc);
+		free_posts(&pd);
+		free(a);
+		free(c);
+		free(want);
+	}
+	/* m < 1 is refused, never run */
+	assert_int_equal(rt_matmul_run(mm, 0, b, NULL, NULL, bias, NULL, err, sizeof err), RT_EINVAL);
+	rt_matmul_destroy(mm);
+	free(b);
+	free(bias);
+}
+
+static void test_matmul_runtime_m(void **state)
+{
+	rt_matmul_desc d = mdesc(0, 48, 40);
+	d.b_trans = 1, d.b_const = 1, d.has_bias = 1, d.bias_const = 1;
+	run_mm_runtime(*state, &d, "linear");
+	d.npost = 1;
+	d.post[0] = (rt_post){.kind = RT_GELU_ERF};
+	run_mm_runtime(*state, &d, "linear+gelu");
+	d.post[0] = (rt_post){.kind = RT_ADD_SAME};
+	run_mm_runtime(*state, &d, "linear+residual");
+	d.post[0] = (rt_post){.kind = RT_MUL_BCAST, .rank = 1, .dims = {40}};
+	run_mm_runtime(*state, &d, "linear*per-column");
+	d.npost = 0, d.b_trans = 0, d.a_trans = 1, d.alpha = 0.5f, d.beta = 2;
+	run_mm_runtime(*state, &d, "a transposed, alpha/beta");
+	d.a_trans = 0, d.b_const = 0, d.bias_const = 0, d.alpha = d.beta = 1;
+	run_mm_runtime(*state, &d, "run-time b and bias");
+
+	/* what oneDNN runs only on its reference kernel, or what depends on m:
+	 * refused, so the caller makes a per-shape object instead */
+	char err[256] = "";
+	rt_matmul *mm = NULL;
+	float *w = rnd(48 * 40);
+	d = mdesc(1, 48, 40);
+	d.m_runtime = 1, d.b_const = 1, d.npost = 2;
+	d.post[0] = (rt_post){.kind = RT_GELU_ERF};
+	d.post[1] = (rt_post){.kind = RT_ADD_SAME};
+	assert_int_equal(rt_matmul_create(*state, &d, w, NULL, &mm, err, sizeof err), RT_EUNSUP);
+	assert_null(mm);
+	d.npost = 1;
+	d.post[0] = (rt_post){.kind = RT_ADD_BCAST, .rank = 2, .dims = {1, 40}};
+	d.post[0].dims[0] = 3; /* over m */
+	assert_int_equal(rt_matmul_create(*state, &d, w, NULL, &mm, err, sizeof err), RT_EUNSUP);
+	d.npost = 0, d.has_bias = 1, d.bias_full = 1;
+	assert_int_equal(rt_matmul_create(*state, &d, w, w, &mm, err, sizeof err), RT_EUNSUP);
+	/* a per-shape object refuses another m */
+	d = mdesc(4, 48, 40);
+	d.b_const = 1;
+	assert_int_equal(rt_matmul_create(*state, &d, w, NULL, &mm, err, sizeof err), RT_OK);
+	float *a = rnd(5 * 48), *c = rnd(5 * 40);
+	assert_int_equal(rt_matmul_run(mm, 5, a, NULL, NULL, c, NULL, err, sizeof err), RT_EINVAL);
+	assert_int_equal(rt_matmul_run(mm, 4, a, NULL, NULL, c, NULL, err, sizeof err), RT_OK);
+	rt_matmul_destroy(mm);
+	free(a);
+	free(c);
+	free(w);
+}
 
 static void test_threads_same_result(void **state)
 {
@@ -1044,7 +1141,7 @@ static void test_invalid(void **state)
 	m = mdesc(4, 4, 4);
 	assert_int_equal(rt_matmul_create(ctx, &m, NULL, NULL, &mm, err, sizeof err), 0);
 	float a[16] = {0}, cc[16];
-	assert_true(rt_matmul_run(mm, a, NULL, NULL, cc, NULL, err, sizeof err) != 0);
+	assert_true(rt_matmul_run(mm, 0, a, NULL, NULL, cc, NULL, err, sizeof err) != 0);
 	rt_matmul_destroy(mm);
 	rt_matmul_destroy(NULL);
 	assert_true(rt_ctx_create(1, NULL, err, sizeof err) != 0);
@@ -1212,6 +1309,7 @@ int main(void)
 		cmocka_unit_test(test_addmm),
 		cmocka_unit_test(test_bmm),
 		cmocka_unit_test(test_matmul_post),
+		cmocka_unit_test(test_matmul_runtime_m),
 		cmocka_unit_test(test_threads_same_result),
 		cmocka_unit_test(test_invalid),
 		cmocka_unit_test(test_conv_winograd),

@@ -212,7 +212,9 @@ static dnnl_status_t md_dense(dnnl_memory_desc_t *md, int nd, const int64_t *dim
 	for (int i = nd - 1; i >= 0; --i) {
 		int ax = order ? order[i] : i;
 		s[ax] = st;
-		st *= dims[ax];
+		/* a run-time dim (DNNL_RUNTIME_DIM_VAL) makes the strides outside it run-time too */
+		st = st == DNNL_RUNTIME_DIM_VAL || dims[ax] == DNNL_RUNTIME_DIM_VAL ? DNNL_RUNTIME_DIM_VAL
+										   : st * dims[ax];
 	}
 	for (int i = 0; i < nd; ++i)
 		d[i] = dims[i];
@@ -234,6 +236,7 @@ typedef struct prim {
 	int arg_id[MAX_ARGS];
 	size_t scratch_bytes; /* at offset 0 of the context's workspace */
 	size_t dst_bytes;
+	int rt_dims; /* src/dst have run-time dims: their memories are made per run */
 	int npost;
 	enum post_role role[RT_MAX_POST];
 } prim;
@@ -395,11 +398,13 @@ static int prim_finish(prim *p, const void *op_desc, dnnl_primitive_attr_t attr,
 		dnnl_primitive_desc_query_md(p->pd, dnnl_query_scratchpad_md, 0);
 	if (!smd || !dmd)
 		FAIL(RT_EDNNL, "oneDNN: %s: cannot query src/dst descriptors", what);
-	p->dst_bytes = dnnl_memory_desc_get_size(dmd);
-	DN(dnnl_memory_create(&p->mem[ARG_SRC], smd, eng, DNNL_MEMORY_NONE));
 	p->arg_id[ARG_SRC] = DNNL_ARG_SRC;
-	DN(dnnl_memory_create(&p->mem[ARG_DST], dmd, eng, DNNL_MEMORY_NONE));
 	p->arg_id[ARG_DST] = DNNL_ARG_DST;
+	if (!p->rt_dims) {
+		p->dst_bytes = dnnl_memory_desc_get_size(dmd);
+		DN(dnnl_memory_create(&p->mem[ARG_SRC], smd, eng, DNNL_MEMORY_NONE));
+		DN(dnnl_memory_create(&p->mem[ARG_DST], dmd, eng, DNNL_MEMORY_NONE));
+	}
 	p->scratch_bytes = scr ? dnnl_memory_desc_get_size(scr) : 0;
 	if (p->scratch_bytes) {
 		if ((rc = ctx_reserve(p->ctx, p->scratch_bytes, err, errlen)))
@@ -1075,7 +1080,36 @@ struct rt_matmul {
 	float bias_scale;      /* applied to a run-time bias (1: pass through) */
 	float *bias_buf;       /* scaled copy of a run-time bias (f32) */
 	size_t bias_elems;
+	int64_t m;             /* the desc's m; m_runtime: the m a and c are bound at */
+	int m_runtime;
+	/* m_runtime: what a's and c's descriptors are made from at each new m */
+	int nd, a_order[6];
+	int64_t adims[6], cdims[6];
+	dnnl_data_type_t dt, cdt;
 };
+
+/* An m_runtime matmul's a and c memories for m rows. */
+static int mm_bind_m(rt_matmul *mm, int64_t m, char *err, size_t errlen)
+{
+	int rc = RT_OK, nb = mm->nd - 2;
+	dnnl_memory_desc_t a_md, c_md;
+	mm->adims[nb] = mm->cdims[nb] = m;
+	DN(md_dense(&a_md, mm->nd, mm->adims, mm->a_order, mm->dt));
+	DN(md_dense(&c_md, mm->nd, mm->cdims, NULL, mm->cdt));
+	for (int i = ARG_SRC; i <= ARG_DST; i += ARG_DST - ARG_SRC) {
+		if (mm->p.mem[i])
+			dnnl_memory_destroy(mm->p.mem[i]);
+		mm->p.mem[i] = NULL;
+	}
+	mm->m = 0;
+	DN(dnnl_memory_create(&mm->p.mem[ARG_SRC], &a_md, mm->p.ctx->engine, DNNL_MEMORY_NONE));
+	DN(dnnl_memory_create(&mm->p.mem[ARG_DST], &c_md, mm->p.ctx->engine, DNNL_MEMORY_NONE));
+	mm->p.dst_bytes = dnnl_memory_desc_get_size(&c_md);
+	mm->m = m;
+	return RT_OK;
+fail:
+	return rc;
+}
 
 RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const void *b_const_data,
 			    const void *bias_const, rt_matmul **out, char *err, size_t errlen)
@@ -1117,11 +1151,22 @@ RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const void *b_
 	const float beta = d->alpha == 0 && d->beta == 0 ? 1 : d->beta;
 	if (d->has_bias && alpha == 0)
 		return seterr(err, errlen, RT_EUNSUP, "rt_matmul: alpha = 0 with a bias");
+	if (d->m_runtime && d->has_bias && d->bias_full)
+		return seterr(err, errlen, RT_EUNSUP, "rt_matmul: a run-time m with an [m, n] bias");
+	for (int i = 0; d->m_runtime && i < d->npost; ++i) {
+		int64_t bd[DNNL_MAX_NDIMS];
+		bin_dims(&d->post[i], d->nbatch + 2, bd);
+		if (d->post[i].kind >= RT_ADD_BCAST && d->post[i].rank >= 2 && bd[d->nbatch] != 1)
+			return seterr(err, errlen, RT_EUNSUP,
+				      "rt_matmul: a run-time m with post-op %d's operand over m", i);
+	}
 
 	mm = calloc(1, sizeof *mm);
 	if (!mm)
 		return seterr(err, errlen, RT_ENOMEM, "rt_matmul_create: out of memory");
 	mm->p.ctx = ctx;
+	mm->m = d->m;
+	mm->m_runtime = mm->p.rt_dims = d->m_runtime != 0;
 	prev = threads_enter(ctx), entered = 1;
 
 	const int nb = d->nbatch, nd = nb + 2;
@@ -1132,7 +1177,8 @@ RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const void *b_
 		cdims[i] = adims[i] > bdims[i] ? adims[i] : bdims[i];
 		biasdims[i] = 1;
 	}
-	adims[nb] = cdims[nb] = d->m, adims[nb + 1] = bdims[nb] = d->k;
+	adims[nb] = cdims[nb] = d->m_runtime ? DNNL_RUNTIME_DIM_VAL : d->m;
+	adims[nb + 1] = bdims[nb] = d->k;
 	bdims[nb + 1] = cdims[nb + 1] = d->n;
 	biasdims[nb] = d->bias_full ? d->m : 1, biasdims[nb + 1] = d->n;
 	for (int i = 0; i < nd; ++i)
@@ -1176,7 +1222,7 @@ RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const void *b_
 		goto fail;
 	dnnl_matmul_desc_t od;
 	/* constant B: the layout its packed copy already has, if the primitive takes it */
-	const dnnl_memory_desc_t *pin = d->b_const ? shared_md(ctx, d->weight_key, &bany_md) : NULL;
+	const dnnl_memory_desc_t *pin = d->b_const && !d->m_runtime ? shared_md(ctx, d->weight_key, &bany_md) : NULL;
 	if (pin && (dnnl_matmul_desc_init(&od, &a_md, pin, d->has_bias ? &bias_md : NULL, &c_md) != dnnl_success ||
 		    prim_finish(&mm->p, &od, attr, bin_md, bin_idx, NULL, 0, "matmul") != RT_OK ||
 		    strncmp(prim_impl(&mm->p), "brg", 3))) {
@@ -1190,6 +1236,18 @@ RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const void *b_
 		if ((rc = prim_finish(&mm->p, &od, attr, bin_md, bin_idx, err, errlen, "matmul")))
 			goto fail;
 	}
+	if (d->m_runtime) {
+		/* oneDNN takes a run-time m in its shape-generic GEMM (gemm:jit);
+		 * where it cannot, it offers its reference kernel: refused */
+		if (!strncmp(prim_impl(&mm->p), "ref", 3))
+			FAIL(RT_EUNSUP, "rt_matmul: oneDNN has no fast kernel for a run-time m here");
+		mm->nd = nd;
+		for (int i = 0; i < nd; ++i)
+			mm->adims[i] = adims[i], mm->cdims[i] = cdims[i], mm->a_order[i] = a_order[i];
+		mm->dt = dt;
+		mm->cdt = bf && d->dst_f32 ? dnnl_f32 : dt;
+		mm->m = 0;
+	}
 
 	mm->p.arg_id[ARG_WEI] = DNNL_ARG_WEIGHTS;
 	mm->b_const = d->b_const;
@@ -1198,8 +1256,9 @@ RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const void *b_
 			dnnl_primitive_desc_query_md(mm->p.pd, dnnl_query_weights_md, 0);
 		if (!wmd)
 			FAIL(RT_EDNNL, "oneDNN: cannot query the weights descriptor");
-		if ((rc = pack_shared(ctx, d->weight_key, &b_md, wmd, b_const_data, &mm->p.mem[ARG_WEI],
-				       err, errlen)))
+		/* a generic object's plain copy is its own: never a layout to pin others to */
+		const uint64_t key = d->weight_key && d->m_runtime ? d->weight_key | 1ull << 63 : d->weight_key;
+		if ((rc = pack_shared(ctx, key, &b_md, wmd, b_const_data, &mm->p.mem[ARG_WEI], err, errlen)))
 			goto fail;
 	} else {
 		DN(dnnl_memory_create(&mm->p.mem[ARG_WEI], &b_md, ctx->engine, DNNL_MEMORY_NONE));
@@ -1251,11 +1310,19 @@ fail:
 	return rc;
 }
 
-RT_API int rt_matmul_run(rt_matmul *mm, const void *a, const void *b, const void *bias,
+RT_API int rt_matmul_run(rt_matmul *mm, int64_t m, const void *a, const void *b, const void *bias,
 			 void *c, const void *const *post_src, char *err, size_t errlen)
 {
 	if (!mm || !a || !c)
 		return seterr(err, errlen, RT_EINVAL, "rt_matmul_run: NULL matmul, a or c");
+	if (mm->m_runtime ? m < 1 : m != 0 && m != mm->m)
+		return seterr(err, errlen, RT_EINVAL, "rt_matmul_run: m = %lld, the object takes %lld",
+			      (long long)m, (long long)mm->m);
+	if (mm->m_runtime && m != mm->m) {
+		int rc = mm_bind_m(mm, m, err, errlen);
+		if (rc)
+			return rc;
+	}
 	if (!mm->b_const && !b)
 		return seterr(err, errlen, RT_EINVAL, "rt_matmul_run: b is NULL");
 	if (mm->bias_rt && !bias)

@@ -228,14 +228,23 @@ typedef struct rt_matmul_desc {
 	int npost;
 	rt_post post[RT_MAX_POST];
 	uint64_t weight_key; /* b_const: as rt_conv_desc's */
+	/* m given at each run instead (rt_matmul_run's m, any m >= 1): one
+	 * object for every m, on oneDNN's shape-generic GEMM (gemm:jit), which
+	 * costs nothing per new m and runs a few % slower than the per-shape
+	 * kernels (brgemm).  RT_EUNSUP where oneDNN would fall back to its
+	 * reference kernel (some post-op chains), with an [m, n] bias, or with a
+	 * binary operand over m. */
+	int m_runtime;
 } rt_matmul_desc;
 
 RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d,
 			    const void *b_const_data, const void *bias_const,
 			    rt_matmul **out, char *err, size_t errlen);
-/* c = post(alpha*(a@b) + beta*bias).  b: NULL when b_const; bias: NULL when
- * bias_const or no bias.  c must not overlap a, b or bias. */
-RT_API int rt_matmul_run(rt_matmul *mm, const void *a, const void *b,
+/* c = post(alpha*(a@b) + beta*bias).  m: the rows of a and c, the desc's m
+ * (0 also means that) or, made with m_runtime, any m >= 1.  b: NULL when
+ * b_const; bias: NULL when bias_const or no bias.  c must not overlap a, b
+ * or bias. */
+RT_API int rt_matmul_run(rt_matmul *mm, int64_t m, const void *a, const void *b,
 			 const void *bias, void *c, const void *const *post_src,
 			 char *err, size_t errlen);
 RT_API void rt_matmul_destroy(rt_matmul *mm);
