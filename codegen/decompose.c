@@ -525,7 +525,7 @@ int ir_decompose(coil_ir *ir, coil_err *err)
 				res[k] = view(&c, k);
 			break;
 		case COMP: composite(&c, res); break;
-		default:
+		default: {
 			double v;
 			if (fill_value(n, &v)) {
 				ir_node p = {.op = IR_FILL, .dtype = o->dtype, .rank = o->rank};
@@ -536,6 +536,7 @@ int ir_decompose(coil_ir *ir, coil_err *err)
 			} else {
 				extern_op(&c, res);
 			}
+		}
 		}
 		if (c.bad)
 			goto fail;
