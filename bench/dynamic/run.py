@@ -360,7 +360,12 @@ def worker(cfg, name, out_path):
         dt = dtype_tags(spec)
 
         def call(engine, r, x, seed):
-            """One timed call in ms."""
+            """One timed call in ms, after a pause: the previous call's spinning pool threads
+            (ORT's after every run, OpenMP's) hold a core for a while, and on a 2-core machine
+            a 2-thread call right after them ran at 1-thread speed (coil's mlp at batch 74 and
+            2 threads: 8.7 ms after ORT, 4.9 ms without it)."""
+            if cfg["pause"]:
+                time.sleep(cfg["pause"])
             if engine == "ort":
                 return ort.run(spec.shapes(r), dt, seed=seed)["times_ms"][0]
             if engine == "eager":
@@ -675,6 +680,8 @@ def main(argv=None):
     ap.add_argument("--sizes", type=int, default=None, help="sampled sizes for static (6; --quick 3)")
     ap.add_argument("--rounds", type=int, default=None, help="rounds over the sampled sizes (7; --quick 3)")
     ap.add_argument("--inner", type=int, default=3, help="calls per engine per size per round")
+    ap.add_argument("--pause", type=float, default=0.02,
+                    help="seconds of sleep before each timed call (spinning pool threads stop)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--dynamic-res", action="store_true", help="CNNs: resolution 160..320 symbolic too")
@@ -716,7 +723,7 @@ def main(argv=None):
         "trace": a.trace or (100 if a.quick else 1000),
         "sizes": a.sizes or (3 if a.quick else 6),
         "rounds": a.rounds or (3 if a.quick else 7),
-        "inner": a.inner, "seed": a.seed, "quick": a.quick,
+        "inner": a.inner, "pause": a.pause, "seed": a.seed, "quick": a.quick,
         "threads": [int(t) for t in a.threads.split(",") if t],
         "dynamic_res": a.dynamic_res, "fix": a.fix, "dynamic_api": a.dynamic_api,
         "no_ort": a.no_ort, "keep_times": a.keep_times, "mem_order": a.mem_order,
