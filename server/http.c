@@ -202,6 +202,8 @@ static enum MHD_Result dispatch(request *r)
 	case ROUTE_TARGETS: return route_targets(r);
 	case ROUTE_HEALTHZ: return route_healthz(r);
 	case ROUTE_METRICS: return route_metrics(r);
+	case ROUTE_DECISION: return route_decision(r, !strcmp(r->method, "HEAD"));
+	case ROUTE_DECISION_PUT: return route_decision_put(r);
 	case ROUTE_UNKNOWN:
 	case ROUTE_COUNT: break;
 	}
@@ -285,7 +287,8 @@ static int first_call(request *r, const char *url, const char *version)
 	}
 
 	if (strstr(hit->pattern, "{key}") && !cache_key_valid(r->param))
-		return refuse(r, COIL_E_INPUT, "artifact key '%.70s' is not 64 lowercase hex digits", r->param);
+		return refuse(r, COIL_E_INPUT, "%s key '%.70s' is not 64 lowercase hex digits",
+			      hit->route == ROUTE_DECISION || hit->route == ROUTE_DECISION_PUT ? "decision" : "artifact", r->param);
 	if (strstr(hit->pattern, "{id}") && !job_id_valid(r->param))
 		return refuse(r, COIL_E_INPUT, "job id '%.70s' is not %d lowercase hex digits", r->param, JOB_ID_HEX);
 

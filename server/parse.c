@@ -21,6 +21,8 @@ static const route_def routes[] = {
 	{ROUTE_TARGETS, "/v1/targets", M_GET | M_HEAD, ROLE_READ},
 	{ROUTE_HEALTHZ, "/healthz", M_GET | M_HEAD, 0},
 	{ROUTE_METRICS, "/metrics", M_GET | M_HEAD, ROLE_READ},
+	{ROUTE_DECISION, "/v1/decisions/{key}", M_GET | M_HEAD, ROLE_READ},
+	{ROUTE_DECISION_PUT, "/v1/decisions/{key}", M_POST, ROLE_COMPILE},
 };
 #define NROUTES (sizeof routes / sizeof routes[0])
 
@@ -321,4 +323,132 @@ int compile_request_parse(const char *body, size_t len, const char *q_target, co
 	if (rc && err)
 		one_line(err->msg); /* jansson quotes the offending text, newlines and all */
 	return rc;
+}
+
+/* ---- dynamic decisions ---- */
+
+/* Reads a decision document into v[0..*n) (sorted by input, dim; a dim
+ * named twice keeps its first name).  who: "the request" or "the stored
+ * decision", for messages. */
+typedef struct decision_dim {
+	int input, dim;
+	char name[DECISION_NAME_MAX + 1];
+} decision_dim;
+
+static int ident_ok(const char *s)
+{
+	if (!s || !*s || strlen(s) > DECISION_NAME_MAX || (s[0] >= '0' && s[0] <= '9'))
+		return 0;
+	for (const char *p = s; *p; p++)
+		if (!(*p == '_' || (*p >= '0' && *p <= '9') || ((*p | 32) >= 'a' && (*p | 32) <= 'z')))
+			return 0;
+	return 1;
+}
+
+static int dd_cmp(const void *a, const void *b)
+{
+	const decision_dim *x = a, *y = b;
+	return x->input != y->input ? x->input - y->input : x->dim - y->dim;
+}
+
+static int decision_read(const char *text, size_t len, decision_dim *v, int *n, coil_err *err)
+{
+	json_error_t je;
+	json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+	int rc = -1;
+	if (!doc) {
+		coil_err_input(err, "the decision is not JSON: %.80s (line %d)", je.text, je.line);
+		one_line(err->msg); /* jansson quotes the text at fault */
+		return -1;
+	}
+	const char *k;
+	json_t *x;
+	if (!json_is_object(doc)) {
+		coil_err_input(err, "the decision must be a JSON object");
+		goto out;
+	}
+	json_object_foreach(doc, k, x) {
+		if (strcmp(k, "version") && strcmp(k, "symbolic") && strcmp(k, "module")) {
+			coil_err_input(err, "unknown field \"%.40s\" in the decision (known: version, symbolic, module)", k);
+			goto out;
+		}
+	}
+	x = json_object_get(doc, "version");
+	if (!json_is_integer(x) || json_integer_value(x) != 1) {
+		coil_err_input(err, "\"version\" must be 1");
+		goto out;
+	}
+	x = json_object_get(doc, "module");
+	if (x && (!json_is_string(x) || json_string_length(x) > 200)) {
+		coil_err_input(err, "\"module\" must be a string of at most 200 bytes");
+		goto out;
+	}
+	json_t *sy = json_object_get(doc, "symbolic");
+	if (!json_is_array(sy) || json_array_size(sy) > DECISION_MAX_DIMS) {
+		coil_err_input(err, "\"symbolic\" must be an array of at most %d [input, dim, name] entries",
+			       DECISION_MAX_DIMS);
+		goto out;
+	}
+	*n = 0;
+	for (size_t i = 0; i < json_array_size(sy); i++) {
+		json_t *e = json_array_get(sy, i), *a = json_array_get(e, 0), *b = json_array_get(e, 1),
+		       *s = json_array_get(e, 2);
+		if (!json_is_array(e) || json_array_size(e) != 3 || !json_is_integer(a) || !json_is_integer(b) ||
+		    json_integer_value(a) < 0 || json_integer_value(a) >= DECISION_MAX_INDEX || json_integer_value(b) < 0 ||
+		    json_integer_value(b) >= DECISION_MAX_INDEX) {
+			coil_err_input(err, "\"symbolic[%zu]\" must be [input, dim, name] with input and dim in 0..%d", i,
+				       DECISION_MAX_INDEX - 1);
+			goto out;
+		}
+		if (!ident_ok(json_string_value(s))) {
+			coil_err_input(err, "\"symbolic[%zu][2]\" must be an identifier of at most %d characters", i,
+				       DECISION_NAME_MAX);
+			goto out;
+		}
+		decision_dim d = {(int)json_integer_value(a), (int)json_integer_value(b), ""};
+		snprintf(d.name, sizeof d.name, "%s", json_string_value(s));
+		int dup = 0;
+		for (int j = 0; j < *n; j++)
+			dup |= v[j].input == d.input && v[j].dim == d.dim;
+		if (!dup)
+			v[(*n)++] = d;
+	}
+	rc = 0;
+out:
+	json_decref(doc);
+	return rc;
+}
+
+int decision_merge(const char *stored, size_t slen, const char *body, size_t blen, char **out, coil_err *err)
+{
+	decision_dim v[2 * DECISION_MAX_DIMS];
+	int n = 0, m = 0;
+	*out = NULL;
+	if (decision_read(body, blen, v, &n, err))
+		return -1;
+	if (stored) {
+		decision_dim old[DECISION_MAX_DIMS];
+		coil_err ignore = {0};
+		if (decision_read(stored, slen, old, &m, &ignore) == 0) {
+			/* the stored names win for dims both name; the union stays bounded */
+			for (int i = 0; i < m; i++) {
+				int j = 0;
+				while (j < n && !(v[j].input == old[i].input && v[j].dim == old[i].dim))
+					j++;
+				if (j < n)
+					v[j] = old[i];
+				else
+					v[n++] = old[i];
+			}
+		}
+	}
+	if (n > DECISION_MAX_DIMS)
+		return coil_err_input(err, "the decision would name more than %d symbolic dims", DECISION_MAX_DIMS);
+	qsort(v, (size_t)n, sizeof *v, dd_cmp);
+	json_t *arr = json_array(), *doc = json_pack("{s:i, s:o}", "version", 1, "symbolic", arr);
+	for (int i = 0; doc && i < n; i++)
+		json_array_append_new(arr, json_pack("[i, i, s]", v[i].input, v[i].dim, v[i].name));
+	*out = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+	json_decref(doc);
+	return *out ? 0 : coil_err_oom(err);
 }

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -402,4 +403,112 @@ enum MHD_Result route_metrics(request *r)
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
 	return reply(r, 200, resp, n);
+}
+
+/* ---- dynamic decisions (docs/api.md): small JSON files beside the cache's
+ * artifacts, DIR/decisions/KEY.json, merged under the directory's flock ---- */
+
+#define DECISION_FILE_MAX 65536
+
+/* The decisions directory of the server's cache, created as needed (0), or
+ * -1 with a reply queued in *ret. */
+static int decisions_dir(request *r, char *dir, size_t cap, enum MHD_Result *ret)
+{
+	coil_err err = {0};
+	coil_cache *c = cache_get(r->s, &err);
+	if (!c) {
+		*ret = reply_err(r, &err);
+		return -1;
+	}
+	snprintf(dir, cap, "%s/decisions", cache_dir(c));
+	cache_put(r->s, c);
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+		*ret = reply_error(r, COIL_E_RESOURCE, "cannot create the decisions directory: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* The stored decision of key (malloc'd, NUL-terminated; *len its length),
+ * or NULL when there is none. */
+static char *decision_load(const char *dir, const char *key, size_t *len)
+{
+	char path[CACHE_PATH_MAX + 96];
+	snprintf(path, sizeof path, "%s/%s.json", dir, key);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return NULL;
+	char *buf = malloc(DECISION_FILE_MAX + 1);
+	ssize_t n = buf ? read(fd, buf, DECISION_FILE_MAX + 1) : -1;
+	close(fd);
+	if (n < 0 || n > DECISION_FILE_MAX) {
+		free(buf);
+		return NULL;
+	}
+	buf[n] = 0;
+	*len = (size_t)n;
+	return buf;
+}
+
+enum MHD_Result route_decision(request *r, int head)
+{
+	char dir[CACHE_PATH_MAX];
+	enum MHD_Result ret;
+	(void)head; /* reply() sends no body for HEAD */
+	if (decisions_dir(r, dir, sizeof dir, &ret))
+		return ret;
+	size_t len = 0;
+	char *text = decision_load(dir, r->param, &len);
+	json_t *o = text ? json_loadb(text, len, 0, NULL) : NULL;
+	free(text);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return reply_error(r, ERR_NOT_FOUND, "no decision %s", r->param);
+	}
+	return reply_json(r, 200, o);
+}
+
+enum MHD_Result route_decision_put(request *r)
+{
+	char dir[CACHE_PATH_MAX], path[CACHE_PATH_MAX + 96], tmp[CACHE_PATH_MAX + 128];
+	enum MHD_Result ret;
+	coil_err err = {0};
+	if (decisions_dir(r, dir, sizeof dir, &ret))
+		return ret;
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || flock(dfd, LOCK_EX) != 0) {
+		if (dfd >= 0)
+			close(dfd);
+		return reply_error(r, COIL_E_RESOURCE, "cannot lock the decisions directory: %s", strerror(errno));
+	}
+	size_t slen = 0;
+	char *stored = decision_load(dir, r->param, &slen), *merged = NULL;
+	int rc = decision_merge(stored, slen, r->body ? r->body : "", r->len, &merged, &err);
+	free(stored);
+	if (rc != 0) {
+		close(dfd); /* the lock goes with it */
+		return reply_err(r, &err);
+	}
+	snprintf(path, sizeof path, "%s/%s.json", dir, r->param);
+	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+	errno = 0;
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	size_t n = strlen(merged);
+	int ok = fd >= 0 && write(fd, merged, n) == (ssize_t)n && fsync(fd) == 0;
+	int saved = errno;
+	if (fd >= 0)
+		close(fd);
+	ok = ok && rename(tmp, path) == 0;
+	if (!ok) {
+		saved = saved ? saved : errno;
+		unlink(tmp);
+		close(dfd);
+		free(merged);
+		return reply_error(r, saved == ENOSPC ? ERR_DISK_FULL : COIL_E_RESOURCE, "cannot store the decision: %s",
+				   strerror(saved));
+	}
+	close(dfd);
+	json_t *o = json_loads(merged, 0, NULL);
+	free(merged);
+	return o ? reply_json(r, 200, o) : reply_error(r, COIL_E_RESOURCE, "out of memory");
 }

@@ -119,7 +119,8 @@ const char *err_name(int code);
 #define ROUTES(X)                                                                                    \
 	X(COMPILE, "compile") X(ARTIFACT, "artifact") X(ARTIFACT_META, "artifact_meta")             \
 	X(ARTIFACT_GRAPH, "artifact_graph") X(ARTIFACT_DELETE, "artifact_delete") X(JOB, "job")     \
-	X(TARGETS, "targets") X(HEALTHZ, "healthz") X(METRICS, "metrics") X(UNKNOWN, "unknown")
+	X(TARGETS, "targets") X(HEALTHZ, "healthz") X(METRICS, "metrics") X(DECISION, "decision")       \
+	X(DECISION_PUT, "decision_put") X(UNKNOWN, "unknown")
 
 enum route {
 #define X(e, n) ROUTE_##e,
@@ -409,6 +410,17 @@ int compile_request_parse(const char *body, size_t len, const char *q_target, co
 			  const char *q_async, int max_nodes, compile_request *cr, coil_err *err);
 void compile_request_free(compile_request *cr);
 
+/* A module's dynamic decision (docs/api.md): {"version": 1, "symbolic":
+ * [[input, dim, name], ...]}, as coil.compile records which dims it made
+ * symbolic.  decision_merge validates body (COIL_E_INPUT naming the field
+ * at fault) and writes to *out (malloc'd, compact JSON) its union with the
+ * stored decision (NULL: none; an unreadable one counts as none): every dim
+ * either names, the stored name winning where both do, sorted. */
+#define DECISION_MAX_DIMS 64
+#define DECISION_MAX_INDEX 64
+#define DECISION_NAME_MAX 32
+int decision_merge(const char *stored, size_t slen, const char *body, size_t blen, char **out, coil_err *err);
+
 /* ---- routes.c ---- */
 enum MHD_Result route_compile(request *r);
 enum MHD_Result route_compile_resume(request *r); /* after a job finished */
@@ -420,6 +432,8 @@ enum MHD_Result route_job(request *r);
 enum MHD_Result route_targets(request *r);
 enum MHD_Result route_healthz(request *r);
 enum MHD_Result route_metrics(request *r);
+enum MHD_Result route_decision(request *r, int head);
+enum MHD_Result route_decision_put(request *r);
 /* Render the metrics text into a malloc'd string. */
 char *metrics_render(coild *s);
 

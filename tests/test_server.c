@@ -984,6 +984,46 @@ static void test_artifact_routes(void **state)
 	expect_error(req(s, "DELETE", path, NULL, 0, NULL), 404, "no artifact");
 }
 
+/* Dynamic decisions: stored, merged with what other clients stored (the
+ * first name of a dim wins), served; bad ones refused naming the field,
+ * leaving the stored one as it was. */
+static void test_decisions(void **state)
+{
+	server *s = *state;
+	const char *key = "d0d1d2d3d4d5d6d7d8d9dadbdcdddedfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf";
+	char path[128];
+	snprintf(path, sizeof path, "/v1/decisions/%s", key);
+	expect_error(get(s, path), 404, "no decision");
+	const char *const ct[] = {"Content-Type: application/json", NULL};
+	resp r = req(s, "POST", path, "{\"version\": 1, \"module\": \"Enc\", \"symbolic\": [[0, 1, \"seq\"], [0, 0, \"batch\"]]}",
+		     -1, ct);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	r = req(s, "POST", path, "{\"version\": 1, \"symbolic\": [[1, 0, \"batch\"], [0, 1, \"s0\"]]}", -1, ct);
+	assert_int_equal(r.status, 200);
+	resp_free(&r);
+	r = get(s, path);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(r.body, "{\"version\":1,\"symbolic\":[[0,0,\"batch\"],[0,1,\"seq\"],[1,0,\"batch\"]]}\n");
+	resp_free(&r);
+	static const struct { const char *body, *want; } bad[] = {
+		{"{\"version\": 2, \"symbolic\": []}", "\"version\" must be 1"},
+		{"{\"version\": 1, \"symbolic\": [[0, 0]]}", "\"symbolic[0]\" must be [input, dim, name]"},
+		{"{\"version\": 1, \"symbolic\": [[0, 99, \"a\"]]}", "\"symbolic[0]\" must be [input, dim, name]"},
+		{"{\"version\": 1, \"symbolic\": [[0, 0, \"a\"], [0, 1, \"b c\"]]}", "\"symbolic[1][2]\" must be an identifier"},
+		{"{\"version\": 1, \"symbolic\": [], \"extra\": 1}", "unknown field \"extra\""},
+		{"{\"version\": 1, \"version\": 1, \"symbolic\": []}", "not JSON"},
+		{"[1]", "must be a JSON object"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+		expect_error(req(s, "POST", path, bad[i].body, -1, ct), 400, bad[i].want);
+	r = get(s, path);
+	assert_string_equal(r.body, "{\"version\":1,\"symbolic\":[[0,0,\"batch\"],[0,1,\"seq\"],[1,0,\"batch\"]]}\n");
+	resp_free(&r);
+	expect_error(get(s, "/v1/decisions/abc"), 400, "decision key 'abc' is not 64 lowercase hex digits");
+	expect_error(req(s, "DELETE", path, NULL, 0, NULL), 405, "not allowed");
+}
+
 /* The client refuses bytes that do not hash to what the server announced,
  * and a local copy that was tampered with is replaced. */
 static void test_tampered_artifact(void **state)
@@ -2037,6 +2077,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_chunked_over_limit),
 		cmocka_unit_test(test_hangups),
 		cmocka_unit_test(test_artifact_routes),
+		cmocka_unit_test(test_decisions),
 		cmocka_unit_test(test_tampered_artifact),
 		cmocka_unit_test(test_compile_with_curl),
 		cmocka_unit_test(test_async_job),

@@ -15,7 +15,8 @@
  * its pattern check is exactly 64 (key) or 32 (job id) lowercase hex digits,
  * so nothing else reaches a file name; authorization answers 0, 401 or 403;
  * a refused compile request has a code (bad input, limit or out of memory)
- * and a one-line message. */
+ * and a one-line message; a dynamic decision (the body) is canonical once
+ * merged, or a one-line bad input. */
 #include <string.h>
 
 #include "cache/cache.h"
@@ -140,6 +141,25 @@ int fuzz_http(const uint8_t *data, size_t size)
 		}
 		compile_request_free(&cr);
 	}
+
+	/* The body as a dynamic decision, alone and over itself as the stored
+	 * one: valid ones come out canonical (merging again changes nothing),
+	 * bad ones are a one-line bad input. */
+	char *dec = NULL;
+	coil_err derr = {0};
+	if (decision_merge(NULL, 0, body, blen, &dec, &derr) == 0) {
+		char *again = NULL;
+		FUZZ_CHECK(dec && strlen(dec) < 8192);
+		FUZZ_CHECK(decision_merge(dec, strlen(dec), dec, strlen(dec), &again, &derr) == 0 && !strcmp(again, dec));
+		free(again);
+		again = NULL;
+		FUZZ_CHECK(decision_merge(body, blen, dec, strlen(dec), &again, &derr) == 0 && !strcmp(again, dec));
+		free(again);
+	} else {
+		FUZZ_CHECK(!dec && (derr.code == COIL_E_INPUT || derr.code == COIL_E_RESOURCE) && derr.msg[0] &&
+			   !strchr(derr.msg, '\n'));
+	}
+	free(dec);
 
 	/* The input as a tokens file. */
 	if (auth_parse(&a, (const char *)data, size, "fuzz", &err) == 0) {

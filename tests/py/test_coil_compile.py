@@ -361,6 +361,7 @@ def test_server(t, cache, fns):
             err = rel_err(eager(m, ins), f(*ins))
             t.ok(err <= TOL and f.artifact_path.startswith(os.path.join(d, "client")),
                  "compile through coild (server=URL) matches eager (rel err %.2e)" % err, f.artifact_path)
+            fleet_decision(t, "http://127.0.0.1:%s" % port, d)
         except Exception as e:  # noqa: BLE001
             t.ok(False, "compile through coild", "%s: %s" % (type(e).__name__, e))
         finally:
@@ -369,6 +370,53 @@ def test_server(t, cache, fns):
                 p.wait(10)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+def fleet_decision(t, url, d):
+    """The dynamic decision one client made reaches another machine through coild: its
+    first compile is already symbolic (no static artifact, no recompile)."""
+    import json
+    import urllib.error
+    import urllib.request
+    from coil._dynamic import module_key
+    torch.manual_seed(3)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).eval()
+    fa = coil.compile(m, server=url, cache_dir=os.path.join(d, "machine-a"), coil=COIL)
+    with torch.no_grad():
+        fa(torch.randn(3, 8))
+        fa(torch.randn(5, 8))
+    sa = fa.stats()
+    key = module_key(m, (torch.randn(3, 8),))
+    with urllib.request.urlopen("%s/v1/decisions/%s" % (url, key), timeout=10) as r:
+        stored = json.loads(r.read().decode())
+    t.ok(sa["recompiles"] == 1 and stored.get("symbolic") == [[0, 0, "batch"]],
+         "machine A recompiled once as dynamic and coild holds its decision %s" % stored.get("symbolic"))
+    fb = coil.compile(m, server=url, cache_dir=os.path.join(d, "machine-b"), coil=COIL)
+    errs = []
+    with torch.no_grad():
+        for b in (7, 2, 11, 1):
+            x = torch.randn(b, 8)
+            errs.append(rel_err(m(x), fb(x)))
+    sb = fb.stats()
+    t.ok(sb["exports"] == 1 and sb["compiles"] + sb["cache_hits"] == 1 and sb["recompiles"] == 0 and
+         sb["artifacts"] == 1 and sb["decision"] == "server" and
+         [s["symbol"] for s in sb["symbolic"]] == ["batch"] and max(errs) <= TOL,
+         "machine B exports once, symbolic from its first call, 4 sizes on one artifact (decision "
+         "from the server; compiles %d, cache hits %d, recompiles %d, rel err %.1e)" % (
+             sb["compiles"], sb["cache_hits"], sb["recompiles"], max(errs)))
+    # bad decisions are refused, naming the field; the stored one is intact
+    req = urllib.request.Request("%s/v1/decisions/%s" % (url, key), method="POST",
+                                 data=b'{"version": 1, "symbolic": [[0, 0, "x;y"]]}',
+                                 headers={"Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(req, timeout=10)
+        t.ok(False, "a decision with a bad name is refused")
+    except urllib.error.HTTPError as e:
+        body = json.loads(e.read().decode())
+        t.ok(e.code == 400 and "symbolic[0][2]" in body.get("error", ""),
+             "a decision with a bad name is refused: %d %s" % (e.code, body.get("error")))
+    with urllib.request.urlopen("%s/v1/decisions/%s" % (url, key), timeout=10) as r:
+        t.ok(json.loads(r.read().decode()) == stored, "the stored decision is intact")
 
 
 def test_bf16(t, cache):

@@ -17,9 +17,10 @@ torch.compile does (docs/python.md).
     (stage "recompile"), or with fallback="eager" the module itself runs (warned once);
   * the symbolic dims chosen for a module are stored in the cache dir
     (python/dynamic/<key>.json, key: SHA-256 of the module's class, its state_dict names,
-    shapes and dtypes, and the inputs' count, ranks and dtypes), so a later process compiles
-    the symbolic artifact at its first call; that graph being the same, the artifact cache
-    answers it.
+    shapes and dtypes, and the inputs' count, ranks and dtypes) and, when compiles go to a
+    coild (server=URL), on it (POST /v1/decisions/<key>, merged with what other clients
+    stored), so a later process, here or on another machine, compiles the symbolic artifact
+    at its first call; that graph being the same, the artifact cache answers it.
 Compiles run under a lock; calls run concurrently (each on its own model handle)."""
 import hashlib
 import json
@@ -122,7 +123,8 @@ class DynamicModule:
         self._warned = False
         self._last = None
         self._stats = {"calls": 0, "compiles": 0, "cache_hits": 0, "exports": 0, "recompiles": 0,
-                       "recompile_reasons": [], "fallback_calls": 0, "guard_failures": 0}
+                       "recompile_reasons": [], "fallback_calls": 0, "guard_failures": 0,
+                       "decision": None}
         if example_inputs is not None:
             ins = (example_inputs,) if isinstance(example_inputs, torch.Tensor) else tuple(example_inputs)
             self._check(ins)
@@ -246,33 +248,69 @@ class DynamicModule:
         d = os.path.join(default_cache_dir(self.opts.get("cache_dir")), "python", "dynamic")
         return os.path.join(d, module_key(self.module, inputs) + ".json")
 
+    def _server_decision(self, inputs, body=None):
+        """GET (body None) or POST this module's decision on the coild compiles go to; the
+        stored (merged) decision, or None (no server, none stored, or unreachable)."""
+        server = self.opts.get("server")
+        if not server:
+            return None
+        import urllib.error
+        import urllib.request
+        url = "%s/v1/decisions/%s" % (server.rstrip("/"), module_key(self.module, inputs))
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        token = os.environ.get("COIL_TOKEN")
+        if token:
+            headers["Authorization"] = "Bearer " + token
+        req = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(),
+                                     headers=headers, method="GET" if body is None else "POST")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return json.loads(r.read().decode())
+        except (OSError, ValueError, urllib.error.URLError):
+            return None
+
+    def _decision_dims(self, j, inputs):
+        if not isinstance(j, dict) or j.get("version") != PERSIST_VERSION:
+            return {}
+        out = {}
+        for i, d, s in j.get("symbolic", []):
+            if 0 <= i < len(inputs) and 0 <= d < inputs[i].dim() and str(s).isidentifier():
+                out[(i, d)] = s
+        return out
+
     def _load_decision(self, inputs):
+        """The recorded decision: the cache dir's, else the server's (another process or
+        machine of the fleet made it); stats()["decision"] says which."""
         try:
             with open(self._persist_path(inputs)) as f:
-                j = json.load(f)
-            if j.get("version") != PERSIST_VERSION:
-                return {}
-            out = {}
-            for i, d, s in j.get("symbolic", []):
-                if 0 <= i < len(inputs) and 0 <= d < inputs[i].dim() and str(s).isidentifier():
-                    out[(i, d)] = s
-            return out
+                out = self._decision_dims(json.load(f), inputs)
+            if out:
+                self._stats["decision"] = "cache_dir"
+                return out
         except (OSError, ValueError, TypeError):
-            return {}
+            pass
+        out = self._decision_dims(self._server_decision(inputs), inputs)
+        if out:
+            self._stats["decision"] = "server"
+        return out
 
     def _save_decision(self, inputs):
         if not self.persist or not self._symbolic:
             return
         p = self._persist_path(inputs)
+        doc = {"version": PERSIST_VERSION, "module": type(self.module).__qualname__[:200],
+               "symbolic": [[i, d, s] for (i, d), s in sorted(self._symbolic.items())]}
         try:
             os.makedirs(os.path.dirname(p), exist_ok=True)
             tmp = "%s.%d.%d.tmp" % (p, os.getpid(), threading.get_ident())
             with open(tmp, "w") as f:
-                json.dump({"version": PERSIST_VERSION, "module": type(self.module).__qualname__,
-                           "symbolic": [[i, d, s] for (i, d), s in sorted(self._symbolic.items())]}, f)
+                json.dump(doc, f)
             os.replace(tmp, p)
         except OSError:
-            pass  # a cache dir we cannot write: the decision is not remembered
+            pass  # a cache dir we cannot write: the decision is not remembered here
+        self._server_decision(inputs, doc)  # for the fleet (best effort)
 
     def _recompile(self, inputs, guard=None):
         """Compile an artifact for these inputs (lock held); None: run eagerly."""
