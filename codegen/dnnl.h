@@ -40,7 +40,9 @@
 #define DN_MAX_FOLD 8
 #define DN_SETS 8     /* bindings of the symbols whose rt objects a model handle keeps */
 #define DN_SEEN 64    /* bindings whose runs a handle counts */
-#define DN_HOT 3      /* runs after which a binding gets per-shape objects (generic ones before) */
+#define DN_HOT 8      /* runs after which a binding gets per-shape objects (generic ones before):
+                       * generic matrix products run about 5% slower, and making a
+                       * binding's objects costs about as much as 4-8 runs of BERT's */
 
 /* rt_post_kind, in the rt's order (codegen/rt/dnnl_rt.h). */
 enum dn_post_kind {

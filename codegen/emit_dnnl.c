@@ -10,7 +10,7 @@
  *     multiply/add), then rt_conv_create / rt_matmul_create, which prepack
  *     them into the layout the chosen primitive wants;
  *   - coil_dn_prepare (re)builds every object when the binding changes: at
- *     create when the graph has no symbols, else at the third run of each
+ *     create when the graph has no symbols, else at the DN_HOT-th run of each
  *     binding (before it, matrix products over a symbolic m run on the
  *     handle's shape-generic objects and only the others are made for the
  *     binding: generic_ok); coil_dn_free;
@@ -501,6 +501,12 @@ void dn_emit_model(coil_ir *ir, FILE *f)
 			"\t\tif (!s->n ? v->n : v->n && s->used < v->used)\n\t\t\tv = s;\n\t}\n"
 			"\tmemcpy(v->sym, sym, sizeof v->sym);\n\tv->used = d->tick;\n\tv->n = 1;\n\treturn 1;\n}\n\n",
 		    DN_SEEN, DN_HOT);
+		out(&c, "/* A hot binding whose set is rebuilt for another starts counting again:\n"
+			" * more hot bindings than sets then rebuild once per %d runs, not at each. */\n", DN_HOT);
+		out(&c, "static void coil_dn_forget(struct coil_dn *d, const int64_t *sym)\n{\n"
+			"\tfor (int i = 0; i < %d; i++)\n"
+			"\t\tif (d->seen[i].n && !memcmp(d->seen[i].sym, sym, sizeof d->seen[i].sym))\n"
+			"\t\t\td->seen[i].n = 0;\n}\n\n", DN_SEEN);
 	}
 	out(&c, "/* Makes d->obj the rt objects for the binding sym: a kept set, else the\n"
 		" * least recently used one rebuilt (primitives for these shapes; the\n"
@@ -516,7 +522,8 @@ void dn_emit_model(coil_ir *ir, FILE *f)
 		"\t\t\td->obj = s->obj;\n\t\t\treturn 0;\n\t\t}\n"
 		"\t\tif (!s->ready ? v->ready : v->ready && s->used < v->used)\n\t\t\tv = s;\n\t}\n", sets);
 	if (gen)
-		out(&c, "\tconst int cold = coil_dn_cold(d, sym);\n\tif (cold)\n\t\tv = &d->cold;\n");
+		out(&c, "\tconst int cold = coil_dn_cold(d, sym);\n\tif (cold)\n\t\tv = &d->cold;\n"
+			"\telse if (v->ready)\n\t\tcoil_dn_forget(d, v->sym);\n");
 	else
 		out(&c, "\tconst int cold = 0;\n");
 	out(&c, "\tcoil_dn_release(v);\n\td->obj = v->obj;\n");
