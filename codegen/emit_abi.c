@@ -536,6 +536,12 @@ int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_la
 				fputs(vec_attn_source(), f);
 				break;
 			}
+		for (int i = 0; i < ir->g->nnodes; i++)
+			if (ir->g->nodes[i].op == OP_UPSAMPLE_NEAREST2D || ir->g->nodes[i].op == OP_UPSAMPLE_NEAREST2D_VEC ||
+			    ir->g->nodes[i].op == OP_UPSAMPLE_BILINEAR2D || ir->g->nodes[i].op == OP_UPSAMPLE_BILINEAR2D_VEC) {
+				fputs(vec_upsample_source(), f);
+				break;
+			}
 		fprintf(f, "typedef struct coil_model coil_model;\nvoid coil_model_destroy(coil_model *m);\n\n");
 		/* split, the runtime is a unit of its own (its header here);
 		 * else model.c includes its source */

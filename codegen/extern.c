@@ -406,9 +406,10 @@ static void table_f(xctx *c, const char *name, const double *v, int64_t n)
 }
 
 /* upsample_bilinear2d / upsample_nearest2d over [N, C, H, W]: the source rows
- * and columns and their weights are computed here, once, by the interpreter's
- * rule (common/infer.c), and emitted as tables; the loop gathers and mixes in
- * double in the interpreter's order. */
+ * and columns and their weights by the interpreter's rule
+ * (common/upsample.h): at static sizes computed here, once, and emitted as
+ * tables; at symbolic ones computed at each run into a buffer.  The loop
+ * gathers and mixes in double in the interpreter's order. */
 static void upsample2d(xctx *c)
 {
 	int ov = result(c, 0);
@@ -418,55 +419,80 @@ static void upsample2d(xctx *c)
 	upsample_params up;
 	upsample_get_params(c->n, &up);
 	const char *t = emit_ctype(o->dtype);
-	long long H = sdim(xn, 2), W = sdim(xn, 3), OH = sdim(o, 2), OW = sdim(o, 3);
-	long long L = OH > OW ? OH : OW;
-	int64_t *ix[4];
-	double *wt[4];
-	for (int k = 0; k < 4; k++) {
-		ix[k] = arena_alloc(c->ir->arena, (size_t)L * sizeof(int64_t));
-		wt[k] = arena_alloc(c->ir->arena, (size_t)L * sizeof(double));
-		if (!ix[k] || !wt[k]) {
-			*c->bad = 1;
-			node_errf(c->err, c->n, "out of memory");
-			return;
+	int sym = 0;
+	for (int d = 2; d < 4; d++)
+		sym |= !dim_is_const(&xn->shape[d], NULL) || !dim_is_const(&o->shape[d], NULL);
+	out(c, "\tconst int64_t H = %s, W = %s, OH = %s, OW = %s;\n", dimc(c, &xn->shape[2]), dimc(c, &xn->shape[3]),
+	    dimc(c, &o->shape[2]), dimc(c, &o->shape[3]));
+	if (sym) {
+		int code = emit_err_code(c->errs, c->ir, c->ir->nodes[ov].gnode, "out of memory");
+		out(c, "\tint64_t *h0 = malloc((size_t)(2 * (OH + OW)) * sizeof *h0), *h1 = h0 + OH, *w0 = h1 + OH, "
+		       "*w1 = w0 + OW;\n");
+		out(c, "\tdouble *hl0 = malloc((size_t)(2 * (OH + OW)) * sizeof *hl0), *hl1 = hl0 + OH, *wl0 = hl1 + OH, "
+		       "*wl1 = wl0 + OW;\n");
+		out(c, "\tif (!h0 || !hl0) {\n\t\tfree(h0);\n\t\tfree(hl0);\n\t\tcoil_raise(x->st, %d, 0, 0);\n"
+		       "\t\treturn;\n\t}\n", code);
+		for (int d = 0; d < 2; d++)
+			out(c, "\tfor (int64_t i = 0; i < O%c; i++) {\n\t\tint64_t s[2];\n\t\tdouble w[2];\n"
+			       "\t\tcoil_upsample_source(%d, %d, %.17g, %d, %c, O%c, i, s, w);\n"
+			       "\t\t%c0[i] = s[0], %c1[i] = s[1], %cl0[i] = w[0], %cl1[i] = w[1];\n\t}\n",
+			    d ? 'W' : 'H', up.linear, up.align_corners, up.scale[d], o->dtype == COIL_F64, d ? 'W' : 'H',
+			    d ? 'W' : 'H', d ? 'w' : 'h', d ? 'w' : 'h', d ? 'w' : 'h', d ? 'w' : 'h');
+	} else {
+		long long H = sdim(xn, 2), W = sdim(xn, 3), OH = sdim(o, 2), OW = sdim(o, 3);
+		long long L = OH > OW ? OH : OW;
+		int64_t *ix[4];
+		double *wt[4];
+		for (int k = 0; k < 4; k++) {
+			ix[k] = arena_alloc(c->ir->arena, (size_t)L * sizeof(int64_t));
+			wt[k] = arena_alloc(c->ir->arena, (size_t)L * sizeof(double));
+			if (!ix[k] || !wt[k]) {
+				*c->bad = 1;
+				node_errf(c->err, c->n, "out of memory");
+				return;
+			}
+		}
+		for (int d = 0; d < 2; d++)
+			for (int64_t i = 0; i < (d ? OW : OH); i++) {
+				int64_t s[2];
+				double w[2];
+				upsample_source(&up, d, o->dtype, d ? W : H, d ? OW : OH, i, s, w);
+				ix[2 * d][i] = s[0], ix[2 * d + 1][i] = s[1];
+				wt[2 * d][i] = w[0], wt[2 * d + 1][i] = w[1];
+			}
+		table_i(c, "h0", ix[0], OH);
+		table_i(c, "w0", ix[2], OW);
+		if (up.linear) {
+			table_i(c, "h1", ix[1], OH);
+			table_i(c, "w1", ix[3], OW);
+			table_f(c, "hl0", wt[0], OH);
+			table_f(c, "hl1", wt[1], OH);
+			table_f(c, "wl0", wt[2], OW);
+			table_f(c, "wl1", wt[3], OW);
 		}
 	}
-	for (int d = 0; d < 2; d++)
-		for (int64_t i = 0; i < (d ? OW : OH); i++) {
-			int64_t s[2];
-			double w[2];
-			upsample_source(&up, d, o->dtype, d ? W : H, d ? OW : OH, i, s, w);
-			ix[2 * d][i] = s[0], ix[2 * d + 1][i] = s[1];
-			wt[2 * d][i] = w[0], wt[2 * d + 1][i] = w[1];
-		}
-	table_i(c, "h0", ix[0], OH);
-	table_i(c, "w0", ix[2], OW);
-	if (up.linear) {
-		table_i(c, "h1", ix[1], OH);
-		table_i(c, "w1", ix[3], OW);
-		table_f(c, "hl0", wt[0], OH);
-		table_f(c, "hl1", wt[1], OH);
-		table_f(c, "wl0", wt[2], OW);
-		table_f(c, "wl1", wt[3], OW);
-	}
-	out(c, "\tconst int64_t planes = %s, work = planes * %lld;\n", prod(c, xn, 0, 2), OH * OW * (up.linear ? 4 : 1));
+	out(c, "\tconst int64_t planes = %s, work = planes * OH * OW * %d;\n", prod(c, xn, 0, 2), up.linear ? 4 : 1);
 	out(c, "\tconst %s *restrict src = %s;\n\t%s *restrict dst = %s;\n", t, arg(c, 0), t, buf(c, ov));
 	out(c, PAR(2));
-	out(c, "\tfor (int64_t pl = 0; pl < planes; pl++)\n\tfor (int64_t oh = 0; oh < %lld; oh++) {\n", OH);
-	out(c, "\t\tconst %s *restrict r0 = src + pl * %lld + h0[oh] * %lld;\n", t, H * W, W);
-	out(c, "\t\t%s *restrict po = dst + (pl * %lld + oh) * %lld;\n", t, OH, OW);
+	out(c, "\tfor (int64_t pl = 0; pl < planes; pl++)\n\tfor (int64_t oh = 0; oh < OH; oh++) {\n");
+	out(c, "\t\tconst %s *restrict r0 = src + pl * H * W + h0[oh] * W;\n", t);
+	out(c, "\t\t%s *restrict po = dst + (pl * OH + oh) * OW;\n", t);
 	if (up.linear) {
-		out(c, "\t\tconst %s *restrict r1 = src + pl * %lld + h1[oh] * %lld;\n", t, H * W, W);
-		out(c, "\t\tconst double a0 = hl0[oh], a1 = hl1[oh];\n");
-		out(c, "\t\tfor (int64_t ow = 0; ow < %lld; ow++) {\n", OW);
-		out(c, "\t\t\tconst double b0 = wl0[ow], b1 = wl1[ow];\n");
-		out(c, "\t\t\tconst double t0 = (double)r0[w0[ow]] * b0 + (double)r0[w1[ow]] * b1;\n");
-		out(c, "\t\t\tconst double t1 = (double)r1[w0[ow]] * b0 + (double)r1[w1[ow]] * b1;\n");
-		out(c, "\t\t\tpo[ow] = (%s)(t0 * a0 + t1 * a1);\n\t\t}\n", t);
+		out(c, "\t\tconst %s *restrict r1 = src + pl * H * W + h1[oh] * W;\n", t);
+		/* (no local is named like a buffer, b<N>, or a kernel parameter, a<N>:
+		 * emit_c renames those in the body) */
+		out(c, "\t\tconst double ya = hl0[oh], yb = hl1[oh];\n");
+		out(c, "\t\tfor (int64_t ow = 0; ow < OW; ow++) {\n");
+		out(c, "\t\t\tconst double xa = wl0[ow], xb = wl1[ow];\n");
+		out(c, "\t\t\tconst double t0 = (double)r0[w0[ow]] * xa + (double)r0[w1[ow]] * xb;\n");
+		out(c, "\t\t\tconst double t1 = (double)r1[w0[ow]] * xa + (double)r1[w1[ow]] * xb;\n");
+		out(c, "\t\t\tpo[ow] = (%s)(t0 * ya + t1 * yb);\n\t\t}\n", t);
 	} else {
-		out(c, "\t\tfor (int64_t ow = 0; ow < %lld; ow++)\n\t\t\tpo[ow] = r0[w0[ow]];\n", OW);
+		out(c, "\t\tfor (int64_t ow = 0; ow < OW; ow++)\n\t\t\tpo[ow] = r0[w0[ow]];\n");
 	}
 	out(c, "\t}\n");
+	if (sym)
+		out(c, "\tfree(h0);\n\tfree(hl0);\n");
 }
 
 /* --- data movement ------------------------------------------------------------ */
@@ -602,12 +628,11 @@ static void roll(xctx *c)
 
 /* Loops that still take spatial sizes as numbers: a symbolic one is
  * unsupported there (f32 convolutions with constant weights run on oneDNN
- * at any size; 2-d pooling renders with size expressions). */
+ * at any size; 2-d pooling and resampling render with size expressions). */
 static int spatial_symbolic(xctx *c)
 {
 	switch (c->n->op) {
-	case OP_CONVOLUTION: case OP_UPSAMPLE_BILINEAR2D_VEC: case OP_UPSAMPLE_BILINEAR2D: case OP_UPSAMPLE_NEAREST2D_VEC:
-	case OP_UPSAMPLE_NEAREST2D:
+	case OP_CONVOLUTION:
 		break;
 	default:
 		return 0;
@@ -617,7 +642,7 @@ static int spatial_symbolic(xctx *c)
 		if (!dim_is_const(&x->shape[i], NULL) || !dim_is_const(&o->shape[i], NULL)) {
 			*c->bad = 1;
 			node_errf(c->err, c->n, "codegen: symbolic spatial sizes are not supported here (only f32 "
-				  "convolutions with constant weights, on oneDNN, and pooling)");
+				  "convolutions with constant weights, on oneDNN, pooling and resampling)");
 			c->err->code = COIL_E_UNSUPPORTED;
 			return 1;
 		}

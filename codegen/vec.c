@@ -65,6 +65,19 @@ extern const char coil_attn_src[];
 
 const char *vec_attn_source(void) { return coil_attn_src; }
 
+/* common/upsample.h, embedded likewise: resampling's source rows and weights
+ * at symbolic sizes (extern.c's upsample2d). */
+__asm__(".section .rodata\n"
+	".global coil_upsample_src\n"
+	".type coil_upsample_src, @object\n"
+	"coil_upsample_src:\n"
+	".incbin \"common/upsample.h\"\n"
+	".byte 0\n"
+	".previous\n");
+extern const char coil_upsample_src[];
+
+const char *vec_upsample_source(void) { return coil_upsample_src; }
+
 struct vec_isa {
 	const char *name;
 	int w;               /* f32 lanes */

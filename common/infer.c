@@ -1,6 +1,7 @@
 /* Shape and dtype rules.  Each rule reads a node's parsed arguments (aligned
  * with the ATen schema) and sets its results; errors name node, op and arg. */
 #include "common/infer.h"
+#include "common/upsample.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -618,57 +619,18 @@ void upsample_get_params(const coil_node *n, upsample_params *up)
 	}
 }
 
-/* x rounded to the opmath type: float unless dbl */
-static double opm(int dbl, double x) { return dbl ? x : (double)(float)x; }
-
-/* ATen's UpSample.h: area_pixel_compute_scale, area_pixel_compute_source_index,
- * compute_source_index_and_lambda and nearest_idx.  Each step rounds to the
- * opmath type where ATen's expression has that type (double arithmetic then
- * rounding to float is exact for one +, -, * or /). */
+/* The interpreter's and static artifacts' rule: common/upsample.h. */
 void upsample_source(const upsample_params *up, int dim, coil_dtype t, int64_t in, int64_t out, int64_t i,
 		     int64_t src[2], double w[2])
 {
-	double given = up->scale[dim];
-	if (!up->linear) {
-		/* always float: floorf(dst_index * scale), clamped */
-		double s = given > 0 ? opm(0, 1.0 / given) : opm(0, opm(0, (double)in) / opm(0, (double)out));
-		int64_t k = (int64_t)floor(opm(0, opm(0, (double)i) * s));
-		src[0] = src[1] = k < in - 1 ? k : in - 1;
-		w[0] = 1, w[1] = 0;
-		return;
-	}
-	if (out == in) { /* a plain copy, whatever the scale */
-		src[0] = src[1] = i;
-		w[0] = 1, w[1] = 0;
-		return;
-	}
-	int dbl = t == COIL_F64;
-	double s, x;
-	if (up->align_corners)
-		s = out > 1 ? opm(dbl, opm(dbl, (double)(in - 1)) / opm(dbl, (double)(out - 1))) : 0;
-	else
-		s = given > 0 ? opm(dbl, 1.0 / given) : opm(dbl, opm(dbl, (double)in) / opm(dbl, (double)out));
-	if (up->align_corners)
-		x = opm(dbl, s * opm(dbl, (double)i));
-	else {
-		x = opm(dbl, s * ((double)i + 0.5) - 0.5); /* computed in double, as in ATen */
-		x = x < 0 ? 0 : x;
-	}
-	int64_t k = (int64_t)x;
-	k = k < in - 1 ? k : in - 1;
-	src[0] = k;
-	src[1] = k + (k < in - 1);
-	/* With align_corners, ATen's compiled kernel fuses scale * i - k into one
-	 * fused multiply-add: the weight sees the unrounded product. */
-	double l1 = !up->align_corners ? opm(dbl, x - (double)k)
-		    : dbl ? fma(s, (double)i, -(double)k) : (double)fmaf((float)s, (float)i, -(float)k);
-	l1 = l1 < 0 ? 0 : l1 > 1 ? 1 : l1;
-	w[0] = opm(dbl, 1 - l1);
-	w[1] = l1;
+	coil_upsample_source(up->linear, up->align_corners, up->scale[dim], t == COIL_F64, in, out, i, src, w);
 }
 
 /* Output H, W from output_size, or from the input's and scale_factors
- * (floor(in * scale)); N and C pass through (symbolic ones too). */
+ * (floor(in * scale)); N and C pass through (symbolic ones too).  Symbolic
+ * H and W: a symbolic output_size is taken as given (guarded >= 1); a scale
+ * over a symbolic dim must be a multiple of 1/64, so that floor(in * scale)
+ * is (in * p) // q exactly, as ATen computes it in double. */
 static int infer_upsample2d(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0);
@@ -680,30 +642,51 @@ static int infer_upsample2d(coil_graph *g, coil_node *n, coil_err *err)
 	if (!dtype_is_float(x->dtype) && (linear || x->dtype != COIL_U8))
 		return ARGERR(0, "dtype %s is not supported (a floating dtype%s is required)", dtype_name(x->dtype),
 			      linear ? "" : " or u8");
-	if (need_static(g, n, err, 0, 2))
-		return -1;
-	if (cdim(x, 2) == 0 || cdim(x, 3) == 0)
-		return ARGERR(0, "H and W must be non-empty");
 	const coil_arg *os = &n->args[1], *sf = &n->args[sa];
 	if (vec && has(n, 1) == has(n, sa))
 		return node_errf(err, n, "exactly one of 'output_size' and 'scale_factors' must be given");
 	coil_dim out[4] = {x->shape[0], x->shape[1]};
 	for (int i = 0; i < 2; i++) {
-		double o;
+		const coil_dim *in = &x->shape[2 + i];
+		int64_t ci;
+		int st = dim_is_const(in, &ci);
+		if (st && ci == 0)
+			return ARGERR(0, "H and W must be non-empty");
+		if (!st && graph_guard(g, n, GUARD_GE, in, 1, "non-empty input", err))
+			return -1;
 		if (has(n, 1)) {
 			if (os->n != 2)
 				return ARGERR(1, "expected 2 values, got %d", os->n);
-			if (!os->ints)
-				return ARGERR(1, "must be static");
-			o = (double)os->ints[i];
+			if (!os->dims)
+				return ARGERR(1, "must be a list of sizes");
+			out[2 + i] = os->dims[i];
 		} else {
 			if (sf->n != 2)
 				return ARGERR(sa, "expected 2 values, got %d", sf->n);
-			o = floor((double)cdim(x, 2 + i) * sf->floats[i]);
+			double sc = sf->floats[i];
+			if (!(sc > 0 && sc <= (1 << 20)))
+				return ARGERR(sa, "scale %g out of range", sc);
+			if (st) {
+				out[2 + i] = dim_const((int64_t)floor((double)ci * sc));
+			} else {
+				int64_t q = 1;
+				while (q <= 64 && sc * (double)q != floor(sc * (double)q))
+					q *= 2;
+				if (q > 64)
+					return ARGERR(sa, "a scale of %g over symbolic dim %d: coil takes multiples of 1/64 "
+							  "there (floor(in * scale) is then exact)", sc, 2 + i);
+				coil_dim p = dim_const((int64_t)(sc * (double)q)), t;
+				if (dim_mul(&t, in, &p, err) || dim_floordiv(&out[2 + i], &t, q, &g->syms, err))
+					return node_errf(err, n, "%s", err->msg);
+			}
 		}
-		if (!(o >= 1 && o <= (1 << 20)))
-			return ARGERR(has(n, 1) ? 1 : sa, "output size %g out of range", o);
-		out[2 + i] = dim_const((int64_t)o);
+		int64_t o;
+		if (dim_is_const(&out[2 + i], &o)) {
+			if (!(o >= 1 && o <= (1 << 20)))
+				return ARGERR(has(n, 1) ? 1 : sa, "output size %lld out of range", (long long)o);
+		} else if (graph_guard(g, n, GUARD_GE, &out[2 + i], 1, "output size", err)) {
+			return -1;
+		}
 	}
 	set_out(g, n, 0, x->dtype, 4, out);
 	return 0;

@@ -664,6 +664,30 @@ static void test_symbolic_spatial(void **state)
 	static const int64_t pb[][8] = {{1, 4, 4}, {2, 9, 7}, {1, 16, 16}, {3, 5, 12}};
 	assert_int_equal(check_graph(pj, 4, pb), 0);
 
+	/* resampling at symbolic sizes: a scale over h and w (nearest x2, then
+	 * bilinear 0.5 and 1.5: (2h*1)//2 and (2w*3)//2), and output sizes given
+	 * as expressions (align_corners); source rows and weights computed at
+	 * run time by the interpreter's rule */
+	const char *uj = G(T("x", "f32", "[\"n\",3,\"h\",\"w\"]"), "",
+			   ND("a", "aten.upsample_nearest2d.vec", "[\"x\", null, [2.0, 2.0]]", "u1") ","
+			   ND("b", "aten.upsample_bilinear2d.vec", "[\"u1\", null, false, [0.5, 1.5]]", "u2") ","
+			   ND("c", "aten.upsample_bilinear2d.vec", "[\"u2\", [\"h+3\", \"2*w-1\"], true, null]", "u3") ","
+			   ND("d", "aten.upsample_nearest2d.vec", "[\"u3\", [\"h\", 5], null]", "u4"),
+			   "\"u2\",\"u3\",\"u4\"");
+	c = emitted_c(uj);
+	assert_non_null(strstr(c, "coil_upsample_source("));
+	free(c);
+	static const int64_t ub[][8] = {{1, 1, 1}, {2, 5, 7}, {1, 16, 3}, {3, 9, 33}, {1, 2, 2}};
+	assert_int_equal(check_graph(uj, 5, ub), 0);
+	/* a scale over a symbolic dim that is not a multiple of 1/64 is refused, named */
+	coil_err uerr = {0};
+	const char *ubad = G(T("x", "f32", "[1,3,\"h\",4]"), "",
+			     ND("a", "aten.upsample_nearest2d.vec", "[\"x\", null, [0.3, 2.0]]", "y"), "\"y\"");
+	coil_graph *ug = graph_parse(ubad, strlen(ubad), &uerr);
+	assert_null(ug);
+	if (!strstr(uerr.msg, "node 'a'") || !strstr(uerr.msg, "multiples of 1/64"))
+		fail_msg("%s", uerr.msg);
+
 	/* guards in the artifact: a 5x5 valid conv needs h, w >= 5; a view
 	 * needs an even count; declared ranges */
 	const char *gj = "{\"format\":\"coil-graph\",\"version\":1,\"symbols\":{\"h\":{\"min\":2,\"max\":64}},"

@@ -744,6 +744,37 @@ def test_cnn():
     g.close()
 
 
+class SegHead(torch.nn.Module):
+    """FPN/LRASPP-style resampling: a coarse branch upsampled by 2, fused with a finer one at
+    its size (F.interpolate(size=other.shape[-2:])), then back to the input's size."""
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(8)
+        self.c1 = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.c2 = torch.nn.Conv2d(8, 8, 3, stride=2, padding=1)
+
+    def forward(self, x):
+        f1 = torch.relu(self.c1(x))
+        f2 = torch.relu(self.c2(f1))
+        up = torch.nn.functional.interpolate(f2, scale_factor=2.0, mode="nearest")
+        y = torch.nn.functional.interpolate(up, size=f1.shape[-2:], mode="bilinear", align_corners=False) + f1
+        return torch.nn.functional.interpolate(y, size=x.shape[-2:], mode="bilinear", align_corners=True)
+
+
+def test_upsample():
+    m = SegHead().eval()
+    f = coil.compile_artifact(m, (torch.randn(1, 3, 64, 64),), dynamic=[(0, 2, "h"), (0, 3, "w")],
+                              threads=2, coil=COIL)
+    t.ok(f.graph["inputs"][0]["shape"] == [1, 3, "h", "w"],
+         "upsample: input [1, 3, h, w] (%d traces)" % f.info["symbolic"]["traces"])
+    for h, w in [(64, 64), (37, 101), (8, 9), (130, 66)]:
+        xx = torch.randn(1, 3, h, w)
+        err = rel_errs(eager(m, (xx,)), f(xx))
+        t.ok(err <= TOL, "upsample: %dx%d (scale 2, to a feature's size, to the input's) matches eager "
+                         "(rel err %.2e)" % (h, w, err))
+    f.close()
+
+
 if HAVE_COIL:
     t.run("bert", test_bert)
     t.run("bert positions", test_bert_positions)
@@ -756,6 +787,7 @@ if HAVE_COIL:
     t.run("guard", test_guard)
     t.run("persist", test_persist)
     t.run("cnn", test_cnn)
+    t.run("upsample", test_upsample)
 
 if not HAVE_COIL:
     t.diag("COIL (%s) is not an executable: coil validate/eval checks skipped" % COIL)
