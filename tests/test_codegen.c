@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "codegen/codegen.h"
+#include "codegen/dnnl.h"
 #include "coil/artifact.h"
 #include "common/interp.h"
 #include "tests/chains.h"
@@ -751,13 +752,18 @@ static void test_dnnl_generic_m(void **state)
 	assert_non_null(strstr(c, "dd.m_runtime = gen;"));
 	assert_non_null(strstr(c, "rt_matmul_run((rt_matmul *)dn->obj[0], (s0*s1), "));
 	free(c);
-	/* new bindings, repeats up to hot and past it, more hot ones than the 8
-	 * sets keep, and back to the first */
-	static const int64_t b[][8] = {{1, 3}, {2, 5}, {1, 3}, {1, 3}, {1, 3}, {7, 1}, {2, 5}, {2, 5}, {1, 1},
-				       {3, 3}, {3, 3}, {3, 3}, {4, 3}, {4, 3}, {4, 3}, {5, 3}, {5, 3}, {5, 3},
-				       {6, 3}, {6, 3}, {6, 3}, {7, 3}, {7, 3}, {7, 3}, {8, 3}, {8, 3}, {8, 3},
-				       {9, 3}, {9, 3}, {9, 3}, {1, 3}, {2, 5}, {33, 9}};
-	one_handle(j, b, sizeof b / sizeof *b, 2);
+	/* new bindings, runs up to hot (DN_HOT) and past it, more hot ones than
+	 * the DN_SETS sets keep (the first ones' sets rebuilt for later ones),
+	 * then each again once, and a last new one; twice over */
+	static int64_t b[(DN_SETS + 3) * (DN_HOT + 2) + 1][8];
+	int nb = 0;
+	for (int k = 0; k < DN_SETS + 3; k++)
+		for (int r = 0; r < DN_HOT + 1; r++)
+			b[nb][0] = 1 + k % 4, b[nb][1] = 1 + k, nb++;
+	for (int k = 0; k < DN_SETS + 3; k++)
+		b[nb][0] = 1 + k % 4, b[nb][1] = 1 + k, nb++;
+	b[nb][0] = 33, b[nb][1] = 9, nb++;
+	one_handle(j, (const int64_t(*)[8])b, (size_t)nb, 2);
 }
 
 /* Attention's head split with a symbolic batch: [s, b, 256] read as
