@@ -420,15 +420,21 @@ def worker(cfg, name, out_path):
             tr["dyn_over_static_geomean"] = geomean(
                 [v.get("dyn_over_static") for v in tr["sizes"].values()])
 
-            # 5b. the trace: every request once per engine, back to back, rotating the order
+            # 5b. the trace: every request once per engine, in blocks of --block requests
+            # that each engine runs in turn (the order rotating per block): requests of one
+            # engine follow each other, as in a server, and another engine's spinning pool
+            # threads touch only a block's first request
             engs = ["dyn", "eager"] + (["ort"] if ort is not None else [])
-            times = {e: [] for e in engs}
+            times = {e: [None] * len(trace) for e in engs}
             wall0 = time.perf_counter()
-            for i, r in enumerate(trace):
-                x = spec.inputs(r, seed=1000 + i)
-                rot = i % len(engs)
+            blk = max(1, cfg.get("block", 50))
+            for b0 in range(0, len(trace), blk):
+                idx = range(b0, min(len(trace), b0 + blk))
+                xs = {i: spec.inputs(trace[i], seed=1000 + i) for i in idx}
+                rot = (b0 // blk) % len(engs)
                 for eng in engs[rot:] + engs[:rot]:
-                    times[eng].append(call(eng, r, x, 1000 + i))
+                    for i in idx:
+                        times[eng][i] = call(eng, trace[i], xs[i], 1000 + i)
             tr["trace_wall_s"] = time.perf_counter() - wall0
             for e, v in times.items():
                 tr[e] = {"total_s": sum(v) / 1e3, "p50_ms": pct(v, 50), "p99_ms": pct(v, 99),
@@ -680,6 +686,8 @@ def main(argv=None):
     ap.add_argument("--sizes", type=int, default=None, help="sampled sizes for static (6; --quick 3)")
     ap.add_argument("--rounds", type=int, default=None, help="rounds over the sampled sizes (7; --quick 3)")
     ap.add_argument("--inner", type=int, default=3, help="calls per engine per size per round")
+    ap.add_argument("--block", type=int, default=50,
+                    help="trace requests each engine runs in turn (the order rotating per block)")
     ap.add_argument("--pause", type=float, default=0.02,
                     help="seconds of sleep before each timed call (spinning pool threads stop)")
     ap.add_argument("--seed", type=int, default=0)
@@ -723,7 +731,7 @@ def main(argv=None):
         "trace": a.trace or (100 if a.quick else 1000),
         "sizes": a.sizes or (3 if a.quick else 6),
         "rounds": a.rounds or (3 if a.quick else 7),
-        "inner": a.inner, "pause": a.pause, "seed": a.seed, "quick": a.quick,
+        "inner": a.inner, "pause": a.pause, "block": a.block, "seed": a.seed, "quick": a.quick,
         "threads": [int(t) for t in a.threads.split(",") if t],
         "dynamic_res": a.dynamic_res, "fix": a.fix, "dynamic_api": a.dynamic_api,
         "no_ort": a.no_ort, "keep_times": a.keep_times, "mem_order": a.mem_order,
