@@ -226,7 +226,8 @@ void dn_emit_support(coil_ir *ir, FILE *f, int rt_unit)
 	fprintf(f, "/* The rt objects for one binding of the symbols; a model handle keeps the\n"
 		   " * %d most recently used bindings (packed weights are shared between them). */\n", sets);
 	fprintf(f, "struct coil_dn_set {\n\tint64_t sym[%d];\n\tvoid *obj[%d];\n"
-		   "\tunsigned char shared[%d]; /* obj[j] is the handle's generic one */\n\tuint64_t used;\n\tint ready;\n};\n\n",
+		   "\tunsigned char shared[%d]; /* obj[j] is the handle's generic one */\n\tint nshared;\n\tuint64_t used;\n"
+		   "\tint ready;\n};\n\n",
 		ns, ir->dn->nf, ir->dn->nf);
 	int gen = ngeneric(ir);
 	if (gen)
@@ -235,8 +236,7 @@ void dn_emit_support(coil_ir *ir, FILE *f, int rt_unit)
 	fprintf(f, "struct coil_dn {\n\trt_ctx *ctx;\n\tuint64_t tick;\n\tvoid **obj; /* the current binding's */\n"
 		   "\tstruct coil_dn_set set[%d];\n", sets);
 	if (gen)
-		fprintf(f, "\tstruct coil_dn_set cold; /* a binding not hot yet: generic objects where they exist */\n"
-			   "\tvoid *gen[%d]; /* shape-generic objects (m at run time), made at first need */\n"
+		fprintf(f, "\tvoid *gen[%d]; /* shape-generic objects (m at run time), made at first need */\n"
 			   "\tunsigned char gen_no[%d]; /* oneDNN has no fast generic kernel for it */\n"
 			   "\tstruct coil_dn_seen seen[%d];\n", ir->dn->nf, ir->dn->nf, DN_SEEN);
 	fprintf(f, "\tchar err[256];\n};\n\n");
@@ -477,11 +477,10 @@ void dn_emit_model(coil_ir *ir, FILE *f)
 			out(&c, "\tif (!s->shared[%d])\n\t\trt_%s_destroy((rt_%s *)s->obj[%d]);\n\ts->obj[%d] = NULL;\n", j, t, t,
 			    j, j);
 	}
-	out(&c, "\tmemset(s->shared, 0, sizeof s->shared);\n\ts->ready = 0;\n}\n\n");
+	out(&c, "\tmemset(s->shared, 0, sizeof s->shared);\n\ts->nshared = 0;\n\ts->ready = 0;\n}\n\n");
 	out(&c, "static void coil_dn_free(struct coil_dn *d)\n{\n\tif (!d)\n\t\treturn;\n"
 		"\tfor (int i = 0; i < %d; i++)\n\t\tcoil_dn_release(&d->set[i]);\n", sets);
 	if (gen) {
-		out(&c, "\tcoil_dn_release(&d->cold);\n");
 		for (int j = 0; j < p->nf; j++)
 			if (p->f[j].emitted && generic_ok(ir, &p->f[j]))
 				out(&c, "\trt_matmul_destroy((rt_matmul *)d->gen[%d]);\n", j);
@@ -489,10 +488,10 @@ void dn_emit_model(coil_ir *ir, FILE *f)
 	out(&c, "\trt_ctx_destroy(d->ctx);\n\tfree(d);\n}\n\n");
 	if (gen) {
 		out(&c, "/* Counts a run of the binding sym among the %d bindings seen most\n"
-			" * recently: 1 while it has run fewer than %d times (cold: the matrix\n"
-			" * products whose only symbolic size is m take the handle's generic\n"
-			" * objects, nothing is created for them), 0 once it is hot (objects of\n"
-			" * its own, per-shape kernels, kept in a set). */\n", DN_SEEN, DN_HOT);
+			" * recently: 1 while it has run fewer than %d times (cold: its set borrows\n"
+			" * the handle's generic objects for the matrix products whose only\n"
+			" * symbolic size is m, nothing is created for them), 0 once it is hot\n"
+			" * (coil_dn_upgrade: per-shape objects of its own). */\n", DN_SEEN, DN_HOT);
 		out(&c, "static int coil_dn_cold(struct coil_dn *d, const int64_t *sym)\n{\n"
 			"\tstruct coil_dn_seen *v = &d->seen[0];\n"
 			"\tfor (int i = 0; i < %d; i++) {\n\t\tstruct coil_dn_seen *s = &d->seen[i];\n"
@@ -507,11 +506,21 @@ void dn_emit_model(coil_ir *ir, FILE *f)
 			"\tfor (int i = 0; i < %d; i++)\n"
 			"\t\tif (d->seen[i].n && !memcmp(d->seen[i].sym, sym, sizeof d->seen[i].sym))\n"
 			"\t\t\td->seen[i].n = 0;\n}\n\n", DN_SEEN);
+		out(&c, "/* A set that borrowed generic objects, its binding now hot: per-shape ones. */\n"
+			"static int coil_dn_upgrade(coil_model *m, struct coil_dn *d, struct coil_dn_set *s)\n{\n");
+		for (int j = 0; j < p->nf; j++)
+			if (p->f[j].emitted && generic_ok(ir, &p->f[j]))
+				out(&c, "\tif (s->shared[%d]) {\n\t\tvoid *o = NULL;\n"
+					"\t\tif (coil_dn_make%d(m, d, s->sym, &o, 0)) {\n"
+					"\t\t\tsnprintf(coil_errbuf, sizeof coil_errbuf, \"oneDNN: %%.200s\", d->err);\n"
+					"\t\t\treturn -1;\n\t\t}\n\t\ts->obj[%d] = o;\n\t\ts->shared[%d] = 0;\n\t}\n",
+				    j, j, j, j);
+		out(&c, "\ts->nshared = 0;\n\treturn 0;\n}\n\n");
 	}
 	out(&c, "/* Makes d->obj the rt objects for the binding sym: a kept set, else the\n"
 		" * least recently used one rebuilt (primitives for these shapes; the\n"
 		" * weights, folded and packed once, shared through the rt context)%s. */\n",
-	    gen ? ", or, for a binding not hot yet, the cold set" : "");
+	    gen ? "; a binding not hot yet borrows the generic objects where they exist" : "");
 	out(&c, "static int coil_dn_prepare(coil_model *m, const int64_t *sym)\n{\n");
 	out(&c, "\tstruct coil_dn *d = m->dn;\n");
 	out(&c, "\tif (!d && !(d = m->dn = calloc(1, sizeof *d))) {\n"
@@ -519,11 +528,11 @@ void dn_emit_model(coil_ir *ir, FILE *f)
 	out(&c, "\td->tick++;\n\tstruct coil_dn_set *v = &d->set[0];\n"
 		"\tfor (int i = 0; i < %d; i++) {\n\t\tstruct coil_dn_set *s = &d->set[i];\n"
 		"\t\tif (s->ready && !memcmp(s->sym, sym, sizeof s->sym)) {\n\t\t\ts->used = d->tick;\n"
-		"\t\t\td->obj = s->obj;\n\t\t\treturn 0;\n\t\t}\n"
-		"\t\tif (!s->ready ? v->ready : v->ready && s->used < v->used)\n\t\t\tv = s;\n\t}\n", sets);
+		"\t\t\td->obj = s->obj;\n%s\t\t\treturn 0;\n\t\t}\n"
+		"\t\tif (!s->ready ? v->ready : v->ready && s->used < v->used)\n\t\t\tv = s;\n\t}\n", sets,
+	    gen ? "\t\t\tif (s->nshared && !coil_dn_cold(d, sym))\n\t\t\t\treturn coil_dn_upgrade(m, d, s);\n" : "");
 	if (gen)
-		out(&c, "\tconst int cold = coil_dn_cold(d, sym);\n\tif (cold)\n\t\tv = &d->cold;\n"
-			"\telse if (v->ready)\n\t\tcoil_dn_forget(d, v->sym);\n");
+		out(&c, "\tif (v->ready)\n\t\tcoil_dn_forget(d, v->sym);\n\tconst int cold = coil_dn_cold(d, sym);\n");
 	else
 		out(&c, "\tconst int cold = 0;\n");
 	out(&c, "\tcoil_dn_release(v);\n\td->obj = v->obj;\n");
@@ -536,13 +545,14 @@ void dn_emit_model(coil_ir *ir, FILE *f)
 				"\t\tconst int rc = coil_dn_make%d(m, d, sym, &d->gen[%d], 1);\n"
 				"\t\tif (rc == RT_EUNSUP)\n\t\t\td->gen_no[%d] = 1;\n\t\telse if (rc)\n\t\t\tgoto fail;\n\t}\n",
 			    j, j, j, j, j);
-			out(&c, "\tif (cold && d->gen[%d])\n\t\tv->obj[%d] = d->gen[%d], v->shared[%d] = 1;\n\telse ", j, j, j, j);
+			out(&c, "\tif (cold && d->gen[%d])\n\t\tv->obj[%d] = d->gen[%d], v->shared[%d] = 1, v->nshared++;\n\telse ",
+			    j, j, j, j);
 		} else {
 			out(&c, "\t");
 		}
 		out(&c, "if (coil_dn_make%d(m, d, sym, &v->obj[%d], 0))\n\t\tgoto fail;\n", j, j);
 	}
-	out(&c, "\tmemcpy(v->sym, sym, sizeof v->sym);\n\tv->used = d->tick;\n\tv->ready = !cold;\n\treturn 0;\n");
+	out(&c, "\t(void)cold;\n\tmemcpy(v->sym, sym, sizeof v->sym);\n\tv->used = d->tick;\n\tv->ready = 1;\n\treturn 0;\n");
 	out(&c, "fail:\n\tsnprintf(coil_errbuf, sizeof coil_errbuf, \"oneDNN: %%.200s\", d->err);\n"
 		"\tcoil_dn_release(v);\n\td->obj = NULL;\n\treturn -1;\n}\n\n");
 }

@@ -117,11 +117,15 @@ static void threads_leave(const rt_ctx *c, int prev)
 /* oneDNN keeps every primitive it creates in a process-wide cache (1,024 by
  * default), JIT code included: with symbolic sizes each new binding adds
  * its primitives there, about 0.3 MiB each, so memory grew with every new
- * shape (an MLP: 418 -> 693 MiB over 400 batch sizes).  The objects a
- * handle reuses are its own (8 bindings); oneDNN's cache only serves a
- * second handle or a binding evicted from those, so it is cut to
- * RT_PRIMITIVE_CACHE unless DNNL_PRIMITIVE_CACHE_CAPACITY says otherwise. */
-#define RT_PRIMITIVE_CACHE 64
+ * shape (an MLP: 418 -> 693 MiB over 400 batch sizes).  Worse, oneDNN 2.6
+ * hands a primitive made under one thread count to a context of another:
+ * an MLP's handle at 2 threads got the shape-generic GEMM its 1-thread
+ * handle had made and ran at 1-thread speed (batch 74: 8.9 ms against 4.9
+ * ms with the cache off).  The objects a handle reuses are its own, so the
+ * cache is turned off (RT_PRIMITIVE_CACHE) unless
+ * DNNL_PRIMITIVE_CACHE_CAPACITY says otherwise; a second handle of a model
+ * makes its primitives again. */
+#define RT_PRIMITIVE_CACHE 0
 
 static void bound_primitive_cache(void)
 {
