@@ -115,15 +115,6 @@ int dn_residual(coil_ir *ir, int ext)
 /* A matmul whose only symbolic size is m (the rows of a and c): one
  * shape-generic rt object (m_runtime) serves the bindings that are not hot
  * yet, so a new binding creates nothing for it (see coil_dn_prepare). */
-static int dims_const(const coil_value *v)
-{
-	int64_t x;
-	for (int i = 0; i < v->rank; i++)
-		if (!dim_is_const(&v->shape[i], &x))
-			return 0;
-	return 1;
-}
-
 static int generic_ok(coil_ir *ir, const dn_fuse *fz)
 {
 	if (fz->is_conv || fz->is_pool || !ir->g->syms.n)
@@ -132,18 +123,17 @@ static int generic_ok(coil_ir *ir, const dn_fuse *fz)
 	const coil_node *n = &g->nodes[fz->head];
 	int base = n->op == OP_ADDMM;
 	const coil_value *a = node_in(g, n, base), *b = node_in(g, n, base + 1), *o = node_out(g, n, 0);
-	int64_t x;
-	if (dim_is_const(&a->shape[a->rank - 2], &x) || !dim_is_const(&a->shape[a->rank - 1], &x) ||
-	    !dim_is_const(&o->shape[o->rank - 1], &x) || !dims_const(b))
+	if (dim_is_const(&a->shape[a->rank - 2], NULL) || !dim_is_const(&a->shape[a->rank - 1], NULL) ||
+	    !shape_is_const(a->shape, a->rank - 2) || !dim_is_const(&o->shape[o->rank - 1], NULL) ||
+	    !shape_is_const(b->shape, b->rank))
 		return 0;
-	for (int i = 0; i < a->rank - 2; i++)
-		if (!dim_is_const(&a->shape[i], &x))
-			return 0;
-	if (base && !dims_const(node_in(g, n, 0)))
+	if (base && !shape_is_const(node_in(g, n, 0)->shape, node_in(g, n, 0)->rank))
 		return 0;
-	for (int i = 0; i < fz->npost; i++)
-		if (fz->post[i].val >= 0 && fz->post[i].kind != DN_ADD_SAME && !dims_const(&g->vals[fz->post[i].val]))
+	for (int i = 0; i < fz->npost; i++) {
+		const coil_value *q = fz->post[i].val >= 0 ? &g->vals[fz->post[i].val] : NULL;
+		if (q && fz->post[i].kind != DN_ADD_SAME && !shape_is_const(q->shape, q->rank))
 			return 0;
+	}
 	return 1;
 }
 

@@ -61,15 +61,6 @@ static int64_t numel(const coil_value *v)
 	return n;
 }
 
-static int all_static(const coil_value *v)
-{
-	int64_t d;
-	for (int i = 0; i < v->rank; i++)
-		if (!dim_is_const(&v->shape[i], &d))
-			return 0;
-	return 1;
-}
-
 /* Runs the statements after v for each tensor argument value v of node n. */
 #define FOR_TENSOR_ARGS(n, VAR, ...)                                                        \
 	do {                                                                                \
@@ -132,7 +123,7 @@ static void classify(fctx *c, const char *dn_trans)
 		int64_t cap = 2 * leaf > FOLD_MIN_ELEMS ? 2 * leaf : FOLD_MIN_ELEMS;
 		for (int k = 0; k < n->nout; k++) {
 			coil_value *o = node_out(g, n, k);
-			if (!all_static(o) || numel(o) > cap)
+			if (!shape_is_const(o->shape, o->rank) || numel(o) > cap)
 				cls = DYN;
 		}
 		for (int k = 0; k < n->nout; k++) {

@@ -93,15 +93,6 @@ static int per_channel(const coil_value *v, const coil_value *out, int ch)
 
 static double sarg(const coil_node *n, int i, double d) { return n->args[i].kind == ARG_SCALAR ? n->args[i].f : d; }
 
-static int all_static(const coil_value *v, int from)
-{
-	int64_t x;
-	for (int i = from; i < v->rank; i++)
-		if (!dim_is_const(&v->shape[i], &x))
-			return 0;
-	return 1;
-}
-
 int dn_pool_window(coil_graph *g, const coil_node *n, dn_pool *w)
 {
 	const coil_value *x = node_in(g, n, 0), *o = node_out(g, n, 0);
@@ -172,7 +163,7 @@ static int eligible(pctx *c, int h, dn_fuse *f)
 		const coil_value *x = node_in(g, n, 0), *w = node_in(g, n, 1);
 		int b = tensor_arg(n, 2);
 		if (x->dtype != T || x->rank < 3 || x->rank > 5 || !is_const_of(g, n->args[1].v[0], T) ||
-		    (b >= 0 && !is_const_of(g, b, T)) || !dim_is_const(&x->shape[1], NULL) || !all_static(w, 0) ||
+		    (b >= 0 && !is_const_of(g, b, T)) || !dim_is_const(&x->shape[1], NULL) || !shape_is_const(w->shape, w->rank) ||
 		    !dim_is_const(&o->shape[1], NULL))
 			return 0;
 		for (int i = 0; i < o->rank; i++) /* empty convolutions stay on the generated loops */

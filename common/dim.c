@@ -52,6 +52,14 @@ int dim_is_const(const coil_dim *d, int64_t *v)
 	return 0;
 }
 
+int shape_is_const(const coil_dim *s, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!dim_is_const(&s[i], NULL))
+			return 0;
+	return 1;
+}
+
 int dim_eq(const coil_dim *a, const coil_dim *b)
 {
 	if (a->n != b->n)

@@ -48,6 +48,7 @@ typedef struct coil_symtab {
 coil_dim dim_const(int64_t v);
 coil_dim dim_sym(int idx);
 int dim_is_const(const coil_dim *d, int64_t *v); /* 1 if constant (and *v set) */
+int shape_is_const(const coil_dim *s, int n);   /* 1 if s[0..n) are all constant */
 int dim_eq(const coil_dim *a, const coil_dim *b);
 int dim_eq_const(const coil_dim *d, int64_t v);
 
