@@ -225,6 +225,10 @@ void dn_emit_support(coil_ir *ir, FILE *f, int rt_unit)
 			   "\tuint64_t used;\n\tunsigned n;\n};\n\n", ns);
 	fprintf(f, "struct coil_dn {\n\trt_ctx *ctx;\n\tuint64_t tick;\n\tvoid **obj; /* the current binding's */\n"
 		   "\tstruct coil_dn_set set[%d];\n", sets);
+	if (ir->g->syms.n)
+		fprintf(f, "\tsize_t set_w; /* the most packed-weight bytes one set has held */\n"
+			   "\tsize_t gen_w; /* packed-weight bytes of the generic objects */\n"
+			   "\tint wcopies; /* sets' worth of packed weights kept (coil_dn_trim) */\n");
 	if (gen)
 		fprintf(f, "\tvoid *gen[%d]; /* shape-generic objects (m at run time), made at first need */\n"
 			   "\tunsigned char gen_no[%d]; /* oneDNN has no fast generic kernel for it */\n"
@@ -476,6 +480,16 @@ void dn_emit_model(coil_ir *ir, FILE *f)
 				out(&c, "\trt_matmul_destroy((rt_matmul *)d->gen[%d]);\n", j);
 	}
 	out(&c, "\trt_ctx_destroy(d->ctx);\n\tfree(d);\n}\n\n");
+	if (ir->g->syms.n) {
+		out(&c, "/* Packed-weight bytes of the objects s owns (not the generic ones it\n"
+			" * borrows); keeps the largest in d->set_w. */\n"
+			"static void coil_dn_weigh(struct coil_dn *d, const struct coil_dn_set *s)\n{\n\tsize_t w = 0;\n");
+		for (int j = 0; j < p->nf; j++)
+			if (p->f[j].emitted && !p->f[j].is_pool)
+				out(&c, "\tif (!s->shared[%d])\n\t\tw += rt_%s_weight_bytes((const rt_%s *)s->obj[%d]);\n", j,
+				    p->f[j].is_conv ? "conv" : "matmul", p->f[j].is_conv ? "conv" : "matmul", j);
+		out(&c, "\tif (w > d->set_w)\n\t\td->set_w = w;\n}\n\n");
+	}
 	if (gen) {
 		out(&c, "/* Counts a run of the binding sym among the %d bindings seen most\n"
 			" * recently: 1 while it has run fewer than %d times (cold: its set borrows\n"
@@ -505,7 +519,29 @@ void dn_emit_model(coil_ir *ir, FILE *f)
 					"\t\t\tsnprintf(coil_errbuf, sizeof coil_errbuf, \"oneDNN: %%.200s\", d->err);\n"
 					"\t\t\treturn -1;\n\t\t}\n\t\ts->obj[%d] = o;\n\t\ts->shared[%d] = 0;\n\t}\n",
 				    j, j, j, j);
-		out(&c, "\ts->nshared = 0;\n\treturn 0;\n}\n\n");
+		out(&c, "\ts->nshared = 0;\n\tcoil_dn_weigh(d, s);\n\treturn 0;\n}\n\n");
+	}
+	if (ir->g->syms.n) {
+		out(&c, "/* Weights are packed once per layout and shared, but a conv's kernel,\n"
+			" * and so its weights' layout, can change with the spatial sizes\n"
+			" * (Winograd's blocking does; resnet18 over 100 image sizes met three per\n"
+			" * conv, each 4x the f32 weights): sets of different bindings may each\n"
+			" * hold a copy of their own.  Before v is rebuilt, the least recently used\n"
+			" * other sets go until what stays packed leaves room for one more set\n"
+			" * within d->wcopies sets' worth (%d; COIL_WEIGHT_COPIES in the environment,\n"
+			" * 1-%d, trades rebuilds for memory), so memory stays bounded however many\n"
+			" * shapes come. */\n"
+			"static void coil_dn_trim(struct coil_dn *d, const struct coil_dn_set *v)\n{\n"
+			"\tif (!d->wcopies) {\n\t\tconst char *e = getenv(\"COIL_WEIGHT_COPIES\");\n"
+			"\t\tconst int n = e ? atoi(e) : 0;\n\t\td->wcopies = n >= 1 && n <= %d ? n : %d;\n\t}\n"
+			"\twhile (d->set_w && rt_ctx_weight_bytes(d->ctx) > d->gen_w + (size_t)(d->wcopies - 1) * d->set_w) {\n"
+			"\t\tstruct coil_dn_set *o = NULL;\n"
+			"\t\tfor (int i = 0; i < %d; i++)\n"
+			"\t\t\tif (&d->set[i] != v && d->set[i].ready && (!o || d->set[i].used < o->used))\n"
+			"\t\t\t\to = &d->set[i];\n"
+			"\t\tif (!o)\n\t\t\treturn;\n%s"
+			"\t\tcoil_dn_release(o);\n\t}\n}\n\n",
+		    DN_WCOPIES, sets, sets, DN_WCOPIES, sets, gen ? "\t\tcoil_dn_forget(d, o->sym);\n" : "");
 	}
 	out(&c, "/* Makes d->obj the rt objects for the binding sym: a kept set, else the\n"
 		" * least recently used one rebuilt (primitives for these shapes; the\n"
@@ -527,14 +563,17 @@ void dn_emit_model(coil_ir *ir, FILE *f)
 		out(&c, "\tconst int cold = 0;\n");
 	out(&c, "\tcoil_dn_release(v);\n\td->obj = v->obj;\n");
 	out(&c, "\tif (!d->ctx && rt_ctx_create(m->nthreads, &d->ctx, d->err, sizeof d->err))\n\t\tgoto fail;\n");
+	if (ir->g->syms.n)
+		out(&c, "\tcoil_dn_trim(d, v);\n");
 	for (int j = 0; j < p->nf; j++) {
 		if (!p->f[j].emitted)
 			continue;
 		if (generic_ok(ir, &p->f[j])) {
 			out(&c, "\tif (cold && !d->gen[%d] && !d->gen_no[%d]) {\n"
 				"\t\tconst int rc = coil_dn_make%d(m, d, sym, &d->gen[%d], 1);\n"
-				"\t\tif (rc == RT_EUNSUP)\n\t\t\td->gen_no[%d] = 1;\n\t\telse if (rc)\n\t\t\tgoto fail;\n\t}\n",
-			    j, j, j, j, j);
+				"\t\tif (rc == RT_EUNSUP)\n\t\t\td->gen_no[%d] = 1;\n\t\telse if (rc)\n\t\t\tgoto fail;\n"
+				"\t\td->gen_w += rt_matmul_weight_bytes((const rt_matmul *)d->gen[%d]);\n\t}\n",
+			    j, j, j, j, j, j);
 			out(&c, "\tif (cold && d->gen[%d])\n\t\tv->obj[%d] = d->gen[%d], v->shared[%d] = 1, v->nshared++;\n\telse ",
 			    j, j, j, j);
 		} else {
@@ -542,7 +581,19 @@ void dn_emit_model(coil_ir *ir, FILE *f)
 		}
 		out(&c, "if (coil_dn_make%d(m, d, sym, &v->obj[%d], 0))\n\t\tgoto fail;\n", j, j);
 	}
-	out(&c, "\t(void)cold;\n\tmemcpy(v->sym, sym, sizeof v->sym);\n\tv->used = d->tick;\n\tv->ready = 1;\n\treturn 0;\n");
+	out(&c, "\t(void)cold;\n\tmemcpy(v->sym, sym, sizeof v->sym);\n\tv->used = d->tick;\n\tv->ready = 1;\n");
+	if (ir->g->syms.n)
+		out(&c, "\tcoil_dn_weigh(d, v);\n");
+	out(&c, "\treturn 0;\n");
 	out(&c, "fail:\n\tsnprintf(coil_errbuf, sizeof coil_errbuf, \"oneDNN: %%.200s\", d->err);\n"
 		"\tcoil_dn_release(v);\n\td->obj = NULL;\n\treturn -1;\n}\n\n");
+	out(&c, "/* coil_model_memory's oneDNN part: workspace, packed weights, the most one\n"
+		" * binding's objects held, bindings with objects. */\n"
+		"static void coil_dn_memory(const struct coil_dn *d, int64_t *v)\n{\n"
+		"\tif (!d)\n\t\treturn;\n"
+		"\tv[1] = (int64_t)rt_ctx_workspace_bytes(d->ctx);\n"
+		"\tv[2] = (int64_t)rt_ctx_weight_bytes(d->ctx);\n"
+		"\tv[3] = %s;\n"
+		"\tfor (int i = 0; i < %d; i++)\n\t\tv[4] += d->set[i].ready;\n}\n\n",
+	    ir->g->syms.n ? "(int64_t)d->set_w" : "v[2]", sets);
 }

@@ -179,6 +179,16 @@ fail:
 	return rc;
 }
 
+RT_API size_t rt_ctx_workspace_bytes(const rt_ctx *c) { return c ? c->ws_bytes : 0; }
+
+RT_API size_t rt_ctx_weight_bytes(const rt_ctx *c)
+{
+	size_t n = 0;
+	for (int i = 0; c && i < c->nsw; i++)
+		n += dnnl_memory_desc_get_size(&c->sw[i].md);
+	return n;
+}
+
 RT_API void rt_ctx_destroy(rt_ctx *c)
 {
 	if (!c)
@@ -1370,6 +1380,14 @@ RT_API void rt_matmul_destroy(rt_matmul *mm)
 RT_API size_t rt_matmul_scratch_bytes(const rt_matmul *mm)
 {
 	return mm ? mm->p.scratch_bytes : 0;
+}
+
+RT_API size_t rt_matmul_weight_bytes(const rt_matmul *mm)
+{
+	const dnnl_memory_desc_t *md = NULL;
+	if (!mm || !mm->b_const || !mm->p.mem[ARG_WEI] || dnnl_memory_get_memory_desc(mm->p.mem[ARG_WEI], &md) || !md)
+		return 0;
+	return dnnl_memory_desc_get_size(md);
 }
 RT_API const char *rt_matmul_impl(const rt_matmul *mm) { return mm ? prim_impl(&mm->p) : ""; }
 

@@ -117,6 +117,11 @@ typedef struct rt_matmul rt_matmul;
  * (<= 0: leave the calling thread's OpenMP setting alone). */
 RT_API int rt_ctx_create(int nthreads, rt_ctx **out, char *err, size_t errlen);
 RT_API void rt_ctx_destroy(rt_ctx *ctx);
+/* Bytes of the weights the context holds packed for its objects (one copy
+ * per weight_key and layout, shared by the objects that use it). */
+RT_API size_t rt_ctx_weight_bytes(const rt_ctx *ctx);
+/* Bytes of the workspace its objects share (scratchpads, NHWC staging). */
+RT_API size_t rt_ctx_workspace_bytes(const rt_ctx *ctx);
 
 enum rt_post_kind {
 	RT_RELU,        /* max(x, 0) */
@@ -250,6 +255,8 @@ RT_API int rt_matmul_run(rt_matmul *mm, int64_t m, const void *a, const void *b,
 RT_API void rt_matmul_destroy(rt_matmul *mm);
 /* Bytes of context workspace (oneDNN scratchpad) this matmul uses. */
 RT_API size_t rt_matmul_scratch_bytes(const rt_matmul *mm);
+/* Bytes of its prepacked weights (b_const), 0 when b comes at run time. */
+RT_API size_t rt_matmul_weight_bytes(const rt_matmul *mm);
 RT_API const char *rt_matmul_impl(const rt_matmul *mm);
 
 /* 2-d pooling, for the boundaries and insides of NHWC conv chains (a max

@@ -744,6 +744,60 @@ def test_cnn():
     g.close()
 
 
+def memory_run(m, sizes, copies=None):
+    """Runs m's symbolic artifact over sizes in a fresh handle; (Model.memory() after each, worst
+    rel err against eager where checked). copies: COIL_WEIGHT_COPIES for the run."""
+    old = os.environ.pop("COIL_WEIGHT_COPIES", None)
+    if copies:
+        os.environ["COIL_WEIGHT_COPIES"] = str(copies)
+    try:
+        f = coil.compile_artifact(m, (torch.randn(2, 3, 24, 24),),
+                                  dynamic=[(0, 0, "batch"), (0, 2, "h"), (0, 3, "w")],
+                                  ranges={"batch": (1, 16), "h": (8, 96), "w": (8, 96)}, threads=1, coil=COIL)
+        mems, errs = [], []
+        for i, (b, h, w) in enumerate(sizes):
+            x = torch.randn(b, 3, h, w)
+            y = f(x)
+            if i % 9 == 0:
+                errs.append(rel_errs(eager(m, (x,)), y))
+            mems.append(f.model.memory())
+        f.close()
+        return mems, max(errs)
+    finally:
+        os.environ.pop("COIL_WEIGHT_COPIES", None)
+        if old is not None:
+            os.environ["COIL_WEIGHT_COPIES"] = old
+
+
+def test_memory_bounded():
+    """Packed weights over many shapes: Winograd convs pick their weights' blocking by batch and
+    image size, so bindings may each want a copy of their own; a handle keeps at most four
+    bindings' worth (COIL_WEIGHT_COPIES, docs/abi.md) and reports it (Model.memory)."""
+    torch.manual_seed(9)
+    m = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.ReLU(),
+        torch.nn.Conv2d(64, 128, 3, padding=1), torch.nn.ReLU(),
+        torch.nn.Conv2d(128, 128, 3, padding=1), torch.nn.ReLU(),
+        torch.nn.Conv2d(128, 128, 3, padding=1),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten()).eval()
+    rng = random.Random(5)
+    sizes = [(1, 8, 8), (16, 96, 96)] + [(rng.randint(1, 16), rng.randint(8, 96), rng.randint(8, 96))
+                                         for _ in range(16)]
+    mems, err = memory_run(m, sizes)
+    if mems[0] is None:
+        t.ok(False, "memory: the artifact exports coil_model_memory")
+        return
+    last = mems[-1]
+    ratio = max(x["weights"] / x["set_weights"] for x in mems)
+    t.ok(err <= TOL, "memory: %d sizes match eager where checked (worst rel err %.2e)" % (len(sizes), err))
+    t.ok(ratio > 1.0 and ratio <= 4.0 and last["bindings"] == 8 and last["arena"] > 0 and last["workspace"] > 0,
+         "memory: the sizes want more than one layout: packed weights up to %.2fx one binding's, 8 bindings "
+         "keep objects (%s)" % (ratio, last))
+    mems, err = memory_run(m, sizes, copies=1)
+    t.ok(err <= TOL and all(x["weights"] <= x["set_weights"] and x["bindings"] == 1 for x in mems),
+         "memory: COIL_WEIGHT_COPIES=1 keeps one binding's objects and one copy of the weights (%s)" % mems[-1])
+
+
 class SegHead(torch.nn.Module):
     """FPN/LRASPP-style resampling: a coarse branch upsampled by 2, fused with a finer one at
     its size (F.interpolate(size=other.shape[-2:])), then back to the input's size."""
@@ -788,6 +842,7 @@ if HAVE_COIL:
     t.run("persist", test_persist)
     t.run("cnn", test_cnn)
     t.run("upsample", test_upsample)
+    t.run("memory bounded", test_memory_bounded)
 
 if not HAVE_COIL:
     t.diag("COIL (%s) is not an executable: coil validate/eval checks skipped" % COIL)

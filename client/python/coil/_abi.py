@@ -136,6 +136,10 @@ class Artifact:
         lasterr.argtypes = []
         self._lib = lib
         self._create, self._oshape, self._run, self._destroy, self._lasterr = fns
+        self._memory = getattr(lib, "coil_model_memory", None)  # optional: newer artifacts
+        if self._memory is not None:
+            self._memory.restype = ctypes.c_int
+            self._memory.argtypes = [ctypes.c_void_p, _I64P, ctypes.c_int]
 
     def last_error(self):
         e = self._lasterr()
@@ -326,6 +330,27 @@ class Model:
         finally:
             self._release(h)
         return outs
+
+    def memory(self):
+        """Bytes each handle holds, summed over the handles (None where the artifact predates
+        coil_model_memory): arena (intermediates, grown to the largest binding run),
+        workspace (oneDNN scratchpads), weights (packed for oneDNN, one copy per layout),
+        set_weights (the most one binding's objects held: the weights stay within four
+        of these with symbolic sizes), bindings (bindings with oneDNN objects made), handles."""
+        a = self.artifact
+        if a._memory is None:
+            return None
+        keys = ("arena", "workspace", "weights", "set_weights", "bindings")
+        tot = dict.fromkeys(keys, 0)
+        buf = (ctypes.c_int64 * len(keys))()
+        with self._lock:
+            hs = [h for h in self._free if h.ptr]
+            for h in hs:
+                n = a._memory(h.ptr, ctypes.cast(buf, _I64P), len(keys))
+                for k, v in zip(keys[:n], buf):
+                    tot[k] += int(v)
+        tot["handles"] = len(hs)
+        return tot
 
     def close(self):
         """Destroys every idle handle now (busy ones when their call returns)."""

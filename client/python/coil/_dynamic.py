@@ -430,6 +430,11 @@ class DynamicModule:
         s["artifacts"] = len(self._entries)
         s["symbolic"] = [{"input": i, "dim": d, "symbol": v} for (i, d), v in sorted(self._symbolic.items())]
         s["static_dims"] = sorted([list(k) for k in self._static])
+        s["memory"] = None  # bytes the artifacts' handles hold (Model.memory), summed
+        for e in list(self._entries):
+            mem = e.compiled.model.memory()
+            if mem is not None:
+                s["memory"] = {k: v + (s["memory"] or {}).get(k, 0) for k, v in mem.items()}
         return s
 
     @property
