@@ -202,6 +202,15 @@ static int pointwise(dctx *c, coil_dtype ot)
 			      bin(c, PR_SUB, un(c, PR_EXP, bin(c, PR_MUL, x, num(c, is, x))), num(c, 1, x)));
 		return where(c, cmp(c, PR_GT, x, num(c, 0, x)), bin(c, PR_MUL, x, num(c, scale, x)), neg);
 	}
+	case OP_SOFTPLUS: case OP_MISH: { /* ATen: linear where beta * x > threshold */
+		double beta = n->op == OP_MISH ? 1 : sarg(c, 1, 1), th = n->op == OP_MISH ? 20 : sarg(c, 2, 20);
+		int bx = beta == 1 ? x : bin(c, PR_MUL, x, num(c, beta, x));
+		r = un(c, PR_LOG1P, un(c, PR_EXP, bx));
+		if (beta != 1)
+			r = bin(c, PR_DIV, r, num(c, beta, x));
+		r = where(c, cmp(c, PR_GT, bx, num(c, th, x)), x, r);
+		return n->op == OP_MISH ? bin(c, PR_MUL, x, un(c, PR_TANH, r)) : r;
+	}
 	case OP_EXP: return un(c, PR_EXP, x);
 	case OP_LOG: return un(c, PR_LOG, x);
 	case OP_LOG1P: return un(c, PR_LOG1P, x);

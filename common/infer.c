@@ -718,7 +718,8 @@ static int infer_unary_float(coil_graph *g, coil_node *n, coil_err *err)
 	if (n->op == OP_GELU && strcmp(n->args[1].s, "none") && strcmp(n->args[1].s, "tanh"))
 		return ARGERR(1, "must be \"none\" or \"tanh\", not \"%s\"", n->args[1].s);
 	int activation = n->op == OP_GELU || n->op == OP_SILU || n->op == OP_HARDSWISH ||
-			 n->op == OP_HARDSIGMOID || n->op == OP_LEAKY_RELU || n->op == OP_ELU;
+			 n->op == OP_HARDSIGMOID || n->op == OP_LEAKY_RELU || n->op == OP_ELU || n->op == OP_SOFTPLUS ||
+			 n->op == OP_MISH;
 	if (activation && !dtype_is_float(x->dtype))
 		return ARGERR(0, "dtype %s is not supported (a floating dtype is required)", dtype_name(x->dtype));
 	set_out(g, n, 0, dtype_is_float(x->dtype) ? x->dtype : COIL_F32, x->rank, x->shape);

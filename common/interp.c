@@ -175,6 +175,11 @@ static real pw1(const coil_node *n, real x)
 		real alpha = sarg(n, 1, 1), scale = sarg(n, 2, 1), is = sarg(n, 3, 1);
 		return x > 0 ? x * scale : alpha * scale * (exp(x * is) - 1);
 	}
+	case OP_SOFTPLUS: { /* ATen: linear above threshold (in beta * x) */
+		real beta = sarg(n, 1, 1), th = sarg(n, 2, 20);
+		return x * beta > th ? x : log1p(exp(x * beta)) / beta;
+	}
+	case OP_MISH: return x * tanh(x > 20 ? x : log1p(exp(x)));
 	case OP_EXP: return exp(x);
 	case OP_LOG: return log(x);
 	case OP_LOG1P: return log1p(x);
@@ -294,7 +299,7 @@ static int eval_pointwise(ictx *c, coil_node *n)
 	int where = n->op == OP_WHERE, mfill = n->op == OP_MASKED_FILL || n->op == OP_MASKED_FILL_T;
 	int binary = oi->nargs >= 2 && (n->args[1].kind == ARG_TENSOR || n->args[1].kind == ARG_SCALAR) &&
 		     !where && !mfill && n->op != OP_CLAMP && n->op != OP_CLAMP_MIN && n->op != OP_CLAMP_MAX &&
-		     n->op != OP_HARDTANH && n->op != OP_LEAKY_RELU && n->op != OP_ELU;
+		     n->op != OP_HARDTANH && n->op != OP_LEAKY_RELU && n->op != OP_ELU && n->op != OP_SOFTPLUS;
 	int int_div = n->op == OP_DIV_MODE && HAS(n, 2) && !dtype_is_float(o->dtype);
 	real sc = n->args[1].kind == ARG_SCALAR ? rnd(ct, n->args[1].is_int ? (real)n->args[1].i : (real)n->args[1].f) : 0;
 	for (int64_t e = 0; e < o->numel; e++, walk_next(&w)) {

@@ -746,7 +746,7 @@ UNARY = {  # op: (lo, hi) for random inputs
     "hardsigmoid": (-5, 5), "exp": None, "log": (0.01, 5), "log1p": (-0.9, 5), "sqrt": (0, 5),
     "rsqrt": (0.05, 5), "erf": None, "sin": (-7, 7), "cos": (-7, 7), "reciprocal": (0.1, 3), "neg": None,
     "abs": None, "floor": (-5, 5), "ceil": (-5, 5), "logical_not": None, "leaky_relu": None, "elu": None,
-    "hardtanh": None,
+    "hardtanh": None, "softplus": (-30, 30), "mish": (-30, 30),
 }
 SPECIAL = [float("nan"), float("inf"), float("-inf"), 0.0, -0.0, 1e-30, -1e30, 88.8, -100.0, 0.5, -2.5, 3.0]
 
@@ -777,6 +777,10 @@ def unary_cases():
     case("aten.elu", R(7, 13), 0.5, 2.0, 1.5)
     case("aten.elu", R(7, 13), 1.0, 1.0507, 1.0)
     case("aten.elu", R(5, dt=f64), 2)
+    case("aten.softplus", R(7, 13, lo=-10, hi=10), 2.0, 5.0, name="softplus beta 2, threshold 5")
+    case("aten.softplus", R(7, 13, lo=-10, hi=10), 0.5, name="softplus beta 0.5")
+    case("aten.softplus", T(SPECIAL), 3.0, 1.0, name="softplus beta 3, threshold 1 specials")
+    case("aten.softplus", R(3, 5, dt=f64, lo=-40, hi=40), 1.0, 30.0, name="softplus f64")
     case("aten.hardtanh", R(7, 13), -0.5, 2.0)
     case("aten.hardtanh", R(7, 13), 0, 6)
     case("aten.hardtanh", R(2, 6, dt=i64), -3, 4)
