@@ -404,6 +404,21 @@ static void composite(dctx *c, int *res)
 			res[0] = bin(c, PR_DIV, e, s);
 		return;
 	}
+	case OP_PRELU: {
+		int w = cast(c, in(c, 1), o->dtype);
+		int64_t k;
+		coil_dim cs[COIL_MAX_RANK];
+		if (!N(c, w)->rank || (dim_is_const(&N(c, w)->shape[0], &k) && k == 1)) {
+			w = reshape(c, w, 0, cs); /* one value for all */
+		} else { /* one per channel: [C] -> [C, 1, ...] against dim 1 */
+			cs[0] = N(c, x)->shape[1];
+			for (int i = 1; i < r - 1; i++)
+				cs[i] = dim_const(1);
+			w = reshape(c, w, r - 1, cs);
+		}
+		res[0] = where(c, cmp(c, PR_GT, x, num(c, 0, x)), x, bin(c, PR_MUL, x, w));
+		return;
+	}
 	case OP_LAYER_NORM: case OP_NATIVE_LAYER_NORM: {
 		unsigned mask = 0;
 		for (int i = r - ARG(1).n; i < r; i++)

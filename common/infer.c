@@ -431,6 +431,29 @@ static int infer_batch_norm(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
+static int infer_prelu(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0), *w = node_in(g, n, 1);
+	char b1[200];
+	if (need_float(g, n, err, 0))
+		return -1;
+	if (w->rank > 1)
+		return ARGERR(1, "shape %s: expected one value or a 1-d tensor of one per channel",
+			      shp(g, w, b1, sizeof b1));
+	int64_t k;
+	const int one = !w->rank || (dim_is_const(&w->shape[0], &k) && k == 1);
+	if (!one) {
+		if (x->rank < 2)
+			return ARGERR(1, "shape %s: a rank-%d input has one channel", shp(g, w, b1, sizeof b1), x->rank);
+		if (check_vec(g, n, err, 1, 1, &x->shape[1], x->dtype))
+			return -1;
+	} else if (!dtype_is_float(w->dtype)) {
+		return ARGERR(1, "dtype %s is not supported (a floating dtype is required)", dtype_name(w->dtype));
+	}
+	set_out(g, n, 0, x->dtype, x->rank, x->shape);
+	return 0;
+}
+
 static int infer_layer_norm(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0);

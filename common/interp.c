@@ -604,6 +604,20 @@ static int eval_batch_norm(ictx *c, coil_node *n)
 	return 0;
 }
 
+static int eval_prelu(ictx *c, coil_node *n)
+{
+	(void)c;
+	itensor *x = IN(n, 0), *w = IN(n, 1), *o = OUT(n, 0);
+	int64_t C = w->numel > 1 ? x->shape[1] : 1, inner = 1;
+	for (int i = 2; w->numel > 1 && i < x->rank; i++)
+		inner *= x->shape[i];
+	for (int64_t e = 0; e < x->numel; e++) {
+		real v = x->d[e];
+		o->d[e] = rnd(o->dtype, v > 0 ? v : w->d[(e / inner) % C] * v);
+	}
+	return 0;
+}
+
 static int eval_layer_norm(ictx *c, coil_node *n)
 {
 	itensor *x = IN(n, 0), *o = OUT(n, 0);

@@ -59,6 +59,8 @@
 	X(HARDTANH, "aten.hardtanh.default", "Tensor self, Scalar min_val=-1, Scalar max_val=1", 1, PW, unary, pointwise) \
 	X(LEAKY_RELU, "aten.leaky_relu.default", "Tensor self, Scalar negative_slope=0.01", 1, PW, unary_float, pointwise) \
 	X(ELU, "aten.elu.default", "Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1", 1, PW, unary_float, pointwise) \
+	/* x > 0 ? x : weight[channel] * x; weight: one value, or one per channel (dim 1) */       \
+	X(PRELU, "aten.prelu.default", "Tensor self, Tensor weight", 1, COMP, prelu, prelu)             \
 	X(SOFTPLUS, "aten.softplus.default", "Tensor self, Scalar beta=1, Scalar threshold=20", 1, PW, unary_float, pointwise) \
 	X(MISH, "aten.mish.default", "Tensor self", 1, PW, unary_float, pointwise)                      \
 	X(EXP, "aten.exp.default", "Tensor self", 1, PW, unary_float, pointwise)                        \
