@@ -175,10 +175,11 @@ static int reshape_groups(coil_ir *ir, const ir_node *n, const ir_node *s, char 
 		for (int k = j - 1; k >= j0; k--) {
 			char *v = paren(a, ir_dim_c(a, &s->shape[sp[k]]));
 			if (k == j0)
-				out[sp[k]] = !strcmp(st, "1") ? arena_printf(a, "(%s)", lin) : arena_printf(a, "((%s) / %s)", lin, st);
-			else
+				out[sp[k]] = !strcmp(st, "1") ? arena_printf(a, "(%s)", lin)
+							  : arena_printf(a, "((%s) / %s)", lin, paren(a, st));
+			else /* st, a product of dims, is one divisor: x / (a*b), not x / a*b */
 				out[sp[k]] = !strcmp(st, "1") ? arena_printf(a, "((%s) %% %s)", lin, v)
-							  : arena_printf(a, "((%s) / %s %% %s)", lin, st, v);
+							  : arena_printf(a, "((%s) / %s %% %s)", lin, paren(a, st), v);
 			st = !strcmp(st, "1") ? v : arena_printf(a, "%s*%s", st, v);
 		}
 	}

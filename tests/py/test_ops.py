@@ -582,6 +582,7 @@ def norm_cases():
     case("aten.layer_norm", R(4, 6, dt=f16), [6], R(6, dt=f16), R(6, dt=f16), tolx=2)
 
 
+
 def softmax_cases():
     x = R(3, 4, 5)
     big = T([[1000.0, 1001.0, 999.0], [-1000.0, -1e30, 0.0]])
@@ -1237,6 +1238,9 @@ def view_cases():
         case(op, x, [-1])
         case(op, x, [4, -1, 2])
         case(op, x, [1, 24, 1])
+        # one dim split and regrouped with two others: the index of dim 1 is i / (5*4), not i / 5*4
+        case(op, R(2, 6, 5, 4), [2, 3, 40])
+        case(op, R(6, 5, 4, 2), [2, 3, 2, 20])
         case(op, R(), [1])
         case(op, R(1), [])
         case(op, R(), [])
