@@ -33,7 +33,7 @@ static int ac_class(coil_graph *g, const coil_node *n, const char *read)
 	case OP_MAX_POOL2D_WI: case OP_MAX_POOL2D: case OP_AVG_POOL2D: /* oneDNN's, unless indices are read */
 		return (n->nout == 1 || n->outs[1] < 0 || !read[n->outs[1]]) && dn_pool_window(g, n, &w) == 0 ? AC_NONE
 														  : AC_F32;
-	case OP_SOFTMAX_: case OP_SOFTMAX: case OP_LOG_SOFTMAX_: case OP_LOG_SOFTMAX: case OP_LAYER_NORM:
+	case OP_SOFTMAX_: case OP_SOFTMAX: case OP_LOG_SOFTMAX_: case OP_LOG_SOFTMAX: case OP_LAYER_NORM: case OP_NATIVE_GROUP_NORM:
 	case OP_NATIVE_LAYER_NORM: case OP_SUM: case OP_SUM_DIM: case OP_MEAN: case OP_MEAN_DIM: case OP_VAR_CORR:
 	case OP_VAR_DIM: case OP_NORM: case OP_ADAPTIVE_AVG_POOL2D_: case OP_ADAPTIVE_AVG_POOL2D:
 	case OP_ADAPTIVE_MAX_POOL2D: case OP_UPSAMPLE_BILINEAR2D_VEC: case OP_UPSAMPLE_BILINEAR2D:

@@ -404,6 +404,35 @@ static void composite(dctx *c, int *res)
 			res[0] = bin(c, PR_DIV, e, s);
 		return;
 	}
+	case OP_NATIVE_GROUP_NORM: {
+		/* [N, C, ...] -> [N, G, C/G * ...], statistics over the last dim */
+		const int64_t G = ARG(6).i;
+		int64_t ch = 0;
+		dim_is_const(&N(c, x)->shape[1], &ch);
+		coil_dim gs[3] = {N(c, x)->shape[0], dim_const(G), dim_const(ch / G)}, xs[COIL_MAX_RANK];
+		for (int i = 2; i < r; i++)
+			dim_mul(&gs[2], &gs[2], &N(c, x)->shape[i], c->err);
+		memcpy(xs, N(c, x)->shape, sizeof(coil_dim) * (size_t)r);
+		int xg = reshape(c, x, 3, gs);
+		int mu = reduce(c, RD_WMEAN, xg, 1u << 2, o->dtype), d = bin(c, PR_SUB, xg, mu);
+		int var = bin(c, PR_DIV, reduce(c, RD_WM2, xg, 1u << 2, o->dtype), fill_dim(c, gs[2], o->dtype));
+		int rstd = un(c, PR_RECIP, un(c, PR_SQRT, bin(c, PR_ADD, var, num(c, ARG(7).f, var))));
+		int y = reshape(c, bin(c, PR_MUL, d, rstd), r, xs);
+		coil_dim cs[COIL_MAX_RANK];
+		cs[0] = xs[1];
+		for (int i = 1; i < r - 1; i++)
+			cs[i] = dim_const(1);
+		if (HAS(1))
+			y = bin(c, PR_MUL, y, reshape(c, cast(c, in(c, 1), o->dtype), r - 1, cs));
+		if (HAS(2))
+			y = bin(c, PR_ADD, y, reshape(c, cast(c, in(c, 2), o->dtype), r - 1, cs));
+		res[0] = y;
+		if (n->nout == 3) {
+			res[1] = squeeze_to(c, mu, node_out(c->g, n, 1));
+			res[2] = squeeze_to(c, rstd, node_out(c->g, n, 2));
+		}
+		return;
+	}
 	case OP_PRELU: {
 		int w = cast(c, in(c, 1), o->dtype);
 		int64_t k;

@@ -431,6 +431,30 @@ static int infer_batch_norm(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
+/* native_group_norm: out like the input, mean and rstd [N, group].  The N, C
+ * and HxW arguments restate the input's shape; the input's own dims are used. */
+static int infer_group_norm(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	int64_t ch, grp = n->args[6].i;
+	if (need_float(g, n, err, 0))
+		return -1;
+	if (x->rank < 2)
+		return ARGERR(0, "expected rank >= 2 (N, C, ...), got %d", x->rank);
+	if (!dim_is_const(&x->shape[1], &ch))
+		return unsupported(err, ARGERR(0, "a symbolic channel count (dim 1) is not supported"));
+	if (grp < 1 || ch % grp)
+		return ARGERR(6, "%lld groups do not divide %lld channels", (long long)grp, (long long)ch);
+	for (int i = 1; i <= 2; i++)
+		if (check_vec(g, n, err, i, 1, &x->shape[1], x->dtype))
+			return -1;
+	set_out(g, n, 0, x->dtype, x->rank, x->shape);
+	coil_dim ng[2] = {x->shape[0], dim_const(grp)};
+	for (int k = 1; k < n->nout; k++)
+		set_out(g, n, k, x->dtype, 2, ng);
+	return 0;
+}
+
 static int infer_prelu(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0), *w = node_in(g, n, 1);

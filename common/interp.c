@@ -604,6 +604,39 @@ static int eval_batch_norm(ictx *c, coil_node *n)
 	return 0;
 }
 
+static int eval_group_norm(ictx *c, coil_node *n)
+{
+	(void)c;
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	itensor *w = HAS(n, 1) ? IN(n, 1) : NULL, *b = HAS(n, 2) ? IN(n, 2) : NULL;
+	real eps = n->args[7].f;
+	int64_t N = x->shape[0], C = x->shape[1], G = n->args[6].i, inner = 1;
+	for (int i = 2; i < x->rank; i++)
+		inner *= x->shape[i];
+	const int64_t cg = C / G, len = cg * inner;
+	for (int64_t a = 0; a < N; a++)
+		for (int64_t k = 0; k < G; k++) {
+			const real *px = x->d + (a * C + k * cg) * inner;
+			real *po = o->d + (a * C + k * cg) * inner, mu = 0, var = 0;
+			for (int64_t i = 0; i < len; i++)
+				mu += px[i];
+			mu = len ? mu / (real)len : 0;
+			for (int64_t i = 0; i < len; i++)
+				var += (px[i] - mu) * (px[i] - mu);
+			var = len ? var / (real)len : 0;
+			real rstd = 1 / sqrt(var + eps);
+			for (int64_t i = 0; i < len; i++) {
+				int64_t ch = k * cg + i / (inner ? inner : 1);
+				po[i] = rnd(o->dtype, (px[i] - mu) * rstd * (w ? w->d[ch] : 1) + (b ? b->d[ch] : 0));
+			}
+			if (n->nout == 3) {
+				OUT(n, 1)->d[a * G + k] = rnd(o->dtype, mu);
+				OUT(n, 2)->d[a * G + k] = rnd(o->dtype, rstd);
+			}
+		}
+	return 0;
+}
+
 static int eval_prelu(ictx *c, coil_node *n)
 {
 	(void)c;

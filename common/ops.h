@@ -32,6 +32,7 @@
 	X(BATCH_NORM, "aten.batch_norm.default", "Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, Tensor? running_var, bool training, float momentum, float eps, bool cudnn_enabled", 1, COMP, batch_norm, batch_norm) \
 	X(NATIVE_LAYER_NORM, "aten.native_layer_norm.default", "Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps", 3, COMP, layer_norm, layer_norm) \
 	X(LAYER_NORM, "aten.layer_norm.default", "Tensor input, SymInt[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05, bool cudnn_enable=True", 1, COMP, layer_norm, layer_norm) \
+	X(NATIVE_GROUP_NORM, "aten.native_group_norm.default", "Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps", 3, COMP, group_norm, group_norm) \
 	X(SOFTMAX_, "aten._softmax.default", "Tensor self, int dim, bool half_to_float", 1, COMP, softmax, softmax) \
 	X(SOFTMAX, "aten.softmax.int", "Tensor self, int dim, ScalarType? dtype=None", 1, COMP, softmax, softmax) \
 	X(LOG_SOFTMAX_, "aten._log_softmax.default", "Tensor self, int dim, bool half_to_float", 1, COMP, softmax, softmax) \

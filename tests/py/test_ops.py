@@ -580,7 +580,25 @@ def norm_cases():
     # PyTorch's own rounding leaves ~1e-5 here where the exact result is 0
     case("aten.layer_norm", R(3, 1), [1], tolx=10, name="layer_norm over a size-1 dim")
     case("aten.layer_norm", R(4, 6, dt=f16), [6], R(6, dt=f16), R(6, dt=f16), tolx=2)
-
+    # native_group_norm(input, weight, bias, N, C, HxW, group, eps): GroupNorm, ConvTasNet's gLN
+    x = R(2, 6, 5, 4)
+    case("aten.native_group_norm", x, R(6), R(6), 2, 6, 20, 3, 1e-5)
+    case("aten.native_group_norm", x, None, None, 2, 6, 20, 1, 1e-8, name="native_group_norm 1 group, no affine")
+    case("aten.native_group_norm", x, R(6), None, 2, 6, 20, 6, 1e-5, name="native_group_norm a group per channel")
+    case("aten.native_group_norm", R(3, 8, 7), R(8), R(8), 3, 8, 7, 4, 1e-5, name="native_group_norm 1-d")
+    case("aten.native_group_norm", R(4, 6), R(6), R(6), 4, 6, 1, 2, 1e-5, name="native_group_norm [N, C]")
+    case("aten.native_group_norm", R(2, 4, 3, dt=f64), R(4, dt=f64), R(4, dt=f64), 2, 4, 3, 2, 1e-5)
+    case("aten.native_group_norm", R(2, 4, 3, 3, dt=bf16), R(4, dt=bf16), R(4, dt=bf16), 2, 4, 9, 2, 1e-5,
+         tolx=2)
+    case("aten.native_group_norm", Sym(R(2, 4, 5, 3), ["n", 4, "h", "w"]), R(4), R(4), 2, 4, 15, 2, 1e-5,
+         name="native_group_norm symbolic batch and size")
+    case("aten.native_group_norm", x, R(6), R(6), 2, 6, 20, 3, 1e-5, null_outs=(1, 2),
+         name="native_group_norm unused stats outputs")
+    case("aten.native_group_norm", x, R(6), R(6), 2, 6, 20, 4, 1e-5,
+         name="native_group_norm 4 groups do not divide 6 channels")
+    case("aten.native_group_norm", x, R(5), R(6), 2, 6, 20, 3, 1e-5, name="native_group_norm weight of 5")
+    case("aten.native_group_norm", R(2, 6, 3, dt=i64), None, None, 2, 6, 3, 3, 1e-5,
+         name="native_group_norm i64 input")
 
 
 def softmax_cases():
