@@ -363,6 +363,13 @@ static int view(dctx *c, int k)
 		int s = add(c, &p);
 		return reshape(c, s, o->rank, o->shape);
 	}
+	case OP_UNBIND: { /* result k: a slice of length 1 at k, the dim dropped */
+		const int r = N(c, x)->rank, d = (int)(ARG(1).i < 0 ? ARG(1).i + r : ARG(1).i);
+		p.sub = V_SLICE, p.vdim = d, p.start = dim_const(k), p.step = 1, p.rank = r;
+		memcpy(p.shape, N(c, x)->shape, sizeof p.shape);
+		p.shape[d] = dim_const(1);
+		return reshape(c, add(c, &p), o->rank, o->shape);
+	}
 	case OP_SPLIT: case OP_SPLIT_WITH_SIZES: {
 		int d = (int)(ARG(2).i < 0 ? ARG(2).i + N(c, x)->rank : ARG(2).i);
 		coil_dim at = dim_const(0);

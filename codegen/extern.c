@@ -497,7 +497,7 @@ static void upsample2d(xctx *c)
 
 /* --- data movement ------------------------------------------------------------ */
 
-/* Copies blocks along dim d: [outer][size_d * inner]. */
+/* Copies blocks along dim d: [outer][size_d * inner] (stack: each input a block of 1). */
 static void cat(xctx *c)
 {
 	int outv = result(c, 0);
@@ -505,14 +505,15 @@ static void cat(xctx *c)
 		return;
 	ir_node *o = &c->ir->nodes[outv];
 	int d = (int)(c->n->args[1].i < 0 ? c->n->args[1].i + o->rank : c->n->args[1].i);
+	const int stack = c->n->op == OP_STACK; /* each input one slice of the new dim */
 	out(c, "\tconst int64_t outer = %s, inner = %s, od = %s;\n\tint64_t at = 0;\n\t(void)inner;\n",
 	    prod(c, o, 0, d), prod(c, o, d + 1, o->rank), dimc(c, &o->shape[d]));
 	for (int k = 0; k < c->n->args[0].n; k++) {
 		int v = c->ir->val_node[c->n->args[0].v[k]];
 		ir_node *xk = &c->ir->nodes[v];
-		if (xk->rank != o->rank)
+		if (!stack && xk->rank != o->rank)
 			continue;
-		out(c, "\t{\n\t\tconst int64_t xd = %s;\n", dimc(c, &xk->shape[d]));
+		out(c, "\t{\n\t\tconst int64_t xd = %s;\n", stack ? "1" : dimc(c, &xk->shape[d]));
 		if (xk->dtype == o->dtype)
 			out(c, "\t\tfor (int64_t a = 0; a < outer; a++)\n\t\t\tmemcpy(%s + (a * od + at) * inner, "
 			       "%s + a * xd * inner, (size_t)(xd * inner) * sizeof(%s));\n",
@@ -668,7 +669,7 @@ static int half_refused(xctx *c)
 	if (!half)
 		return 0;
 	switch (c->n->op) {
-	case OP_CAT: case OP_SDPA: /* converts what it promotes; widens as it packs */
+	case OP_CAT: case OP_STACK: case OP_SDPA: /* converts what it promotes; widens as it packs */
 		return 0;
 	case OP_EMBEDDING: case OP_CONSTANT_PAD_ND: case OP_ROLL:
 		if (same)
@@ -710,7 +711,7 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 		upsample2d(&c);
 		return;
 	/* data movement */
-	case OP_CAT: cat(&c); return;
+	case OP_CAT: case OP_STACK: cat(&c); return;
 	case OP_EMBEDDING: embedding(&c); return;
 	case OP_CONSTANT_PAD_ND: pad(&c); return;
 	case OP_ROLL: roll(&c); return;

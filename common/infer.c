@@ -1429,6 +1429,63 @@ static int infer_cat(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
+/* stack: equal shapes, a new dim of their count at dim (of rank + 1); dtypes
+ * promote as cat's do. */
+static int infer_stack(coil_graph *g, coil_node *n, coil_err *err)
+{
+	const coil_arg *ts = &n->args[0];
+	char b1[200], b2[200];
+	if (ts->n == 0)
+		return ARGERR(0, "needs at least one tensor");
+	const coil_value *ref = &g->vals[ts->v[0]];
+	int t = -1, d;
+	if (ref->rank + 1 > COIL_MAX_RANK)
+		return ARGERR(0, "rank %d is the most a tensor has; stacking adds a dim", COIL_MAX_RANK);
+	for (int k = 0; k < ts->n; k++) {
+		const coil_value *v = &g->vals[ts->v[k]];
+		t = t < 0 ? (int)v->dtype : dtype_promote((coil_dtype)t, v->dtype);
+		if (t < 0)
+			return ARGERR(0, "dtypes do not promote");
+		int same = v->rank == ref->rank;
+		for (int i = 0; same && i < v->rank; i++)
+			same = dim_eq(&v->shape[i], &ref->shape[i]);
+		if (!same)
+			return ARGERR(0, "tensor %d has shape %s, tensor 0 %s: stack needs equal shapes", k,
+				      shp(g, v, b1, sizeof b1), shp(g, ref, b2, sizeof b2));
+	}
+	if (wrap_dim(g, n, err, 1, n->args[1].i, ref->rank + 1, &d))
+		return -1;
+	coil_dim out[COIL_MAX_RANK];
+	for (int i = 0, j = 0; i <= ref->rank; i++)
+		out[i] = i == d ? dim_const(ts->n) : ref->shape[j++];
+	set_out(g, n, 0, (coil_dtype)t, ref->rank + 1, out);
+	return 0;
+}
+
+/* unbind: one result per index of a static dim, that dim removed. */
+static int infer_unbind(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	int d;
+	int64_t size;
+	if (x->rank == 0)
+		return ARGERR(0, "cannot unbind a 0-dim tensor");
+	if (wrap_dim(g, n, err, 1, n->args[1].i, x->rank, &d))
+		return -1;
+	if (!dim_is_const(&x->shape[d], &size))
+		return ARGERR(0, "dim %d must be static to unbind", d);
+	if (size != n->nout)
+		return node_errf(err, n, "'outputs' names %d results, but dim %d has size %lld", n->nout, d,
+				 (long long)size);
+	coil_dim out[COIL_MAX_RANK];
+	for (int i = 0, j = 0; i < x->rank; i++)
+		if (i != d)
+			out[j++] = x->shape[i];
+	for (int k = 0; k < n->nout; k++)
+		set_out(g, n, k, x->dtype, x->rank - 1, out);
+	return 0;
+}
+
 static int infer_split(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0);

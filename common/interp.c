@@ -406,6 +406,40 @@ static int eval_cat(ictx *c, coil_node *n)
 	return 0;
 }
 
+static int eval_stack(ictx *c, coil_node *n)
+{
+	itensor *o = OUT(n, 0);
+	const int K = n->args[0].n, d = (int)(n->args[1].i < 0 ? n->args[1].i + o->rank : n->args[1].i);
+	int64_t outer = 1, inner = 1;
+	for (int i = 0; i < d; i++)
+		outer *= o->shape[i];
+	for (int i = d + 1; i < o->rank; i++)
+		inner *= o->shape[i];
+	for (int k = 0; k < K; k++) {
+		const itensor *x = &c->t[n->args[0].v[k]];
+		for (int64_t a = 0; a < outer; a++)
+			memcpy(o->d + (a * K + k) * inner, x->d + a * inner, (size_t)inner * sizeof(real));
+	}
+	return 0;
+}
+
+static int eval_unbind(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0);
+	const int d = (int)(n->args[1].i < 0 ? n->args[1].i + x->rank : n->args[1].i);
+	int64_t outer = 1, inner = 1;
+	for (int i = 0; i < d; i++)
+		outer *= x->shape[i];
+	for (int i = d + 1; i < x->rank; i++)
+		inner *= x->shape[i];
+	for (int k = 0; k < n->nout; k++) {
+		itensor *o = OUT(n, k);
+		for (int64_t a = 0; a < outer; a++)
+			memcpy(o->d + a * inner, x->d + (a * x->shape[d] + k) * inner, (size_t)inner * sizeof(real));
+	}
+	return 0;
+}
+
 static int eval_split(ictx *c, coil_node *n)
 {
 	itensor *x = IN(n, 0);

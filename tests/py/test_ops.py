@@ -1422,6 +1422,30 @@ def data_cases():
     case(ct, [R(2, 3), R(2, 3)], 2)
     case(ct, [R(), R()])
     case(ct, [Param(R(2, 3)), Const(R(1, 3)), R(3, 3)], name="cat param + constant + input")
+    st = "aten.stack"
+    a, b, c = R(2, 3), R(2, 3), R(2, 3)
+    for d in (0, 1, 2, -1, -3):
+        case(st, [a, b, c], d)
+    case(st, [a])
+    case(st, [a, a], name="stack the same tensor twice")
+    case(st, [R(), R(), R()], name="stack 0-dim tensors")
+    case(st, [R(2, 3, dt=i32), R(2, 3, dt=f32)], 1, name="stack i32 + f32")
+    case(st, [R(2, 3, dt=i64), R(2, 3, dt=b8)], name="stack i64 + bool")
+    case(st, [R(2, 3, dt=bf16), R(2, 3, dt=bf16)], 1)
+    case(st, [Param(R(2, 3)), Const(R(2, 3)), R(2, 3)], 2, name="stack param + constant + input")
+    case(st, [Sym(R(2, 3), ["n", 3]), Sym(R(2, 3), ["n", 3])], 1, name="stack symbolic")
+    case(st, [R(2, 3), R(3, 2)], name="stack of unequal shapes")
+    case(st, [a, b], 3, name="stack dim out of range")
+    ub = "aten.unbind.int"
+    y = R(3, 4, 5)
+    for d in (0, 1, 2, -1):
+        case(ub, y, d)
+    case(ub, R(1, 6))
+    case(ub, R(4, dt=i64), name="unbind 1-d into 0-dim tensors")
+    case(ub, R(2, 5, dt=b8), 1)
+    case(ub, y, 1, null_outs=(0, 2), name="unbind with unused results")
+    case(ub, Sym(R(2, 3), ["n", 3]), 1, name="unbind a static dim of a symbolic tensor")
+    case(ub, y, 3, name="unbind dim out of range")
     sp = "aten.split.Tensor"
     y = R(7, 13)
     case(sp, y, 3)
