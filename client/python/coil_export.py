@@ -93,6 +93,9 @@ MEMORY_FORMATS = {
 
 
 ExportError = coil_symbolic.ExportError
+# Output leaves that are not tensors and that coil.compile returns as traced: None (a
+# model's absent optional output, wav2vec2's lengths) and plain Python constants.
+CONST_OUTPUTS = (bool, int, float, str)
 
 
 class UnsupportedOpsError(ExportError):
@@ -445,6 +448,8 @@ def build_graph(gm, module, inputs, input_names, dynamic_batch=False, coil_ops=N
     flat_out, _ = torch.utils._pytree.tree_flatten(out_node.args[0])
     graph_outputs = []
     for o in flat_out:
+        if o is None or isinstance(o, CONST_OUTPUTS):
+            continue  # a constant leaf of the output: the caller puts it back (coil.compile)
         if not isinstance(o, torch.fx.Node) or not isinstance(value.get(o), str):
             raise ExportError("graph output %r is not a tensor" % (o,))
         graph_outputs.append(value[o])

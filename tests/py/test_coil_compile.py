@@ -294,6 +294,48 @@ def test_fold(t, cache):
         t.ok("aten.index.Tensor" in str(e), "index.Tensor on an input raises coil.UnsupportedError")
 
 
+class NoneOut(torch.nn.Module):
+    """wav2vec2's habit: (features, lengths) with lengths None when none were given; plus a
+    weight-normed conv (aten._weight_norm_interface: two results, from params alone)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.utils.weight_norm(torch.nn.Conv1d(2, 4, 3, padding=1), dim=2)
+
+    def forward(self, x):
+        return self.conv(x), None, {"scale": 2, "name": "feat"}
+
+
+def test_nontensor_outputs(t, cache):
+    m = NoneOut()
+    x = torch.randn(2, 2, 9)
+    try:
+        f = coil.compile(m, (x,), cache_dir=cache, coil=COIL)
+        got, want = f(x), eager(m, (x,))
+        ops = set(n["op"] for n in f.graph["nodes"])
+        t.ok(isinstance(got, tuple) and len(got) == 3 and got[1] is None and got[2] == {"scale": 2, "name": "feat"}
+             and rel_err(want[0], got[0]) <= TOL and len(f.graph["outputs"]) == 1
+             and "aten._weight_norm_interface.default" not in ops,
+             "None and constant outputs come back where the module had them; weight norm folds "
+             "(rel err %.2e)" % rel_err(want[0], got[0]), repr(got)[:200])
+    except coil.CoilError as e:
+        t.ok(False, "None and constant outputs come back where the module had them", str(e))
+    try:
+        coil.compile(m, (x,), dynamic=True, cache_dir=cache, coil=COIL)(x)
+        t.ok(False, "a constant output with symbolic sizes raises coil.UnsupportedError")
+    except coil.UnsupportedError as e:
+        t.ok("output leaf" in str(e), "a constant output with symbolic sizes raises coil.UnsupportedError: %s" % e)
+
+    class Bad(torch.nn.Module):
+        def forward(self, x):
+            return x * 2, object()
+    try:
+        coil.compile(Bad(), (x,), cache_dir=cache, coil=COIL)(x)
+        t.ok(False, "an object output raises coil.UnsupportedError")
+    except coil.UnsupportedError as e:
+        t.ok("object (output leaf 1)" in str(e), "an object output raises coil.UnsupportedError: %s" % e)
+
+
 def test_dynamic(t, cache):
     m, ins = coil_export.make_model("torchvision:resnet18", size=32, batch=2)
     f = coil.compile(m, ins, dynamic_batch=True, cache_dir=cache, coil=COIL)
@@ -518,6 +560,7 @@ def main():
         t.run("inputs and outputs", test_io, t, cache)
         t.run("restride", test_restride, t, cache)
         t.run("fold", test_fold, t, cache)
+        t.run("non-tensor outputs", test_nontensor_outputs, t, cache)
         t.run("dynamic batch", test_dynamic, t, cache)
         t.run("targets", test_targets, t, fns)
         t.run("server", test_server, t, cache, fns)

@@ -161,6 +161,8 @@ class CompiledModule:
             if self.graph is None:
                 raise
             raise CoilError(_named(str(e), self.graph), stage=e.stage) from None
+        if isinstance(self._spec, _OutSpec):
+            return self._spec.unflatten(outs)
         if self._spec is not None:
             return torch.utils._pytree.tree_unflatten(outs, self._spec)
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -353,6 +355,17 @@ def _fold_unsupported(ce, gm, coil_ops):
                 v = value(n)
             except Exception:  # noqa: BLE001 (left for the exporter to report)
                 continue
+            if isinstance(v, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in v) and \
+                    all(u.target is operator.getitem for u in n.users):
+                # several results (weight norm's (w, norm)): each getitem becomes its value
+                for u in list(n.users):
+                    g = materialize(u, v[u.args[1]])
+                    u.replace_all_uses_with(g)
+                    gm.graph.erase_node(u)
+                    vals[g] = _get_attr(gm, g.target)
+                    dep[g] = False
+                gm.graph.erase_node(n)
+                continue
             if not isinstance(v, torch.Tensor):
                 continue
             g = materialize(n, v)
@@ -402,6 +415,20 @@ def _trace(ce, module, inputs, coil_ops=None):
     return gm
 
 
+class _OutSpec:
+    """An output structure whose leaves are partly constants (None, Python scalars): the
+    artifact computes the tensors, the constants are put back where the module had them."""
+
+    def __init__(self, treespec, consts):
+        self.treespec, self.consts = treespec, dict(consts)
+
+    def unflatten(self, outs):
+        it = iter(outs)
+        n = len(outs) + len(self.consts)
+        leaves = [self.consts[k] if k in self.consts else next(it) for k in range(n)]
+        return torch.utils._pytree.tree_unflatten(leaves, self.treespec)
+
+
 def export_graph(module, example_inputs, dynamic_batch=False, coil=None, check_ops=True, *,
                  dynamic=None, ranges=None, info=None):
     """(graph dict, {param name: tensor}, output treespec) for module(*example_inputs).
@@ -421,10 +448,14 @@ def export_graph(module, example_inputs, dynamic_batch=False, coil=None, check_o
     with torch.no_grad():
         eager = module(*inputs)  # a failure here is the module's own: let it propagate
     flat, spec = torch.utils._pytree.tree_flatten(eager)
-    for o in flat:
-        if not isinstance(o, torch.Tensor):
-            raise UnsupportedError("the module returns a %s; coil outputs are tensors" % type(o).__name__,
-                                   stage="export")
+    consts = {}
+    for k, o in enumerate(flat):
+        if isinstance(o, torch.Tensor):
+            continue
+        if o is not None and not isinstance(o, ce.CONST_OUTPUTS):
+            raise UnsupportedError("the module returns a %s (output leaf %d); coil returns tensors, None "
+                                   "and Python constants" % (type(o).__name__, k), stage="export")
+        consts[k] = o
     coil_ops = None
     if check_ops:
         try:
@@ -448,10 +479,15 @@ def export_graph(module, example_inputs, dynamic_batch=False, coil=None, check_o
         err = UnsupportedError("cannot export %s: %s" % (type(module).__name__, e), stage="export")
         err.symbols = getattr(e, "symbols", [])
         raise err from None
-    if len(graph["outputs"]) != len(flat):
-        raise CoilError("traced graph has %d outputs, the eager module %d" % (
-            len(graph["outputs"]), len(flat)), stage="export")
-    return graph, params, spec
+    if dspec and any(v is not None for v in consts.values()):
+        k, v = next((k, v) for k, v in consts.items() if v is not None)
+        raise UnsupportedError("the module returns %r (output leaf %d), a constant that may depend on the "
+                               "sizes made symbolic; return it as a tensor, or compile static" % (v, k),
+                               stage="export")
+    if len(graph["outputs"]) != len(flat) - len(consts):
+        raise CoilError("traced graph has %d outputs, the eager module %d tensors" % (
+            len(graph["outputs"]), len(flat) - len(consts)), stage="export")
+    return graph, params, _OutSpec(spec, consts) if consts else spec
 
 
 def _precision(dtype):
