@@ -35,7 +35,7 @@ static int ac_class(coil_graph *g, const coil_node *n, const char *read)
 														  : AC_F32;
 	case OP_SOFTMAX_: case OP_SOFTMAX: case OP_LOG_SOFTMAX_: case OP_LOG_SOFTMAX: case OP_LAYER_NORM: case OP_NATIVE_GROUP_NORM:
 	case OP_NATIVE_LAYER_NORM: case OP_SUM: case OP_SUM_DIM: case OP_MEAN: case OP_MEAN_DIM: case OP_VAR_CORR:
-	case OP_VAR_DIM: case OP_NORM: case OP_ADAPTIVE_AVG_POOL2D_: case OP_ADAPTIVE_AVG_POOL2D:
+	case OP_VAR_DIM: case OP_STD_CORR: case OP_STD_DIM: case OP_LOGSUMEXP: case OP_NORM: case OP_ADAPTIVE_AVG_POOL2D_: case OP_ADAPTIVE_AVG_POOL2D:
 	case OP_ADAPTIVE_MAX_POOL2D: case OP_UPSAMPLE_BILINEAR2D_VEC: case OP_UPSAMPLE_BILINEAR2D:
 	case OP_UPSAMPLE_NEAREST2D_VEC: case OP_UPSAMPLE_NEAREST2D:
 		return AC_F32;

@@ -304,13 +304,23 @@ static void reduction(dctx *c, int *res)
 	case OP_AMAX: case OP_AMIN:
 		r = reduce(c, n->op == OP_AMAX ? RD_MAX : RD_MIN, x, mask, t);
 		break;
-	case OP_VAR_CORR: case OP_VAR_DIM: {
+	case OP_VAR_CORR: case OP_VAR_DIM: case OP_STD_CORR: case OP_STD_DIM: {
+		const int cor = n->op == OP_VAR_CORR || n->op == OP_STD_CORR;
 		x = cast(c, x, t);
 		int s = reduce(c, RD_WM2, x, mask, t);
-		double corr = n->op == OP_VAR_CORR ? (ARG(2).kind == ARG_INT ? (double)ARG(2).i : 1) : (ARG(2).i ? 1 : 0);
+		double corr = cor ? (ARG(2).kind == ARG_INT ? (double)ARG(2).i : 1) : (ARG(2).i ? 1 : 0);
 		int den = bin(c, PR_MAX, bin(c, PR_SUB, fill_dim(c, red_count(c, x, mask), t), num(c, corr, s)),
 			      num(c, 0, s));
 		r = bin(c, PR_DIV, s, den);
+		if (n->op == OP_STD_CORR || n->op == OP_STD_DIM)
+			r = un(c, PR_SQRT, r);
+		break;
+	}
+	case OP_LOGSUMEXP: { /* as ATen: log(sum(exp(x - m))) + m, an infinite max m taken as 0 */
+		x = cast(c, x, t);
+		int mx = reduce(c, RD_MAX, x, mask, t);
+		mx = where(c, cmp(c, PR_EQ, un(c, PR_ABS, mx), num(c, INFINITY, mx)), num(c, 0, mx), mx);
+		r = bin(c, PR_ADD, un(c, PR_LOG, reduce(c, RD_SUM, un(c, PR_EXP, bin(c, PR_SUB, x, mx)), mask, t)), mx);
 		break;
 	}
 	case OP_NORM: {

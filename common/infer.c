@@ -908,9 +908,9 @@ int reduce_dims(const coil_graph *g, const coil_node *n, unsigned *mask, int *ke
 	int dim_arg = -1, keep_arg = -1;
 	switch (n->op) {
 	case OP_SUM_DIM: case OP_MEAN_DIM: case OP_AMAX: case OP_AMIN: dim_arg = 1; keep_arg = 2; break;
-	case OP_VAR_CORR: case OP_VAR_DIM: dim_arg = 1; keep_arg = 3; break;
+	case OP_VAR_CORR: case OP_VAR_DIM: case OP_STD_CORR: case OP_STD_DIM: dim_arg = 1; keep_arg = 3; break;
 	case OP_NORM: dim_arg = 2; keep_arg = 3; break;
-	case OP_MAX_DIM: case OP_ARGMAX: dim_arg = 1; keep_arg = 2; break;
+	case OP_MAX_DIM: case OP_ARGMAX: case OP_LOGSUMEXP: dim_arg = 1; keep_arg = 2; break;
 	default: break;
 	}
 	*keepdim = keep_arg >= 0 ? (int)n->args[keep_arg].i : 0;
@@ -962,7 +962,11 @@ static int infer_reduce(coil_graph *g, coil_node *n, coil_err *err)
 			return ARGERR(has(n, n->op == OP_MEAN ? 1 : 3) ? (n->op == OP_MEAN ? 1 : 3) : 0,
 				      "mean needs a floating dtype, not %s", dtype_name(t));
 		break;
-	case OP_VAR_CORR: case OP_VAR_DIM: case OP_NORM:
+	case OP_LOGSUMEXP: /* integers in the default float dtype, as ATen does */
+		if (!dtype_is_float(t))
+			t = COIL_F32;
+		break;
+	case OP_VAR_CORR: case OP_VAR_DIM: case OP_STD_CORR: case OP_STD_DIM: case OP_NORM:
 		if (need_float(g, n, err, 0))
 			return -1;
 		break;

@@ -560,8 +560,10 @@ static int eval_reduce(ictx *c, coil_node *n)
 		free(acc), free(acc2), free(arg), free(seen);
 		return rterr(c, n, "out of memory");
 	}
-	int is_max = n->op == OP_AMAX || n->op == OP_MAX_DIM || n->op == OP_ARGMAX, is_min = n->op == OP_AMIN;
-	int is_var = n->op == OP_VAR_CORR || n->op == OP_VAR_DIM;
+	const int is_lse = n->op == OP_LOGSUMEXP; /* max first, then sum(exp(x - max)) */
+	int is_max = n->op == OP_AMAX || n->op == OP_MAX_DIM || n->op == OP_ARGMAX || is_lse, is_min = n->op == OP_AMIN;
+	int is_std = n->op == OP_STD_CORR || n->op == OP_STD_DIM;
+	int is_var = n->op == OP_VAR_CORR || n->op == OP_VAR_DIM || is_std;
 	real p = n->op == OP_NORM && n->args[1].kind == ARG_SCALAR ? n->args[1].f : 2;
 	walker w = {.rank = x->rank, .nops = 1};
 	memcpy(w.shape, x->shape, sizeof w.shape);
@@ -595,16 +597,27 @@ static int eval_reduce(ictx *c, coil_node *n)
 			acc2[w2.off[0]] += d * d;
 		}
 	}
+	if (is_lse) { /* ATen: an infinite max is replaced by 0 before the shift */
+		walker w2 = {.rank = x->rank, .nops = 1};
+		memcpy(w2.shape, x->shape, sizeof w2.shape);
+		memcpy(w2.st[0], ost, sizeof ost);
+		for (int64_t i = 0; i < m; i++)
+			acc[i] = isinf(acc[i]) ? 0 : acc[i];
+		for (int64_t e = 0; e < x->numel; e++, walk_next(&w2))
+			acc2[w2.off[0]] += exp(x->d[e] - acc[w2.off[0]]);
+	}
 	real corr = 1;
-	if (n->op == OP_VAR_CORR)
+	if (n->op == OP_VAR_CORR || n->op == OP_STD_CORR)
 		corr = n->args[2].kind == ARG_INT ? (real)n->args[2].i : 1;
-	else if (n->op == OP_VAR_DIM)
+	else if (n->op == OP_VAR_DIM || n->op == OP_STD_DIM)
 		corr = n->args[2].i ? 1 : 0;
 	for (int64_t i = 0; i < m; i++) {
 		real v = acc[i];
 		switch (n->op) {
 		case OP_MEAN: case OP_MEAN_DIM: v = acc[i] / (real)cnt; break;
 		case OP_VAR_CORR: case OP_VAR_DIM: v = acc2[i] / fmax((real)cnt - corr, 0); break;
+		case OP_STD_CORR: case OP_STD_DIM: v = sqrt(acc2[i] / fmax((real)cnt - corr, 0)); break;
+		case OP_LOGSUMEXP: v = log(acc2[i]) + acc[i]; break;
 		case OP_NORM: v = p == 1 ? acc[i] : sqrt(acc[i]); break;
 		case OP_ARGMAX: v = (real)arg[i]; break;
 		default: break;

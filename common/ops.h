@@ -127,6 +127,9 @@
 	X(AMIN, "aten.amin.default", "Tensor self, int[1] dim=[], bool keepdim=False", 1, RED, reduce, reduce) \
 	X(VAR_CORR, "aten.var.correction", "Tensor self, int[1]? dim, *, int? correction=None, bool keepdim=False", 1, RED, reduce, reduce) \
 	X(VAR_DIM, "aten.var.dim", "Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False", 1, RED, reduce, reduce) \
+	X(STD_CORR, "aten.std.correction", "Tensor self, int[1]? dim, *, int? correction=None, bool keepdim=False", 1, RED, reduce, reduce) \
+	X(STD_DIM, "aten.std.dim", "Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False", 1, RED, reduce, reduce) \
+	X(LOGSUMEXP, "aten.logsumexp.default", "Tensor self, int[1] dim, bool keepdim=False", 1, RED, reduce, reduce) \
 	X(NORM, "aten.norm.ScalarOpt_dim", "Tensor self, Scalar? p, int[1] dim, bool keepdim=False", 1, RED, reduce, reduce) \
 	X(MAX_DIM, "aten.max.dim", "Tensor self, int dim, bool keepdim=False", 2, RED, reduce, reduce)  \
 	X(ARGMAX, "aten.argmax.default", "Tensor self, int? dim=None, bool keepdim=False", 1, RED, reduce, reduce) \

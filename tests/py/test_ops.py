@@ -1205,6 +1205,30 @@ def reduce_cases():
             case(vd, x, dims, unb)
             case(vd, x, dims, unb, True)
     case(vd, R(5, 13, dt=f64), [1], False)
+    sc, sd = "aten.std.correction", "aten.std.dim"
+    for dims in (None, [1], [0, 2], [-1]):
+        for corr in (None, 0, 2):
+            case(sc, x, dims, kwargs={"correction": corr})
+        case(sc, x, dims, kwargs={"correction": None, "keepdim": True})
+        case(sd, x, dims, True)
+        case(sd, x, dims, False, True)
+    case(sc, R(1, 4), [0], kwargs={"correction": None}, name="std.correction single element (nan)")
+    case(sc, R(5, 13, dt=f64), [1], kwargs={"correction": 1})
+    case(sc, R(5, 13, dt=bf16), [1], kwargs={"correction": 1}, tolx=2)
+    case(sc, R(3, 4, dt=i64), [1], kwargs={"correction": 1})
+    case(sc, T([1e4 + 1, 1e4 + 2, 1e4 + 3, 1e4 + 4]), [0], kwargs={"correction": 1}, name="std.correction large mean")
+    lse = "aten.logsumexp"
+    for dims in ([1], [0, 2], [-1]):
+        case(lse, x, dims)
+        case(lse, x, dims, True)
+    case(lse, x, [], True, name="logsumexp over all dims (dim=[]), keepdim")
+    case(lse, R(3, 5, lo=80, hi=100), [1], name="logsumexp of large values (no overflow)")
+    case(lse, T([[float("-inf")] * 3, [float("inf"), 1.0, 2.0], [float("nan"), 0.0, 1.0], [-1e30, 0.0, 5.0]]), [1],
+         name="logsumexp specials (all -inf, +inf, nan)")
+    case(lse, R(4, 6, dt=f64), [0])
+    case(lse, R(4, 6, dt=bf16), [1], tolx=2)
+    case(lse, R(4, 6, dt=i64), [1], name="logsumexp of integers")
+    case(lse, Sym(R(3, 7), ["n", 7]), [1], name="logsumexp symbolic")
     nm = "aten.norm.ScalarOpt_dim"
     for p in (2, 1, None, 2.0, 1.0):
         case(nm, x, p, [1])
