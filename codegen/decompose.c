@@ -373,6 +373,43 @@ static int view(dctx *c, int k)
 		int s = add(c, &p);
 		return reshape(c, s, o->rank, o->shape);
 	}
+	case OP_PIXEL_SHUFFLE: case OP_PIXEL_UNSHUFFLE: {
+		/* shuffle: [*, C, r, r, H, W] -> [*, C, H, r, W, r]; unshuffle the reverse */
+		const int R = N(c, x)->rank, b = R - 3, up = n->op == OP_PIXEL_SHUFFLE;
+		const int64_t rf = ARG(1).i;
+		const coil_value *xv = &c->g->vals[ARG(0).v[0]];
+		const coil_value *cs = up ? o : xv, *hw = up ? xv : o; /* the sides with C, and with H and W */
+		coil_dim s6[COIL_MAX_RANK], t6[COIL_MAX_RANK];
+		int perm[COIL_MAX_RANK];
+		for (int i = 0; i < b; i++)
+			s6[i] = t6[i] = xv->shape[i], perm[i] = i;
+		const coil_dim C = cs->shape[R - 3], H = hw->shape[R - 2], W = hw->shape[R - 1], r = dim_const(rf);
+		const coil_dim in6[5] = {C, r, r, H, W}, mid6[5] = {C, H, r, W, r};
+		static const int fwd[5] = {0, 3, 1, 4, 2}, back[5] = {0, 2, 4, 1, 3};
+		for (int i = 0; i < 5; i++) {
+			s6[b + i] = up ? in6[i] : mid6[i];
+			t6[b + i] = up ? mid6[i] : in6[i];
+			perm[b + i] = b + (up ? fwd[i] : back[i]);
+		}
+		int v = reshape(c, x, b + 5, s6);
+		ir_node q = {.op = IR_VIEW, .sub = V_PERMUTE, .dtype = o->dtype, .nsrc = 1, .src = {v}, .rank = b + 5};
+		memcpy(q.shape, t6, sizeof(coil_dim) * (size_t)(b + 5));
+		memcpy(q.perm, perm, sizeof(int) * (size_t)(b + 5));
+		return reshape(c, add(c, &q), o->rank, o->shape);
+	}
+	case OP_REPEAT: { /* [1, s0, 1, s1, ...] expanded to [k0, s0, k1, s1, ...], then merged */
+		const int R = o->rank, lead = R - N(c, x)->rank;
+		coil_dim s2[COIL_MAX_RANK], t2[COIL_MAX_RANK];
+		for (int i = 0; i < R; i++) {
+			s2[2 * i] = dim_const(1);
+			s2[2 * i + 1] = t2[2 * i + 1] = i < lead ? dim_const(1) : N(c, x)->shape[i - lead];
+			t2[2 * i] = ARG(1).dims[i];
+		}
+		int v = reshape(c, x, 2 * R, s2);
+		ir_node q = {.op = IR_VIEW, .sub = V_EXPAND, .dtype = o->dtype, .nsrc = 1, .src = {v}, .rank = 2 * R};
+		memcpy(q.shape, t2, sizeof(coil_dim) * (size_t)(2 * R));
+		return reshape(c, add(c, &q), R, o->shape);
+	}
 	case OP_UNBIND: { /* result k: a slice of length 1 at k, the dim dropped */
 		const int r = N(c, x)->rank, d = (int)(ARG(1).i < 0 ? ARG(1).i + r : ARG(1).i);
 		p.sub = V_SLICE, p.vdim = d, p.start = dim_const(k), p.step = 1, p.rank = r;

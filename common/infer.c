@@ -1433,6 +1433,71 @@ static int infer_cat(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
+static int infer_pixel_shuffle(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	const int64_t r = n->args[1].i;
+	const int up = n->op == OP_PIXEL_SHUFFLE, R = x->rank;
+	char b1[200];
+	if (R < 3 || R > COIL_MAX_RANK - 2)
+		return ARGERR(0, "expected rank 3 to %d (..., C, H, W), got %d", COIL_MAX_RANK - 2, R);
+	if (r < 1)
+		return ARGERR(1, "must be positive, got %lld", (long long)r);
+	coil_dim out[COIL_MAX_RANK], rr = dim_const(r), r2 = dim_const(r * r);
+	memcpy(out, x->shape, sizeof(coil_dim) * (size_t)R);
+	if (up) {
+		int64_t ch;
+		if (!dim_is_const(&x->shape[R - 3], &ch) || ch % (r * r))
+			return ARGERR(0, "shape %s: the channels (dim %d) must be a static multiple of %lld",
+				      shp(g, x, b1, sizeof b1), R - 3, (long long)(r * r));
+		out[R - 3] = dim_const(ch / (r * r));
+		if (dim_mul(&out[R - 2], &x->shape[R - 2], &rr, err) || dim_mul(&out[R - 1], &x->shape[R - 1], &rr, err))
+			return ARGERR(0, "%s", err->msg);
+	} else {
+		for (int i = R - 2; i < R; i++) {
+			coil_err e2;
+			if (!dim_div(&out[i], &x->shape[i], &rr, &e2))
+				continue;
+			if (dim_is_const(&x->shape[i], NULL))
+				return ARGERR(0, "shape %s: height and width must be multiples of %lld",
+					      shp(g, x, b1, sizeof b1), (long long)r);
+			/* symbolic: floor division, guarded exact at run time */
+			if (dim_floordiv(&out[i], &x->shape[i], r, &g->syms, err))
+				return node_errf(err, n, "%s", err->msg);
+			if (graph_guard(g, n, GUARD_DIV, &x->shape[i], r,
+					i == R - 2 ? "height a multiple of the factor" : "width a multiple of the factor", err))
+				return -1;
+		}
+		if (dim_mul(&out[R - 3], &x->shape[R - 3], &r2, err))
+			return ARGERR(0, "%s", err->msg);
+	}
+	set_out(g, n, 0, x->dtype, R, out);
+	return 0;
+}
+
+static int infer_repeat(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	const coil_arg *rp = &n->args[1];
+	char b1[200];
+	if (rp->n < x->rank)
+		return ARGERR(1, "%d repeats for a rank-%d input (one per dim at least)", rp->n, x->rank);
+	if (rp->n > COIL_MAX_RANK / 2)
+		return unsupported(err, ARGERR(1, "repeats over %d dims (at most %d)", rp->n, COIL_MAX_RANK / 2));
+	coil_dim out[COIL_MAX_RANK];
+	const int lead = rp->n - x->rank;
+	for (int i = 0; i < rp->n; i++) {
+		int64_t k;
+		if (!dim_is_const(&rp->dims[i], &k) || k < 0)
+			return ARGERR(1, "repeat %d must be a static non-negative integer", i);
+		coil_dim s = i < lead ? dim_const(1) : x->shape[i - lead];
+		if (dim_mul(&out[i], &s, &rp->dims[i], err))
+			return ARGERR(1, "%s (input %s)", err->msg, shp(g, x, b1, sizeof b1));
+	}
+	set_out(g, n, 0, x->dtype, rp->n, out);
+	return 0;
+}
+
 /* stack: equal shapes, a new dim of their count at dim (of rank + 1); dtypes
  * promote as cat's do. */
 static int infer_stack(coil_graph *g, coil_node *n, coil_err *err)

@@ -406,6 +406,47 @@ static int eval_cat(ictx *c, coil_node *n)
 	return 0;
 }
 
+static int eval_pixel_shuffle(ictx *c, coil_node *n)
+{
+	(void)c;
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	const int R = x->rank, up = n->op == OP_PIXEL_SHUFFLE;
+	const int64_t r = n->args[1].i, C = o->shape[R - 3], H = o->shape[R - 2], W = o->shape[R - 1];
+	const int64_t XC = x->shape[R - 3], XH = x->shape[R - 2], XW = x->shape[R - 1];
+	const int64_t plane = C * H * W, nb = plane > 0 ? o->numel / plane : 0;
+	int64_t e = 0;
+	for (int64_t b = 0; b < nb; b++)
+		for (int64_t ch = 0; ch < C; ch++)
+			for (int64_t h = 0; h < H; h++)
+				for (int64_t w = 0; w < W; w++, e++) {
+					int64_t sc, sh, sw; /* the source's channel, row, column */
+					if (up)
+						sc = ch * r * r + (h % r) * r + w % r, sh = h / r, sw = w / r;
+					else
+						sc = ch / (r * r), sh = h * r + ch % (r * r) / r, sw = w * r + ch % r;
+					o->d[e] = x->d[((b * XC + sc) * XH + sh) * XW + sw];
+				}
+	return 0;
+}
+
+static int eval_repeat(ictx *c, coil_node *n)
+{
+	(void)c;
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	const int R = o->rank, lead = R - x->rank;
+	int64_t xs[COIL_MAX_RANK], idx[COIL_MAX_RANK] = {0};
+	strides_of(x->shape, x->rank, xs);
+	for (int64_t e = 0; e < o->numel; e++) {
+		int64_t off = 0;
+		for (int i = lead; i < R; i++)
+			off += idx[i] % x->shape[i - lead] * xs[i - lead];
+		o->d[e] = x->d[off];
+		for (int i = R - 1; i >= 0 && ++idx[i] == o->shape[i]; i--)
+			idx[i] = 0;
+	}
+	return 0;
+}
+
 static int eval_stack(ictx *c, coil_node *n)
 {
 	itensor *o = OUT(n, 0);

@@ -157,6 +157,11 @@
 	X(NATIVE_DROPOUT, "aten.native_dropout.default", "Tensor input, float p, bool? train", 2, VIEW, dropout, view) \
 	/* data movement */                                                                            \
 	X(CAT, "aten.cat.default", "Tensor[] tensors, int dim=0", 1, MOVE, cat, cat)                    \
+	/* [*, C*r*r, H, W] <-> [*, C, H*r, W*r]: reshape, permute, reshape */                       \
+	X(PIXEL_SHUFFLE, "aten.pixel_shuffle.default", "Tensor self, int upscale_factor", 1, VIEW, pixel_shuffle, pixel_shuffle) \
+	X(PIXEL_UNSHUFFLE, "aten.pixel_unshuffle.default", "Tensor self, int downscale_factor", 1, VIEW, pixel_shuffle, pixel_shuffle) \
+	/* tiles: dim i repeated repeats[i] times (leading repeats add dims) */                         \
+	X(REPEAT, "aten.repeat.default", "Tensor self, SymInt[] repeats", 1, VIEW, repeat, repeat)     \
 	X(STACK, "aten.stack.default", "Tensor[] tensors, int dim=0", 1, MOVE, stack, stack)              \
 	X(UNBIND, "aten.unbind.int", "Tensor self, int dim=0", -1, VIEW, unbind, unbind)                \
 	X(SPLIT, "aten.split.Tensor", "Tensor self, SymInt split_size, int dim=0", -1, VIEW, split, split) \

@@ -1446,6 +1446,29 @@ def data_cases():
     case(ct, [R(2, 3), R(2, 3)], 2)
     case(ct, [R(), R()])
     case(ct, [Param(R(2, 3)), Const(R(1, 3)), R(3, 3)], name="cat param + constant + input")
+    for op, f in (("aten.pixel_shuffle", 2), ("aten.pixel_unshuffle", 2)):
+        up = op == "aten.pixel_shuffle"
+        case(op, R(2, 8, 3, 5) if up else R(2, 2, 6, 10), f)
+        case(op, R(1, 18, 2, 2) if up else R(1, 2, 6, 6), 3)
+        case(op, R(12, 4, 4) if up else R(3, 8, 8), 2, name=op[5:] + " without a batch dim")
+        case(op, R(2, 3, 4, 2, 2) if up else R(2, 3, 1, 4, 4), 2, name=op[5:] + " two leading dims")
+        case(op, R(2, 8, 3, 5, dt=i64) if up else R(2, 2, 6, 10, dt=i64), 2)
+        case(op, R(2, 4, 3, 5), 1, name=op[5:] + " factor 1")
+        case(op, Sym(R(2, 8, 3, 5), ["n", 8, "h", "w"]) if up else Sym(R(2, 2, 6, 10), ["n", 2, 6, 10]), 2,
+             name=op[5:] + " symbolic")
+        case(op, R(2, 7, 3, 5) if up else R(2, 2, 5, 10), 2, name=op[5:] + " size not a multiple")
+        case(op, R(8, 3), 2, name=op[5:] + " rank 2")
+    rp = "aten.repeat"
+    case(rp, R(2, 3), [2, 3])
+    case(rp, R(2, 3), [1, 1])
+    case(rp, R(2, 3), [3, 1, 2], name="repeat adding a leading dim")
+    case(rp, R(3), [2, 2, 2, 2], name="repeat 1-d into 4-d")
+    case(rp, R(2, 3), [0, 2], name="repeat zero times")
+    case(rp, R(), [3], name="repeat a 0-dim tensor")
+    case(rp, R(2, 3, dt=b8), [2, 1])
+    case(rp, R(2, 3, dt=bf16), [1, 3])
+    case(rp, Sym(R(2, 3), ["n", 3]), [2, 2], name="repeat symbolic")
+    case(rp, R(2, 3), [2], name="repeat with too few repeats")
     st = "aten.stack"
     a, b, c = R(2, 3), R(2, 3), R(2, 3)
     for d in (0, 1, 2, -1, -3):
