@@ -339,6 +339,19 @@ static void reduction(dctx *c, int *res)
 	case OP_ARGMAX:
 		r = reduce(c, RD_ARGMAX, x, mask, COIL_I64);
 		break;
+	case OP_MIN_DIM: case OP_ARGMIN: {
+		/* the first minimum of x is the first maximum of -x (NaN first as well); integers
+		 * negated in i64, so that u8 and the most negative values of narrower types do not wrap */
+		int nx = un(c, PR_NEG, dtype_is_float(N(c, x)->dtype) ? x : cast(c, x, COIL_I64));
+		int am = reduce(c, RD_ARGMAX, nx, mask, COIL_I64);
+		if (n->op == OP_ARGMIN) {
+			r = am;
+			break;
+		}
+		res[0] = squeeze_to(c, reduce(c, RD_MIN, x, mask, t), o);
+		res[1] = squeeze_to(c, am, node_out(c->g, n, 1));
+		return;
+	}
 	default:
 		c->bad = 1;
 		node_errf(c->err, n, "no reduction lowering");

@@ -910,7 +910,7 @@ int reduce_dims(const coil_graph *g, const coil_node *n, unsigned *mask, int *ke
 	case OP_SUM_DIM: case OP_MEAN_DIM: case OP_AMAX: case OP_AMIN: dim_arg = 1; keep_arg = 2; break;
 	case OP_VAR_CORR: case OP_VAR_DIM: case OP_STD_CORR: case OP_STD_DIM: dim_arg = 1; keep_arg = 3; break;
 	case OP_NORM: dim_arg = 2; keep_arg = 3; break;
-	case OP_MAX_DIM: case OP_ARGMAX: case OP_LOGSUMEXP: dim_arg = 1; keep_arg = 2; break;
+	case OP_MAX_DIM: case OP_ARGMAX: case OP_MIN_DIM: case OP_ARGMIN: case OP_LOGSUMEXP: dim_arg = 1; keep_arg = 2; break;
 	default: break;
 	}
 	*keepdim = keep_arg >= 0 ? (int)n->args[keep_arg].i : 0;
@@ -970,7 +970,7 @@ static int infer_reduce(coil_graph *g, coil_node *n, coil_err *err)
 		if (need_float(g, n, err, 0))
 			return -1;
 		break;
-	case OP_ARGMAX:
+	case OP_ARGMAX: case OP_ARGMIN:
 		t = COIL_I64;
 		break;
 	default:
@@ -980,7 +980,8 @@ static int infer_reduce(coil_graph *g, coil_node *n, coil_err *err)
 	}
 	if (n->op == OP_NORM && has(n, 1) && n->args[1].f != 2 && n->args[1].f != 1)
 		return ARGERR(1, "only p=1 and p=2 are supported");
-	if (n->op == OP_AMAX || n->op == OP_AMIN || n->op == OP_MAX_DIM || n->op == OP_ARGMAX)
+	if (n->op == OP_AMAX || n->op == OP_AMIN || n->op == OP_MAX_DIM || n->op == OP_ARGMAX || n->op == OP_MIN_DIM ||
+	    n->op == OP_ARGMIN)
 		for (int i = 0; i < x->rank; i++)
 			if ((mask >> i & 1) && dim_eq_const(&x->shape[i], 0))
 				return ARGERR(0, "cannot take the max/min over an empty dim");

@@ -602,7 +602,8 @@ static int eval_reduce(ictx *c, coil_node *n)
 		return rterr(c, n, "out of memory");
 	}
 	const int is_lse = n->op == OP_LOGSUMEXP; /* max first, then sum(exp(x - max)) */
-	int is_max = n->op == OP_AMAX || n->op == OP_MAX_DIM || n->op == OP_ARGMAX || is_lse, is_min = n->op == OP_AMIN;
+	int is_max = n->op == OP_AMAX || n->op == OP_MAX_DIM || n->op == OP_ARGMAX || is_lse;
+	int is_min = n->op == OP_AMIN || n->op == OP_MIN_DIM || n->op == OP_ARGMIN;
 	int is_std = n->op == OP_STD_CORR || n->op == OP_STD_DIM;
 	int is_var = n->op == OP_VAR_CORR || n->op == OP_VAR_DIM || is_std;
 	real p = n->op == OP_NORM && n->args[1].kind == ARG_SCALAR ? n->args[1].f : 2;
@@ -660,11 +661,11 @@ static int eval_reduce(ictx *c, coil_node *n)
 		case OP_STD_CORR: case OP_STD_DIM: v = sqrt(acc2[i] / fmax((real)cnt - corr, 0)); break;
 		case OP_LOGSUMEXP: v = log(acc2[i]) + acc[i]; break;
 		case OP_NORM: v = p == 1 ? acc[i] : sqrt(acc[i]); break;
-		case OP_ARGMAX: v = (real)arg[i]; break;
+		case OP_ARGMAX: case OP_ARGMIN: v = (real)arg[i]; break;
 		default: break;
 		}
 		o->d[i] = rnd(o->dtype, v);
-		if (n->op == OP_MAX_DIM)
+		if (n->op == OP_MAX_DIM || n->op == OP_MIN_DIM)
 			OUT(n, 1)->d[i] = (real)arg[i];
 	}
 	free(acc), free(acc2), free(arg), free(seen);

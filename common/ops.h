@@ -133,6 +133,8 @@
 	X(NORM, "aten.norm.ScalarOpt_dim", "Tensor self, Scalar? p, int[1] dim, bool keepdim=False", 1, RED, reduce, reduce) \
 	X(MAX_DIM, "aten.max.dim", "Tensor self, int dim, bool keepdim=False", 2, RED, reduce, reduce)  \
 	X(ARGMAX, "aten.argmax.default", "Tensor self, int? dim=None, bool keepdim=False", 1, RED, reduce, reduce) \
+	X(MIN_DIM, "aten.min.dim", "Tensor self, int dim, bool keepdim=False", 2, RED, reduce, reduce)  \
+	X(ARGMIN, "aten.argmin.default", "Tensor self, int? dim=None, bool keepdim=False", 1, RED, reduce, reduce) \
 	/* views: index arithmetic */                                                                  \
 	X(VIEW, "aten.view.default", "Tensor self, SymInt[] size", 1, VIEW, reshape, view)              \
 	X(UNSAFE_VIEW, "aten._unsafe_view.default", "Tensor self, SymInt[] size", 1, VIEW, reshape, view) \

@@ -1271,6 +1271,30 @@ def reduce_cases():
     case(am, R(4, 9, dt=bf16), 1)
     case(am, T([[1.0, float("nan"), 3.0], [float("-inf"), -1.0, float("inf")]]), 1, name="argmax nan/inf")
     case(am, R(0, 3), 0)
+    mn, an = "aten.min.dim", "aten.argmin"
+    for d in (0, 1, -1):
+        case(mn, x, d)
+        case(mn, x, d, True)
+        case(an, x, d)
+        case(an, x, d, True)
+    case(an, x)
+    case(an, x, None, True)
+    case(mn, R(), 0)
+    case(an, R(), None)
+    case(mn, R(4, 9, dt=i64, lo=0, hi=3), 1, name="min.dim i64 with ties")
+    case(an, R(4, 9, dt=i32, lo=0, hi=3), name="argmin flattened with ties")
+    case(mn, R(4, 9, dt=u8), 0, name="min.dim u8 (negated in i64)")
+    case(an, T([[0, 255, 7], [200, 0, 3]], dt=u8), 1, name="argmin u8 with 0 and 255")
+    case(an, T([[-128, 127, 0], [5, -128, 3]], dt=i8), 1, name="argmin i8 extremes")
+    case(mn, R(4, 9, dt=b8), 1)
+    case(mn, R(4, 9, dt=f64), 1)
+    case(an, R(4, 9, dt=bf16), 1)
+    case(mn, T([[1.0, float("nan"), 3.0, float("nan")], [float("inf"), -1.0, float("-inf"), 2.0]]), 1,
+         name="min.dim nan/inf")
+    case(an, T([[1.0, float("nan"), -3.0], [float("inf"), -1.0, float("-inf")]]), 1, name="argmin nan/inf")
+    case(an, T([[2.0, 1.0, 1.0, 5.0]]), 1, name="argmin ties")
+    case(mn, x, 3)
+    case(an, R(0, 3), 0)
 
 
 def view_cases():
