@@ -532,6 +532,27 @@ static void cat(xctx *c)
 	}
 }
 
+/* Slices of self along dim gathered by index (index_select); an index out of
+ * range fails the run before anything is written, naming the first. */
+static void index_select(xctx *c)
+{
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
+	ir_node *x0 = argn(c, 0), *ix = argn(c, 2), *o = &c->ir->nodes[outv];
+	const int d = (int)(c->n->args[1].i < 0 ? c->n->args[1].i + x0->rank : c->n->args[1].i);
+	int code = emit_err_code(c->errs, c->ir, c->ir->nodes[outv].gnode, "index %lld out of range for a dim of size %lld");
+	out(c, "\tconst int64_t outer = %s, inner = %s, X = %s, m = %s, work = outer * m * inner;\n", prod(c, x0, 0, d),
+	    prod(c, x0, d + 1, x0->rank), dimc(c, &x0->shape[d]), prod(c, ix, 0, ix->rank));
+	out(c, "\tconst %s *restrict idx = %s;\n", emit_ctype(ix->dtype), arg(c, 2));
+	out(c, "\tfor (int64_t e = 0; e < m; e++)\n\t\tif ((int64_t)idx[e] < 0 || (int64_t)idx[e] >= X) {\n");
+	out(c, "\t\t\tcoil_raise(x->st, %d, (long long)idx[e], (long long)X);\n\t\t\treturn;\n\t\t}\n", code);
+	out(c, PAR(2));
+	out(c, "\tfor (int64_t a = 0; a < outer; a++)\n\t\tfor (int64_t e = 0; e < m; e++)\n");
+	out(c, "\t\t\tmemcpy(%s + (a * m + e) * inner, %s + (a * X + (int64_t)idx[e]) * inner, (size_t)inner * sizeof(%s));\n",
+	    buf(c, outv), arg(c, 0), emit_ctype(o->dtype));
+}
+
 /* Rows of the weight gathered by index; an index out of range fails the run
  * (checked before anything is written, so the first bad index is named). */
 static void embedding(xctx *c)
@@ -664,14 +685,15 @@ static int half_refused(xctx *c)
 				if (c->n->args[a].v[k] >= 0) {
 					coil_dtype t = c->ir->g->vals[c->n->args[a].v[k]].dtype;
 					half |= dtype_is_half(t);
-					same &= t == t0 || (c->n->op == OP_EMBEDDING && a == 1);
+					same &= t == t0 || (c->n->op == OP_EMBEDDING && a == 1) ||
+						(c->n->op == OP_INDEX_SELECT && a == 2);
 				}
 	if (!half)
 		return 0;
 	switch (c->n->op) {
 	case OP_CAT: case OP_STACK: case OP_SDPA: /* converts what it promotes; widens as it packs */
 		return 0;
-	case OP_EMBEDDING: case OP_CONSTANT_PAD_ND: case OP_ROLL:
+	case OP_EMBEDDING: case OP_INDEX_SELECT: case OP_CONSTANT_PAD_ND: case OP_ROLL:
 		if (same)
 			return 0;
 		break;
@@ -713,6 +735,7 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 	/* data movement */
 	case OP_CAT: case OP_STACK: cat(&c); return;
 	case OP_EMBEDDING: embedding(&c); return;
+	case OP_INDEX_SELECT: index_select(&c); return;
 	case OP_CONSTANT_PAD_ND: pad(&c); return;
 	case OP_ROLL: roll(&c); return;
 	default:

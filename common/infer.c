@@ -1623,6 +1623,25 @@ static int infer_pad(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
+static int infer_index_select(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0), *ix = node_in(g, n, 2);
+	int d;
+	if (x->rank == 0)
+		return unsupported(err, ARGERR(0, "a 0-dim input is not supported"));
+	if (wrap_dim(g, n, err, 1, n->args[1].i, x->rank, &d))
+		return -1;
+	if (ix->dtype != COIL_I64 && ix->dtype != COIL_I32)
+		return ARGERR(2, "index must be i64 or i32, not %s", dtype_name(ix->dtype));
+	if (ix->rank > 1)
+		return ARGERR(2, "index must be 0-d or 1-d, got rank %d", ix->rank);
+	coil_dim out[COIL_MAX_RANK];
+	memcpy(out, x->shape, sizeof(coil_dim) * (size_t)x->rank);
+	out[d] = ix->rank ? ix->shape[0] : dim_const(1);
+	set_out(g, n, 0, x->dtype, x->rank, out);
+	return 0;
+}
+
 static int infer_embedding(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *w = node_in(g, n, 0), *ix = node_in(g, n, 1);

@@ -522,6 +522,26 @@ static int eval_pad(ictx *c, coil_node *n)
 	return 0;
 }
 
+static int eval_index_select(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *ix = IN(n, 2), *o = OUT(n, 0);
+	const int d = (int)(n->args[1].i < 0 ? n->args[1].i + x->rank : n->args[1].i);
+	int64_t outer = 1, inner = 1, X = x->shape[d], m = ix->numel;
+	for (int i = 0; i < d; i++)
+		outer *= x->shape[i];
+	for (int i = d + 1; i < x->rank; i++)
+		inner *= x->shape[i];
+	for (int64_t e = 0; e < m; e++)
+		if ((int64_t)ix->d[e] < 0 || (int64_t)ix->d[e] >= X)
+			return rterr(c, n, "index %lld out of range for dim %d of size %lld", (long long)ix->d[e], d,
+				     (long long)X);
+	for (int64_t a = 0; a < outer; a++)
+		for (int64_t e = 0; e < m; e++)
+			memcpy(o->d + (a * m + e) * inner, x->d + (a * X + (int64_t)ix->d[e]) * inner,
+			       (size_t)inner * sizeof(real));
+	return 0;
+}
+
 static int eval_embedding(ictx *c, coil_node *n)
 {
 	itensor *w = IN(n, 0), *ix = IN(n, 1), *o = OUT(n, 0);

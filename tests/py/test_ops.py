@@ -1570,6 +1570,21 @@ def data_cases():
     case(em, w, T([0, 10], i64), name="embedding index out of range")
     case(em, w, T([-1], i64), name="embedding negative index")
     case(em, w, R(2, dt=f32))
+    ix = "aten.index_select"
+    y = R(4, 5, 3)
+    for d in (0, 1, 2, -1):
+        case(ix, y, d, T([2, 0, 2, 1], i64) if d in (0, 1) else T([2, 0, 1], i64))
+    case(ix, y, 1, T([4, 4, 0, 3, 1, 2, 0], i32), name="index_select repeated indices, i32")
+    case(ix, y, 0, T(3, i64), name="index_select 0-dim index")
+    case(ix, y, 2, T([], i64), name="index_select empty index")
+    case(ix, R(6, dt=i64), 0, T([5, 0], i64))
+    case(ix, Param(R(7, 3, dt=bf16)), 0, T([6, 1], i64), name="index_select bf16 param (gather rows)")
+    case(ix, R(5, 4, dt=b8), 1, T([3, 3], i64))
+    case(ix, Sym(R(4, 5), ["n", 5]), 1, T([4, 0], i64), name="index_select symbolic")
+    case(ix, y, 1, T([0, 5], i64), name="index_select index out of range")
+    case(ix, y, 1, T([-1], i64), name="index_select negative index")
+    case(ix, y, 1, T([[0, 1]], i64), name="index_select 2-d index")
+    case(ix, y, 1, T([0.0, 1.0]), name="index_select float index")
     rl = "aten.roll"
     y = R(4, 7)
     case(rl, y, [2])
