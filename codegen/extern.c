@@ -532,6 +532,40 @@ static void cat(xctx *c)
 	}
 }
 
+/* gather: out has index's shape; along dim it reads self at the index, elsewhere
+ * at its own coordinates (self's strides).  Indices are checked first. */
+static void gather(xctx *c)
+{
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
+	ir_node *x0 = argn(c, 0), *ix = argn(c, 2), *o = &c->ir->nodes[outv];
+	const int R = ix->rank, d = R ? (int)(c->n->args[1].i < 0 ? c->n->args[1].i + R : c->n->args[1].i) : 0;
+	int code = emit_err_code(c->errs, c->ir, c->ir->nodes[outv].gnode, "index %lld out of range for a dim of size %lld");
+	out(c, "\tconst int64_t n = %s, X = %s, work = n;\n\t(void)work;\n", prod(c, ix, 0, R),
+	    x0->rank ? dimc(c, &x0->shape[d]) : "1");
+	out(c, "\tconst int64_t *restrict idx = %s;\n", arg(c, 2));
+	out(c, "\tfor (int64_t e = 0; e < n; e++)\n\t\tif (idx[e] < 0 || idx[e] >= X) {\n");
+	out(c, "\t\t\tcoil_raise(x->st, %d, (long long)idx[e], (long long)X);\n\t\t\treturn;\n\t\t}\n", code);
+	/* coordinates of e over index's shape; self's offset with dim d from the index */
+	out(c, "\tconst int64_t ish[%d] = {", R ? R : 1);
+	for (int i = 0; i < R; i++)
+		out(c, "%s%s", i ? ", " : "", dimc(c, &ix->shape[i]));
+	out(c, "%s};\n\tint64_t xst[%d];\n", R ? "" : "1", R ? R : 1);
+	if (R) {
+		out(c, "\txst[%d] = 1;\n", R - 1);
+		for (int i = R - 2; i >= 0; i--)
+			out(c, "\txst[%d] = xst[%d] * %s;\n", i, i + 1, dimc(c, &x0->shape[i + 1]));
+	}
+	out(c, "\t(void)ish, (void)xst;\n");
+	out(c, PAR(1));
+	out(c, "\tfor (int64_t e = 0; e < n; e++) {\n\t\tint64_t rest = e, off = 0;\n");
+	out(c, "\t\tfor (int i = %d; i >= 0; i--) {\n\t\t\tconst int64_t k = rest %% ish[i];\n"
+	       "\t\t\trest /= ish[i];\n\t\t\toff += (i == %d ? idx[e] : k) * xst[i];\n\t\t}\n", R - 1, d);
+	out(c, "\t\t%s[e] = %s[off];\n\t}\n", buf(c, outv), arg(c, 0));
+	(void)o;
+}
+
 /* Slices of self along dim gathered by index (index_select); an index out of
  * range fails the run before anything is written, naming the first. */
 static void index_select(xctx *c)
@@ -686,14 +720,14 @@ static int half_refused(xctx *c)
 					coil_dtype t = c->ir->g->vals[c->n->args[a].v[k]].dtype;
 					half |= dtype_is_half(t);
 					same &= t == t0 || (c->n->op == OP_EMBEDDING && a == 1) ||
-						(c->n->op == OP_INDEX_SELECT && a == 2);
+						((c->n->op == OP_INDEX_SELECT || c->n->op == OP_GATHER) && a == 2);
 				}
 	if (!half)
 		return 0;
 	switch (c->n->op) {
 	case OP_CAT: case OP_STACK: case OP_SDPA: /* converts what it promotes; widens as it packs */
 		return 0;
-	case OP_EMBEDDING: case OP_INDEX_SELECT: case OP_CONSTANT_PAD_ND: case OP_ROLL:
+	case OP_EMBEDDING: case OP_INDEX_SELECT: case OP_GATHER: case OP_CONSTANT_PAD_ND: case OP_ROLL:
 		if (same)
 			return 0;
 		break;
@@ -736,6 +770,7 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 	case OP_CAT: case OP_STACK: cat(&c); return;
 	case OP_EMBEDDING: embedding(&c); return;
 	case OP_INDEX_SELECT: index_select(&c); return;
+	case OP_GATHER: gather(&c); return;
 	case OP_CONSTANT_PAD_ND: pad(&c); return;
 	case OP_ROLL: roll(&c); return;
 	default:

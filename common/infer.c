@@ -1623,6 +1623,39 @@ static int infer_pad(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
+static int infer_gather(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0), *ix = node_in(g, n, 2);
+	char b1[200], b2[200];
+	int d;
+	if (wrap_dim(g, n, err, 1, n->args[1].i, x->rank ? x->rank : 1, &d))
+		return -1;
+	if (ix->dtype != COIL_I64)
+		return ARGERR(2, "index must be i64, not %s", dtype_name(ix->dtype));
+	if (ix->rank != x->rank) {
+		if (x->rank <= 1 && ix->rank <= 1) /* ATen lets a 0-d stand for a 1-element 1-d */
+			return unsupported(err, ARGERR(2, "a 0-d and a 1-d tensor (ranks %d, %d)", ix->rank, x->rank));
+		return ARGERR(2, "index has rank %d, self %d: they must match", ix->rank, x->rank);
+	}
+	for (int i = 0; i < ix->rank && i < x->rank; i++) {
+		int64_t a, b;
+		if (i != d && dim_is_const(&ix->shape[i], &a) && dim_is_const(&x->shape[i], &b) && a > b)
+			return ARGERR(2, "index shape %s is larger than self %s outside dim %d", shp(g, ix, b1, sizeof b1),
+				      shp(g, x, b2, sizeof b2), d);
+		coil_dim slack;
+		if (i != d && !dim_eq(&ix->shape[i], &x->shape[i]) &&
+		    !(dim_is_const(&ix->shape[i], NULL) && dim_is_const(&x->shape[i], NULL))) {
+			/* sizes that are symbols: index's may not exceed self's (a guard) */
+			if (dim_sub(&slack, &x->shape[i], &ix->shape[i], err))
+				return node_errf(err, n, "%s", err->msg);
+			if (graph_guard(g, n, GUARD_GE, &slack, 0, "index no larger than self outside dim", err))
+				return -1;
+		}
+	}
+	set_out(g, n, 0, x->dtype, ix->rank, ix->shape);
+	return 0;
+}
+
 static int infer_index_select(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0), *ix = node_in(g, n, 2);

@@ -522,6 +522,26 @@ static int eval_pad(ictx *c, coil_node *n)
 	return 0;
 }
 
+static int eval_gather(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *ix = IN(n, 2), *o = OUT(n, 0);
+	const int R = ix->rank, d = R ? (int)(n->args[1].i < 0 ? n->args[1].i + R : n->args[1].i) : 0;
+	int64_t xs[COIL_MAX_RANK], idx[COIL_MAX_RANK] = {0};
+	const int64_t X = x->rank ? x->shape[d] : 1;
+	strides_of(x->shape, x->rank, xs);
+	for (int64_t e = 0; e < ix->numel; e++) {
+		int64_t k = (int64_t)ix->d[e], off = 0;
+		if (k < 0 || k >= X)
+			return rterr(c, n, "index %lld out of range for dim %d of size %lld", (long long)k, d, (long long)X);
+		for (int i = 0; i < R && x->rank; i++)
+			off += (i == d ? k : idx[i]) * xs[i];
+		o->d[e] = x->d[off];
+		for (int i = R - 1; i >= 0 && ++idx[i] == ix->shape[i]; i--)
+			idx[i] = 0;
+	}
+	return 0;
+}
+
 static int eval_index_select(ictx *c, coil_node *n)
 {
 	itensor *x = IN(n, 0), *ix = IN(n, 2), *o = OUT(n, 0);

@@ -169,6 +169,8 @@
 	X(SPLIT, "aten.split.Tensor", "Tensor self, SymInt split_size, int dim=0", -1, VIEW, split, split) \
 	X(SPLIT_WITH_SIZES, "aten.split_with_sizes.default", "Tensor self, SymInt[] split_sizes, int dim=0", -1, VIEW, split, split) \
 	X(CONSTANT_PAD_ND, "aten.constant_pad_nd.default", "Tensor self, SymInt[] pad, Scalar value=0", 1, MOVE, pad, pad) \
+	/* out[..., i, ...] = self[..., index[..., i, ...], ...] along dim; out has index's shape */   \
+	X(GATHER, "aten.gather.default", "Tensor self, int dim, Tensor index, *, bool sparse_grad=False", 1, MOVE, gather, gather) \
 	X(INDEX_SELECT, "aten.index_select.default", "Tensor self, int dim, Tensor index", 1, MOVE, index_select, index_select) \
 	X(EMBEDDING, "aten.embedding.default", "Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False", 1, MOVE, embedding, embedding) \
 	X(ROLL, "aten.roll.default", "Tensor self, int[1] shifts, int[1] dims=[]", 1, MOVE, same, roll) \

@@ -1570,6 +1570,22 @@ def data_cases():
     case(em, w, T([0, 10], i64), name="embedding index out of range")
     case(em, w, T([-1], i64), name="embedding negative index")
     case(em, w, R(2, dt=f32))
+    ga = "aten.gather"
+    y = R(4, 5, 3)
+    case(ga, y, 0, R(2, 5, 3, dt=i64, lo=0, hi=3))
+    case(ga, y, 1, R(4, 7, 3, dt=i64, lo=0, hi=4))
+    case(ga, y, -1, R(4, 5, 6, dt=i64, lo=0, hi=2))
+    case(ga, y, 1, R(2, 3, 2, dt=i64, lo=0, hi=4), name="gather an index smaller than self outside dim")
+    case(ga, R(6), 0, T([5, 0, 5], i64), name="gather 1-d")
+    case(ga, R(), 0, T(0, i64), name="gather 0-dim")
+    case(ga, R(3, 4, dt=i64), 1, T([[0, 3], [2, 2], [1, 0]], i64))
+    case(ga, Param(R(3, 4, dt=bf16)), 0, T([[2, 0, 1, 1]], i64), name="gather bf16 param")
+    case(ga, Sym(R(3, 4), ["n", 4]), 1, Sym(T([[0, 3], [2, 2], [1, 0]], i64), ["n", 2]), name="gather symbolic")
+    case(ga, y, 1, R(4, 2, 3, dt=i64, lo=5, hi=9), name="gather index out of range")
+    case(ga, y, 1, T([[[-1]]], i64), name="gather negative index")
+    case(ga, y, 1, R(4, 2, dt=i64, lo=0, hi=4), name="gather index of another rank")
+    case(ga, y, 1, R(4, 2, 3, dt=i32, lo=0, hi=4), name="gather i32 index")
+    case(ga, y, 0, R(5, 5, 3, dt=i64, lo=0, hi=3), name="gather index larger outside dim")
     ix = "aten.index_select"
     y = R(4, 5, 3)
     for d in (0, 1, 2, -1):
