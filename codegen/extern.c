@@ -566,6 +566,98 @@ static void gather(xctx *c)
 	(void)o;
 }
 
+/* The identity of a scatter reduction in t, as C (prod 1, amax the lowest value). */
+static const char *scatter_ident(coil_dtype t, const char *red)
+{
+	const int mx = !strcmp(red, "amax");
+	if (!strcmp(red, "sum") || !strcmp(red, "mean"))
+		return "0";
+	if (!strcmp(red, "prod"))
+		return "1";
+	switch (t) {
+	case COIL_I64: return mx ? "INT64_MIN" : "INT64_MAX";
+	case COIL_I32: return mx ? "INT32_MIN" : "INT32_MAX";
+	case COIL_I8: return mx ? "INT8_MIN" : "INT8_MAX";
+	case COIL_U8: return mx ? "0" : "UINT8_MAX";
+	default: return mx ? "-INFINITY" : "INFINITY";
+	}
+}
+
+/* scatter_add / scatter_reduce.two.  out = self, then for each column (the
+ * index positions sharing their coordinates off dim, whose targets no other
+ * column touches) the rows in order: one thread per column, no atomics, the
+ * same bits whatever the thread count.  Indices are checked first. */
+static void scatter(xctx *c)
+{
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
+	ir_node *x0 = argn(c, 0), *ix = argn(c, 2), *sr = argn(c, 3), *o = &c->ir->nodes[outv];
+	const int R = ix->rank, d = (int)(c->n->args[1].i < 0 ? c->n->args[1].i + R : c->n->args[1].i);
+	const char *red = c->n->op == OP_SCATTER_ADD ? "sum" : c->n->args[4].s;
+	const int self_in = c->n->op == OP_SCATTER_ADD || c->n->args[5].i, mean = !strcmp(red, "mean");
+	const char *T = emit_ctype(o->dtype);
+	int code = emit_err_code(c->errs, c->ir, c->ir->nodes[outv].gnode, "index %lld out of range for a dim of size %lld");
+	out(c, "\tconst int64_t n = %s, X = %s, all = %s;\n", prod(c, ix, 0, R), dimc(c, &x0->shape[d]), prod(c, x0, 0, R));
+	out(c, "\tconst int64_t *restrict idx = %s;\n\tconst %s *restrict src = %s;\n\t%s *restrict dst = %s;\n",
+	    arg(c, 2), T, arg(c, 3), T, buf(c, outv));
+	out(c, "\tfor (int64_t e = 0; e < n; e++)\n\t\tif (idx[e] < 0 || idx[e] >= X) {\n");
+	out(c, "\t\t\tcoil_raise(x->st, %d, (long long)idx[e], (long long)X);\n\t\t\treturn;\n\t\t}\n", code);
+	out(c, "\tmemcpy(dst, %s, (size_t)all * sizeof(%s));\n", arg(c, 0), T);
+	/* shapes and strides of index, src and self (= out) */
+	const ir_node *sh[3] = {ix, sr, x0};
+	static const char *const nm[3] = {"ist", "sst", "ost"};
+	out(c, "\tconst int64_t ish[%d] = {", R);
+	for (int i = 0; i < R; i++)
+		out(c, "%s%s", i ? ", " : "", dimc(c, &ix->shape[i]));
+	out(c, "};\n");
+	for (int k = 0; k < 3; k++) {
+		out(c, "\tint64_t %s[%d];\n\t%s[%d] = 1;\n", nm[k], R, nm[k], R - 1);
+		for (int i = R - 2; i >= 0; i--)
+			out(c, "\t%s[%d] = %s[%d] * %s;\n", nm[k], i, nm[k], i + 1, dimc(c, &sh[k]->shape[i + 1]));
+	}
+	out(c, "\tconst int64_t m = ish[%d], cols = m ? n / m : 0, work = n;\n\t(void)work;\n", d);
+	if (mean) { /* per-thread counts of the targets of one column */
+		int oom = emit_err_code(c->errs, c->ir, c->ir->nodes[outv].gnode, "out of memory (%lld counts, %lld)");
+		out(c, "\tint64_t *cnts = calloc((size_t)(nt > 0 ? nt : 1) * (size_t)(X ? X : 1), sizeof *cnts);\n"
+		       "\tif (!cnts) {\n\t\tcoil_raise(x->st, %d, (long long)X, 0);\n\t\treturn;\n\t}\n", oom);
+	}
+	out(c, "\t#pragma omp parallel num_threads(nt) if (nt > 1 && work > 32768)\n\t{\n");
+	if (mean)
+		out(c, "\t\tint64_t *cnt = cnts + (size_t)omp_get_thread_num() * (size_t)(X ? X : 1);\n");
+	out(c, "\t\t#pragma omp for schedule(static)\n\t\tfor (int64_t col = 0; col < cols; col++) {\n");
+	out(c, "\t\t\tint64_t rest = col, io = 0, so = 0, oo = 0;\n");
+	out(c, "\t\t\tfor (int i = %d; i >= 0; i--) {\n\t\t\t\tif (i == %d)\n\t\t\t\t\tcontinue;\n"
+	       "\t\t\t\tconst int64_t k = rest %% ish[i];\n\t\t\t\trest /= ish[i];\n"
+	       "\t\t\t\tio += k * ist[i], so += k * sst[i], oo += k * ost[i];\n\t\t\t}\n", R - 1, d);
+	out(c, "#define COIL_T_(j) (oo + idx[io + (j) * ist[%d]] * ost[%d])\n", d, d);
+	if (!self_in)
+		out(c, "\t\t\tfor (int64_t j = 0; j < m; j++)\n\t\t\t\tdst[COIL_T_(j)] = %s;\n",
+		    scatter_ident(o->dtype, red));
+	out(c, "\t\t\tfor (int64_t j = 0; j < m; j++) {\n\t\t\t\tconst int64_t t = COIL_T_(j);\n"
+	       "\t\t\t\tconst %s v = src[so + j * sst[%d]], a = dst[t];\n", T, d);
+	const int fl = dtype_is_float(o->dtype);
+	if (!strcmp(red, "sum") || mean)
+		out(c, "\t\t\t\tdst[t] = a + v;\n");
+	else if (!strcmp(red, "prod"))
+		out(c, "\t\t\t\tdst[t] = a * v;\n");
+	else
+		out(c, "\t\t\t\tdst[t] = %sv %s a ? v : a;\n", fl ? "a != a || v != v ? a + v : " : "",
+		    !strcmp(red, "amax") ? ">" : "<");
+	if (mean)
+		out(c, "\t\t\t\tcnt[idx[io + j * ist[%d]]]++;\n", d);
+	out(c, "\t\t\t}\n");
+	if (mean) /* each target once: its count cleared as it is divided */
+		out(c, "\t\t\tfor (int64_t j = 0; j < m; j++) {\n\t\t\t\tconst int64_t k = idx[io + j * ist[%d]];\n"
+		       "\t\t\t\tif (cnt[k]) {\n\t\t\t\t\tconst int64_t q = cnt[k] + %d, t = COIL_T_(j);\n"
+		       "\t\t\t\t\tdst[t] = %s;\n\t\t\t\t\tcnt[k] = 0;\n\t\t\t\t}\n\t\t\t}\n",
+		    d, self_in, fl ? arena_printf(c->ir->arena, "dst[t] / (%s)q", T)
+				   : arena_printf(c->ir->arena, "(%s)coil_fdiv((int64_t)dst[t], q)", T));
+	out(c, "#undef COIL_T_\n\t\t}\n\t}\n");
+	if (mean)
+		out(c, "\tfree(cnts);\n");
+}
+
 /* Slices of self along dim gathered by index (index_select); an index out of
  * range fails the run before anything is written, naming the first. */
 static void index_select(xctx *c)
@@ -771,6 +863,7 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 	case OP_EMBEDDING: embedding(&c); return;
 	case OP_INDEX_SELECT: index_select(&c); return;
 	case OP_GATHER: gather(&c); return;
+	case OP_SCATTER_ADD: case OP_SCATTER_REDUCE: scatter(&c); return;
 	case OP_CONSTANT_PAD_ND: pad(&c); return;
 	case OP_ROLL: roll(&c); return;
 	default:

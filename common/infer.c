@@ -1656,6 +1656,54 @@ static int infer_gather(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
+/* scatter_add, scatter_reduce: self, index and src of one rank; index no larger
+ * than src anywhere nor than self outside dim (symbolic sizes: guards). */
+static int infer_scatter(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0), *ix = node_in(g, n, 2), *src = node_in(g, n, 3);
+	char b1[200], b2[200];
+	int d;
+	if (n->op == OP_SCATTER_REDUCE) {
+		static const char *const kinds[] = {"sum", "prod", "mean", "amax", "amin"};
+		int ok = 0;
+		for (int k = 0; k < 5; k++)
+			ok |= !strcmp(n->args[4].s, kinds[k]);
+		if (!ok)
+			return ARGERR(4, "must be sum, prod, mean, amax or amin, not \"%s\"", n->args[4].s);
+	}
+	if (wrap_dim(g, n, err, 1, n->args[1].i, x->rank ? x->rank : 1, &d))
+		return -1;
+	if (ix->dtype != COIL_I64)
+		return ARGERR(2, "index must be i64, not %s", dtype_name(ix->dtype));
+	if (src->dtype != x->dtype)
+		return ARGERR(3, "dtype %s differs from self's %s", dtype_name(src->dtype), dtype_name(x->dtype));
+	if (x->dtype == COIL_BOOL || dtype_is_half(x->dtype))
+		return unsupported(err, ARGERR(0, "dtype %s is not supported", dtype_name(x->dtype)));
+	if (ix->rank != x->rank || src->rank != x->rank || x->rank == 0)
+		return ARGERR(2, "self, index and src need one rank >= 1 (got %d, %d, %d)", x->rank, ix->rank, src->rank);
+	for (int i = 0; i < ix->rank; i++)
+		for (int w = 0; w < 2; w++) {
+			const coil_value *o = w ? x : src;
+			if (w && i == d)
+				continue;
+			int64_t a, b;
+			if (dim_is_const(&ix->shape[i], &a) && dim_is_const(&o->shape[i], &b)) {
+				if (a > b)
+					return ARGERR(2, "index shape %s is larger than %s %s at dim %d", shp(g, ix, b1, sizeof b1),
+						      w ? "self" : "src", shp(g, o, b2, sizeof b2), i);
+			} else if (!dim_eq(&ix->shape[i], &o->shape[i])) {
+				coil_dim slack;
+				if (dim_sub(&slack, &o->shape[i], &ix->shape[i], err))
+					return node_errf(err, n, "%s", err->msg);
+				if (graph_guard(g, n, GUARD_GE, &slack, 0, w ? "index no larger than self" : "index no larger than src",
+						err))
+					return -1;
+			}
+		}
+	set_out(g, n, 0, x->dtype, x->rank, x->shape);
+	return 0;
+}
+
 static int infer_index_select(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0), *ix = node_in(g, n, 2);

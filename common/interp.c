@@ -542,6 +542,58 @@ static int eval_gather(ictx *c, coil_node *n)
 	return 0;
 }
 
+/* scatter_add / scatter_reduce: index positions in order; for include_self=False
+ * the targets hit start from the reduction's identity; mean divides by the
+ * count (self counted when included), flooring for integers. */
+static int eval_scatter(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *ix = IN(n, 2), *src = IN(n, 3), *o = OUT(n, 0);
+	const int R = ix->rank, d = (int)(n->args[1].i < 0 ? n->args[1].i + R : n->args[1].i);
+	const char *red = n->op == OP_SCATTER_ADD ? "sum" : n->args[4].s;
+	const int self_in = n->op == OP_SCATTER_ADD || n->args[5].i;
+	int64_t xs[COIL_MAX_RANK], ss[COIL_MAX_RANK], idx[COIL_MAX_RANK] = {0};
+	strides_of(x->shape, R, xs);
+	strides_of(src->shape, R, ss);
+	for (int64_t e = 0; e < ix->numel; e++)
+		if ((int64_t)ix->d[e] < 0 || (int64_t)ix->d[e] >= x->shape[d])
+			return rterr(c, n, "index %lld out of range for dim %d of size %lld", (long long)ix->d[e], d,
+				     (long long)x->shape[d]);
+	memcpy(o->d, x->d, (size_t)o->numel * sizeof(real));
+	int64_t *cnt = calloc((size_t)(o->numel ? o->numel : 1), sizeof *cnt);
+	if (!cnt)
+		return rterr(c, n, "out of memory");
+	const int sum = !strcmp(red, "sum") || !strcmp(red, "mean"), prod = !strcmp(red, "prod"), mx = !strcmp(red, "amax");
+	for (int pass = self_in; pass < 2; pass++) /* pass 0: identities at the targets hit */
+		for (int64_t e = 0; e < ix->numel; e++) {
+			int64_t to = 0, from = 0;
+			for (int i = 0; i < R; i++) {
+				to += (i == d ? (int64_t)ix->d[e] : idx[i]) * xs[i];
+				from += idx[i] * ss[i];
+			}
+			real v = src->d[from];
+			if (pass == 0)
+				o->d[to] = sum ? 0 : prod ? 1 : mx ? -INFINITY : INFINITY;
+			else {
+				cnt[to]++;
+				o->d[to] = sum ? o->d[to] + v : prod ? o->d[to] * v
+					 : isnan(o->d[to]) || isnan(v) ? NAN
+					 : mx ? (v > o->d[to] ? v : o->d[to]) : (v < o->d[to] ? v : o->d[to]);
+			}
+			for (int i = R - 1; i >= 0 && ++idx[i] == ix->shape[i]; i--)
+				idx[i] = 0;
+		}
+	if (!strcmp(red, "mean"))
+		for (int64_t e = 0; e < o->numel; e++) {
+			int64_t k = cnt[e] + self_in;
+			if (cnt[e])
+				o->d[e] = dtype_is_float(o->dtype) ? o->d[e] / (real)k : floor(o->d[e] / (real)k);
+		}
+	for (int64_t e = 0; e < o->numel; e++)
+		o->d[e] = rnd(o->dtype, o->d[e]);
+	free(cnt);
+	return 0;
+}
+
 static int eval_index_select(ictx *c, coil_node *n)
 {
 	itensor *x = IN(n, 0), *ix = IN(n, 2), *o = OUT(n, 0);

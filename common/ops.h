@@ -171,6 +171,10 @@
 	X(CONSTANT_PAD_ND, "aten.constant_pad_nd.default", "Tensor self, SymInt[] pad, Scalar value=0", 1, MOVE, pad, pad) \
 	/* out[..., i, ...] = self[..., index[..., i, ...], ...] along dim; out has index's shape */   \
 	X(GATHER, "aten.gather.default", "Tensor self, int dim, Tensor index, *, bool sparse_grad=False", 1, MOVE, gather, gather) \
+	/* out = self; out[.., index[p], ..] (op)= src[p] along dim, p over index's shape; targets of
+	 * different columns (coordinates off dim) never meet: parallel by column, no atomics */     \
+	X(SCATTER_ADD, "aten.scatter_add.default", "Tensor self, int dim, Tensor index, Tensor src", 1, MOVE, scatter, scatter) \
+	X(SCATTER_REDUCE, "aten.scatter_reduce.two", "Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True", 1, MOVE, scatter, scatter) \
 	X(INDEX_SELECT, "aten.index_select.default", "Tensor self, int dim, Tensor index", 1, MOVE, index_select, index_select) \
 	X(EMBEDDING, "aten.embedding.default", "Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False", 1, MOVE, embedding, embedding) \
 	X(ROLL, "aten.roll.default", "Tensor self, int[1] shifts, int[1] dims=[]", 1, MOVE, same, roll) \

@@ -336,6 +336,43 @@ def test_nontensor_outputs(t, cache):
         t.ok("object (output leaf 1)" in str(e), "an object output raises coil.UnsupportedError: %s" % e)
 
 
+class Sage(torch.nn.Module):
+    """GraphSAGE's mean aggregation and a GCN-style sum in plain torch (PyG's pattern:
+    index_select the sources, scatter into the targets)."""
+
+    def __init__(self, f=16, h=24):
+        super().__init__()
+        self.l1, self.r1, self.l2 = torch.nn.Linear(f, h), torch.nn.Linear(f, h), torch.nn.Linear(h, 4)
+
+    def forward(self, x, src, dst):
+        msg = torch.index_select(x, 0, src)
+        agg = torch.zeros_like(x).scatter_reduce(0, dst.unsqueeze(1).expand(-1, x.shape[1]), msg, "mean",
+                                                 include_self=False)
+        h = torch.relu(self.l1(agg) + self.r1(x))
+        s = torch.zeros_like(h).scatter_add(0, dst.unsqueeze(1).expand(-1, h.shape[1]), torch.index_select(h, 0, src))
+        return self.l2(s)
+
+
+def test_gnn(t, cache):
+    torch.manual_seed(3)
+    n, e = 300, 3000
+    x, src, dst = torch.randn(n, 16), torch.randint(0, n, (e,)), torch.randint(0, n, (e,))
+    m = Sage().eval()
+    try:
+        outs = [coil.compile(m, (x, src, dst), threads=k, cache_dir=cache, coil=COIL)(x, src, dst) for k in (1, 3)]
+        err = rel_err(eager(m, (x, src, dst)), outs[0])
+        t.ok(err <= TOL and torch.equal(outs[0], outs[1]),
+             "GraphSAGE mean + GCN sum (index_select, scatter_reduce, scatter_add): matches eager (rel err %.2e), "
+             "the same bits at 1 and 3 threads" % err)
+        f = coil.compile(m, (x, src, dst), cache_dir=cache, coil=COIL)
+        bad = dst.clone()
+        bad[17] = n
+        f(x, src, bad)
+        t.ok(False, "a target index out of range raises coil.CoilError")
+    except coil.CoilError as e:
+        t.ok("out of range" in str(e), "a target index out of range raises coil.CoilError: %s" % e)
+
+
 def test_dynamic(t, cache):
     m, ins = coil_export.make_model("torchvision:resnet18", size=32, batch=2)
     f = coil.compile(m, ins, dynamic_batch=True, cache_dir=cache, coil=COIL)
@@ -561,6 +598,7 @@ def main():
         t.run("restride", test_restride, t, cache)
         t.run("fold", test_fold, t, cache)
         t.run("non-tensor outputs", test_nontensor_outputs, t, cache)
+        t.run("gnn", test_gnn, t, cache)
         t.run("dynamic batch", test_dynamic, t, cache)
         t.run("targets", test_targets, t, fns)
         t.run("server", test_server, t, cache, fns)

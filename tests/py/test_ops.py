@@ -1586,6 +1586,31 @@ def data_cases():
     case(ga, y, 1, R(4, 2, dt=i64, lo=0, hi=4), name="gather index of another rank")
     case(ga, y, 1, R(4, 2, 3, dt=i32, lo=0, hi=4), name="gather i32 index")
     case(ga, y, 0, R(5, 5, 3, dt=i64, lo=0, hi=3), name="gather index larger outside dim")
+    sa, sr = "aten.scatter_add", "aten.scatter_reduce.two"
+    y = R(4, 5)
+    case(sa, y, 0, R(6, 5, dt=i64, lo=0, hi=3), R(6, 5))
+    case(sa, y, 1, R(4, 8, dt=i64, lo=0, hi=4), R(4, 8))
+    case(sa, y, -1, R(3, 2, dt=i64, lo=0, hi=4), R(4, 6), name="scatter_add index smaller than src and self")
+    case(sa, R(7), 0, T([6, 0, 6, 6, 2], i64), R(5), name="scatter_add 1-d with repeats")
+    case(sa, R(3, 4, 5), 1, R(3, 9, 5, dt=i64, lo=0, hi=3), R(3, 9, 5), name="scatter_add 3-d")
+    case(sa, R(4, 5, dt=i64), 0, R(6, 5, dt=i64, lo=0, hi=3), R(6, 5, dt=i64))
+    case(sa, Param(R(4, 5, dt=f64)), 0, R(6, 5, dt=i64, lo=0, hi=3), R(6, 5, dt=f64))
+    case(sa, Sym(R(4, 3), [4, "f"]), 0, Sym(R(9, 3, dt=i64, lo=0, hi=3), ["e", "f"]), Sym(R(9, 3), ["e", "f"]),
+         name="scatter_add symbolic (edges e, features f)")
+    case(sa, y, 0, R(2, 5, dt=i64, lo=4, hi=9), R(2, 5), name="scatter_add index out of range")
+    case(sa, y, 0, R(2, 5, dt=i32, lo=0, hi=3), R(2, 5), name="scatter_add i32 index")
+    case(sa, y, 0, R(2, 5, dt=i64, lo=0, hi=3), R(2, 5, dt=f64), name="scatter_add src of another dtype")
+    for red in ("sum", "prod", "mean", "amax", "amin"):
+        for inc in (True, False):
+            case(sr, y, 0, R(6, 5, dt=i64, lo=0, hi=2), R(6, 5), red, kwargs={"include_self": inc})
+        case(sr, R(4, 5, dt=i64), 1, R(4, 7, dt=i64, lo=0, hi=4), R(4, 7, dt=i64, lo=-9, hi=9), red,
+             kwargs={"include_self": False}, name="scatter_reduce %s i64" % red)
+    case(sr, R(3, 4), 1, T([[0, 0, 3], [1, 1, 1], [2, 0, 2]], i64),
+         T([[1.0, float("nan"), 2.0], [float("inf"), -1.0, 3.0], [float("-inf"), 5.0, 0.0]]), "amax",
+         name="scatter_reduce amax nan/inf")
+    case(sr, R(3, 4, dt=i64), 0, R(5, 4, dt=i64, lo=0, hi=2), R(5, 4, dt=i64, lo=-7, hi=7), "mean",
+         name="scatter_reduce mean i64 (floor)")
+    case(sr, y, 0, R(2, 5, dt=i64, lo=0, hi=3), R(2, 5), "max", name="scatter_reduce unknown reduce")
     ix = "aten.index_select"
     y = R(4, 5, 3)
     for d in (0, 1, 2, -1):
