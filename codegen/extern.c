@@ -593,15 +593,20 @@ static void scatter(xctx *c)
 	if (outv < 0)
 		return;
 	ir_node *x0 = argn(c, 0), *ix = argn(c, 2), *sr = argn(c, 3), *o = &c->ir->nodes[outv];
-	const int R = ix->rank, d = (int)(c->n->args[1].i < 0 ? c->n->args[1].i + R : c->n->args[1].i);
-	const char *red = c->n->op == OP_SCATTER_ADD ? "sum" : c->n->args[4].s;
-	const int self_in = c->n->op == OP_SCATTER_ADD || c->n->args[5].i, mean = !strcmp(red, "mean");
+	const int ia = c->n->op == OP_INDEX_ADD; /* index 1-d along dim; positions run over source */
+	const ir_node *walk = ia ? sr : ix;
+	const int R = x0->rank, d = (int)(c->n->args[1].i < 0 ? c->n->args[1].i + R : c->n->args[1].i);
+	const char *red = c->n->op == OP_SCATTER_REDUCE ? c->n->args[4].s : "sum";
+	const int self_in = c->n->op != OP_SCATTER_REDUCE || c->n->args[5].i, mean = !strcmp(red, "mean");
 	const char *T = emit_ctype(o->dtype);
+	const coil_arg *al = &c->n->args[4];
+	const double alpha = ia && al->kind == ARG_SCALAR ? (al->is_int ? (double)al->i : al->f) : 1;
 	int code = emit_err_code(c->errs, c->ir, c->ir->nodes[outv].gnode, "index %lld out of range for a dim of size %lld");
-	out(c, "\tconst int64_t n = %s, X = %s, all = %s;\n", prod(c, ix, 0, R), dimc(c, &x0->shape[d]), prod(c, x0, 0, R));
-	out(c, "\tconst int64_t *restrict idx = %s;\n\tconst %s *restrict src = %s;\n\t%s *restrict dst = %s;\n",
-	    arg(c, 2), T, arg(c, 3), T, buf(c, outv));
-	out(c, "\tfor (int64_t e = 0; e < n; e++)\n\t\tif (idx[e] < 0 || idx[e] >= X) {\n");
+	out(c, "\tconst int64_t n = %s, ni = %s, X = %s, all = %s;\n", prod(c, walk, 0, R), prod(c, ix, 0, ix->rank),
+	    dimc(c, &x0->shape[d]), prod(c, x0, 0, R));
+	out(c, "\tconst %s *restrict idx = %s;\n\tconst %s *restrict src = %s;\n\t%s *restrict dst = %s;\n",
+	    emit_ctype(ix->dtype), arg(c, 2), T, arg(c, 3), T, buf(c, outv));
+	out(c, "\tfor (int64_t e = 0; e < ni; e++)\n\t\tif (idx[e] < 0 || idx[e] >= X) {\n");
 	out(c, "\t\t\tcoil_raise(x->st, %d, (long long)idx[e], (long long)X);\n\t\t\treturn;\n\t\t}\n", code);
 	out(c, "\tmemcpy(dst, %s, (size_t)all * sizeof(%s));\n", arg(c, 0), T);
 	/* shapes and strides of index, src and self (= out) */
@@ -609,13 +614,16 @@ static void scatter(xctx *c)
 	static const char *const nm[3] = {"ist", "sst", "ost"};
 	out(c, "\tconst int64_t ish[%d] = {", R);
 	for (int i = 0; i < R; i++)
-		out(c, "%s%s", i ? ", " : "", dimc(c, &ix->shape[i]));
+		out(c, "%s%s", i ? ", " : "", dimc(c, &walk->shape[i]));
 	out(c, "};\n");
 	for (int k = 0; k < 3; k++) {
 		out(c, "\tint64_t %s[%d];\n\t%s[%d] = 1;\n", nm[k], R, nm[k], R - 1);
 		for (int i = R - 2; i >= 0; i--)
 			out(c, "\t%s[%d] = %s[%d] * %s;\n", nm[k], i, nm[k], i + 1, dimc(c, &sh[k]->shape[i + 1]));
 	}
+	if (ia) /* the 1-d index: position j along dim reads idx[j], whatever the column */
+		for (int i = 0; i < R; i++)
+			out(c, "\tist[%d] = %d;\n", i, i == d);
 	out(c, "\tconst int64_t m = ish[%d], cols = m ? n / m : 0, work = n;\n\t(void)work;\n", d);
 	if (mean) { /* per-thread counts of the targets of one column */
 		int oom = emit_err_code(c->errs, c->ir, c->ir->nodes[outv].gnode, "out of memory (%lld counts, %lld)");
@@ -635,7 +643,8 @@ static void scatter(xctx *c)
 		out(c, "\t\t\tfor (int64_t j = 0; j < m; j++)\n\t\t\t\tdst[COIL_T_(j)] = %s;\n",
 		    scatter_ident(o->dtype, red));
 	out(c, "\t\t\tfor (int64_t j = 0; j < m; j++) {\n\t\t\t\tconst int64_t t = COIL_T_(j);\n"
-	       "\t\t\t\tconst %s v = src[so + j * sst[%d]], a = dst[t];\n", T, d);
+	       "\t\t\t\tconst %s v = %ssrc[so + j * sst[%d]], a = dst[t];\n", T,
+	    alpha != 1 ? arena_printf(c->ir->arena, "(%s)%.17g * ", T, alpha) : "", d);
 	const int fl = dtype_is_float(o->dtype);
 	if (!strcmp(red, "sum") || mean)
 		out(c, "\t\t\t\tdst[t] = a + v;\n");
@@ -811,7 +820,7 @@ static int half_refused(xctx *c)
 				if (c->n->args[a].v[k] >= 0) {
 					coil_dtype t = c->ir->g->vals[c->n->args[a].v[k]].dtype;
 					half |= dtype_is_half(t);
-					same &= t == t0 || (c->n->op == OP_EMBEDDING && a == 1) ||
+					same &= t == t0 || (c->n->op == OP_EMBEDDING && a == 1) || (c->n->op == OP_INDEX_ADD && a == 2) ||
 						((c->n->op == OP_INDEX_SELECT || c->n->op == OP_GATHER) && a == 2);
 				}
 	if (!half)
@@ -863,7 +872,7 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 	case OP_EMBEDDING: embedding(&c); return;
 	case OP_INDEX_SELECT: index_select(&c); return;
 	case OP_GATHER: gather(&c); return;
-	case OP_SCATTER_ADD: case OP_SCATTER_REDUCE: scatter(&c); return;
+	case OP_SCATTER_ADD: case OP_SCATTER_REDUCE: case OP_INDEX_ADD: scatter(&c); return;
 	case OP_CONSTANT_PAD_ND: pad(&c); return;
 	case OP_ROLL: roll(&c); return;
 	default:

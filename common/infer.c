@@ -1704,6 +1704,34 @@ static int infer_scatter(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
+static int infer_index_add(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0), *ix = node_in(g, n, 2), *src = node_in(g, n, 3);
+	char b1[200], b2[200];
+	int d;
+	if (x->rank == 0)
+		return unsupported(err, ARGERR(0, "a 0-dim input is not supported"));
+	if (wrap_dim(g, n, err, 1, n->args[1].i, x->rank, &d))
+		return -1;
+	if (ix->dtype != COIL_I64 && ix->dtype != COIL_I32)
+		return ARGERR(2, "index must be i64 or i32, not %s", dtype_name(ix->dtype));
+	if (ix->rank > 1)
+		return ARGERR(2, "index must be 0-d or 1-d, got rank %d", ix->rank);
+	if (src->dtype != x->dtype)
+		return ARGERR(3, "dtype %s differs from self's %s", dtype_name(src->dtype), dtype_name(x->dtype));
+	if (x->dtype == COIL_BOOL || dtype_is_half(x->dtype))
+		return unsupported(err, ARGERR(0, "dtype %s is not supported", dtype_name(x->dtype)));
+	const coil_dim len = ix->rank ? ix->shape[0] : dim_const(1);
+	int ok = src->rank == x->rank;
+	for (int i = 0; ok && i < x->rank; i++)
+		ok = dim_eq(&src->shape[i], i == d ? &len : &x->shape[i]);
+	if (!ok)
+		return ARGERR(3, "shape %s: expected self's %s with dim %d the index's length", shp(g, src, b1, sizeof b1),
+			      shp(g, x, b2, sizeof b2), d);
+	set_out(g, n, 0, x->dtype, x->rank, x->shape);
+	return 0;
+}
+
 static int infer_index_select(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0), *ix = node_in(g, n, 2);

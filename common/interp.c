@@ -548,9 +548,12 @@ static int eval_gather(ictx *c, coil_node *n)
 static int eval_scatter(ictx *c, coil_node *n)
 {
 	itensor *x = IN(n, 0), *ix = IN(n, 2), *src = IN(n, 3), *o = OUT(n, 0);
-	const int R = ix->rank, d = (int)(n->args[1].i < 0 ? n->args[1].i + R : n->args[1].i);
-	const char *red = n->op == OP_SCATTER_ADD ? "sum" : n->args[4].s;
-	const int self_in = n->op == OP_SCATTER_ADD || n->args[5].i;
+	const int ia = n->op == OP_INDEX_ADD; /* index 1-d along dim; positions run over source */
+	const int R = x->rank, d = (int)(n->args[1].i < 0 ? n->args[1].i + R : n->args[1].i);
+	const char *red = n->op == OP_SCATTER_REDUCE ? n->args[4].s : "sum";
+	const int self_in = n->op != OP_SCATTER_REDUCE || n->args[5].i;
+	const real alpha = ia && n->args[4].kind == ARG_SCALAR ? (n->args[4].is_int ? (real)n->args[4].i : n->args[4].f) : 1;
+	const itensor *walk = ia ? src : ix; /* the positions */
 	int64_t xs[COIL_MAX_RANK], ss[COIL_MAX_RANK], idx[COIL_MAX_RANK] = {0};
 	strides_of(x->shape, R, xs);
 	strides_of(src->shape, R, ss);
@@ -564,13 +567,13 @@ static int eval_scatter(ictx *c, coil_node *n)
 		return rterr(c, n, "out of memory");
 	const int sum = !strcmp(red, "sum") || !strcmp(red, "mean"), prod = !strcmp(red, "prod"), mx = !strcmp(red, "amax");
 	for (int pass = self_in; pass < 2; pass++) /* pass 0: identities at the targets hit */
-		for (int64_t e = 0; e < ix->numel; e++) {
-			int64_t to = 0, from = 0;
+		for (int64_t e = 0; e < walk->numel; e++) {
+			int64_t to = 0, from = 0, k = (int64_t)ix->d[ia ? idx[d] : e];
 			for (int i = 0; i < R; i++) {
-				to += (i == d ? (int64_t)ix->d[e] : idx[i]) * xs[i];
+				to += (i == d ? k : idx[i]) * xs[i];
 				from += idx[i] * ss[i];
 			}
-			real v = src->d[from];
+			real v = src->d[from] * alpha;
 			if (pass == 0)
 				o->d[to] = sum ? 0 : prod ? 1 : mx ? -INFINITY : INFINITY;
 			else {
@@ -579,7 +582,7 @@ static int eval_scatter(ictx *c, coil_node *n)
 					 : isnan(o->d[to]) || isnan(v) ? NAN
 					 : mx ? (v > o->d[to] ? v : o->d[to]) : (v < o->d[to] ? v : o->d[to]);
 			}
-			for (int i = R - 1; i >= 0 && ++idx[i] == ix->shape[i]; i--)
+			for (int i = R - 1; i >= 0 && ++idx[i] == walk->shape[i]; i--)
 				idx[i] = 0;
 		}
 	if (!strcmp(red, "mean"))

@@ -1611,6 +1611,19 @@ def data_cases():
     case(sr, R(3, 4, dt=i64), 0, R(5, 4, dt=i64, lo=0, hi=2), R(5, 4, dt=i64, lo=-7, hi=7), "mean",
          name="scatter_reduce mean i64 (floor)")
     case(sr, y, 0, R(2, 5, dt=i64, lo=0, hi=3), R(2, 5), "max", name="scatter_reduce unknown reduce")
+    ia = "aten.index_add"
+    y = R(5, 4)
+    case(ia, y, 0, T([4, 0, 4, 2, 4, 1], i64), R(6, 4))
+    case(ia, y, 1, T([3, 3, 0], i64), R(5, 3))
+    case(ia, y, -1, T([1, 0], i32), R(5, 2), kwargs={"alpha": 2.5}, name="index_add alpha 2.5, i32 index")
+    case(ia, R(3, 5, 2), 1, T([4, 4, 4], i64), R(3, 3, 2), name="index_add 3-d, one target")
+    case(ia, R(6), 0, T(2, i64), R(1), name="index_add 0-d index")
+    case(ia, R(5, 4, dt=i64), 0, T([1, 1, 0], i64), R(3, 4, dt=i64), kwargs={"alpha": 3}, name="index_add i64 alpha 3")
+    case(ia, Sym(R(5, 4), [5, "f"]), 0, Sym(R(7, dt=i64, lo=0, hi=4), ["e"]), Sym(R(7, 4), ["e", "f"]),
+         name="index_add symbolic (edges e, features f)")
+    case(ia, y, 0, T([5], i64), R(1, 4), name="index_add index out of range")
+    case(ia, y, 0, T([1, 2], i64), R(3, 4), name="index_add source of the wrong length")
+    case(ia, y, 0, T([1, 2], i64), R(2, 4, dt=f64), name="index_add source of another dtype")
     ix = "aten.index_select"
     y = R(4, 5, 3)
     for d in (0, 1, 2, -1):
