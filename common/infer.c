@@ -1704,19 +1704,29 @@ static int infer_scatter(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
-static int infer_index_add(coil_graph *g, coil_node *n, coil_err *err)
+/* index_select and index_add: self of rank >= 1, dim (args[1]) wrapped into *d,
+ * an i64 or i32 index (args[2]) of rank <= 1. */
+static int check_index_1d(coil_graph *g, coil_node *n, coil_err *err, int *d)
 {
-	coil_value *x = node_in(g, n, 0), *ix = node_in(g, n, 2), *src = node_in(g, n, 3);
-	char b1[200], b2[200];
-	int d;
+	coil_value *x = node_in(g, n, 0), *ix = node_in(g, n, 2);
 	if (x->rank == 0)
 		return unsupported(err, ARGERR(0, "a 0-dim input is not supported"));
-	if (wrap_dim(g, n, err, 1, n->args[1].i, x->rank, &d))
+	if (wrap_dim(g, n, err, 1, n->args[1].i, x->rank, d))
 		return -1;
 	if (ix->dtype != COIL_I64 && ix->dtype != COIL_I32)
 		return ARGERR(2, "index must be i64 or i32, not %s", dtype_name(ix->dtype));
 	if (ix->rank > 1)
 		return ARGERR(2, "index must be 0-d or 1-d, got rank %d", ix->rank);
+	return 0;
+}
+
+static int infer_index_add(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0), *ix = node_in(g, n, 2), *src = node_in(g, n, 3);
+	char b1[200], b2[200];
+	int d;
+	if (check_index_1d(g, n, err, &d))
+		return -1;
 	if (src->dtype != x->dtype)
 		return ARGERR(3, "dtype %s differs from self's %s", dtype_name(src->dtype), dtype_name(x->dtype));
 	if (x->dtype == COIL_BOOL || dtype_is_half(x->dtype))
@@ -1736,14 +1746,8 @@ static int infer_index_select(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0), *ix = node_in(g, n, 2);
 	int d;
-	if (x->rank == 0)
-		return unsupported(err, ARGERR(0, "a 0-dim input is not supported"));
-	if (wrap_dim(g, n, err, 1, n->args[1].i, x->rank, &d))
+	if (check_index_1d(g, n, err, &d))
 		return -1;
-	if (ix->dtype != COIL_I64 && ix->dtype != COIL_I32)
-		return ARGERR(2, "index must be i64 or i32, not %s", dtype_name(ix->dtype));
-	if (ix->rank > 1)
-		return ARGERR(2, "index must be 0-d or 1-d, got rank %d", ix->rank);
 	coil_dim out[COIL_MAX_RANK];
 	memcpy(out, x->shape, sizeof(coil_dim) * (size_t)x->rank);
 	out[d] = ix->rank ? ix->shape[0] : dim_const(1);
