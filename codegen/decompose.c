@@ -430,7 +430,7 @@ static int view(dctx *c, int k)
 		p.shape[d] = dim_const(1);
 		return reshape(c, add(c, &p), o->rank, o->shape);
 	}
-	case OP_SPLIT: case OP_SPLIT_WITH_SIZES: {
+	case OP_SPLIT: case OP_UNSAFE_SPLIT: case OP_SPLIT_WITH_SIZES: {
 		int d = (int)(ARG(2).i < 0 ? ARG(2).i + N(c, x)->rank : ARG(2).i);
 		coil_dim at = dim_const(0);
 		for (int j = 0; j < k; j++)
@@ -565,10 +565,15 @@ static void extern_op(dctx *c, int *res)
 {
 	const coil_node *n = c->n;
 	const op_info *oi = op_get(n->op);
-	int *xs = arena_alloc(c->ir->arena, 64 * sizeof(int)), nx = 0;
+	int cnt = 0, nx = 0;
 	for (int a = 0; a < oi->nargs; a++)
 		if (n->args[a].kind == ARG_TENSOR || n->args[a].kind == ARG_TENSORS)
-			for (int k = 0; k < n->args[a].n && nx < 64; k++)
+			cnt += n->args[a].n;
+	/* every tensor read (a cat of any number): the scheduler orders the kernel after them all */
+	int *xs = arena_alloc(c->ir->arena, (size_t)(cnt ? cnt : 1) * sizeof(int));
+	for (int a = 0; a < oi->nargs; a++)
+		if (n->args[a].kind == ARG_TENSOR || n->args[a].kind == ARG_TENSORS)
+			for (int k = 0; k < n->args[a].n; k++)
 				if (n->args[a].v[k] >= 0)
 					xs[nx++] = c->ir->val_node[n->args[a].v[k]];
 	for (int k = 0; k < n->nout; k++) {
@@ -627,7 +632,8 @@ int ir_decompose(coil_ir *ir, coil_err *err)
 	}
 	for (int i = 0; i < g->nnodes && !c.bad; i++) {
 		coil_node *n = &g->nodes[i];
-		int res[64] = {0};
+		/* one IR node per result: split and unbind may name hundreds */
+		int *res = arena_alloc(ir->arena, (size_t)(n->nout > 64 ? n->nout : 64) * sizeof(int));
 		c.n = n;
 		c.gnode = i;
 		const coil_value *o = node_out(g, n, 0);
@@ -641,7 +647,7 @@ int ir_decompose(coil_ir *ir, coil_err *err)
 		case PW: res[0] = pointwise(&c, o->dtype); break;
 		case RED: reduction(&c, res); break;
 		case VIEW:
-			for (int k = 0; k < n->nout && k < 64; k++)
+			for (int k = 0; k < n->nout; k++)
 				res[k] = view(&c, k);
 			break;
 		case COMP: composite(&c, res); break;
@@ -660,7 +666,7 @@ int ir_decompose(coil_ir *ir, coil_err *err)
 		}
 		if (c.bad)
 			goto fail;
-		for (int k = 0; k < n->nout && k < 64; k++) {
+		for (int k = 0; k < n->nout; k++) {
 			const coil_value *ov = node_out(g, n, k);
 			int r = cast(&c, res[k], ov->dtype);
 			ir_node *rn = N(&c, r);

@@ -1566,7 +1566,7 @@ static int infer_split(coil_graph *g, coil_node *n, coil_err *err)
 		return ARGERR(0, "cannot split a 0-dim tensor");
 	coil_dim out[COIL_MAX_RANK];
 	memcpy(out, x->shape, sizeof(coil_dim) * (size_t)x->rank);
-	if (n->op == OP_SPLIT) {
+	if (n->op == OP_SPLIT || n->op == OP_UNSAFE_SPLIT) {
 		if (n->args[1].kind != ARG_INT || n->args[1].i < 0)
 			return ARGERR(1, "must be a non-negative static integer");
 		int64_t ss = n->args[1].i, size;

@@ -167,6 +167,7 @@
 	X(STACK, "aten.stack.default", "Tensor[] tensors, int dim=0", 1, MOVE, stack, stack)              \
 	X(UNBIND, "aten.unbind.int", "Tensor self, int dim=0", -1, VIEW, unbind, unbind)                \
 	X(SPLIT, "aten.split.Tensor", "Tensor self, SymInt split_size, int dim=0", -1, VIEW, split, split) \
+	X(UNSAFE_SPLIT, "aten.unsafe_split.Tensor", "Tensor self, SymInt split_size, int dim=0", -1, VIEW, split, split) \
 	X(SPLIT_WITH_SIZES, "aten.split_with_sizes.default", "Tensor self, SymInt[] split_sizes, int dim=0", -1, VIEW, split, split) \
 	X(CONSTANT_PAD_ND, "aten.constant_pad_nd.default", "Tensor self, SymInt[] pad, Scalar value=0", 1, MOVE, pad, pad) \
 	/* out[..., i, ...] = self[..., index[..., i, ...], ...] along dim; out has index's shape */   \

@@ -1529,6 +1529,15 @@ def data_cases():
     case(sp, R(2, 5, dt=b8), 2, 1)
     case(sp, y, 3, null_outs=(1,), name="split.Tensor with an unused chunk")
     case(sp, y, 3, 2)
+    # more than 64 results or inputs (the IR once kept 64: later results read the first input)
+    case(sp, R(2, 200), 2, 1, name="split.Tensor into 100 chunks")
+    case("aten.unbind.int", R(70, 3), name="unbind into 70 results")
+    case(ct, [R(1, 3) for _ in range(70)], name="cat of 70 tensors")
+    case("aten.stack", [R(2) for _ in range(70)], 1, name="stack of 70 tensors")
+    us = "aten.unsafe_split.Tensor"
+    case(us, y, 3)
+    case(us, y, 5, -1)
+    case(us, y, 3, null_outs=(1,), name="unsafe_split.Tensor with an unused chunk")
     sw = "aten.split_with_sizes"
     case(sw, y, [2, 0, 5])
     case(sw, y, [10, 3], 1)
