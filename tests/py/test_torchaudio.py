@@ -1,0 +1,82 @@
+"""torchaudio's models (Debian's python3-torchaudio 0.13) through coil.compile against eager.
+
+Small configurations of the real model classes, random weights, one input each: what a user
+leaving torchvision meets first (group norm and PReLU in ConvTasNet, stack/unbind in
+DeepSpeech, (tensor, None) outputs and weight norm in wav2vec2 and HuBERT, index_select and an
+unrolled GRU in WaveRNN). Max abs error <= 1e-4 relative to the output's scale.
+"""
+import os
+import sys
+import tempfile
+import time
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import Tap  # noqa: E402
+
+import torch  # noqa: E402
+
+COIL = os.environ.get("COIL", "build/coil")
+TOL = 1e-4
+warnings.filterwarnings("ignore")
+
+
+def rel_err(want, got):
+    want, got = want.double(), got.double()
+    return float((want - got).abs().max()) / max(float(want.abs().max()), 1e-12)
+
+
+def models(M):
+    w2v = dict(extractor_mode="group_norm", extractor_conv_layer_config=[(32, 10, 5), (32, 3, 2), (32, 2, 2)],
+               extractor_conv_bias=False, encoder_embed_dim=48, encoder_projection_dropout=0.0,
+               encoder_pos_conv_kernel=16, encoder_pos_conv_groups=4, encoder_num_layers=2, encoder_num_heads=4,
+               encoder_attention_dropout=0.0, encoder_ff_interm_features=96, encoder_ff_interm_dropout=0.0,
+               encoder_dropout=0.0, encoder_layer_norm_first=False, encoder_layer_drop=0.0)
+    return [
+        ("ConvTasNet", lambda: M.ConvTasNet(num_sources=2, enc_kernel_size=16, enc_num_feats=32, msk_kernel_size=3,
+                                            msk_num_feats=16, msk_num_hidden_feats=32, msk_num_layers=3,
+                                            msk_num_stacks=2), (torch.randn(1, 1, 1600),)),
+        ("DeepSpeech", lambda: M.DeepSpeech(n_feature=40, n_hidden=48, n_class=10), (torch.randn(2, 1, 30, 40),)),
+        ("Wav2Letter", lambda: M.Wav2Letter(num_classes=10, input_type="mfcc", num_features=13),
+         (torch.randn(1, 13, 60),)),
+        ("wav2vec2", lambda: M.wav2vec2_model(aux_num_out=None, **w2v), (torch.randn(1, 1600),)),
+        ("wav2vec2 with an aux head, batch 2 (HuBERT fine-tuned form)", lambda: M.wav2vec2_model(aux_num_out=12, **w2v), (torch.randn(2, 1200),)),
+        ("WaveRNN", lambda: M.WaveRNN(upsample_scales=[2, 2], n_classes=32, hop_length=4, n_res_block=1, n_rnn=16,
+                                      n_fc=16, kernel_size=3, n_freq=12, n_hidden=8, n_output=8),
+         (torch.randn(1, 1, 4 * 10), torch.randn(1, 1, 12, 12))),
+    ]
+
+
+def main():
+    t = Tap()
+    try:
+        import torchaudio
+        import coil
+    except Exception as e:  # noqa: BLE001
+        t.ok(False, "import torchaudio and coil (deploy/install-deps.sh installs python3-torchaudio)", repr(e))
+        t.done()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, make, ins in models(torchaudio.models):
+            m = make().eval()
+            t0 = time.time()
+            try:
+                f = coil.compile(m, ins, cache_dir=os.path.join(tmp, "cache"), threads=2, coil=COIL)
+                got = f(*ins)
+            except coil.CoilError as e:
+                t.ok(False, "%s compiles and runs" % name, str(e)[:2000])
+                continue
+            with torch.no_grad():
+                want = m(*ins)
+            w = want if isinstance(want, tuple) else (want,)
+            g = got if isinstance(got, tuple) else (got,)
+            same = len(w) == len(g) and all((a is None) == (b is None) for a, b in zip(w, g))
+            errs = [rel_err(a, b) for a, b in zip(w, g) if a is not None and b is not None] if same else [float("inf")]
+            t.ok(same and max(errs) <= TOL, "%s matches eager (rel err %.2e; outputs %s; %.1f s)" % (
+                name, max(errs), ["None" if a is None else tuple(a.shape) for a in w], time.time() - t0))
+    t.done()
+
+
+if __name__ == "__main__":
+    main()
