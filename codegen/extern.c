@@ -583,6 +583,34 @@ static const char *scatter_ident(coil_dtype t, const char *red)
 	}
 }
 
+/* The reduction of the value a at a target with the value v, as C (amax and
+ * amin of floats propagate NaN). */
+static const char *scatter_combine(int fl, const char *red)
+{
+	if (!strcmp(red, "sum") || !strcmp(red, "mean"))
+		return "a + v";
+	if (!strcmp(red, "prod"))
+		return "a * v";
+	if (!strcmp(red, "amax"))
+		return fl ? "a != a || v != v ? a + v : v > a ? v : a" : "v > a ? v : a";
+	return fl ? "a != a || v != v ? a + v : v < a ? v : a" : "v < a ? v : a";
+}
+
+/* Opens the parallel region of a scatter kernel; for mean, per-thread counts
+ * (ctype) of the X targets times `per` columns, as cnt. */
+static void scatter_open(xctx *c, int outv, int mean, const char *ctype, int per)
+{
+	if (mean) {
+		int oom = emit_err_code(c->errs, c->ir, c->ir->nodes[outv].gnode, "out of memory (%lld counts, %lld)");
+		out(c, "\t%s *cnts = calloc((size_t)(nt > 0 ? nt : 1) * (size_t)(X ? X : 1) * %d, sizeof *cnts);\n"
+		       "\tif (!cnts) {\n\t\tcoil_raise(x->st, %d, (long long)X, %d);\n\t\treturn;\n\t}\n",
+		    ctype, per, oom, per);
+	}
+	out(c, "\t#pragma omp parallel num_threads(nt) if (nt > 1 && work > 32768)\n\t{\n");
+	if (mean)
+		out(c, "\t\t%s *cnt = cnts + (size_t)omp_get_thread_num() * (size_t)(X ? X : 1) * %d;\n", ctype, per);
+}
+
 /* scatter_add / scatter_reduce.two.  out = self, then for each column (the
  * index positions sharing their coordinates off dim, whose targets no other
  * column touches) the rows in order: one thread per column, no atomics, the
@@ -609,6 +637,43 @@ static void scatter(xctx *c)
 	out(c, "\tfor (int64_t e = 0; e < ni; e++)\n\t\tif (idx[e] < 0 || idx[e] >= X) {\n");
 	out(c, "\t\t\tcoil_raise(x->st, %d, (long long)idx[e], (long long)X);\n\t\t\treturn;\n\t\t}\n", code);
 	out(c, "\tmemcpy(dst, %s, (size_t)all * sizeof(%s));\n", arg(c, 0), T);
+	/* dim 0 with every other dim the same in index (or source), src and self: rows of
+	 * C contiguous columns (GNN messages [edges, features]): tiles of 16 columns, each
+	 * task streaming all rows through its tile, its targets those columns alone */
+	int fast = d == 0;
+	for (int i = 1; fast && i < R; i++)
+		fast = dim_eq(&walk->shape[i], &x0->shape[i]) && dim_eq(&sr->shape[i], &x0->shape[i]);
+	if (fast) {
+		const char *at = ia ? "idx[j]" : "idx[j * C + q]";
+		const char *vmul = alpha != 1 ? arena_printf(c->ir->arena, "(%s)%.17g * ", T, alpha) : "";
+		out(c, "\tconst int64_t C = %s, m = %s, ntile = (C + 15) / 16, work = n;\n\t(void)work;\n",
+		    prod(c, x0, 1, R), dimc(c, &walk->shape[0]));
+		scatter_open(c, outv, mean, "int32_t", 16);
+		out(c, "\t\t#pragma omp for schedule(static)\n\t\tfor (int64_t tl = 0; tl < ntile; tl++) {\n"
+		       "\t\t\tconst int64_t c0 = tl * 16, c1 = C - c0 < 16 ? C : c0 + 16;\n");
+		if (!self_in)
+			out(c, "\t\t\tfor (int64_t j = 0; j < m; j++)\n\t\t\t\tfor (int64_t q = c0; q < c1; q++)\n"
+			       "\t\t\t\t\tdst[%s * C + q] = %s;\n", at, scatter_ident(o->dtype, red));
+		out(c, "\t\t\tfor (int64_t j = 0; j < m; j++)\n\t\t\t\tfor (int64_t q = c0; q < c1; q++) {\n"
+		       "\t\t\t\t\tconst int64_t t = %s * C + q;\n"
+		       "\t\t\t\t\tconst %s v = %ssrc[j * C + q], a = dst[t];\n", at, T, vmul);
+		const int fl = dtype_is_float(o->dtype);
+		out(c, "\t\t\t\t\tdst[t] = %s;\n", scatter_combine(fl, red));
+		if (mean)
+			out(c, "\t\t\t\t\tcnt[%s * 16 + (q - c0)]++;\n", at);
+		out(c, "\t\t\t\t}\n");
+		if (mean)
+			out(c, "\t\t\tfor (int64_t j = 0; j < m; j++)\n\t\t\t\tfor (int64_t q = c0; q < c1; q++) {\n"
+			       "\t\t\t\t\tint32_t *k = &cnt[%s * 16 + (q - c0)];\n"
+			       "\t\t\t\t\tif (*k) {\n\t\t\t\t\t\tconst int64_t t = %s * C + q;\n"
+			       "\t\t\t\t\t\tdst[t] = %s;\n\t\t\t\t\t\t*k = 0;\n\t\t\t\t\t}\n\t\t\t\t}\n",
+			    at, at, fl ? arena_printf(c->ir->arena, "dst[t] / (%s)(*k + %d)", T, self_in)
+				       : arena_printf(c->ir->arena, "(%s)coil_fdiv((int64_t)dst[t], *k + %d)", T, self_in));
+		out(c, "\t\t}\n\t}\n");
+		if (mean)
+			out(c, "\tfree(cnts);\n");
+		return;
+	}
 	/* shapes and strides of index, src and self (= out) */
 	const ir_node *sh[3] = {ix, sr, x0};
 	static const char *const nm[3] = {"ist", "sst", "ost"};
@@ -625,14 +690,7 @@ static void scatter(xctx *c)
 		for (int i = 0; i < R; i++)
 			out(c, "\tist[%d] = %d;\n", i, i == d);
 	out(c, "\tconst int64_t m = ish[%d], cols = m ? n / m : 0, work = n;\n\t(void)work;\n", d);
-	if (mean) { /* per-thread counts of the targets of one column */
-		int oom = emit_err_code(c->errs, c->ir, c->ir->nodes[outv].gnode, "out of memory (%lld counts, %lld)");
-		out(c, "\tint64_t *cnts = calloc((size_t)(nt > 0 ? nt : 1) * (size_t)(X ? X : 1), sizeof *cnts);\n"
-		       "\tif (!cnts) {\n\t\tcoil_raise(x->st, %d, (long long)X, 0);\n\t\treturn;\n\t}\n", oom);
-	}
-	out(c, "\t#pragma omp parallel num_threads(nt) if (nt > 1 && work > 32768)\n\t{\n");
-	if (mean)
-		out(c, "\t\tint64_t *cnt = cnts + (size_t)omp_get_thread_num() * (size_t)(X ? X : 1);\n");
+	scatter_open(c, outv, mean, "int64_t", 1);
 	out(c, "\t\t#pragma omp for schedule(static)\n\t\tfor (int64_t col = 0; col < cols; col++) {\n");
 	out(c, "\t\t\tint64_t rest = col, io = 0, so = 0, oo = 0;\n");
 	out(c, "\t\t\tfor (int i = %d; i >= 0; i--) {\n\t\t\t\tif (i == %d)\n\t\t\t\t\tcontinue;\n"
@@ -646,13 +704,7 @@ static void scatter(xctx *c)
 	       "\t\t\t\tconst %s v = %ssrc[so + j * sst[%d]], a = dst[t];\n", T,
 	    alpha != 1 ? arena_printf(c->ir->arena, "(%s)%.17g * ", T, alpha) : "", d);
 	const int fl = dtype_is_float(o->dtype);
-	if (!strcmp(red, "sum") || mean)
-		out(c, "\t\t\t\tdst[t] = a + v;\n");
-	else if (!strcmp(red, "prod"))
-		out(c, "\t\t\t\tdst[t] = a * v;\n");
-	else
-		out(c, "\t\t\t\tdst[t] = %sv %s a ? v : a;\n", fl ? "a != a || v != v ? a + v : " : "",
-		    !strcmp(red, "amax") ? ">" : "<");
+	out(c, "\t\t\t\tdst[t] = %s;\n", scatter_combine(fl, red));
 	if (mean)
 		out(c, "\t\t\t\tcnt[idx[io + j * ist[%d]]]++;\n", d);
 	out(c, "\t\t\t}\n");

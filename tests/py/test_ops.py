@@ -1620,6 +1620,12 @@ def data_cases():
     case(sr, R(3, 4, dt=i64), 0, R(5, 4, dt=i64, lo=0, hi=2), R(5, 4, dt=i64, lo=-7, hi=7), "mean",
          name="scatter_reduce mean i64 (floor)")
     case(sr, y, 0, R(2, 5, dt=i64, lo=0, hi=3), R(2, 5), "max", name="scatter_reduce unknown reduce")
+    # rows of 40 columns (three tiles of 16, the last ragged: the [edges, features] path)
+    case(sr, R(9, 40), 0, R(50, 40, dt=i64, lo=0, hi=8), R(50, 40), "mean", kwargs={"include_self": False},
+         name="scatter_reduce mean over rows of 40 columns")
+    case(sr, R(9, 4, 10), 0, R(50, 4, 10, dt=i64, lo=0, hi=8), R(50, 4, 10), "amax",
+         name="scatter_reduce amax over rows of 4x10 columns")
+    case(sa, R(9, 40, dt=i64), 0, R(30, 40, dt=i64, lo=0, hi=8), R(30, 40, dt=i64), name="scatter_add i64 rows of 40")
     ia = "aten.index_add"
     y = R(5, 4)
     case(ia, y, 0, T([4, 0, 4, 2, 4, 1], i64), R(6, 4))
@@ -1627,6 +1633,8 @@ def data_cases():
     case(ia, y, -1, T([1, 0], i32), R(5, 2), kwargs={"alpha": 2.5}, name="index_add alpha 2.5, i32 index")
     case(ia, R(3, 5, 2), 1, T([4, 4, 4], i64), R(3, 3, 2), name="index_add 3-d, one target")
     case(ia, R(6), 0, T(2, i64), R(1), name="index_add 0-d index")
+    case(ia, R(9, 37), 0, R(60, dt=i64, lo=0, hi=8), R(60, 37), kwargs={"alpha": -0.5},
+         name="index_add rows of 37 columns, alpha -0.5")
     case(ia, R(5, 4, dt=i64), 0, T([1, 1, 0], i64), R(3, 4, dt=i64), kwargs={"alpha": 3}, name="index_add i64 alpha 3")
     case(ia, Sym(R(5, 4), [5, "f"]), 0, Sym(R(7, dt=i64, lo=0, hi=4), ["e"]), Sym(R(7, 4), ["e", "f"]),
          name="index_add symbolic (edges e, features f)")
