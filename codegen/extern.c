@@ -532,6 +532,15 @@ static void cat(xctx *c)
 	}
 }
 
+/* Checks every idx[e], e < count, against [0, bound) before the kernel writes
+ * anything: the first out of range fails the run, named with msg (index, bound). */
+static void index_check(xctx *c, int outv, const char *count, const char *bound, const char *msg)
+{
+	int code = emit_err_code(c->errs, c->ir, c->ir->nodes[outv].gnode, msg);
+	out(c, "\tfor (int64_t e = 0; e < %s; e++)\n\t\tif ((int64_t)idx[e] < 0 || (int64_t)idx[e] >= %s) {\n", count, bound);
+	out(c, "\t\t\tcoil_raise(x->st, %d, (long long)idx[e], (long long)%s);\n\t\t\treturn;\n\t\t}\n", code, bound);
+}
+
 /* gather: out has index's shape; along dim it reads self at the index, elsewhere
  * at its own coordinates (self's strides).  Indices are checked first. */
 static void gather(xctx *c)
@@ -541,12 +550,10 @@ static void gather(xctx *c)
 		return;
 	ir_node *x0 = argn(c, 0), *ix = argn(c, 2), *o = &c->ir->nodes[outv];
 	const int R = ix->rank, d = R ? (int)(c->n->args[1].i < 0 ? c->n->args[1].i + R : c->n->args[1].i) : 0;
-	int code = emit_err_code(c->errs, c->ir, c->ir->nodes[outv].gnode, "index %lld out of range for a dim of size %lld");
 	out(c, "\tconst int64_t n = %s, X = %s, work = n;\n\t(void)work;\n", prod(c, ix, 0, R),
 	    x0->rank ? dimc(c, &x0->shape[d]) : "1");
 	out(c, "\tconst int64_t *restrict idx = %s;\n", arg(c, 2));
-	out(c, "\tfor (int64_t e = 0; e < n; e++)\n\t\tif (idx[e] < 0 || idx[e] >= X) {\n");
-	out(c, "\t\t\tcoil_raise(x->st, %d, (long long)idx[e], (long long)X);\n\t\t\treturn;\n\t\t}\n", code);
+	index_check(c, outv, "n", "X", "index %lld out of range for a dim of size %lld");
 	/* coordinates of e over index's shape; self's offset with dim d from the index */
 	out(c, "\tconst int64_t ish[%d] = {", R ? R : 1);
 	for (int i = 0; i < R; i++)
@@ -629,13 +636,11 @@ static void scatter(xctx *c)
 	const char *T = emit_ctype(o->dtype);
 	const coil_arg *al = &c->n->args[4];
 	const double alpha = ia && al->kind == ARG_SCALAR ? (al->is_int ? (double)al->i : al->f) : 1;
-	int code = emit_err_code(c->errs, c->ir, c->ir->nodes[outv].gnode, "index %lld out of range for a dim of size %lld");
 	out(c, "\tconst int64_t n = %s, ni = %s, X = %s, all = %s;\n", prod(c, walk, 0, R), prod(c, ix, 0, ix->rank),
 	    dimc(c, &x0->shape[d]), prod(c, x0, 0, R));
 	out(c, "\tconst %s *restrict idx = %s;\n\tconst %s *restrict src = %s;\n\t%s *restrict dst = %s;\n",
 	    emit_ctype(ix->dtype), arg(c, 2), T, arg(c, 3), T, buf(c, outv));
-	out(c, "\tfor (int64_t e = 0; e < ni; e++)\n\t\tif (idx[e] < 0 || idx[e] >= X) {\n");
-	out(c, "\t\t\tcoil_raise(x->st, %d, (long long)idx[e], (long long)X);\n\t\t\treturn;\n\t\t}\n", code);
+	index_check(c, outv, "ni", "X", "index %lld out of range for a dim of size %lld");
 	out(c, "\tmemcpy(dst, %s, (size_t)all * sizeof(%s));\n", arg(c, 0), T);
 	/* dim 0 with every other dim the same in index (or source), src and self: rows of
 	 * C contiguous columns (GNN messages [edges, features]): tiles of 16 columns, each
@@ -728,12 +733,10 @@ static void index_select(xctx *c)
 		return;
 	ir_node *x0 = argn(c, 0), *ix = argn(c, 2), *o = &c->ir->nodes[outv];
 	const int d = (int)(c->n->args[1].i < 0 ? c->n->args[1].i + x0->rank : c->n->args[1].i);
-	int code = emit_err_code(c->errs, c->ir, c->ir->nodes[outv].gnode, "index %lld out of range for a dim of size %lld");
 	out(c, "\tconst int64_t outer = %s, inner = %s, X = %s, m = %s, work = outer * m * inner;\n", prod(c, x0, 0, d),
 	    prod(c, x0, d + 1, x0->rank), dimc(c, &x0->shape[d]), prod(c, ix, 0, ix->rank));
 	out(c, "\tconst %s *restrict idx = %s;\n", emit_ctype(ix->dtype), arg(c, 2));
-	out(c, "\tfor (int64_t e = 0; e < m; e++)\n\t\tif ((int64_t)idx[e] < 0 || (int64_t)idx[e] >= X) {\n");
-	out(c, "\t\t\tcoil_raise(x->st, %d, (long long)idx[e], (long long)X);\n\t\t\treturn;\n\t\t}\n", code);
+	index_check(c, outv, "m", "X", "index %lld out of range for a dim of size %lld");
 	out(c, PAR(2));
 	out(c, "\tfor (int64_t a = 0; a < outer; a++)\n\t\tfor (int64_t e = 0; e < m; e++)\n");
 	out(c, "\t\t\tmemcpy(%s + (a * m + e) * inner, %s + (a * X + (int64_t)idx[e]) * inner, (size_t)inner * sizeof(%s));\n",
@@ -748,12 +751,10 @@ static void embedding(xctx *c)
 	if (outv < 0)
 		return;
 	ir_node *w = argn(c, 0), *ix = argn(c, 1), *o = &c->ir->nodes[outv];
-	int code = emit_err_code(c->errs, c->ir, c->ir->nodes[outv].gnode, "index %lld out of range for %lld embeddings");
 	out(c, "\tconst int64_t n = %s, D = %s, V = %s, work = n * D;\n", prod(c, ix, 0, ix->rank), dimc(c, &w->shape[1]),
 	    dimc(c, &w->shape[0]));
 	out(c, "\tconst %s *restrict idx = %s;\n", emit_ctype(ix->dtype), arg(c, 1));
-	out(c, "\tfor (int64_t e = 0; e < n; e++)\n\t\tif ((int64_t)idx[e] < 0 || (int64_t)idx[e] >= V) {\n");
-	out(c, "\t\t\tcoil_raise(x->st, %d, (long long)idx[e], (long long)V);\n\t\t\treturn;\n\t\t}\n", code);
+	index_check(c, outv, "n", "V", "index %lld out of range for %lld embeddings");
 	out(c, PAR(1));
 	out(c, "\tfor (int64_t e = 0; e < n; e++)\n");
 	out(c, "\t\tmemcpy(%s + e * D, %s + (int64_t)idx[e] * D, (size_t)D * sizeof(%s));\n", buf(c, outv), arg(c, 0),
