@@ -37,6 +37,7 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
  * and of a value in a kernel (bf16 and f16: float, holding a value the
  * type can represent). */
 const char *emit_ctype(coil_dtype t);
+char *emit_cfmt(coil_arena *a, const char *s);
 const char *emit_vtype(coil_dtype t);
 /* The scalar conversions of the artifact's prelude (vmath.h): "bf16", "f16". */
 const char *emit_half(coil_dtype t);

@@ -231,29 +231,6 @@ static void emit_create_folds(ectx *c, FILE *f)
 	fprintf(f, "\t\tfree(arena);\n\t}\n");
 }
 
-/* s as the inside of a C string literal that is also a printf format:
- * user text (input names, node ids) never reaches the C unescaped. */
-static char *cfmt(coil_arena *a, const char *s)
-{
-	size_t n = strlen(s);
-	char *o = arena_alloc(a, 4 * n + 1), *p = o;
-	if (!o)
-		return "?";
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (ch == '%') {
-			*p++ = '%';
-			*p++ = '%';
-		} else if (isalnum(ch) || strchr(" _-+*/()[]<>=.,:;'", ch))
-			*p++ = (char)ch;
-		else
-			p += sprintf(p, "\\%03o", ch);
-	}
-	*p = 0;
-	return o;
-}
-
-
 /* bind(): the free symbols from the input shapes (each input's declared dim
  * checked), their ranges, the derived symbols, then every guard; each
  * failure names the input and dim bound to the symbol at fault. */
@@ -329,7 +306,7 @@ static void emit_bind(ectx *c, FILE *f)
 					  gd->node, n ? op_name(n->op) : "?");
 		if (in >= 0)
 			snprintf(w, sizeof w, "input %d dim %d (s%d = ", in, d, r);
-		fprintf(f, "\t\treturn fail(\"%s%s%s\", %s, 0);\n", in >= 0 ? w : "the inputs (", "%lld", cfmt(c->a, rest),
+		fprintf(f, "\t\treturn fail(\"%s%s%s\", %s, 0);\n", in >= 0 ? w : "the inputs (", "%lld", emit_cfmt(c->a, rest),
 			r >= 0 ? arena_printf(c->a, "sym[%d]", r) : "0");
 	}
 	if (t->n || g->nguards)

@@ -588,8 +588,10 @@ int emit_kernel(ectx *c, int k)
 
 int emit_err_code(emit_errs *e, coil_ir *ir, int gnode, const char *fmt)
 {
-	const char *op = gnode >= 0 ? op_name(ir->g->nodes[gnode].op) : "coil";
-	char *m = arena_printf(e->arena, "%s: %s", op, fmt);
+	const coil_node *n = gnode >= 0 ? &ir->g->nodes[gnode] : NULL;
+	char *m = !n ? arena_printf(e->arena, "coil: %s", fmt)
+	       : n->id ? arena_printf(e->arena, "node '%s' (%s): %s", emit_cfmt(e->arena, n->id), op_name(n->op), fmt)
+		       : arena_printf(e->arena, "%s: %s", op_name(n->op), fmt);
 	e->uses++;
 	for (int i = 1; i < e->n; i++)
 		if (!strcmp(e->msg[i], m))

@@ -1,5 +1,10 @@
 /* What every emitter (emit_c.c, vec.c, extern.c, emit_dnnl.c) spells the same
- * way: C type names, buffer names, and the index of a kept-dims output. */
+ * way: C type names, buffer names, the index of a kept-dims output, and user
+ * text inside a C string. */
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "codegen/emit.h"
 
 const char *emit_ctype(coil_dtype t)
@@ -48,4 +53,26 @@ void emit_kept_index(const ir_node *p, const ir_node *r0, char **outer, char **p
 			j++;
 		pidx[d] = outer[j++];
 	}
+}
+
+/* s as the inside of a C string literal that is also a printf format:
+ * user text (input names, node ids) never reaches the C unescaped. */
+char *emit_cfmt(coil_arena *a, const char *s)
+{
+	size_t n = strlen(s);
+	char *o = arena_alloc(a, 4 * n + 1), *p = o;
+	if (!o)
+		return "?";
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '%') {
+			*p++ = '%';
+			*p++ = '%';
+		} else if (isalnum(ch) || strchr(" _-+*/()[]<>=.,:;'", ch))
+			*p++ = (char)ch;
+		else
+			p += sprintf(p, "\\%03o", ch);
+	}
+	*p = 0;
+	return o;
 }

@@ -618,6 +618,67 @@ static void scatter_open(xctx *c, int outv, int mean, const char *ctype, int per
 		out(c, "\t\t%s *cnt = cnts + (size_t)omp_get_thread_num() * (size_t)(X ? X : 1) * %d;\n", ctype, per);
 }
 
+/* index_add / index_reduce along dim 0 of rows of C (GNN aggregation: messages
+ * [edges, features] into [nodes, features] by a 1-d target index).  Tasks: cc
+ * column chunks (of 32 columns or more: threads share the streaming of src)
+ * times tr target ranges of about equal edge counts (a sample of the index);
+ * a task walks the edges in order and reduces its part of the rows of its own
+ * targets, software-prefetched a few edges ahead (the targets are random
+ * rows).  Every element is reduced by one task in edge order: the same bits
+ * whatever the thread count, no atomics.  cnt (per column chunk) counts each
+ * target's edges, for mean and for include_self=False (the first edge starts
+ * from the identity). */
+static void scatter_rows(xctx *c, int outv, const char *red, int self_in, double alpha)
+{
+	ir_node *x0 = argn(c, 0), *sr = argn(c, 3), *o = &c->ir->nodes[outv];
+	const char *T = emit_ctype(o->dtype);
+	const int fl = dtype_is_float(o->dtype), mean = !strcmp(red, "mean"), counted = mean || !self_in;
+	out(c, "\tconst int64_t C = %s, m = %s;\n", prod(c, x0, 1, x0->rank), dimc(c, &sr->shape[0]));
+	out(c, "\tconst int tn = nt > 1 && m * C > 32768 ? (nt < 64 ? nt : 64) : 1;\n"
+	       "\tconst int cc = C / 32 < tn ? (C / 32 > 1 ? (int)(C / 32) : 1) : tn, tr = (tn + cc - 1) / cc;\n");
+	if (counted) {
+		int oom = emit_err_code(c->errs, c->ir, o->gnode, "out of memory (%lld counts, %lld)");
+		out(c, "\tint64_t *cnts = calloc((size_t)(X ? X : 1) * (size_t)cc, sizeof *cnts);\n"
+		       "\tif (!cnts) {\n\t\tcoil_raise(x->st, %d, (long long)X, (long long)cc);\n\t\treturn;\n\t}\n", oom);
+	}
+	out(c, "\tint64_t lo[65];\n\tlo[0] = 0, lo[tr] = X;\n"
+	       "\tif (tr > 1) { /* range bounds at equal shares of a sample of the targets */\n"
+	       "\t\tenum { B = 1024 };\n\t\tint64_t h[B] = {0}, tot = 0, cum = 0;\n"
+	       "\t\tfor (int64_t j = 0; j < m; j += m / 8192 + 1)\n\t\t\th[(int64_t)idx[j] * B / X]++, tot++;\n"
+	       "\t\tint t = 1;\n\t\tfor (int b = 0; b < B && t < tr; b++) {\n\t\t\tcum += h[b];\n"
+	       "\t\t\twhile (t < tr && cum * tr >= tot * t)\n\t\t\t\tlo[t++] = ((int64_t)(b + 1) * X + B - 1) / B;\n\t\t}\n"
+	       "\t\tfor (; t < tr; t++)\n\t\t\tlo[t] = X;\n\t}\n");
+	out(c, "\t#pragma omp parallel num_threads(tn) if (tn > 1)\n\t{\n"
+	       "\t\tfor (int p = omp_get_thread_num(); p < cc * tr; p += omp_get_num_threads()) {\n"
+	       "\t\t\tconst int ci = p %% cc;\n\t\t\tconst int64_t k0 = lo[p / cc], k1 = lo[p / cc + 1];\n"
+	       "\t\t\tconst int64_t q0 = ci ? (C * ci / cc) & ~(int64_t)15 : 0, q1 = ci + 1 < cc ? (C * (ci + 1) / cc) & ~(int64_t)15 : C;\n");
+	if (counted)
+		out(c, "\t\t\tint64_t *restrict cnt = cnts + (size_t)ci * (size_t)X;\n");
+	out(c, "\t\t\tfor (int64_t j = 0; j < m; j++) {\n"
+	       "\t\t\t\tif (j + 16 < m) {\n\t\t\t\t\tconst int64_t kp = (int64_t)idx[j + 16];\n"
+	       "\t\t\t\t\tif (kp >= k0 && kp < k1)\n"
+	       "\t\t\t\t\t\tfor (int64_t b = q0; b < q1; b += 64 / (int64_t)sizeof(%s))\n"
+	       "\t\t\t\t\t\t\t__builtin_prefetch(dst + kp * C + b, 1);\n\t\t\t\t}\n"
+	       "\t\t\t\tconst int64_t k = (int64_t)idx[j];\n\t\t\t\tif (k < k0 || k >= k1)\n\t\t\t\t\tcontinue;\n"
+	       "\t\t\t\t%s *restrict d = dst + k * C;\n\t\t\t\tconst %s *restrict s = src + j * C;\n", T, T, T);
+	const char *vmul = alpha != 1 ? arena_printf(c->ir->arena, "(%s)%.17g * ", T, alpha) : "";
+	if (!self_in)
+		out(c, "\t\t\t\tif (!cnt[k])\n\t\t\t\t\tfor (int64_t q = q0; q < q1; q++)\n\t\t\t\t\t\td[q] = %s;\n",
+		    scatter_ident(o->dtype, red));
+	if (counted)
+		out(c, "\t\t\t\tcnt[k]++;\n");
+	out(c, "\t\t\t\tfor (int64_t q = q0; q < q1; q++) {\n\t\t\t\t\tconst %s v = %ss[q], a = d[q];\n"
+	       "\t\t\t\t\td[q] = %s;\n\t\t\t\t}\n\t\t\t}\n", T, vmul, scatter_combine(fl, red));
+	if (mean)
+		out(c, "\t\t\tfor (int64_t k = k0; k < k1; k++)\n\t\t\t\tif (cnt[k])\n"
+		       "\t\t\t\t\tfor (int64_t q = q0; q < q1; q++)\n\t\t\t\t\t\tdst[k * C + q] = %s;\n",
+		    fl ? arena_printf(c->ir->arena, "dst[k * C + q] / (%s)(cnt[k] + %d)", T, self_in)
+		       : arena_printf(c->ir->arena, "(%s)coil_fdiv((int64_t)dst[k * C + q], cnt[k] + %d)", T, self_in));
+	out(c, "\t\t}\n\t}\n");
+	if (counted)
+		out(c, "\tfree(cnts);\n");
+}
+
 /* scatter_add / scatter_reduce.two.  out = self, then for each column (the
  * index positions sharing their coordinates off dim, whose targets no other
  * column touches) the rows in order: one thread per column, no atomics, the
@@ -628,14 +689,15 @@ static void scatter(xctx *c)
 	if (outv < 0)
 		return;
 	ir_node *x0 = argn(c, 0), *ix = argn(c, 2), *sr = argn(c, 3), *o = &c->ir->nodes[outv];
-	const int ia = c->n->op == OP_INDEX_ADD; /* index 1-d along dim; positions run over source */
+	const int ia = c->n->op == OP_INDEX_ADD || c->n->op == OP_INDEX_REDUCE; /* index 1-d along dim; positions over source */
 	const ir_node *walk = ia ? sr : ix;
 	const int R = x0->rank, d = (int)(c->n->args[1].i < 0 ? c->n->args[1].i + R : c->n->args[1].i);
-	const char *red = c->n->op == OP_SCATTER_REDUCE ? c->n->args[4].s : "sum";
-	const int self_in = c->n->op != OP_SCATTER_REDUCE || c->n->args[5].i, mean = !strcmp(red, "mean");
+	const char *red = c->n->op == OP_SCATTER_REDUCE || c->n->op == OP_INDEX_REDUCE ? c->n->args[4].s : "sum";
+	const int self_in = (c->n->op != OP_SCATTER_REDUCE && c->n->op != OP_INDEX_REDUCE) || c->n->args[5].i;
+	const int mean = !strcmp(red, "mean");
 	const char *T = emit_ctype(o->dtype);
 	const coil_arg *al = &c->n->args[4];
-	const double alpha = ia && al->kind == ARG_SCALAR ? (al->is_int ? (double)al->i : al->f) : 1;
+	const double alpha = c->n->op == OP_INDEX_ADD && al->kind == ARG_SCALAR ? (al->is_int ? (double)al->i : al->f) : 1;
 	out(c, "\tconst int64_t n = %s, ni = %s, X = %s, all = %s;\n", prod(c, walk, 0, R), prod(c, ix, 0, ix->rank),
 	    dimc(c, &x0->shape[d]), prod(c, x0, 0, R));
 	out(c, "\tconst %s *restrict idx = %s;\n\tconst %s *restrict src = %s;\n\t%s *restrict dst = %s;\n",
@@ -648,6 +710,10 @@ static void scatter(xctx *c)
 	int fast = d == 0;
 	for (int i = 1; fast && i < R; i++)
 		fast = dim_eq(&walk->shape[i], &x0->shape[i]) && dim_eq(&sr->shape[i], &x0->shape[i]);
+	if (fast && ia) {
+		scatter_rows(c, outv, red, self_in, alpha);
+		return;
+	}
 	if (fast) {
 		const char *at = ia ? "idx[j]" : "idx[j * C + q]";
 		const char *vmul = alpha != 1 ? arena_printf(c->ir->arena, "(%s)%.17g * ", T, alpha) : "";
@@ -873,7 +939,7 @@ static int half_refused(xctx *c)
 				if (c->n->args[a].v[k] >= 0) {
 					coil_dtype t = c->ir->g->vals[c->n->args[a].v[k]].dtype;
 					half |= dtype_is_half(t);
-					same &= t == t0 || (c->n->op == OP_EMBEDDING && a == 1) || (c->n->op == OP_INDEX_ADD && a == 2) ||
+					same &= t == t0 || (c->n->op == OP_EMBEDDING && a == 1) || ((c->n->op == OP_INDEX_ADD || c->n->op == OP_INDEX_REDUCE) && a == 2) ||
 						((c->n->op == OP_INDEX_SELECT || c->n->op == OP_GATHER) && a == 2);
 				}
 	if (!half)
@@ -925,7 +991,7 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 	case OP_EMBEDDING: embedding(&c); return;
 	case OP_INDEX_SELECT: index_select(&c); return;
 	case OP_GATHER: gather(&c); return;
-	case OP_SCATTER_ADD: case OP_SCATTER_REDUCE: case OP_INDEX_ADD: scatter(&c); return;
+	case OP_SCATTER_ADD: case OP_SCATTER_REDUCE: case OP_INDEX_ADD: case OP_INDEX_REDUCE: scatter(&c); return;
 	case OP_CONSTANT_PAD_ND: pad(&c); return;
 	case OP_ROLL: roll(&c); return;
 	default:

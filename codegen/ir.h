@@ -134,6 +134,7 @@ int ir_fold_graph(coil_graph *g, ir_fold **out, coil_err *err);
  * into scaled_dot_product_attention, in a copy of *g (in arena a) that
  * replaces *g when anything changed; the caller's graph is not changed. */
 int ir_attention(coil_graph **g, coil_arena *a, coil_err *err);
+int ir_scatter_index(coil_graph **g, coil_arena *a, coil_err *err);
 void ir_fold_free(ir_fold *f);
 /* decompose.c: an empty IR of graph g (freed with ir_free); what runs on
  * oneDNN (lower_dnnl.c's plan, into ir->dn); then g's nodes as IR nodes. */

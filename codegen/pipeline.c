@@ -1,6 +1,7 @@
 /* The pipeline: one function listing the passes in order.
  *
  *   attention  baddbmm into bmm + add; traced attention into one SDPA node (attention.c)
+ *   scatter    scatters over a broadcast 1-d index into index_add/index_reduce (scatter.c)
  *   fold       values that do not depend on the inputs, computed ahead (fold.c)
  *   dnnl       what runs on oneDNN: fusions, folds into weights, layouts (lower_dnnl.c)
  *   decompose  graph nodes -> primitive IR (decompose.c)
@@ -112,7 +113,7 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 	coil_arena *ga = arena_create();
 	if (!ga)
 		return coil_err_oom(err);
-	if (ir_attention(&g, ga, err) || ir_fold_graph(g, &fd, err)) {
+	if (ir_attention(&g, ga, err) || ir_scatter_index(&g, ga, err) || ir_fold_graph(g, &fd, err)) {
 		arena_destroy(ga);
 		return -1;
 	}

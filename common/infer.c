@@ -1656,6 +1656,16 @@ static int infer_gather(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
+/* scatter_reduce's and index_reduce's reduce (args[4]). */
+static int check_reduce(coil_graph *g, coil_node *n, coil_err *err)
+{
+	static const char *const kinds[] = {"sum", "prod", "mean", "amax", "amin"};
+	for (int k = 0; k < 5; k++)
+		if (!strcmp(n->args[4].s, kinds[k]))
+			return 0;
+	return ARGERR(4, "must be sum, prod, mean, amax or amin, not \"%s\"", n->args[4].s);
+}
+
 /* scatter_add, scatter_reduce: self, index and src of one rank; index no larger
  * than src anywhere nor than self outside dim (symbolic sizes: guards). */
 static int infer_scatter(coil_graph *g, coil_node *n, coil_err *err)
@@ -1663,14 +1673,8 @@ static int infer_scatter(coil_graph *g, coil_node *n, coil_err *err)
 	coil_value *x = node_in(g, n, 0), *ix = node_in(g, n, 2), *src = node_in(g, n, 3);
 	char b1[200], b2[200];
 	int d;
-	if (n->op == OP_SCATTER_REDUCE) {
-		static const char *const kinds[] = {"sum", "prod", "mean", "amax", "amin"};
-		int ok = 0;
-		for (int k = 0; k < 5; k++)
-			ok |= !strcmp(n->args[4].s, kinds[k]);
-		if (!ok)
-			return ARGERR(4, "must be sum, prod, mean, amax or amin, not \"%s\"", n->args[4].s);
-	}
+	if (n->op == OP_SCATTER_REDUCE && check_reduce(g, n, err))
+		return -1;
 	if (wrap_dim(g, n, err, 1, n->args[1].i, x->rank ? x->rank : 1, &d))
 		return -1;
 	if (ix->dtype != COIL_I64)
@@ -1725,7 +1729,7 @@ static int infer_index_add(coil_graph *g, coil_node *n, coil_err *err)
 	coil_value *x = node_in(g, n, 0), *ix = node_in(g, n, 2), *src = node_in(g, n, 3);
 	char b1[200], b2[200];
 	int d;
-	if (check_index_1d(g, n, err, &d))
+	if (check_index_1d(g, n, err, &d) || (n->op == OP_INDEX_REDUCE && check_reduce(g, n, err)))
 		return -1;
 	if (src->dtype != x->dtype)
 		return ARGERR(3, "dtype %s differs from self's %s", dtype_name(src->dtype), dtype_name(x->dtype));

@@ -548,11 +548,11 @@ static int eval_gather(ictx *c, coil_node *n)
 static int eval_scatter(ictx *c, coil_node *n)
 {
 	itensor *x = IN(n, 0), *ix = IN(n, 2), *src = IN(n, 3), *o = OUT(n, 0);
-	const int ia = n->op == OP_INDEX_ADD; /* index 1-d along dim; positions run over source */
+	const int ia = n->op == OP_INDEX_ADD || n->op == OP_INDEX_REDUCE; /* index 1-d along dim; positions over source */
 	const int R = x->rank, d = (int)(n->args[1].i < 0 ? n->args[1].i + R : n->args[1].i);
-	const char *red = n->op == OP_SCATTER_REDUCE ? n->args[4].s : "sum";
-	const int self_in = n->op != OP_SCATTER_REDUCE || n->args[5].i;
-	const real alpha = ia && n->args[4].kind == ARG_SCALAR ? (n->args[4].is_int ? (real)n->args[4].i : n->args[4].f) : 1;
+	const char *red = n->op == OP_SCATTER_REDUCE || n->op == OP_INDEX_REDUCE ? n->args[4].s : "sum";
+	const int self_in = (n->op != OP_SCATTER_REDUCE && n->op != OP_INDEX_REDUCE) || n->args[5].i;
+	const real alpha = n->op == OP_INDEX_ADD && n->args[4].kind == ARG_SCALAR ? (n->args[4].is_int ? (real)n->args[4].i : n->args[4].f) : 1;
 	const itensor *walk = ia ? src : ix; /* the positions */
 	int64_t xs[COIL_MAX_RANK], ss[COIL_MAX_RANK], idx[COIL_MAX_RANK] = {0};
 	strides_of(x->shape, R, xs);

@@ -178,6 +178,9 @@
 	X(SCATTER_REDUCE, "aten.scatter_reduce.two", "Tensor self, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True", 1, MOVE, scatter, scatter) \
 	/* out = self; out[.., index[j], ..] += alpha * source[.., j, ..] along dim (scatter's kernel) */ \
 	X(INDEX_ADD, "aten.index_add.default", "Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1", 1, MOVE, index_add, scatter) \
+	/* out = self; out[.., index[j], ..] (reduce)= source[.., j, ..] along dim; reduce prod, mean,
+	 * amax, amin as PyTorch's, and sum (coil's extension: scatter_reduce sum over a broadcast index) */ \
+	X(INDEX_REDUCE, "aten.index_reduce.default", "Tensor self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True", 1, MOVE, index_add, scatter) \
 	X(INDEX_SELECT, "aten.index_select.default", "Tensor self, int dim, Tensor index", 1, MOVE, index_select, index_select) \
 	X(EMBEDDING, "aten.embedding.default", "Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False", 1, MOVE, embedding, embedding) \
 	X(ROLL, "aten.roll.default", "Tensor self, int[1] shifts, int[1] dims=[]", 1, MOVE, same, roll) \

@@ -8,7 +8,10 @@ scatters are deterministic (one thread per column, no atomics): the report check
 1- and 2-thread outputs are the same bits, and that coil matches eager.
 
     /usr/bin/python3 bench/gnn/run.py [--nodes 10000,100000] [--threads 1,2] [--rounds 5]
-        [--out bench/results/gnn]
+        [--out bench/results/gnn] [--ops [sum,mean,amax,gather]]
+
+--ops times each message-passing op alone against eager, ONNX Runtime and the copy bandwidth
+(bench/results/gnn-ops.md).
 """
 import argparse
 import json
@@ -109,6 +112,133 @@ class GAT(torch.nn.Module):
 MODELS = {"gcn": GCN, "sage": SAGE, "gat": GAT}
 
 
+class Agg(torch.nn.Module):
+    """The aggregation alone: messages [edges, F] reduced into their targets' rows (PyG's
+    scatter(msg, dst, reduce=...) as plain torch writes it)."""
+
+    def __init__(self, red, n):
+        super().__init__()
+        self.red, self.n = red, n
+
+    def forward(self, msg, dst):
+        i, z = col(dst, msg.shape[1]), torch.zeros(self.n, msg.shape[1])
+        if self.red == "sum":
+            return z.scatter_add(0, i, msg)
+        return z.scatter_reduce(0, i, msg, self.red, include_self=False)
+
+
+class Gather(torch.nn.Module):
+    """The message gather alone: the source rows along the edges."""
+
+    def forward(self, x, src):
+        return torch.index_select(x, 0, src)
+
+
+def ops_bench(a):
+    """--ops: each message-passing op alone against eager, ONNX Runtime (where torch.onnx exports it:
+    ScatterElements add, Gather) and the copy bandwidth of this machine at T threads (a tensor copy
+    as large as the messages, in the same round). Bytes an op needs: what it must read and write
+    once (messages, index, the output written and its zeros read), the targets' rows cached."""
+    import tempfile
+    sys.path.insert(0, os.path.join(ROOT, "bench", "dynamic"))
+    import run as dyn  # noqa: E402
+    why = dyn.ort_available()
+    rows = []
+    tmp = tempfile.mkdtemp()
+    for n in [int(v) for v in a.nodes.split(",")]:
+        e, f = 10 * n, F_IN
+        src, dst = power_law_graph(n, e, seed=n)
+        g = torch.Generator().manual_seed(2)
+        x, msg = torch.randn(n, f, generator=g), torch.randn(e, f, generator=g)
+        big, big2 = torch.empty(e * f), torch.randn(e * f, generator=g)
+        for op in a.ops.split(","):
+            m = Gather() if op == "gather" else Agg(op, n)
+            ins = (x, src) if op == "gather" else (msg, dst)
+            need = (e * f * 4 + e * 8 + n * f * 4) if op == "gather" else (e * f * 4 + e * 8 + 2 * n * f * 4)
+            with torch.no_grad():
+                want = m(*ins)
+            ort_path, ort_why = None, why
+            if not why and op in ("sum", "gather"):
+                ort_path = os.path.join(tmp, "%s_%d.onnx" % (op, n))
+                try:
+                    torch.onnx.export(m, ins, ort_path, opset_version=16)
+                except Exception as ex:  # noqa: BLE001
+                    ort_path, ort_why = None, "export failed: %s" % str(ex).splitlines()[0][:80]
+                files = []
+                for i, t in enumerate(ins):
+                    fn = os.path.join(tmp, "in%d_%d.bin" % (i, n))
+                    t.numpy().tofile(fn)
+                    files.append(fn)
+            elif not why:
+                ort_why = "no ONNX form (scatter_reduce %s)" % op
+            for t in [int(v) for v in a.threads.split(",")]:
+                torch.set_num_threads(t)
+                fc = coil.compile(m, ins, threads=t)
+                got = fc(*ins)
+                err = float((got.double() - want.double()).abs().max() / want.double().abs().max())
+                ort = dyn.Ort(ort_path, t) if ort_path else None
+                ort_err = None
+                if ort:
+                    shapes = [list(v.shape) for v in ins]
+                    dts = ["float32" if v.dtype == torch.float32 else "int64" for v in ins]
+                    outf = os.path.join(tmp, "out.bin")
+                    ort.run(shapes, dts, reps=1, warmup=1, inputs=files, out=outf)
+                    og = torch.from_numpy(__import__("numpy").fromfile(outf, dtype="float32")).reshape(want.shape)
+                    ort_err = float((og.double() - want.double()).abs().max() / want.double().abs().max())
+                te, tc, to, tcp = [], [], [], []
+                timed(m, ins), timed(fc, ins)
+                for _ in range(a.rounds):
+                    te.append(timed(m, ins))
+                    tc.append(timed(fc, ins))
+                    t0 = time.perf_counter()
+                    big.copy_(big2)
+                    tcp.append(time.perf_counter() - t0)
+                    if ort:
+                        time.sleep(0.05)
+                        to.append(ort.run(shapes, dts, reps=1, inputs=files)["times_ms"][0] / 1e3)
+                if ort:
+                    ort.close()
+                fc.close()
+                med = statistics.median
+                bw = 2 * e * f * 4 / med(tcp)
+                r = {"op": op, "nodes": n, "edges": e, "features": f, "threads": t, "eager_ms": 1e3 * med(te),
+                     "coil_ms": 1e3 * med(tc), "ort_ms": 1e3 * med(to) if to else None, "rel_err": err,
+                     "ort_rel_err": ort_err, "ort_note": None if ort else ort_why, "copy_gbs": bw / 1e9,
+                     "need_mb": need / 1e6, "coil_gbs": need / med(tc) / 1e9}
+                r["eager_x"] = r["eager_ms"] / r["coil_ms"]
+                r["ort_x"] = r["ort_ms"] / r["coil_ms"] if to else None
+                r["of_copy"] = r["coil_gbs"] / r["copy_gbs"]
+                rows.append(r)
+                print("%-6s n=%-6d %dT eager %8.2f coil %8.2f ort %s  x%.2f  %.0f%% of copy (%.1f GB/s)  err %.1e" % (
+                    op, n, t, r["eager_ms"], r["coil_ms"], "%.2f" % r["ort_ms"] if to else "-", r["eager_x"],
+                    100 * r["of_copy"], r["copy_gbs"], err), flush=True)
+    out = a.out + "-ops"
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "torch": torch.__version__,
+            "cpus": os.cpu_count(), "load_avg": os.getloadavg(), "rounds": a.rounds}
+    with open(out + ".json", "w") as fh:
+        json.dump({"meta": meta, "rows": rows}, fh, indent=1)
+    with open(out + ".md", "w") as fh:
+        fh.write("# bench/gnn --ops: the message-passing ops alone (issue #21)\n\n")
+        fh.write("%s, %d CPUs, torch %s, load %s; medians of %d rounds, each round eager, coil, a copy and ORT "
+                 "in turn. Power-law graphs (10 edges per node), %d features. sum, mean, amax: "
+                 "`zeros(nodes, F).scatter_add / scatter_reduce(0, dst.unsqueeze(1).expand_as(msg), msg, ..., "
+                 "include_self=False)`; gather: `index_select(x, 0, src)`. ORT: onnxruntime-node 1.30 "
+                 "(all optimizations, sequential, intra-op threads T), opset 16. need: bytes the op must move "
+                 "once; GB/s: need / coil's time; of copy: that over a %d-float tensor copy's rate "
+                 "(read + write) in the same round.\n\n"
+                 % (meta["date"], meta["cpus"], meta["torch"], ", ".join("%.2f" % v for v in meta["load_avg"]),
+                    a.rounds, F_IN, F_IN * 10))
+        fh.write("| op | nodes | threads | eager ms | coil ms | ORT ms | eager/coil | ORT/coil | need MB | coil GB/s "
+                 "| copy GB/s | of copy | rel err |\n|" + " --- |" * 13 + "\n")
+        for r in rows:
+            fh.write("| %s | %d | %d | %.2f | %.2f | %s | %.2fx | %s | %.0f | %.1f | %.1f | %.0f%% | %.1e |\n" % (
+                r["op"], r["nodes"], r["threads"], r["eager_ms"], r["coil_ms"],
+                "%.2f" % r["ort_ms"] if r["ort_ms"] else (r["ort_note"] or "-"),
+                r["eager_x"], "%.2fx" % r["ort_x"] if r["ort_x"] else "-", r["need_mb"], r["coil_gbs"],
+                r["copy_gbs"], 100 * r["of_copy"], r["rel_err"]))
+    print("wrote %s.md and .json" % out)
+
+
 def timed(fn, ins):
     t0 = time.perf_counter()
     with torch.no_grad():
@@ -123,7 +253,11 @@ def main():
     ap.add_argument("--models", default="gcn,sage,gat")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "gnn"))
+    ap.add_argument("--ops", nargs="?", const="sum,mean,amax,gather", default=None,
+                    help="the message-passing ops alone (sum,mean,amax,gather) instead of the models")
     a = ap.parse_args()
+    if a.ops:
+        return ops_bench(a)
     rows = []
     for n in [int(v) for v in a.nodes.split(",")]:
         src, dst = power_law_graph(n, 10 * n, seed=n)

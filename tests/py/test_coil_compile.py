@@ -340,7 +340,7 @@ class Sage(torch.nn.Module):
     """GraphSAGE's mean aggregation and a GCN-style sum in plain torch (PyG's pattern:
     index_select the sources, scatter into the targets)."""
 
-    def __init__(self, f=16, h=24):
+    def __init__(self, f=80, h=24):
         super().__init__()
         self.l1, self.r1, self.l2 = torch.nn.Linear(f, h), torch.nn.Linear(f, h), torch.nn.Linear(h, 4)
 
@@ -356,13 +356,14 @@ class Sage(torch.nn.Module):
 def test_gnn(t, cache):
     torch.manual_seed(3)
     n, e = 300, 3000
-    x, src, dst = torch.randn(n, 16), torch.randint(0, n, (e,)), torch.randint(0, n, (e,))
-    m = Sage().eval()
+    x, src, dst = torch.randn(n, 80), torch.randint(0, n, (e,)), torch.randint(0, n, (e,))
+    m = Sage().eval()  # 80 features: at 3 threads two column chunks by two target ranges, then 24: three ranges
     try:
         outs = [coil.compile(m, (x, src, dst), threads=k, cache_dir=cache, coil=COIL)(x, src, dst) for k in (1, 3)]
         err = rel_err(eager(m, (x, src, dst)), outs[0])
         t.ok(err <= TOL and torch.equal(outs[0], outs[1]),
-             "GraphSAGE mean + GCN sum (index_select, scatter_reduce, scatter_add): matches eager (rel err %.2e), "
+             "GraphSAGE mean + GCN sum (index_select, scatter_reduce and scatter_add over a broadcast index): "
+             "matches eager (rel err %.2e), "
              "the same bits at 1 and 3 threads" % err)
         f = coil.compile(m, (x, src, dst), cache_dir=cache, coil=COIL)
         bad = dst.clone()

@@ -1641,6 +1641,28 @@ def data_cases():
     case(ia, y, 0, T([5], i64), R(1, 4), name="index_add index out of range")
     case(ia, y, 0, T([1, 2], i64), R(3, 4), name="index_add source of the wrong length")
     case(ia, y, 0, T([1, 2], i64), R(2, 4, dt=f64), name="index_add source of another dtype")
+    ir = "aten.index_reduce"
+    y = R(6, 40)
+    for red in ("prod", "mean", "amax", "amin"):
+        for inc in (True, False):
+            case(ir, y, 0, R(50, dt=i64, lo=0, hi=4), R(50, 40), red, kwargs={"include_self": inc},
+                 name="index_reduce %s include_self=%s, rows of 40" % (red, inc))
+        case(ir, R(4, 5, dt=i64), 1, T([4, 0, 4, 2, 4, 1, 0], i32), R(4, 7, dt=i64, lo=-9, hi=9), red,
+             kwargs={"include_self": False}, name="index_reduce %s i64 along dim 1, i32 index" % red)
+    case(ir, R(3, 4), 0, T([0, 0, 2], i64), T([[1.0, float("nan"), 2.0, 0.0], [float("inf"), -1.0, 3.0, 1.0],
+                                                [float("-inf"), 5.0, 0.0, 2.0]]), "amax",
+         name="index_reduce amax nan/inf")
+    case(ir, R(4, 6), 0, T([], i64), R(0, 6), "mean", name="index_reduce empty index")
+    case(ir, Sym(R(5, 4), [5, "f"]), 0, Sym(R(9, dt=i64, lo=0, hi=4), ["e"]), Sym(R(9, 4), ["e", "f"]), "amin",
+         kwargs={"include_self": False}, name="index_reduce symbolic (edges e, features f)")
+    # coil's extension: sum (PyTorch's index_reduce has none; scatter_reduce over a broadcast index is the same)
+    case(ir, y, 0, R(50, dt=i64, lo=0, hi=4), R(50, 40), "sum", kwargs={"include_self": False},
+         ref=lambda x, d, i, s, r, include_self: x.scatter_reduce(d, i.unsqueeze(1).expand_as(s), s, r,
+                                                                   include_self=include_self),
+         name="index_reduce sum (coil's extension)")
+    case(ir, y, 0, T([6], i64), R(1, 40), "amax", name="index_reduce index out of range")
+    case(ir, y, 0, T([1], i64), R(1, 40), "max", name="index_reduce unknown reduce")
+    case(ir, y, 0, T([1, 2], i64), R(3, 40), "mean", name="index_reduce source of the wrong length")
     ix = "aten.index_select"
     y = R(4, 5, 3)
     for d in (0, 1, 2, -1):
@@ -1762,6 +1784,20 @@ def graph_cases():
     logits = aten.addmm(fb, y, fw.t())
     gcase("graph small CNN (conv, bn, relu, pool, mean, view, addmm, t, softmax)", g, {"x": x},
           [aten._softmax(logits, 1, False), logits], "aten.t", tolx=4, weights={"w": w, "fw": fw, "fb": fb})
+    # message passing: scatters over dst.unsqueeze(1).expand_as(msg) become index_add/index_reduce
+    # (the index read once per row, not copied to [edges, features]); rows of 70 and of 3 columns
+    for f, red in ((70, "sum"), (70, "mean"), (3, "amax"), (70, None)):
+        x, msg, dst = R(9, f), R(40, f), R(40, dt=i64, lo=0, hi=7)
+        n2 = node(2, "aten.scatter_reduce.two", ["z", 0, "i", "m", red], ["o"], {"include_self": False}) if red \
+            else node(2, "aten.scatter_add", ["z", 0, "i", "m"], ["o"])
+        g = graph([decl("x", x), decl("m", msg), decl("d", dst)],
+                  [node(0, "aten.unsqueeze", ["d", 1], ["u"]), node(1, "aten.expand", ["u", [40, f]], ["i"]),
+                   node(3, "aten.zeros_like", ["x"], ["z"]), n2], ["o"])
+        ex = dst.unsqueeze(1).expand(40, f)
+        want = torch.zeros_like(x).scatter_reduce(0, ex, msg, red, include_self=False) if red else \
+            torch.zeros_like(x).scatter_add(0, ex, msg)
+        gcase("graph scatter %s over a broadcast index, %d columns" % (red or "add", f), g,
+              {"x": x, "m": msg, "d": dst}, [want], "aten.expand")
     x = R(3, 5)
     g = graph([decl("x", x, ["b", 5])], [node(0, "aten.sum.dim_IntList", ["x", [1], True], ["s"]),
                                          node(1, "aten.div.Tensor", ["x", "s"], ["d"]),
