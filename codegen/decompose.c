@@ -169,8 +169,7 @@ static int pointwise(dctx *c, coil_dtype ot)
 		t = compute_t((coil_dtype)r);
 		break;
 	}
-	case OP_LOGICAL_AND: case OP_LOGICAL_OR: case OP_LOGICAL_NOT: case OP_BITWISE_AND: case OP_BITWISE_OR:
-	case OP_BITWISE_NOT: t = COIL_BOOL; break;
+	case OP_LOGICAL_AND: case OP_LOGICAL_OR: case OP_LOGICAL_NOT: t = COIL_BOOL; break;
 	default: break;
 	}
 	int x = n->op == OP_WHERE ? 0 : opnd(c, 0, t), r;
@@ -225,7 +224,8 @@ static int pointwise(dctx *c, coil_dtype ot)
 	case OP_ABS: return un(c, PR_ABS, x);
 	case OP_FLOOR: return dtype_is_float(t) ? un(c, PR_FLOOR, x) : x;
 	case OP_CEIL: return dtype_is_float(t) ? un(c, PR_CEIL, x) : x;
-	case OP_LOGICAL_NOT: case OP_BITWISE_NOT: return cast(c, un(c, PR_NOT, x), ot);
+	case OP_LOGICAL_NOT: return cast(c, un(c, PR_NOT, x), ot);
+	case OP_BITWISE_NOT: return t == COIL_BOOL ? un(c, PR_NOT, x) : un(c, PR_BNOT, x);
 	case OP_TO_COPY: return cast(c, in(c, 0), ot);
 	case OP_CLAMP: case OP_CLAMP_MIN: case OP_CLAMP_MAX:
 		if (n->op != OP_CLAMP_MAX && ARG(1).kind == ARG_SCALAR)
@@ -274,8 +274,14 @@ static int pointwise(dctx *c, coil_dtype ot)
 	case OP_LE: case OP_LE_S: return cmp(c, PR_LE, x, y);
 	case OP_GT: case OP_GT_S: return cmp(c, PR_GT, x, y);
 	case OP_GE: case OP_GE_S: return cmp(c, PR_GE, x, y);
-	case OP_LOGICAL_AND: case OP_BITWISE_AND: return cmp(c, PR_AND, x, y);
-	case OP_LOGICAL_OR: case OP_BITWISE_OR: return cmp(c, PR_OR, x, y);
+	case OP_LOGICAL_AND: return cmp(c, PR_AND, x, y);
+	case OP_LOGICAL_OR: return cmp(c, PR_OR, x, y);
+	case OP_BITWISE_AND: case OP_BITWISE_AND_S: return t == COIL_BOOL ? cmp(c, PR_AND, x, y) : bin(c, PR_BAND, x, y);
+	case OP_BITWISE_OR: case OP_BITWISE_OR_S: return t == COIL_BOOL ? cmp(c, PR_OR, x, y) : bin(c, PR_BOR, x, y);
+	case OP_BITWISE_XOR: case OP_BITWISE_XOR_S: return t == COIL_BOOL ? cmp(c, PR_NE, x, y) : bin(c, PR_BXOR, x, y);
+	case OP_LSHIFT: case OP_LSHIFT_S: case OP_LEFT_SHIFT: return bin(c, PR_SHL, x, y);
+	case OP_RSHIFT: case OP_RSHIFT_S: case OP_RIGHT_SHIFT: return bin(c, PR_SHR, x, y);
+	case OP_REMAINDER: case OP_REMAINDER_S: return bin(c, PR_REM, x, y);
 	default:
 		c->bad = 1;
 		return node_errf(c->err, n, "no pointwise lowering"), 0;

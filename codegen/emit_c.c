@@ -34,18 +34,20 @@ static const char *const rf32[PR_COUNT] = {
 	[PR_SQRT] = "sqrtf(%s)", [PR_RECIP] = "(1.0f / %s)", [PR_ABS] = "fabsf(%s)", [PR_FLOOR] = "floorf(%s)",
 	[PR_CEIL] = "ceilf(%s)", [PR_TRUNC] = "truncf(%s)", [PR_SIN] = "sinf(%s)", [PR_COS] = "cosf(%s)",
 	[PR_ERF] = "coil_erff(%s)", [PR_TANH] = "coil_tanhf(%s)", [PR_NOT] = "(!%s)", [PR_POW] = "powf(%s, %s)",
-	[PR_FLOORDIV] = "(float)coil_floordiv(%s, %s)",
+	[PR_FLOORDIV] = "(float)coil_floordiv(%s, %s)", [PR_REM] = "coil_remf(%s, %s)",
 };
 static const char *const rf64[PR_COUNT] = {
 	[PR_NEG] = "(-%s)", [PR_EXP] = "exp(%s)", [PR_LOG] = "log(%s)", [PR_LOG1P] = "log1p(%s)",
 	[PR_SQRT] = "sqrt(%s)", [PR_RECIP] = "(1.0 / %s)", [PR_ABS] = "fabs(%s)", [PR_FLOOR] = "floor(%s)",
 	[PR_CEIL] = "ceil(%s)", [PR_TRUNC] = "trunc(%s)", [PR_SIN] = "sin(%s)", [PR_COS] = "cos(%s)",
 	[PR_ERF] = "erf(%s)", [PR_TANH] = "tanh(%s)", [PR_NOT] = "(!%s)", [PR_POW] = "pow(%s, %s)",
-	[PR_FLOORDIV] = "coil_floordiv(%s, %s)",
+	[PR_FLOORDIV] = "coil_floordiv(%s, %s)", [PR_REM] = "coil_rem(%s, %s)",
 };
 static const char *const rint_[PR_COUNT] = {
 	[PR_NEG] = "(-%s)", [PR_ABS] = "coil_abs(%s)", [PR_NOT] = "(!%s)", [PR_POW] = "coil_ipow(%s, %s)",
-	[PR_RECIP] = "(1 / %s)", /* PR_DIV, PR_FLOORDIV: see rv() */
+	[PR_RECIP] = "(1 / %s)", /* PR_DIV, PR_FLOORDIV, PR_REM: see rv() */
+	[PR_BNOT] = "(~%s)", [PR_BAND] = "(%s & %s)", [PR_BOR] = "(%s | %s)", [PR_BXOR] = "(%s ^ %s)",
+	[PR_SHL] = "coil_shl(%s, %s)", [PR_SHR] = "coil_shr(%s, %s)",
 };
 static const char *const rcommon[PR_COUNT] = {
 	[PR_ADD] = "(%s + %s)", [PR_SUB] = "(%s - %s)", [PR_MUL] = "(%s * %s)", [PR_DIV] = "(%s / %s)",
@@ -134,12 +136,12 @@ static char *rv(ectx *c, int v, char **idx)
 	default: {
 		/* the operands' dtype picks the table (comparisons yield bool) */
 		coil_dtype t = c->ir->nodes[n->src[0]].dtype;
-		if (!dtype_is_float(t) && (n->sub == PR_DIV || n->sub == PR_FLOORDIV)) {
+		if (!dtype_is_float(t) && (n->sub == PR_DIV || n->sub == PR_FLOORDIV || n->sub == PR_REM)) {
 			/* integer division by zero fails the run, as in the interpreter */
 			int code = emit_err_code(&c->errs, c->ir, n->gnode, "integer division by zero");
 			c->may_fail[c->k] = 1;
-			e = arena_printf(c->a, "coil_%s_i(%s, %s, x->st, %d)", n->sub == PR_DIV ? "div" : "floordiv", a[0],
-					 a[1], code);
+			e = arena_printf(c->a, "coil_%s_i(%s, %s, x->st, %d)",
+					 n->sub == PR_DIV ? "div" : n->sub == PR_REM ? "rem" : "floordiv", a[0], a[1], code);
 		} else {
 			e = arena_printf(c->a, render_op(n->sub, t), a[0], a[1]);
 		}

@@ -30,7 +30,9 @@ enum ir_op {
 	X(ADD, "add", 2) X(SUB, "sub", 2) X(MUL, "mul", 2) X(DIV, "div", 2) X(MAX, "max", 2)      \
 	X(MIN, "min", 2) X(POW, "pow", 2) X(FLOORDIV, "floordiv", 2) X(LT, "lt", 2)               \
 	X(LE, "le", 2) X(GT, "gt", 2) X(GE, "ge", 2) X(EQ, "eq", 2) X(NE, "ne", 2)                \
-	X(AND, "and", 2) X(OR, "or", 2)
+	X(AND, "and", 2) X(OR, "or", 2)                                                           \
+	X(REM, "rem", 2) X(BNOT, "bnot", 1) X(BAND, "band", 2) X(BOR, "bor", 2) X(BXOR, "bxor", 2) \
+	X(SHL, "shl", 2) X(SHR, "shr", 2)
 
 enum prim {
 #define X(e, n, a) PR_##e,

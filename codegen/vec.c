@@ -101,7 +101,7 @@ struct vec_isa {
 	[PR_TANH] = "coil_tanh" sfx "(%s)", [PR_ERF] = "coil_erf" sfx "(%s)",                                  \
 	[PR_LOG1P] = "coil_lanes1_" sfx "(%s, log1pf)", [PR_SIN] = "coil_lanes1_" sfx "(%s, sinf)",            \
 	[PR_COS] = "coil_lanes1_" sfx "(%s, cosf)", [PR_POW] = "coil_lanes2_" sfx "(%s, %s, powf)",            \
-	[PR_FLOORDIV] = "coil_lanes2_" sfx "(%s, %s, coil_floordivf)", [PR_MAX] = "coil_max" sfx "(%s, %s)",  \
+	[PR_FLOORDIV] = "coil_lanes2_" sfx "(%s, %s, coil_floordivf)", [PR_REM] = "coil_lanes2_" sfx "(%s, %s, coil_remf)", [PR_MAX] = "coil_max" sfx "(%s, %s)",  \
 	[PR_MIN] = "coil_min" sfx "(%s, %s)"
 
 static const vec_isa avx512 = {

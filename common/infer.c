@@ -811,6 +811,8 @@ static int infer_binary(coil_graph *g, coil_node *n, coil_err *err)
 	if (t < 0)
 		return -1;
 	int sub = n->op == OP_SUB || n->op == OP_SUB_S || n->op == OP_RSUB || n->op == OP_RSUB_S;
+	if ((n->op == OP_REMAINDER || n->op == OP_REMAINDER_S) && t == COIL_BOOL)
+		return ARGERR(0, "remainder of bool tensors is not supported");
 	if (sub && (node_in(g, n, 0)->dtype == COIL_BOOL ||
 		    (n->args[1].kind == ARG_TENSOR && node_in(g, n, 1)->dtype == COIL_BOOL)))
 		return node_errf(err, n, "subtraction of bool tensors is not supported");
@@ -851,19 +853,38 @@ static int infer_compare(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
-/* bitwise_and, bitwise_or, bitwise_not (a & b, ~m in traced mask code): on
- * bool tensors, the logical ops; integer operands are not supported. */
+/* bitwise and, or, xor, not (a & b, ~m: on bool, the logical ops) and shifts:
+ * integer or bool operands (shifts: integers), the result type promoted as
+ * arithmetic's. */
 static int infer_bitwise(coil_graph *g, coil_node *n, coil_err *err)
 {
-	int na = n->op == OP_BITWISE_NOT ? 1 : 2;
+	const int na = n->op == OP_BITWISE_NOT ? 1 : 2, shift = op_is_shift(n->op);
 	for (int i = 0; i < na; i++) {
+		if (n->args[i].kind == ARG_SCALAR) {
+			if (!n->args[i].is_int || (shift && n->args[i].is_bool))
+				return ARGERR(i, "%s needs an integer%s scalar", shift ? "a shift" : "a bitwise op",
+					      shift ? "" : " or bool");
+			continue;
+		}
 		if (n->args[i].kind != ARG_TENSOR)
 			return ARGERR(i, "expected a tensor");
-		if (node_in(g, n, i)->dtype != COIL_BOOL)
-			return unsupported(err, ARGERR(i, "%s: bitwise ops on bool tensors only (masks)",
-						       dtype_name(node_in(g, n, i)->dtype)));
+		coil_dtype t = node_in(g, n, i)->dtype;
+		if (dtype_is_float(t) || (shift && t == COIL_BOOL))
+			return ARGERR(i, "dtype %s: %s needs integer%s tensors", dtype_name(t), shift ? "a shift" : "a bitwise op",
+				      shift ? "" : " or bool");
 	}
-	return na == 1 ? infer_unary_bool(g, n, err) : infer_compare(g, n, err);
+	if (na == 1) {
+		coil_value *x = node_in(g, n, 0);
+		set_out(g, n, 0, x->dtype, x->rank, x->shape);
+		return 0;
+	}
+	static const int idx[2] = {0, 1};
+	coil_dim out[COIL_MAX_RANK];
+	int rank, t;
+	if (bcast_args(g, n, err, idx, 2, out, &rank) || (t = infer_result_type(g, n, idx, 2, err)) < 0)
+		return -1;
+	set_out(g, n, 0, (coil_dtype)t, rank, out);
+	return 0;
 }
 
 static int infer_where(coil_graph *g, coil_node *n, coil_err *err)

@@ -156,7 +156,7 @@ static real sarg(const coil_node *n, int i, real dflt)
 	return n->args[i].kind == ARG_SCALAR ? n->args[i].f : dflt;
 }
 
-static real pw1(const coil_node *n, real x)
+static real pw1(const coil_node *n, real x, coil_dtype t)
 {
 	switch (n->op) {
 	case OP_RELU: return x > 0 ? x : (isnan(x) ? x : 0);
@@ -193,7 +193,8 @@ static real pw1(const coil_node *n, real x)
 	case OP_ABS: return fabs(x);
 	case OP_FLOOR: return floor(x);
 	case OP_CEIL: return ceil(x);
-	case OP_LOGICAL_NOT: case OP_BITWISE_NOT: return x == 0;
+	case OP_LOGICAL_NOT: return x == 0;
+	case OP_BITWISE_NOT: return t == COIL_BOOL ? x == 0 : (real)~(int64_t)x;
 	case OP_CLAMP:
 	case OP_CLAMP_MIN:
 	case OP_CLAMP_MAX: {
@@ -258,8 +259,21 @@ static real pw2(const coil_node *n, real a, real b, coil_dtype t)
 	case OP_LE: case OP_LE_S: return a <= b;
 	case OP_GT: case OP_GT_S: return a > b;
 	case OP_GE: case OP_GE_S: return a >= b;
-	case OP_LOGICAL_AND: case OP_BITWISE_AND: return a != 0 && b != 0;
-	case OP_LOGICAL_OR: case OP_BITWISE_OR: return a != 0 || b != 0;
+	case OP_LOGICAL_AND: return a != 0 && b != 0;
+	case OP_LOGICAL_OR: return a != 0 || b != 0;
+	case OP_REMAINDER: case OP_REMAINDER_S: { /* ATen: fmod, then + b where the signs differ */
+		real m = fmod(a, b);
+		return m != 0 && ((b < 0) != (m < 0)) ? m + b : m;
+	}
+	default: break;
+	}
+	const int64_t x = (int64_t)a, y = (int64_t)b; /* bitwise ops: integers (bool: 0/1) */
+	switch (n->op) {
+	case OP_BITWISE_AND: case OP_BITWISE_AND_S: return (real)(x & y);
+	case OP_BITWISE_OR: case OP_BITWISE_OR_S: return (real)(x | y);
+	case OP_BITWISE_XOR: case OP_BITWISE_XOR_S: return (real)(x ^ y);
+	case OP_LSHIFT: case OP_LSHIFT_S: case OP_LEFT_SHIFT: return (real)(y < 0 || y > 63 ? 0 : (int64_t)((uint64_t)x << y));
+	case OP_RSHIFT: case OP_RSHIFT_S: case OP_RIGHT_SHIFT: return (real)(y < 0 || y > 63 ? (x < 0 ? -1 : 0) : x >> y);
 	default: return NAN;
 	}
 }
@@ -275,8 +289,7 @@ static coil_dtype compute_dtype(ictx *c, const coil_node *n)
 		int t = infer_result_type(c->g, n, idx, 2, NULL);
 		return t < 0 ? COIL_F64 : (coil_dtype)t;
 	}
-	case OP_LOGICAL_AND: case OP_LOGICAL_OR: case OP_LOGICAL_NOT: case OP_BITWISE_AND: case OP_BITWISE_OR:
-	case OP_BITWISE_NOT: return COIL_F64;
+	case OP_LOGICAL_AND: case OP_LOGICAL_OR: case OP_LOGICAL_NOT: return COIL_F64;
 	default: return o;
 	}
 }
@@ -300,7 +313,8 @@ static int eval_pointwise(ictx *c, coil_node *n)
 	int binary = oi->nargs >= 2 && (n->args[1].kind == ARG_TENSOR || n->args[1].kind == ARG_SCALAR) &&
 		     !where && !mfill && n->op != OP_CLAMP && n->op != OP_CLAMP_MIN && n->op != OP_CLAMP_MAX &&
 		     n->op != OP_HARDTANH && n->op != OP_LEAKY_RELU && n->op != OP_ELU && n->op != OP_SOFTPLUS;
-	int int_div = n->op == OP_DIV_MODE && HAS(n, 2) && !dtype_is_float(o->dtype);
+	int int_div = ((n->op == OP_DIV_MODE && HAS(n, 2)) || n->op == OP_REMAINDER || n->op == OP_REMAINDER_S) &&
+		      !dtype_is_float(o->dtype);
 	real sc = n->args[1].kind == ARG_SCALAR ? rnd(ct, n->args[1].is_int ? (real)n->args[1].i : (real)n->args[1].f) : 0;
 	for (int64_t e = 0; e < o->numel; e++, walk_next(&w)) {
 		real a = rnd(ct, IN(n, ops[0])->d[w.off[0]]), r;
@@ -315,7 +329,7 @@ static int eval_pointwise(ictx *c, coil_node *n)
 				return rterr(c, n, "integer division by zero");
 			r = pw2(n, a, b, ct);
 		} else {
-			r = pw1(n, a);
+			r = pw1(n, a, ct);
 		}
 		o->d[e] = rnd(o->dtype, r);
 	}

@@ -114,6 +114,20 @@
 	X(LOGICAL_OR, "aten.logical_or.default", "Tensor self, Tensor other", 1, PW, compare, pointwise) \
 	X(BITWISE_AND, "aten.bitwise_and.Tensor", "Tensor self, Tensor other", 1, PW, bitwise, pointwise) \
 	X(BITWISE_OR, "aten.bitwise_or.Tensor", "Tensor self, Tensor other", 1, PW, bitwise, pointwise) \
+	X(BITWISE_XOR, "aten.bitwise_xor.Tensor", "Tensor self, Tensor other", 1, PW, bitwise, pointwise) \
+	X(BITWISE_AND_S, "aten.bitwise_and.Scalar", "Tensor self, Scalar other", 1, PW, bitwise, pointwise) \
+	X(BITWISE_OR_S, "aten.bitwise_or.Scalar", "Tensor self, Scalar other", 1, PW, bitwise, pointwise) \
+	X(BITWISE_XOR_S, "aten.bitwise_xor.Scalar", "Tensor self, Scalar other", 1, PW, bitwise, pointwise) \
+	/* shifts of integers: a shift by a count outside [0, bits) gives 0 (left) or the sign (right) */ \
+	X(LSHIFT, "aten.__lshift__.Tensor", "Tensor self, Tensor other", 1, PW, bitwise, pointwise)     \
+	X(LSHIFT_S, "aten.__lshift__.Scalar", "Tensor self, Scalar other", 1, PW, bitwise, pointwise)   \
+	X(RSHIFT, "aten.__rshift__.Tensor", "Tensor self, Tensor other", 1, PW, bitwise, pointwise)     \
+	X(RSHIFT_S, "aten.__rshift__.Scalar", "Tensor self, Scalar other", 1, PW, bitwise, pointwise)   \
+	X(LEFT_SHIFT, "aten.bitwise_left_shift.Tensor", "Tensor self, Tensor other", 1, PW, bitwise, pointwise) \
+	X(RIGHT_SHIFT, "aten.bitwise_right_shift.Tensor", "Tensor self, Tensor other", 1, PW, bitwise, pointwise) \
+	/* Python's modulo: the sign of the divisor (ATen: fmod, then + other where the signs differ) */ \
+	X(REMAINDER, "aten.remainder.Tensor", "Tensor self, Tensor other", 1, PW, binary, pointwise)    \
+	X(REMAINDER_S, "aten.remainder.Scalar", "Tensor self, Scalar other", 1, PW, binary, pointwise)  \
 	X(WHERE, "aten.where.self", "Tensor condition, Tensor self, Tensor other", 1, PW, where, pointwise) \
 	X(MASKED_FILL, "aten.masked_fill.Scalar", "Tensor self, Tensor mask, Scalar value", 1, PW, where, pointwise) \
 	X(MASKED_FILL_T, "aten.masked_fill.Tensor", "Tensor self, Tensor mask, Tensor value", 1, PW, where, pointwise) \
@@ -234,5 +248,19 @@ const op_info *op_get(coil_op op);
  * Returns -1 when unknown. */
 int op_lookup(const char *name);
 const char *op_name(coil_op op);
+
+/* Shifts, and the bitwise ops (on bool: the logical ones; on integers: bits). */
+static inline int op_is_shift(coil_op op)
+{
+	return op == OP_LSHIFT || op == OP_LSHIFT_S || op == OP_RSHIFT || op == OP_RSHIFT_S || op == OP_LEFT_SHIFT ||
+	       op == OP_RIGHT_SHIFT;
+}
+static inline int op_is_bitwise(coil_op op)
+{
+	return op == OP_BITWISE_AND || op == OP_BITWISE_OR || op == OP_BITWISE_XOR || op == OP_BITWISE_AND_S ||
+	       op == OP_BITWISE_OR_S || op == OP_BITWISE_XOR_S || op == OP_BITWISE_NOT || op_is_shift(op);
+}
+/* Left shifts (<<), else right (>>). */
+static inline int op_is_lshift(coil_op op) { return op == OP_LSHIFT || op == OP_LSHIFT_S || op == OP_LEFT_SHIFT; }
 
 #endif

@@ -1022,14 +1022,58 @@ def compare_cases():
              name=op[5:] + " u8 with i8 (coil rejects; PyTorch accepts)")
         case(op, R(3, 4, dt=bf16), R(dt=b8))
         case(op, R(3, 4), R(2, 4))
-    for op in ("aten.bitwise_and.Tensor", "aten.bitwise_or.Tensor"):
+    for op in ("aten.bitwise_and.Tensor", "aten.bitwise_or.Tensor", "aten.bitwise_xor.Tensor"):
         case(op, R(3, 1, 5, dt=b8), R(4, 1, dt=b8))
         case(op, R(2, 1, 1, 7, dt=b8), R(1, 1, 7, 7, dt=b8))
-        case(op, R(3, 4, dt=i64), R(4, dt=i64), unsupported=True,
-             name=op[5:] + " on i64 (coil: bool masks only; PyTorch accepts)")
+        case(op, R(3, 4, dt=i64, lo=-1000, hi=1000), R(4, dt=i64, lo=-1000, hi=1000))
+        case(op, R(3, 4, dt=i32, lo=-99, hi=99), R(3, 4, dt=u8), name=op[5:] + " i32 with u8 (promotes to i32)")
+        case(op, R(5, dt=i8, lo=-128, hi=127), R(5, dt=b8), name=op[5:] + " i8 with bool")
+        case(op, R(3, 4, dt=u8), R(dt=i64, lo=0, hi=255), name=op[5:] + " u8 with a 0-dim i64")
         case(op, R(3, 4), R(3, 4, dt=b8), expect_error=True, name=op[5:] + " f32 with bool")
+        sop = op.replace(".Tensor", ".Scalar")
+        case(sop, R(3, 4, dt=i64, lo=-50, hi=50), 0x5a)
+        case(sop, R(3, 4, dt=u8), 7)
+        case(sop, R(3, 4, dt=b8), True, ref=getattr(torch, op[5:-7]),
+             name=sop[5:] + " bool with True (bool, as torch.%s gives; torch.ops' call gives i64)" % op[5:-7])
+        case(sop, R(3, 4, dt=i32, lo=-9, hi=9), 2.5, expect_error=True, name=sop[5:] + " float scalar")
     case("aten.bitwise_not", R(3, 1, 5, dt=b8))
-    case("aten.bitwise_not", R(4, dt=i32), unsupported=True, name="bitwise_not on i32 (coil: bool masks only)")
+    case("aten.bitwise_not", R(4, dt=i32, lo=-99, hi=99))
+    case("aten.bitwise_not", R(4, dt=u8))
+    case("aten.bitwise_not", R(4, dt=i64, lo=-2 ** 40, hi=2 ** 40))
+    case("aten.bitwise_not", R(4), expect_error=True, name="bitwise_not f32")
+    # shifts: counts in [0, bits) (PyTorch 1.13 leaves larger ones undefined)
+    for op, sop in (("aten.__lshift__.Tensor", "aten.__lshift__.Scalar"), ("aten.__rshift__.Tensor", "aten.__rshift__.Scalar"),
+                    ("aten.bitwise_left_shift.Tensor", None), ("aten.bitwise_right_shift.Tensor", None)):
+        case(op, R(3, 4, dt=i64, lo=-1000, hi=1000), R(4, dt=i64, lo=0, hi=40))
+        case(op, R(3, 4, dt=i32, lo=-1000, hi=1000), R(3, 4, dt=i32, lo=0, hi=31))
+        case(op, R(3, 4, dt=u8), R(3, 4, dt=u8, lo=0, hi=7))
+        case(op, R(3, 4, dt=i8, lo=-128, hi=127), R(4, dt=i8, lo=0, hi=7))
+        case(op, R(3, 4, dt=b8), R(3, 4, dt=b8), expect_error=True, name=op[5:] + " bool")
+        case(op, R(3, 4), R(3, 4, dt=i64, lo=0, hi=3), expect_error=True, name=op[5:] + " f32")
+        if sop:
+            case(sop, R(3, 4, dt=i64, lo=-1000, hi=1000), 3)
+            case(sop, R(3, 4, dt=i32, lo=-1000, hi=1000), 31)
+            case(sop, R(3, 4, dt=u8), 2)
+    rm, rs = "aten.remainder.Tensor", "aten.remainder.Scalar"
+    vals = T([7.0, -7.0, 7.5, -7.5, 0.5, -0.5, 6.0, -6.0, 3.0, 0.0, 1e30, -2.0])
+    dens = T([2.0, 2.0, -2.0, -2.0, 3.0, 3.0, -3.0, 2.5, 0.7, -1.5, 3.0, float("inf")])
+    case(rm, vals, dens)
+    case(rm, R(3, 1, 5, lo=-9, hi=9), R(4, 1, lo=-3, hi=3))
+    case(rm, vals.double(), dens.double())
+    case(rm, R(3, 4, dt=bf16, lo=-9, hi=9), R(4, dt=bf16, lo=0.5, hi=3))
+    case(rm, T([7, -7, 7, -7, 0, 5, -9], i64), T([2, 2, -2, -2, 3, -3, 4], i64))
+    case(rm, R(3, 4, dt=i32, lo=-50, hi=50), R(4, dt=i32, lo=1, hi=9))
+    case(rm, R(3, 4, dt=i8, lo=-128, hi=127), R(4, dt=i8, lo=-9, hi=-1))
+    case(rm, R(3, 4, dt=u8), R(4, dt=u8, lo=1, hi=9))
+    case(rm, R(3, 4, dt=i64, lo=-9, hi=9), R(4, lo=0.5, hi=2), name="remainder i64 by f32 (promotes)")
+    case(rm, T([1.0, -1.0, 0.0]), T([0.0, 0.0, 0.0]), name="remainder float by zero (nan)")
+    case(rm, T([1, 2], i64), T([1, 0], i64), name="remainder int by zero")
+    case(rm, R(3, dt=b8), R(3, dt=b8), expect_error=True, name="remainder bool")
+    case(rs, vals, 2.5)
+    case(rs, vals, -3)
+    case(rs, R(3, 4, dt=i64, lo=-50, hi=50), 7)
+    case(rs, R(3, 4, dt=i64, lo=-50, hi=50), -7)
+    case(rs, R(3, 4, dt=i32, lo=-50, hi=50), 2.5, name="remainder.Scalar i32 by 2.5 (promotes)")
 
 
 def where_cases():
