@@ -540,7 +540,29 @@ static void composite(dctx *c, int *res)
 		}
 		return;
 	}
-	case OP_BATCH_NORM: case OP_NATIVE_BATCH_NORM: {
+	case OP_BATCH_NORM: case OP_NATIVE_BATCH_NORM: if (ARG(5).i) { /* the batch's statistics (instance norm) */
+		unsigned mask = 0;
+		for (int i = 0; i < r; i++)
+			mask |= i == 1 ? 0 : 1u << i;
+		int mu = reduce(c, RD_WMEAN, x, mask, o->dtype), d = bin(c, PR_SUB, x, mu);
+		int var = bin(c, PR_DIV, reduce(c, RD_WM2, x, mask, o->dtype), fill_dim(c, red_count(c, x, mask), o->dtype));
+		int rstd = un(c, PR_RECIP, un(c, PR_SQRT, bin(c, PR_ADD, var, num(c, ARG(7).f, var))));
+		coil_dim cs[COIL_MAX_RANK];
+		cs[0] = N(c, x)->shape[1];
+		for (int i = 1; i < r - 1; i++)
+			cs[i] = dim_const(1);
+		int y = bin(c, PR_MUL, d, rstd);
+		if (HAS(1))
+			y = bin(c, PR_MUL, y, reshape(c, cast(c, in(c, 1), o->dtype), r - 1, cs));
+		if (HAS(2))
+			y = bin(c, PR_ADD, y, reshape(c, cast(c, in(c, 2), o->dtype), r - 1, cs));
+		res[0] = y;
+		if (n->nout == 3) {
+			res[1] = squeeze_to(c, mu, node_out(c->g, n, 1));
+			res[2] = squeeze_to(c, rstd, node_out(c->g, n, 2));
+		}
+		return;
+	} else {
 		coil_dim cs[COIL_MAX_RANK];
 		cs[0] = N(c, x)->shape[1];
 		for (int i = 1; i < r - 1; i++)

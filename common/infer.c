@@ -417,15 +417,19 @@ static int infer_batch_norm(coil_graph *g, coil_node *n, coil_err *err)
 		return -1;
 	if (x->rank < 2)
 		return ARGERR(0, "expected rank >= 2, got %d", x->rank);
-	if (n->args[5].i)
-		return unsupported(err, ARGERR(5, "training mode is not supported (inference only)"));
-	if (!has(n, 3) || !has(n, 4))
+	/* training=True without running statistics: the batch's own (instance_norm's
+	 * form, on [1, N*C, ...]); updating running statistics is training */
+	const int batch_stats = n->args[5].i != 0;
+	if (batch_stats && (has(n, 3) || has(n, 4)))
+		return unsupported(err, ARGERR(has(n, 3) ? 3 : 4, "training mode with running statistics to update is not "
+								   "supported (inference only)"));
+	if (!batch_stats && (!has(n, 3) || !has(n, 4)))
 		return ARGERR(has(n, 3) ? 4 : 3, "running statistics are required in inference");
 	for (int i = 1; i <= 4; i++)
 		if (check_vec(g, n, err, i, 1, &x->shape[1], x->dtype))
 			return -1;
 	set_out(g, n, 0, x->dtype, x->rank, x->shape);
-	coil_dim z = dim_const(0);
+	coil_dim z = batch_stats ? x->shape[1] : dim_const(0);
 	for (int k = 1; k < n->nout; k++)
 		set_out(g, n, k, x->dtype, 1, &z);
 	return 0;
@@ -1116,7 +1120,10 @@ static int infer_reshape(coil_graph *g, coil_node *n, coil_err *err)
 			infer_at = i;
 			continue;
 		}
-		if (dim_min(&sz->dims[i]) < 0)
+		int is_size = 0; /* one of the input's dims is a size, whatever its expression's range says */
+		for (int k = 0; k < x->rank && !is_size; k++)
+			is_size = dim_eq(&x->shape[k], &sz->dims[i]);
+		if (!is_size && dim_min(&sz->dims[i]) < 0)
 			return ARGERR(1, "negative size at %d", i);
 		out[i] = sz->dims[i];
 		if (dim_mul(&known, &known, &sz->dims[i], err))
@@ -1510,8 +1517,8 @@ static int infer_repeat(coil_graph *g, coil_node *n, coil_err *err)
 	const int lead = rp->n - x->rank;
 	for (int i = 0; i < rp->n; i++) {
 		int64_t k;
-		if (!dim_is_const(&rp->dims[i], &k) || k < 0)
-			return ARGERR(1, "repeat %d must be a static non-negative integer", i);
+		if (dim_is_const(&rp->dims[i], &k) && k < 0) /* a symbolic count is a size (instance norm's batch) */
+			return ARGERR(1, "repeat %d is negative (%lld)", i, (long long)k);
 		coil_dim s = i < lead ? dim_const(1) : x->shape[i - lead];
 		if (dim_mul(&out[i], &s, &rp->dims[i], err))
 			return ARGERR(1, "%s (input %s)", err->msg, shp(g, x, b1, sizeof b1));

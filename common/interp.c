@@ -785,20 +785,45 @@ static int eval_reduce(ictx *c, coil_node *n)
 
 static int eval_batch_norm(ictx *c, coil_node *n)
 {
-	itensor *x = IN(n, 0), *o = OUT(n, 0), *mean = IN(n, 3), *var = IN(n, 4);
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
 	itensor *w = HAS(n, 1) ? IN(n, 1) : NULL, *b = HAS(n, 2) ? IN(n, 2) : NULL;
 	real eps = n->args[7].f;
 	int64_t C = x->shape[1], inner = 1, outer = x->shape[0];
 	for (int i = 2; i < x->rank; i++)
 		inner *= x->shape[i];
+	real *mean = NULL, *var = NULL, *stats = NULL;
+	if (n->args[5].i) { /* the batch's statistics (biased variance) */
+		stats = calloc((size_t)(2 * C + 1), sizeof *stats);
+		if (!stats)
+			return rterr(c, n, "out of memory");
+		mean = stats, var = stats + C;
+		const real cnt = (real)(outer * inner);
+		for (int pass = 0; pass < 2; pass++)
+			for (int64_t a = 0; a < outer; a++)
+				for (int64_t ch = 0; ch < C; ch++)
+					for (int64_t i = 0; i < inner; i++) {
+						real v = x->d[(a * C + ch) * inner + i];
+						if (pass)
+							var[ch] += (v - mean[ch]) * (v - mean[ch]) / cnt;
+						else
+							mean[ch] += v / cnt;
+					}
+		for (int64_t ch = 0; ch < C && n->nout == 3; ch++) {
+			OUT(n, 1)->d[ch] = rnd(o->dtype, mean[ch]);
+			OUT(n, 2)->d[ch] = rnd(o->dtype, 1 / sqrt(var[ch] + eps));
+		}
+	} else {
+		mean = IN(n, 3)->d, var = IN(n, 4)->d;
+	}
 	for (int64_t a = 0; a < outer; a++)
 		for (int64_t ch = 0; ch < C; ch++) {
-			real s = 1 / sqrt(var->d[ch] + eps) * (w ? w->d[ch] : 1);
-			real t = (b ? b->d[ch] : 0) - mean->d[ch] * s;
+			real s = 1 / sqrt(var[ch] + eps) * (w ? w->d[ch] : 1);
+			real t = (b ? b->d[ch] : 0) - mean[ch] * s;
 			real *px = x->d + (a * C + ch) * inner, *po = o->d + (a * C + ch) * inner;
 			for (int64_t i = 0; i < inner; i++)
 				po[i] = rnd(o->dtype, px[i] * s + t);
 		}
+	free(stats);
 	return 0;
 }
 

@@ -374,6 +374,23 @@ def test_gnn(t, cache):
         t.ok("out of range" in str(e), "a target index out of range raises coil.CoilError: %s" % e)
 
 
+def test_instance_norm(t, cache):
+    """InstanceNorm (batch statistics of [1, N*C, ...], the weight repeated N times) static and with
+    every dim symbolic (the repeat count is the batch)."""
+    torch.manual_seed(4)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.InstanceNorm2d(4, affine=True), torch.nn.ReLU(),
+                            torch.nn.Conv2d(4, 2, 1), torch.nn.InstanceNorm2d(2)).eval()
+    with torch.no_grad():
+        m[1].weight.uniform_(0.5, 2)
+        m[1].bias.uniform_(-1, 1)
+    x = torch.randn(2, 3, 9, 9)
+    err = rel_err(eager(m, (x,)), coil.compile(m, (x,), cache_dir=cache, coil=COIL)(x))
+    f = coil.compile(m, (x,), dynamic=True, cache_dir=cache, coil=COIL)
+    worst = max(rel_err(eager(m, (y,)), f(y)) for y in (torch.randn(3, 3, 12, 7), torch.randn(1, 3, 5, 16)))
+    t.ok(err <= TOL and worst <= TOL, "InstanceNorm2d (affine and not): matches eager static (%.2e) and with batch, "
+         "height and width symbolic at two other sizes (%.2e)" % (err, worst))
+
+
 def test_dynamic(t, cache):
     m, ins = coil_export.make_model("torchvision:resnet18", size=32, batch=2)
     f = coil.compile(m, ins, dynamic_batch=True, cache_dir=cache, coil=COIL)
@@ -600,6 +617,7 @@ def main():
         t.run("fold", test_fold, t, cache)
         t.run("non-tensor outputs", test_nontensor_outputs, t, cache)
         t.run("gnn", test_gnn, t, cache)
+        t.run("instance norm", test_instance_norm, t, cache)
         t.run("dynamic batch", test_dynamic, t, cache)
         t.run("targets", test_targets, t, fns)
         t.run("server", test_server, t, cache, fns)

@@ -560,9 +560,18 @@ def norm_cases():
     case("aten.native_batch_norm", x, w, b, m, v, False, 0.1, 1e-5, null_outs=(1, 2),
          name="native_batch_norm unused stats outputs")
     case("aten.native_batch_norm", x, w, b, m, v, True, 0.1, 1e-5, unsupported=True, nout=3,
-         name="native_batch_norm training (unsupported)")
+         name="native_batch_norm training with running statistics to update (unsupported)")
+    # training without running statistics: the batch's own (instance_norm on [1, N*C, ...])
+    case("aten.native_batch_norm", R(1, 6, 4, 5), R(6), R(6), None, None, True, 0.1, 1e-5, nout=3,
+         name="native_batch_norm batch statistics (instance norm's form)")
+    case("aten.native_batch_norm", R(3, 3, 7, lo=90, hi=110), None, None, None, None, True, 0.1, 1e-3, nout=3,
+         name="native_batch_norm batch statistics, large mean, no affine")
+    case("aten.native_batch_norm", R(4, 3), w, b, None, None, True, 0.1, 1e-5, nout=3, null_outs=(1,),
+         name="native_batch_norm batch statistics 2-d, mean unused")
+
     wd, bd, md, vd = stats(3, f64)
     case("aten.native_batch_norm", R(2, 3, 5, dt=f64), wd, bd, md, vd, False, 0.1, 1e-5)
+    case("aten.native_batch_norm", R(2, 3, 5, dt=f64), wd, None, None, None, True, 0.1, 1e-5, nout=3)
     case("aten.batch_norm", x, Param(w), Param(b), Param(m), Param(v), False, 0.1, 1e-5, False)
     case("aten.batch_norm", R(1, 3, 2, 2, 2), w, None, m, v, False, 0.0, 1e-2, True)
     case("aten.batch_norm", R(2, 3, 4, dt=bf16), *stats(3, bf16), False, 0.1, 1e-5, False, tolx=2)
