@@ -288,6 +288,29 @@ static int pointwise(dctx *c, coil_dtype ot)
 	}
 }
 
+/* A channel norm's result (group norm, batch statistics): y, the normalized
+ * [N, C, ...] value, times the weight (args[w]) and plus the bias (args[w + 1])
+ * per channel where given; the mean and rstd as results 1 and 2 when asked. */
+static void norm_affine(dctx *c, int *res, int y, int mu, int rstd, int w)
+{
+	const coil_node *n = c->n;
+	const coil_value *o = node_out(c->g, n, 0);
+	const int r = N(c, y)->rank;
+	coil_dim cs[COIL_MAX_RANK];
+	cs[0] = N(c, y)->shape[1];
+	for (int i = 1; i < r - 1; i++)
+		cs[i] = dim_const(1);
+	if (HAS(w))
+		y = bin(c, PR_MUL, y, reshape(c, cast(c, in(c, w), o->dtype), r - 1, cs));
+	if (HAS(w + 1))
+		y = bin(c, PR_ADD, y, reshape(c, cast(c, in(c, w + 1), o->dtype), r - 1, cs));
+	res[0] = y;
+	if (n->nout == 3) {
+		res[1] = squeeze_to(c, mu, node_out(c->g, n, 1));
+		res[2] = squeeze_to(c, rstd, node_out(c->g, n, 2));
+	}
+}
+
 /* Reductions; writes the IR node of each result into res. */
 static void reduction(dctx *c, int *res)
 {
@@ -490,20 +513,7 @@ static void composite(dctx *c, int *res)
 		int mu = reduce(c, RD_WMEAN, xg, 1u << 2, o->dtype), d = bin(c, PR_SUB, xg, mu);
 		int var = bin(c, PR_DIV, reduce(c, RD_WM2, xg, 1u << 2, o->dtype), fill_dim(c, gs[2], o->dtype));
 		int rstd = un(c, PR_RECIP, un(c, PR_SQRT, bin(c, PR_ADD, var, num(c, ARG(7).f, var))));
-		int y = reshape(c, bin(c, PR_MUL, d, rstd), r, xs);
-		coil_dim cs[COIL_MAX_RANK];
-		cs[0] = xs[1];
-		for (int i = 1; i < r - 1; i++)
-			cs[i] = dim_const(1);
-		if (HAS(1))
-			y = bin(c, PR_MUL, y, reshape(c, cast(c, in(c, 1), o->dtype), r - 1, cs));
-		if (HAS(2))
-			y = bin(c, PR_ADD, y, reshape(c, cast(c, in(c, 2), o->dtype), r - 1, cs));
-		res[0] = y;
-		if (n->nout == 3) {
-			res[1] = squeeze_to(c, mu, node_out(c->g, n, 1));
-			res[2] = squeeze_to(c, rstd, node_out(c->g, n, 2));
-		}
+		norm_affine(c, res, reshape(c, bin(c, PR_MUL, d, rstd), r, xs), mu, rstd, 1);
 		return;
 	}
 	case OP_PRELU: {
@@ -547,20 +557,7 @@ static void composite(dctx *c, int *res)
 		int mu = reduce(c, RD_WMEAN, x, mask, o->dtype), d = bin(c, PR_SUB, x, mu);
 		int var = bin(c, PR_DIV, reduce(c, RD_WM2, x, mask, o->dtype), fill_dim(c, red_count(c, x, mask), o->dtype));
 		int rstd = un(c, PR_RECIP, un(c, PR_SQRT, bin(c, PR_ADD, var, num(c, ARG(7).f, var))));
-		coil_dim cs[COIL_MAX_RANK];
-		cs[0] = N(c, x)->shape[1];
-		for (int i = 1; i < r - 1; i++)
-			cs[i] = dim_const(1);
-		int y = bin(c, PR_MUL, d, rstd);
-		if (HAS(1))
-			y = bin(c, PR_MUL, y, reshape(c, cast(c, in(c, 1), o->dtype), r - 1, cs));
-		if (HAS(2))
-			y = bin(c, PR_ADD, y, reshape(c, cast(c, in(c, 2), o->dtype), r - 1, cs));
-		res[0] = y;
-		if (n->nout == 3) {
-			res[1] = squeeze_to(c, mu, node_out(c->g, n, 1));
-			res[2] = squeeze_to(c, rstd, node_out(c->g, n, 2));
-		}
+		norm_affine(c, res, bin(c, PR_MUL, d, rstd), mu, rstd, 1);
 		return;
 	} else {
 		coil_dim cs[COIL_MAX_RANK];
