@@ -902,6 +902,116 @@ static void roll(xctx *c)
 	out(c, "\t\tmemcpy(yr, xr + (L - sl), (size_t)sl * sizeof(%s));\n\t}\n", t);
 }
 
+/* [outer, L, inner] around dim d of x, as C declarations. */
+static void around(xctx *c, const ir_node *x, int d)
+{
+	out(c, "\tconst int64_t outer = %s, L = %s, inner = %s;\n", prod(c, x, 0, d), x->rank ? dimc(c, &x->shape[d]) : "1",
+	    prod(c, x, d + 1, x->rank));
+}
+
+static int wrapd(const ir_node *x, int64_t d) { return (int)(d < 0 ? d + (x->rank ? x->rank : 1) : d); }
+
+/* tril / triu over the last two dims. */
+static void tri(xctx *c)
+{
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
+	ir_node *x = argn(c, 0);
+	const int r = x->rank;
+	out(c, "\tconst int64_t mats = %s, R = %s, C = %s, work = mats * R * C;\n", prod(c, x, 0, r - 2),
+	    dimc(c, &x->shape[r - 2]), dimc(c, &x->shape[r - 1]));
+	out(c, PAR(2));
+	out(c, "\tfor (int64_t m = 0; m < mats; m++)\n\t\tfor (int64_t i = 0; i < R; i++)\n"
+	       "\t\t\tfor (int64_t j = 0; j < C; j++) {\n\t\t\t\tconst int64_t e = (m * R + i) * C + j;\n"
+	       "\t\t\t\t%s[e] = j - i %s %lldLL ? %s[e] : 0;\n\t\t\t}\n",
+	    buf(c, outv), c->n->op == OP_TRIL ? "<=" : ">=", (long long)c->n->args[1].i, arg(c, 0));
+}
+
+/* cumsum: each line along dim summed in order, in double (floats: ATen's CPU
+ * accumulator) or int64_t, every partial sum stored. */
+static void cumsum(xctx *c)
+{
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
+	ir_node *x = argn(c, 0), *o = &c->ir->nodes[outv];
+	const char *acc = dtype_is_float(o->dtype) ? "double" : "int64_t", *T = emit_ctype(o->dtype);
+	around(c, x, wrapd(x, c->n->args[1].i));
+	out(c, "\tconst int64_t work = outer * L * inner;\n\t(void)work;\n");
+	out(c, PAR(2));
+	out(c, "\tfor (int64_t a = 0; a < outer; a++)\n\t\tfor (int64_t b = 0; b < inner; b++) {\n\t\t\t%s s = 0;\n"
+	       "\t\t\tfor (int64_t j = 0; j < L; j++) {\n\t\t\t\tconst int64_t e = (a * L + j) * inner + b;\n"
+	       "\t\t\t\ts = (%s)(s + (%s)(%s)%s[e]);\n\t\t\t\t%s[e] = (%s)s;\n\t\t\t}\n\t\t}\n",
+	    acc, acc, acc, T, arg(c, 0), buf(c, outv), T);
+}
+
+/* prod and prod.dim_int: in double for floats, int64_t (wrapping) for integers. */
+static void prod_(xctx *c)
+{
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
+	ir_node *x = argn(c, 0), *o = &c->ir->nodes[outv];
+	const int fl = dtype_is_float(o->dtype);
+	const char *T = emit_ctype(o->dtype);
+	if (c->n->op == OP_PROD)
+		out(c, "\tconst int64_t outer = 1, L = %s, inner = 1;\n", prod(c, x, 0, x->rank));
+	else
+		around(c, x, wrapd(x, c->n->args[1].i));
+	out(c, "\tconst int64_t work = outer * L * inner;\n\t(void)work;\n");
+	out(c, PAR(2));
+	out(c, "\tfor (int64_t a = 0; a < outer; a++)\n\t\tfor (int64_t b = 0; b < inner; b++) {\n\t\t\t%s p = 1;\n"
+	       "\t\t\tfor (int64_t j = 0; j < L; j++)\n\t\t\t\tp %s (%s)(%s)%s[(a * L + j) * inner + b];\n"
+	       "\t\t\t%s[a * inner + b] = (%s)p;\n\t\t}\n",
+	    fl ? "double" : "uint64_t", fl ? "*=" : "*=", fl ? "double" : "uint64_t", fl ? T : "int64_t", arg(c, 0),
+	    buf(c, outv), T);
+}
+
+/* sort, sort.stable, topk: per line along dim, positions merge-sorted by
+ * (value, position), NaN above every number (one total order: the result
+ * does not depend on the algorithm); the first K taken. */
+static void sort(xctx *c)
+{
+	int vo = result(c, 0), io = result(c, 1);
+	if (vo < 0 && io < 0)
+		return;
+	ir_node *x = argn(c, 0);
+	const int topk = c->n->op == OP_TOPK;
+	const int d = wrapd(x, c->n->args[topk || c->n->op == OP_SORT_STABLE ? 2 : 1].i);
+	const int desc = (int)(topk ? c->n->args[3].i : c->n->args[c->n->op == OP_SORT ? 2 : 3].i);
+	const coil_value *ov = node_out(c->ir->g, c->n, 0);
+	const char *T = emit_ctype(x->dtype);
+	around(c, x, d);
+	out(c, "\tconst int64_t K = %s, work = outer * L * inner;\n\t(void)work;\n",
+	    topk ? (ov->rank ? dimc(c, &ov->shape[d]) : "1") : "L");
+	int oom = emit_err_code(c->errs, c->ir, c->ir->nodes[vo >= 0 ? vo : io].gnode, "out of memory (%lld, %lld)");
+	out(c, "#define COIL_BEFORE(i, j) ((kv[i] != kv[i]) != (kv[j] != kv[j]) ? %s : (kv[i] != kv[i] || kv[i] == kv[j]) "
+	       "? (i) < (j) : kv[i] %s kv[j])\n", desc ? "kv[i] != kv[i]" : "kv[j] != kv[j]", desc ? ">" : "<");
+	out(c, "\t#pragma omp parallel num_threads(nt) if (nt > 1 && work > 32768)\n\t{\n"
+	       "\t\tint64_t *pos = malloc((size_t)(2 * L + 1) * sizeof *pos), *tmp = pos + L;\n"
+	       "\t\t%s *kv = malloc((size_t)(L + 1) * sizeof *kv);\n"
+	       "\t\tif (!pos || !kv)\n\t\t\tcoil_raise(x->st, %d, (long long)L, 0);\n"
+	       "\t\t#pragma omp for schedule(static) collapse(2)\n"
+	       "\t\tfor (int64_t a = 0; a < outer; a++)\n\t\t\tfor (int64_t b = 0; b < inner; b++) {\n"
+	       "\t\t\t\tif (!pos || !kv)\n\t\t\t\t\tcontinue;\n"
+	       "\t\t\t\tfor (int64_t j = 0; j < L; j++)\n\t\t\t\t\tkv[j] = %s[(a * L + j) * inner + b], pos[j] = j;\n"
+	       "\t\t\t\tint64_t *s = pos, *t = tmp;\n"
+	       "\t\t\t\tfor (int64_t w = 1; w < L; w *= 2) { /* bottom-up merge sort */\n"
+	       "\t\t\t\t\tfor (int64_t lo = 0; lo < L; lo += 2 * w) {\n"
+	       "\t\t\t\t\t\tint64_t m = lo + w < L ? lo + w : L, hi = lo + 2 * w < L ? lo + 2 * w : L, p = lo, q = m, k = lo;\n"
+	       "\t\t\t\t\t\twhile (p < m && q < hi)\n\t\t\t\t\t\t\tt[k++] = COIL_BEFORE(s[q], s[p]) ? s[q++] : s[p++];\n"
+	       "\t\t\t\t\t\twhile (p < m)\n\t\t\t\t\t\t\tt[k++] = s[p++];\n"
+	       "\t\t\t\t\t\twhile (q < hi)\n\t\t\t\t\t\t\tt[k++] = s[q++];\n\t\t\t\t\t}\n"
+	       "\t\t\t\t\tint64_t *u = s;\n\t\t\t\t\ts = t, t = u;\n\t\t\t\t}\n"
+	       "\t\t\t\tfor (int64_t j = 0; j < K; j++) {\n", T, oom, arg(c, 0));
+	if (vo >= 0)
+		out(c, "\t\t\t\t\t%s[(a * K + j) * inner + b] = kv[s[j]];\n", buf(c, vo));
+	if (io >= 0)
+		out(c, "\t\t\t\t\t%s[(a * K + j) * inner + b] = s[j];\n", buf(c, io));
+	out(c, "\t\t\t\t}\n\t\t\t}\n\t\tfree(pos);\n\t\tfree(kv);\n\t}\n#undef COIL_BEFORE\n");
+}
+
 /* Loops that still take spatial sizes as numbers: a symbolic one is
  * unsupported there (f32 convolutions with constant weights run on oneDNN
  * at any size; 2-d pooling and resampling render with size expressions). */
@@ -947,7 +1057,8 @@ static int half_refused(xctx *c)
 	switch (c->n->op) {
 	case OP_CAT: case OP_STACK: case OP_SDPA: /* converts what it promotes; widens as it packs */
 		return 0;
-	case OP_EMBEDDING: case OP_INDEX_SELECT: case OP_GATHER: case OP_CONSTANT_PAD_ND: case OP_ROLL:
+	case OP_EMBEDDING: case OP_INDEX_SELECT: case OP_GATHER: case OP_CONSTANT_PAD_ND: case OP_ROLL: case OP_TRIL:
+	case OP_TRIU:
 		if (same)
 			return 0;
 		break;
@@ -994,6 +1105,10 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 	case OP_SCATTER_ADD: case OP_SCATTER_REDUCE: case OP_INDEX_ADD: case OP_INDEX_REDUCE: scatter(&c); return;
 	case OP_CONSTANT_PAD_ND: pad(&c); return;
 	case OP_ROLL: roll(&c); return;
+	case OP_TRIL: case OP_TRIU: tri(&c); return;
+	case OP_CUMSUM: cumsum(&c); return;
+	case OP_PROD: case OP_PROD_DIM: prod_(&c); return;
+	case OP_SORT: case OP_SORT_STABLE: case OP_TOPK: sort(&c); return;
 	default:
 		*bad = 1;
 		node_errf(err, c.n, "codegen: no extern kernel for this op yet");

@@ -1387,6 +1387,92 @@ static int infer_squeeze(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
+static int infer_tri(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	if (x->rank < 2)
+		return ARGERR(0, "needs rank >= 2, got %d", x->rank);
+	set_out(g, n, 0, x->dtype, x->rank, x->shape);
+	return 0;
+}
+
+/* The result dtype of a sum-like op over x (cumsum, prod): dtype (args[di])
+ * when given, else integers and bool in i64, floats as they are. */
+static coil_dtype sum_dtype(const coil_node *n, const coil_value *x, int di)
+{
+	if (has(n, di))
+		return (coil_dtype)n->args[di].i;
+	return dtype_is_float(x->dtype) ? x->dtype : COIL_I64;
+}
+
+static int infer_cumsum(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	int d;
+	if (wrap_dim(g, n, err, 1, n->args[1].i, x->rank, &d))
+		return -1;
+	set_out(g, n, 0, sum_dtype(n, x, 2), x->rank, x->shape);
+	return 0;
+}
+
+static int infer_prod(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	const coil_dtype t = sum_dtype(n, x, n->op == OP_PROD ? 1 : 3);
+	if (n->op == OP_PROD) {
+		set_out(g, n, 0, t, 0, NULL);
+		return 0;
+	}
+	int d, r = 0;
+	if (wrap_dim(g, n, err, 1, n->args[1].i, x->rank, &d))
+		return -1;
+	coil_dim out[COIL_MAX_RANK];
+	for (int i = 0; i < x->rank; i++)
+		if (i != d || n->args[2].i)
+			out[r++] = i == d ? dim_const(1) : x->shape[i];
+	set_out(g, n, 0, t, r, out);
+	return 0;
+}
+
+/* sort, sort.stable, topk: values and i64 indices; topk's k static, within the dim. */
+static int infer_sort(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	const int di = n->op == OP_SORT ? 1 : 2;
+	int d;
+	if (wrap_dim(g, n, err, di, n->args[di].i, x->rank, &d))
+		return -1;
+	if (n->op == OP_TOPK && x->dtype == COIL_BOOL)
+		return ARGERR(0, "dtype bool is not supported");
+	coil_dim out[COIL_MAX_RANK];
+	memcpy(out, x->shape, sizeof(coil_dim) * (size_t)x->rank);
+	if (n->op == OP_TOPK) {
+		const coil_arg *k = &n->args[1];
+		int64_t kv, len;
+		if (!dim_is_const(&k->dims[0], &kv))
+			return unsupported(err, ARGERR(1, "a symbolic k is not supported"));
+		if (kv < 0)
+			return ARGERR(1, "k %lld is negative", (long long)kv);
+		if (x->rank) {
+			if (dim_is_const(&x->shape[d], &len)) {
+				if (kv > len)
+					return ARGERR(1, "k %lld is larger than dim %d's size %lld", (long long)kv, d, (long long)len);
+			} else {
+				coil_dim slack, kd = dim_const(kv);
+				if (dim_sub(&slack, &x->shape[d], &kd, err) ||
+				    graph_guard(g, n, GUARD_GE, &slack, 0, "topk's k within the dim", err))
+					return -1;
+			}
+			out[d] = dim_const(kv);
+		} else if (kv > 1) {
+			return ARGERR(1, "k %lld is larger than a 0-dim input's 1 element", (long long)kv);
+		}
+	}
+	set_out(g, n, 0, x->dtype, x->rank, out);
+	set_out(g, n, 1, COIL_I64, x->rank, out);
+	return 0;
+}
+
 static int infer_same(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0);

@@ -645,6 +645,122 @@ static int eval_embedding(ictx *c, coil_node *n)
 	return 0;
 }
 
+/* [outer, L, inner] around dim d of x. */
+static void around(const itensor *x, int d, int64_t *outer, int64_t *len, int64_t *inner)
+{
+	*outer = *inner = 1;
+	*len = x->rank ? x->shape[d] : 1;
+	for (int i = 0; i < x->rank; i++)
+		if (i < d)
+			*outer *= x->shape[i];
+		else if (i > d)
+			*inner *= x->shape[i];
+}
+
+static int wrapd(const itensor *x, int64_t d) { return (int)(d < 0 ? d + (x->rank ? x->rank : 1) : d); }
+
+static int eval_tri(ictx *c, coil_node *n)
+{
+	(void)c;
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	const int64_t R = x->shape[x->rank - 2], C = x->shape[x->rank - 1], dg = n->args[1].i;
+	for (int64_t e = 0; e < x->numel; e++) {
+		const int64_t j = e % C, i = e / C % R;
+		o->d[e] = (n->op == OP_TRIL ? j - i <= dg : j - i >= dg) ? x->d[e] : 0;
+	}
+	return 0;
+}
+
+/* cumsum: in f64 (floats: ATen's CPU accumulator) or i64, each partial sum rounded out. */
+static int eval_cumsum(ictx *c, coil_node *n)
+{
+	(void)c;
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	int64_t outer, L, inner;
+	around(x, wrapd(x, n->args[1].i), &outer, &L, &inner);
+	for (int64_t a = 0; a < outer; a++)
+		for (int64_t b = 0; b < inner; b++) {
+			real acc = 0;
+			for (int64_t j = 0; j < L; j++) {
+				const int64_t e = (a * L + j) * inner + b;
+				acc = rnd(dtype_is_float(o->dtype) ? COIL_F64 : COIL_I64, acc + rnd(o->dtype, x->d[e]));
+				o->d[e] = rnd(o->dtype, acc);
+			}
+		}
+	return 0;
+}
+
+static int eval_prod(ictx *c, coil_node *n)
+{
+	(void)c;
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	int64_t outer = 1, L = x->numel, inner = 1;
+	if (n->op == OP_PROD_DIM)
+		around(x, wrapd(x, n->args[1].i), &outer, &L, &inner);
+	for (int64_t a = 0; a < outer; a++)
+		for (int64_t b = 0; b < inner; b++) {
+			real acc = 1;
+			for (int64_t j = 0; j < L; j++)
+				acc = dtype_is_float(o->dtype) ? acc * rnd(o->dtype, x->d[(a * L + j) * inner + b])
+							: (real)(int64_t)((uint64_t)(int64_t)acc *
+									  (uint64_t)(int64_t)x->d[(a * L + j) * inner + b]);
+			o->d[a * inner + b] = rnd(o->dtype, acc);
+		}
+	return 0;
+}
+
+/* sort and topk: positions ordered by value (ascending, or descending), NaN
+ * above every number, ties by position: one total order, so the result does
+ * not depend on the algorithm. */
+typedef struct sort_ctx {
+	const real *keys;
+	int desc;
+} sort_ctx;
+
+static int sort_cmp(const void *pa, const void *pb, void *ctx)
+{
+	const sort_ctx *s = ctx;
+	const int64_t i = *(const int64_t *)pa, j = *(const int64_t *)pb;
+	const real a = s->keys[i], b = s->keys[j];
+	const int na = isnan(a), nb = isnan(b);
+	int r = na != nb ? (na ? 1 : -1) : na || a == b ? 0 : a < b ? -1 : 1;
+	if (s->desc)
+		r = -r;
+	return r ? r : i < j ? -1 : i > j;
+}
+
+static int eval_sort(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *v = OUT(n, 0), *ix = OUT(n, 1);
+	const int topk = n->op == OP_TOPK;
+	const int d = wrapd(x, n->args[topk || n->op == OP_SORT_STABLE ? 2 : 1].i);
+	const int desc = topk ? (int)n->args[3].i : (int)n->args[n->op == OP_SORT ? 2 : 3].i;
+	int64_t outer, L, inner, K;
+	around(x, d, &outer, &L, &inner);
+	K = topk ? (v->rank ? v->shape[d] : v->numel) : L;
+	real *keys = malloc((size_t)(L ? L : 1) * sizeof *keys);
+	int64_t *pos = malloc((size_t)(L ? L : 1) * sizeof *pos);
+	if (!keys || !pos) {
+		free(keys);
+		free(pos);
+		return rterr(c, n, "out of memory");
+	}
+	for (int64_t a = 0; a < outer; a++)
+		for (int64_t b = 0; b < inner; b++) {
+			for (int64_t j = 0; j < L; j++)
+				keys[j] = x->d[(a * L + j) * inner + b], pos[j] = j;
+			sort_ctx sc = {.keys = keys, .desc = desc};
+			qsort_r(pos, (size_t)L, sizeof *pos, sort_cmp, &sc);
+			for (int64_t j = 0; j < K; j++) {
+				v->d[(a * K + j) * inner + b] = keys[pos[j]];
+				ix->d[(a * K + j) * inner + b] = (real)pos[j];
+			}
+		}
+	free(keys);
+	free(pos);
+	return 0;
+}
+
 static int eval_roll(ictx *c, coil_node *n)
 {
 	itensor *x = IN(n, 0), *o = OUT(n, 0);

@@ -197,6 +197,17 @@
 	X(INDEX_REDUCE, "aten.index_reduce.default", "Tensor self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True", 1, MOVE, index_add, scatter) \
 	X(INDEX_SELECT, "aten.index_select.default", "Tensor self, int dim, Tensor index", 1, MOVE, index_select, index_select) \
 	X(EMBEDDING, "aten.embedding.default", "Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False", 1, MOVE, embedding, embedding) \
+	/* the lower (upper) triangle of the last two dims: j - i <= diagonal (>=), else 0 */          \
+	X(TRIL, "aten.tril.default", "Tensor self, int diagonal=0", 1, MOVE, tri, tri)                  \
+	X(TRIU, "aten.triu.default", "Tensor self, int diagonal=0", 1, MOVE, tri, tri)                  \
+	/* running sums along dim: floats accumulate in f64 (ATen's CPU acc type), integers in i64 */   \
+	X(CUMSUM, "aten.cumsum.default", "Tensor self, int dim, *, ScalarType? dtype=None", 1, MOVE, cumsum, cumsum) \
+	X(PROD, "aten.prod.default", "Tensor self, *, ScalarType? dtype=None", 1, MOVE, prod, prod)      \
+	X(PROD_DIM, "aten.prod.dim_int", "Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None", 1, MOVE, prod, prod) \
+	/* values and i64 indices along dim, ordered by value then index (NaN above everything) */     \
+	X(SORT, "aten.sort.default", "Tensor self, int dim=-1, bool descending=False", 2, MOVE, sort, sort) \
+	X(SORT_STABLE, "aten.sort.stable", "Tensor self, *, bool? stable, int dim=-1, bool descending=False", 2, MOVE, sort, sort) \
+	X(TOPK, "aten.topk.default", "Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True", 2, MOVE, sort, sort) \
 	X(ROLL, "aten.roll.default", "Tensor self, int[1] shifts, int[1] dims=[]", 1, MOVE, same, roll) \
 	X(NEW_ZEROS, "aten.new_zeros.default", "Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None", 1, MOVE, fill, fill) \
 	X(FULL, "aten.full.default", "SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None", 1, MOVE, fill, fill) \

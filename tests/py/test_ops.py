@@ -1785,6 +1785,68 @@ def fill_cases():
     case(ze, [2, -3])
 
 
+def scan_cases():
+    """tril/triu, cumsum, prod, sort, topk (#21)."""
+    for op in ("aten.tril", "aten.triu"):
+        for dg in (0, 1, -1, 3, -5):
+            case(op, R(2, 4, 5), dg)
+        case(op, R(3, 3, dt=i64), name=op[5:] + " i64, default diagonal")
+        case(op, R(2, 3, 4, 4, dt=b8), 1)
+        case(op, Sym(R(2, 5, 3), ["b", "s", 3]), 0, name=op[5:] + " symbolic")
+        case(op, R(5), 0, expect_error=True, name=op[5:] + " 1-d")
+    cs = "aten.cumsum"
+    for d in (0, 1, -1):
+        case(cs, R(3, 4, 5), d)
+    case(cs, R(6, dt=i32, lo=-9, hi=9), 0, name="cumsum i32 (i64 result)")
+    case(cs, R(4, 3, dt=b8), 0, name="cumsum bool (i64 result)")
+    case(cs, R(4, 3, dt=u8), 1, kwargs={"dtype": f32}, name="cumsum u8 as f32")
+    case(cs, R(5, 3), 0, kwargs={"dtype": f64})
+    case(cs, R(2000, lo=0, hi=1), 0, name="cumsum long f32 line (f64 accumulator)")
+    case(cs, T([1.0, float("inf"), 2.0, float("nan"), 3.0]), 0, name="cumsum inf/nan")
+    case(cs, R(), 0, name="cumsum 0-dim")
+    case(cs, R(0, 3), 0, name="cumsum empty")
+    case(cs, Sym(R(3, 7), [3, "s"]), 1, name="cumsum symbolic")
+    case(cs, R(3, 4), 2, expect_error=True, name="cumsum dim out of range")
+    pr, pd = "aten.prod", "aten.prod.dim_int"
+    case(pr, R(3, 4, lo=0.5, hi=1.5))
+    case(pr, R(5, dt=i64, lo=-9, hi=9), name="prod i64")
+    case(pr, R(3, dt=b8), name="prod bool (i64 result)")
+    case(pr, R(4, dt=i32, lo=-5, hi=5), kwargs={"dtype": f64})
+    case(pr, R(0, 3), name="prod empty (1)")
+    for d in (0, 1, -1):
+        case(pd, R(3, 4, 5, lo=0.5, hi=1.5), d)
+        case(pd, R(3, 4, 5, lo=0.5, hi=1.5), d, True)
+    case(pd, R(3, 4, dt=i32, lo=-3, hi=3), 1, name="prod.dim_int i32 (i64 result)")
+    case(pd, T([[1.0, float("nan"), 2.0], [0.0, float("inf"), 1.0]]), 1, name="prod.dim_int nan, 0*inf")
+    case(pd, Sym(R(3, 6, lo=0.5, hi=1.5), ["b", 6]), 1, True, name="prod.dim_int symbolic")
+    st, ss, tk = "aten.sort", "aten.sort.stable", "aten.topk"
+    for d in (0, 1, -1):
+        for desc in (False, True):
+            case(st, R(4, 6, 5), d, desc)
+    case(st, T([3.0, float("nan"), -1.0, float("inf"), 2.0, float("-inf"), float("nan")]), 0, False,
+         name="sort nan/inf ascending")
+    case(st, T([3.0, float("nan"), -1.0, float("inf"), 2.0, float("-inf"), float("nan")]), 0, True,
+         name="sort nan/inf descending")
+    case(st, R(3, 40, dt=i64, lo=-2 ** 60, hi=2 ** 60), 1, name="sort i64 beyond 2^53")
+    case(st, R(5, 8, dt=u8), -1, True)
+    case(st, R(), 0, name="sort 0-dim")
+    case(st, R(1000), 0, name="sort 1000 elements")
+    case(st, Sym(R(3, 9), ["b", "s"]), -1, name="sort symbolic")
+    case(ss, R(4, 30, dt=i64, lo=0, hi=4), kwargs={"stable": True, "dim": 1}, name="sort.stable ties in order")
+    case(ss, R(4, 30, dt=i64, lo=0, hi=4), kwargs={"stable": True, "dim": 1, "descending": True},
+         name="sort.stable descending ties in order")
+    case(ss, R(6, 5, dt=b8), kwargs={"stable": True, "dim": 0}, name="sort.stable bool")
+    for k, d, lg in ((3, -1, True), (1, 0, True), (4, 1, False), (5, -1, False), (0, 1, True)):
+        case(tk, R(4, 6, 5), k, d, lg)
+    case(tk, T([3.0, float("nan"), -1.0, float("inf"), 2.0]), 2, name="topk nan largest")
+    case(tk, T([3.0, float("nan"), -1.0, float("-inf"), 2.0]), 2, 0, False, name="topk nan smallest")
+    case(tk, R(3, 1000), 5, name="topk 5 of 1000 (classifier head)")
+    case(tk, R(3, 20, dt=i32, lo=-1000, hi=1000), 4, name="topk i32")
+    case(tk, Sym(R(2, 9), ["b", "s"]), 3, -1, name="topk symbolic dim (k guarded)")
+    case(tk, R(3, 4), 5, expect_error=True, name="topk k larger than the dim")
+    case(tk, R(3, 4, dt=b8), 2, expect_error=True, name="topk bool")
+
+
 def graph_cases():
     """Multi-node graphs, in-place spellings, defaults left out, constants."""
     case("aten.relu_", R(3, 4), ref=aten.relu.default, covers="aten.relu", name="relu_ means relu")
@@ -1870,6 +1932,7 @@ def graph_cases():
 
 
 def all_cases():
+    scan_cases()
     conv_cases()
     matmul_cases()
     norm_cases()
