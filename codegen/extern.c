@@ -790,6 +790,67 @@ static void scatter(xctx *c)
 		out(c, "\tfree(cnts);\n");
 }
 
+/* index.Tensor: each result element reads self at its own coordinates in the
+ * dims left whole and at the index tensors' values (read broadcast over B,
+ * negative ones counting from the end) in the indexed dims.  Every index is
+ * checked against its dim before anything is written. */
+static void index_t(xctx *c)
+{
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
+	ir_node *x = argn(c, 0), *o = &c->ir->nodes[outv];
+	const coil_arg *ia = &c->n->args[1];
+	index_plan p;
+	if (index_plan_of(c->ir->g, (coil_node *)c->n, &p, c->err)) {
+		*c->bad = 1;
+		return;
+	}
+	const int R = x->rank, Ro = o->rank;
+	int code = emit_err_code(c->errs, c->ir, o->gnode, "index %lld out of range for a dim of size %lld");
+	out(c, "\tconst int64_t n = %s, work = n;\n\t(void)work;\n", prod(c, o, 0, Ro));
+	out(c, "\tconst int64_t osh[%d] = {", Ro ? Ro : 1);
+	for (int i = 0; i < Ro; i++)
+		out(c, "%s%s", i ? ", " : "", dimc(c, &o->shape[i]));
+	out(c, "%s};\n\t(void)osh;\n", Ro ? "" : "1");
+	for (int d = 0; d < R; d++) {
+		if (p.keep[d] >= 0)
+			continue;
+		const ir_node *iv = &c->ir->nodes[c->ir->val_node[ia->v[d]]];
+		const char *X = dimc(c, &x->shape[d]);
+		out(c, "\tconst %s *restrict i%d = %s;\n", emit_ctype(iv->dtype), d, buf(c, c->ir->val_node[ia->v[d]]));
+		out(c, "\tfor (int64_t e = 0; e < %s; e++)\n\t\tif ((int64_t)i%d[e] < -%s || (int64_t)i%d[e] >= %s) {\n"
+		       "\t\t\tcoil_raise(x->st, %d, (long long)i%d[e], (long long)%s);\n\t\t\treturn;\n\t\t}\n",
+		    prod(c, iv, 0, iv->rank), d, X, d, X, code, d, X);
+		/* its strides over B: index dims aligned to B's last, 0 where size 1 */
+		out(c, "\tint64_t st%d[%d] = {0};\n", d, p.rb ? p.rb : 1);
+		for (int i = iv->rank - 1, s = 0; i >= 0; i--) {
+			int64_t one;
+			const int bi = p.rb - (iv->rank - i);
+			if (!(dim_is_const(&iv->shape[i], &one) && one == 1))
+				out(c, "\tst%d[%d] = %s;\n", d, bi, s ? arena_printf(c->ir->arena, "%s", prod(c, iv, i + 1, iv->rank)) : "1");
+			s = 1;
+		}
+	}
+	out(c, PAR(1));
+	out(c, "\tfor (int64_t e = 0; e < n; e++) {\n\t\tint64_t oc[%d], rest = e;\n", Ro ? Ro : 1);
+	out(c, "\t\tfor (int i = %d; i >= 0; i--) {\n\t\t\toc[i] = rest %% osh[i];\n\t\t\trest /= osh[i];\n\t\t}\n"
+	       "\t\t(void)oc;\n\t\tint64_t off = 0;\n", Ro - 1);
+	for (int d = R - 1; d >= 0; d--) {
+		const char *st = d == R - 1 ? "1" : prod(c, x, d + 1, R);
+		if (p.keep[d] >= 0) {
+			out(c, "\t\toff += oc[%d] * %s;\n", p.keep[d], st);
+			continue;
+		}
+		out(c, "\t\t{\n\t\t\tint64_t io = 0;\n");
+		for (int i = 0; i < p.rb; i++)
+			out(c, "\t\t\tio += oc[%d] * st%d[%d];\n", p.bpos + i, d, i);
+		out(c, "\t\t\tconst int64_t v = (int64_t)i%d[io];\n\t\t\toff += (v < 0 ? v + %s : v) * %s;\n\t\t}\n", d,
+		    dimc(c, &x->shape[d]), st);
+	}
+	out(c, "\t\t%s[e] = %s[off];\n\t}\n", buf(c, outv), arg(c, 0));
+}
+
 /* Slices of self along dim gathered by index (index_select); an index out of
  * range fails the run before anything is written, naming the first. */
 static void index_select(xctx *c)
@@ -1050,7 +1111,8 @@ static int half_refused(xctx *c)
 					coil_dtype t = c->ir->g->vals[c->n->args[a].v[k]].dtype;
 					half |= dtype_is_half(t);
 					same &= t == t0 || (c->n->op == OP_EMBEDDING && a == 1) || ((c->n->op == OP_INDEX_ADD || c->n->op == OP_INDEX_REDUCE) && a == 2) ||
-						((c->n->op == OP_INDEX_SELECT || c->n->op == OP_GATHER) && a == 2);
+						((c->n->op == OP_INDEX_SELECT || c->n->op == OP_GATHER) && a == 2) ||
+						(c->n->op == OP_INDEX_T && a == 1);
 				}
 	if (!half)
 		return 0;
@@ -1058,6 +1120,7 @@ static int half_refused(xctx *c)
 	case OP_CAT: case OP_STACK: case OP_SDPA: /* converts what it promotes; widens as it packs */
 		return 0;
 	case OP_EMBEDDING: case OP_INDEX_SELECT: case OP_GATHER: case OP_CONSTANT_PAD_ND: case OP_ROLL: case OP_TRIL:
+	case OP_INDEX_T:
 	case OP_TRIU:
 		if (same)
 			return 0;
@@ -1101,6 +1164,7 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 	case OP_CAT: case OP_STACK: cat(&c); return;
 	case OP_EMBEDDING: embedding(&c); return;
 	case OP_INDEX_SELECT: index_select(&c); return;
+	case OP_INDEX_T: index_t(&c); return;
 	case OP_GATHER: gather(&c); return;
 	case OP_SCATTER_ADD: case OP_SCATTER_REDUCE: case OP_INDEX_ADD: case OP_INDEX_REDUCE: scatter(&c); return;
 	case OP_CONSTANT_PAD_ND: pad(&c); return;

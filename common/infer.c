@@ -1860,6 +1860,66 @@ static int infer_index_add(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
+int index_plan_of(coil_graph *g, coil_node *n, index_plan *p, coil_err *err)
+{
+	const coil_value *x = &g->vals[n->args[0].v[0]];
+	const coil_arg *ix = &n->args[1];
+	int first = -1, last = -1, gap = 0, r = 0;
+	if (ix->n > x->rank)
+		return ARGERR(1, "%d indices for a rank-%d tensor", ix->n, x->rank);
+	p->rb = 0;
+	for (int k = 0; k < ix->n; k++) {
+		if (ix->v[k] < 0)
+			continue;
+		const coil_value *v = &g->vals[ix->v[k]];
+		if (v->dtype == COIL_BOOL || v->dtype == COIL_U8)
+			return unsupported(err, ARGERR(1, "indices[%d] is a %s mask: the result's shape would depend on its "
+							  "values (index with integers, or use where/masked_fill)", k,
+						       dtype_name(v->dtype)));
+		if (v->dtype != COIL_I64) /* as PyTorch 1.13 */
+			return ARGERR(1, "indices[%d] must be i64, not %s", k, dtype_name(v->dtype));
+		coil_dim tmp[COIL_MAX_RANK];
+		char b1[200];
+		if (broadcast_shapes(p->b, p->rb, v->shape, v->rank, tmp, &p->rb, err))
+			return ARGERR(1, "indices[%d] of shape %s does not broadcast with the others", k,
+				      shape_format(v->shape, v->rank, &g->syms, b1, sizeof b1));
+		memcpy(p->b, tmp, sizeof tmp);
+		gap |= last >= 0 && last != k - 1;
+		first = first < 0 ? k : first;
+		last = k;
+	}
+	if (first < 0)
+		return ARGERR(1, "needs at least one index tensor");
+	p->bpos = gap ? 0 : first;
+	if (x->rank - (last - first + 1) + p->rb > COIL_MAX_RANK)
+		return unsupported(err, ARGERR(1, "the result's rank exceeds %d", COIL_MAX_RANK));
+	for (int d = 0; d < x->rank; d++) {
+		if (r == p->bpos)
+			r += p->rb;
+		p->keep[d] = d < ix->n && ix->v[d] >= 0 ? -1 : r++;
+	}
+	return 0;
+}
+
+static int infer_index_t(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	index_plan p;
+	if (index_plan_of(g, n, &p, err))
+		return -1;
+	coil_dim out[COIL_MAX_RANK];
+	int r = p.rb;
+	for (int i = 0; i < p.rb; i++)
+		out[p.bpos + i] = p.b[i];
+	for (int d = 0; d < x->rank; d++)
+		if (p.keep[d] >= 0) {
+			out[p.keep[d]] = x->shape[d];
+			r++;
+		}
+	set_out(g, n, 0, x->dtype, r, out);
+	return 0;
+}
+
 static int infer_index_select(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0), *ix = node_in(g, n, 2);

@@ -24,6 +24,16 @@ int fill_value(const coil_node *n, double *v);
 int broadcast_shapes(const coil_dim *a, int ra, const coil_dim *b, int rb, coil_dim *out, int *rout,
 		     coil_err *err);
 
+/* aten.index.Tensor: the self dims its index tensors take (indices[k] for dim
+ * k, None leaving it whole) and where their broadcast shape B sits in the
+ * result: in place of the indexed dims when they are adjacent, else first. */
+typedef struct index_plan {
+	int rb, bpos;           /* B's rank; the result dim where B starts */
+	int keep[COIL_MAX_RANK]; /* per self dim: the result dim it becomes, -1 where indexed */
+	coil_dim b[COIL_MAX_RANK];
+} index_plan;
+int index_plan_of(coil_graph *g, coil_node *n, index_plan *p, coil_err *err);
+
 /* Pooling windows of a pool node, each as [2] (height, width). */
 typedef struct pool_params {
 	int64_t k[2], s[2], p[2], d[2];

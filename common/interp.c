@@ -611,6 +611,47 @@ static int eval_scatter(ictx *c, coil_node *n)
 	return 0;
 }
 
+/* index.Tensor: result element at (.., B coordinates, ..) reads self with each
+ * indexed dim at its index tensor's value there (broadcast; negative counts
+ * from the end), every other dim at its own result coordinate. */
+static int eval_index_t(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	const coil_arg *ia = &n->args[1];
+	index_plan p;
+	coil_err e = {0};
+	if (index_plan_of(c->g, n, &p, &e))
+		return rterr(c, n, "%s", e.msg);
+	int64_t xs[COIL_MAX_RANK], ist[COIL_MAX_RANK][COIL_MAX_RANK], idx[COIL_MAX_RANK] = {0};
+	strides_of(x->shape, x->rank, xs);
+	for (int k = 0; k < ia->n; k++) /* index k's strides over B (0 where broadcast) */
+		if (ia->v[k] >= 0)
+			bcast_strides(&c->t[ia->v[k]], p.rb, o->shape + p.bpos, ist[k]);
+	for (int64_t e = 0; e < o->numel; e++) {
+		int64_t off = 0;
+		for (int d = 0; d < x->rank; d++) {
+			int64_t v;
+			if (p.keep[d] >= 0) {
+				v = idx[p.keep[d]];
+			} else {
+				int64_t io = 0;
+				for (int i = 0; i < p.rb; i++)
+					io += idx[p.bpos + i] * ist[d][i];
+				v = (int64_t)c->t[ia->v[d]].d[io];
+				if (v < -x->shape[d] || v >= x->shape[d])
+					return rterr(c, n, "index %lld out of range for dim %d of size %lld", (long long)v, d,
+						     (long long)x->shape[d]);
+				v += v < 0 ? x->shape[d] : 0;
+			}
+			off += v * xs[d];
+		}
+		o->d[e] = x->d[off];
+		for (int i = o->rank - 1; i >= 0 && ++idx[i] == o->shape[i]; i--)
+			idx[i] = 0;
+	}
+	return 0;
+}
+
 static int eval_index_select(ictx *c, coil_node *n)
 {
 	itensor *x = IN(n, 0), *ix = IN(n, 2), *o = OUT(n, 0);

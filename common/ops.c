@@ -65,8 +65,10 @@ static void parse_arg(sch_arg *a, char *txt, int kw_only, const char *schema)
 		a->list_len = atoi(br + 1);
 		*br = 0;
 	}
-	if (br && strchr(br + 1, '?')) /* Tensor?[] */
+	if (br && br > type && br[-1] == '?') { /* Tensor?[]: entries may be null */
 		a->optional = 1;
+		br[-1] = 0;
+	}
 	if (!strcmp(type, "Tensor"))
 		a->type = list ? S_TENSOR_LIST : S_TENSOR;
 	else if (!strcmp(type, "int"))

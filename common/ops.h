@@ -195,6 +195,8 @@
 	/* out = self; out[.., index[j], ..] (reduce)= source[.., j, ..] along dim; reduce prod, mean,
 	 * amax, amin as PyTorch's, and sum (coil's extension: scatter_reduce sum over a broadcast index) */ \
 	X(INDEX_REDUCE, "aten.index_reduce.default", "Tensor self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True", 1, MOVE, index_add, scatter) \
+	/* advanced indexing by integer tensors (broadcast together; negative ones count from the end) */ \
+	X(INDEX_T, "aten.index.Tensor", "Tensor self, Tensor?[] indices", 1, MOVE, index_t, index_t)      \
 	X(INDEX_SELECT, "aten.index_select.default", "Tensor self, int dim, Tensor index", 1, MOVE, index_select, index_select) \
 	X(EMBEDDING, "aten.embedding.default", "Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False", 1, MOVE, embedding, embedding) \
 	/* the lower (upper) triangle of the last two dims: j - i <= diagonal (>=), else 0 */          \
