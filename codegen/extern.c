@@ -277,8 +277,8 @@ static void max_update(xctx *c, coil_dtype t, const char *ind)
 	out(c, "%s\tm = v;\n%s\tmi = pos;\n%s}\n", ind, ind, ind);
 }
 
-/* max_pool2d (with indices), avg_pool2d over [..., H, W]: planes are the
- * leading dims. */
+/* max_pool2d/3d (with indices), avg_pool2d/3d over [..., (D,) H, W]: planes
+ * are the leading dims; a 2-d pool is a 3-d one of depth 1 (its loops fold). */
 static void pool2d(xctx *c)
 {
 	const coil_node *n = c->n;
@@ -287,52 +287,64 @@ static void pool2d(xctx *c)
 	ir_node *o = &c->ir->nodes[ov >= 0 ? ov : iv];
 	pool_params pp;
 	pool_get_params(n, &pp);
-	int r = xn->rank, avg = n->op == OP_AVG_POOL2D;
+	const int r = xn->rank, avg = pool_is_avg(n->op), lead = 3 - pp.nd;
 	const char *t = emit_ctype(xn->dtype);
+	long long k[3], st[3], pd[3], dl[3];
+	char *S[3], *OS[3];
+	for (int i = 0; i < 3; i++) {
+		const int j = i - lead;
+		S[i] = j < 0 ? "1" : dimc(c, &xn->shape[r - pp.nd + j]);
+		OS[i] = j < 0 ? "1" : dimc(c, &o->shape[r - pp.nd + j]);
+		k[i] = j < 0 ? 1 : pp.k[j], st[i] = j < 0 ? 1 : pp.s[j], pd[i] = j < 0 ? 0 : pp.p[j];
+		dl[i] = j < 0 ? 1 : pp.d[j];
+	}
 	/* sizes as C expressions: symbolic ones too */
-	out(c, "\tconst int64_t H = %s, W = %s, OH = %s, OW = %s;\n", dimc(c, &xn->shape[r - 2]),
-	    dimc(c, &xn->shape[r - 1]), dimc(c, &o->shape[r - 2]), dimc(c, &o->shape[r - 1]));
-	out(c, "\tconst int64_t planes = %s, work = planes * OH * OW * %lld;\n", prod(c, xn, 0, r - 2),
-	    (long long)(pp.k[0] * pp.k[1]));
+	out(c, "\tconst int64_t D = %s, H = %s, W = %s, OD = %s, OH = %s, OW = %s;\n", S[0], S[1], S[2], OS[0], OS[1],
+	    OS[2]);
+	out(c, "\tconst int64_t planes = %s, work = planes * OD * OH * OW * %lld;\n", prod(c, xn, 0, r - pp.nd),
+	    k[0] * k[1] * k[2]);
 	out(c, "\tconst %s *restrict src = %s;\n", t, arg(c, 0));
 	if (ov >= 0)
 		out(c, "\t%s *restrict dst = %s;\n", t, buf(c, ov));
 	if (iv >= 0)
 		out(c, "\tint64_t *restrict ind = %s;\n", buf(c, iv));
-	out(c, PAR(2));
-	out(c, "\tfor (int64_t pl = 0; pl < planes; pl++)\n\tfor (int64_t oh = 0; oh < OH; oh++) {\n");
-	out(c, "\t\tconst %s *restrict px = src + pl * H * W;\n", t);
-	out(c, "\t\tconst int64_t h0 = oh * %lld - %lld;\n", (long long)pp.s[0], (long long)pp.p[0]);
+	out(c, PAR(3));
+	out(c, "\tfor (int64_t pl = 0; pl < planes; pl++)\n\tfor (int64_t od = 0; od < OD; od++)\n"
+	       "\tfor (int64_t oh = 0; oh < OH; oh++) {\n");
+	out(c, "\t\tconst %s *restrict px = src + pl * D * H * W;\n", t);
+	out(c, "\t\tconst int64_t d0 = od * %lld - %lld, h0 = oh * %lld - %lld;\n", st[0], pd[0], st[1], pd[1]);
 	out(c, "\t\tfor (int64_t ow = 0; ow < OW; ow++) {\n");
-	out(c, "\t\t\tconst int64_t w0 = ow * %lld - %lld, at = (pl * OH + oh) * OW + ow;\n", (long long)pp.s[1],
-	    (long long)pp.p[1]);
+	out(c, "\t\t\tconst int64_t w0 = ow * %lld - %lld, at = ((pl * OD + od) * OH + oh) * OW + ow;\n", st[2], pd[2]);
 	if (avg) {
 		/* the window clipped to the padded input gives count_include_pad's
 		 * divisor, clipped to the input the other one */
-		out(c, "\t\t\tint64_t hs = h0, ws = w0, he = h0 + %lld, we = w0 + %lld;\n", (long long)pp.k[0],
-		    (long long)pp.k[1]);
-		out(c, "\t\t\the = he < H + %lld ? he : H + %lld;\n\t\t\twe = we < W + %lld ? we : W + %lld;\n",
-		    (long long)pp.p[0], (long long)pp.p[0], (long long)pp.p[1], (long long)pp.p[1]);
-		out(c, "\t\t\tconst int64_t size = (he - hs) * (we - ws);\n\t\t\t(void)size;\n");
-		out(c, "\t\t\ths = hs < 0 ? 0 : hs;\n\t\t\tws = ws < 0 ? 0 : ws;\n");
-		out(c, "\t\t\the = he > H ? H : he;\n\t\t\twe = we > W ? W : we;\n");
-		out(c, "\t\t\tdouble sum = 0;\n\t\t\tfor (int64_t h = hs; h < he; h++)\n\t\t\t\tfor (int64_t w = ws; w < we; w++)\n");
-		out(c, "\t\t\t\t\tsum += px[h * W + w];\n");
+		out(c, "\t\t\tint64_t ds = d0, hs = h0, ws = w0, de = d0 + %lld, he = h0 + %lld, we = w0 + %lld;\n", k[0],
+		    k[1], k[2]);
+		out(c, "\t\t\tde = de < D + %lld ? de : D + %lld;\n\t\t\the = he < H + %lld ? he : H + %lld;\n"
+		       "\t\t\twe = we < W + %lld ? we : W + %lld;\n", pd[0], pd[0], pd[1], pd[1], pd[2], pd[2]);
+		out(c, "\t\t\tconst int64_t size = (de - ds) * (he - hs) * (we - ws);\n\t\t\t(void)size;\n");
+		out(c, "\t\t\tds = ds < 0 ? 0 : ds;\n\t\t\ths = hs < 0 ? 0 : hs;\n\t\t\tws = ws < 0 ? 0 : ws;\n");
+		out(c, "\t\t\tde = de > D ? D : de;\n\t\t\the = he > H ? H : he;\n\t\t\twe = we > W ? W : we;\n");
+		out(c, "\t\t\tdouble sum = 0;\n\t\t\tfor (int64_t a = ds; a < de; a++)\n\t\t\tfor (int64_t h = hs; h < he; h++)\n"
+		       "\t\t\t\tfor (int64_t w = ws; w < we; w++)\n");
+		out(c, "\t\t\t\t\tsum += px[(a * H + h) * W + w];\n");
 		char *div = pp.divisor ? arena_printf(c->ir->arena, "%lld", (long long)pp.divisor)
-			    : pp.count_pad ? "size" : "(he - hs) * (we - ws)";
+			    : pp.count_pad ? "size" : "(de - ds) * (he - hs) * (we - ws)";
 		if (ov >= 0)
 			out(c, "\t\t\tdst[at] = (%s)(sum / (double)(%s));\n", t, div);
 	} else {
 		out(c, "\t\t\t%s m = %s;\n\t\t\tint64_t mi = -1;\n", t, dtype_is_float(xn->dtype) ? "-INFINITY" : "0");
-		out(c, "\t\t\tfor (int64_t kh = 0; kh < %lld; kh++) {\n", (long long)pp.k[0]);
-		out(c, "\t\t\t\tconst int64_t h = h0 + kh * %lld;\n", (long long)pp.d[0]);
+		out(c, "\t\t\tfor (int64_t ka = 0; ka < %lld; ka++) {\n", k[0]);
+		out(c, "\t\t\tconst int64_t a = d0 + ka * %lld;\n\t\t\tif (a < 0 || a >= D)\n\t\t\t\tcontinue;\n", dl[0]);
+		out(c, "\t\t\tfor (int64_t kh = 0; kh < %lld; kh++) {\n", k[1]);
+		out(c, "\t\t\t\tconst int64_t h = h0 + kh * %lld;\n", dl[1]);
 		out(c, "\t\t\t\tif (h < 0 || h >= H)\n\t\t\t\t\tcontinue;\n");
-		out(c, "\t\t\t\tfor (int64_t kw = 0; kw < %lld; kw++) {\n", (long long)pp.k[1]);
-		out(c, "\t\t\t\t\tconst int64_t w = w0 + kw * %lld, pos = h * W + w;\n", (long long)pp.d[1]);
+		out(c, "\t\t\t\tfor (int64_t kw = 0; kw < %lld; kw++) {\n", k[2]);
+		out(c, "\t\t\t\t\tconst int64_t w = w0 + kw * %lld, pos = (a * H + h) * W + w;\n", dl[2]);
 		out(c, "\t\t\t\t\tif (w < 0 || w >= W)\n\t\t\t\t\t\tcontinue;\n");
 		out(c, "\t\t\t\t\tconst %s v = px[pos];\n", t);
 		max_update(c, xn->dtype, "\t\t\t\t\t");
-		out(c, "\t\t\t\t}\n\t\t\t}\n");
+		out(c, "\t\t\t\t}\n\t\t\t}\n\t\t\t}\n");
 		if (ov >= 0)
 			out(c, "\t\t\tdst[at] = m;\n");
 		if (iv >= 0)
@@ -1151,7 +1163,10 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 	case OP_MM: case OP_BMM: case OP_ADDMM: matmul(&c); return;
 	case OP_SDPA: sdpa(&c); return;
 	/* pooling */
-	case OP_MAX_POOL2D_WI: case OP_MAX_POOL2D: case OP_AVG_POOL2D: pool2d(&c); return;
+	case OP_MAX_POOL2D_WI: case OP_MAX_POOL2D: case OP_AVG_POOL2D: case OP_MAX_POOL3D_WI: case OP_MAX_POOL3D:
+	case OP_AVG_POOL3D:
+		pool2d(&c);
+		return;
 	case OP_ADAPTIVE_AVG_POOL2D_: case OP_ADAPTIVE_AVG_POOL2D: case OP_ADAPTIVE_MAX_POOL2D:
 		adaptive_pool2d(&c);
 		return;

@@ -532,9 +532,10 @@ static int infer_softmax(coil_graph *g, coil_node *n, coil_err *err)
 void pool_get_params(const coil_node *n, pool_params *pp)
 {
 	const coil_arg *a = n->args;
-	int avg = n->op == OP_AVG_POOL2D;
+	int avg = pool_is_avg(n->op);
 	memset(pp, 0, sizeof *pp);
-	for (int i = 0; i < 2; i++) {
+	pp->nd = pool_is_3d(n->op) ? 3 : 2;
+	for (int i = 0; i < pp->nd; i++) {
 #define AT(ai, dflt) (a[ai].n == 0 ? (dflt) : a[ai].n == 1 ? a[ai].ints[0] : a[ai].ints[i])
 		pp->k[i] = AT(1, 1);
 		pp->s[i] = AT(2, pp->k[i]);
@@ -582,38 +583,39 @@ int pool_out_dim(coil_symtab *tab, const coil_dim *in, int64_t k, int64_t s, int
 static int infer_pool2d(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0);
-	if (x->rank != 3 && x->rank != 4)
-		return ARGERR(0, "expected rank 3 or 4, got %d", x->rank);
-	if (x->dtype == COIL_BOOL || (n->op == OP_AVG_POOL2D && !dtype_is_float(x->dtype)))
+	const int nd = pool_is_3d(n->op) ? 3 : 2, avg = pool_is_avg(n->op);
+	if (x->rank != nd + 1 && x->rank != nd + 2)
+		return ARGERR(0, "expected rank %d or %d, got %d", nd + 1, nd + 2, x->rank);
+	if (x->dtype == COIL_BOOL || (avg && !dtype_is_float(x->dtype)))
 		return ARGERR(0, "dtype %s is not supported", dtype_name(x->dtype));
-	for (int ai = 1; ai <= (n->op == OP_AVG_POOL2D ? 3 : 4); ai++) {
+	for (int ai = 1; ai <= (avg ? 3 : 4); ai++) {
 		const coil_arg *a = &n->args[ai];
-		if (a->n > 2 || (a->n == 0 && ai == 1))
-			return ARGERR(ai, "expected 1 or 2 values");
+		if (a->n > nd || (a->n == 0 && ai == 1) || (a->n > 1 && a->n < nd))
+			return ARGERR(ai, "expected 1 or %d values", nd);
 		for (int k = 0; k < a->n; k++)
 			if (a->ints[k] < (ai == 3 ? 0 : 1) || a->ints[k] > (1 << 20))
 				return ARGERR(ai, "value %lld out of range", (long long)a->ints[k]);
 	}
-	if (n->op == OP_AVG_POOL2D && has(n, 6) && n->args[6].i == 0)
+	if (avg && has(n, 6) && n->args[6].i == 0)
 		return ARGERR(6, "divisor must not be zero");
 	pool_params pp;
 	pool_get_params(n, &pp);
-	coil_dim out[4];
+	coil_dim out[COIL_MAX_RANK];
 	int r = x->rank;
-	for (int i = 0; i < r - 2; i++)
+	for (int i = 0; i < r - nd; i++)
 		out[i] = x->shape[i];
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < nd; i++) {
 		if (pp.p[i] * 2 > pp.d[i] * (pp.k[i] - 1) + 1)
 			return ARGERR(3, "padding should be at most half of the effective kernel size");
 		coil_dim o;
-		if (pool_out_dim(&g->syms, &x->shape[r - 2 + i], pp.k[i], pp.s[i], pp.p[i], pp.d[i], pp.ceil, &o, err))
+		if (pool_out_dim(&g->syms, &x->shape[r - nd + i], pp.k[i], pp.s[i], pp.p[i], pp.d[i], pp.ceil, &o, err))
 			return node_errf(err, n, "%s", err->msg);
 		int64_t oc;
 		if (dim_is_const(&o, &oc) && oc <= 0)
 			return ARGERR(1, "output size would be %lld", (long long)oc);
 		if (graph_guard(g, n, GUARD_GE, &o, 1, "output size", err))
 			return -1;
-		out[r - 2 + i] = o;
+		out[r - nd + i] = o;
 	}
 	set_out(g, n, 0, x->dtype, r, out);
 	if (n->nout == 2)

@@ -34,13 +34,21 @@ typedef struct index_plan {
 } index_plan;
 int index_plan_of(coil_graph *g, coil_node *n, index_plan *p, coil_err *err);
 
-/* Pooling windows of a pool node, each as [2] (height, width). */
+/* Pooling windows of a pool node, per spatial dim ([nd]: height, width, or
+ * depth, height, width). */
 typedef struct pool_params {
-	int64_t k[2], s[2], p[2], d[2];
+	int nd;
+	int64_t k[3], s[3], p[3], d[3];
 	int ceil, count_pad;
-	int64_t divisor; /* avg_pool2d's divisor_override, 0 if none */
+	int64_t divisor; /* avg_pool's divisor_override, 0 if none */
 } pool_params;
 void pool_get_params(const coil_node *n, pool_params *pp);
+/* avg_pool2d/3d (else a max pool), and the 3-d ones. */
+static inline int pool_is_avg(coil_op op) { return op == OP_AVG_POOL2D || op == OP_AVG_POOL3D; }
+static inline int pool_is_3d(coil_op op)
+{
+	return op == OP_MAX_POOL3D_WI || op == OP_MAX_POOL3D || op == OP_AVG_POOL3D;
+}
 int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int ceil);
 /* The same for a static or symbolic input size (derived symbols go to tab). */
 int pool_out_dim(coil_symtab *tab, const coil_dim *in, int64_t k, int64_t s, int64_t p, int64_t d, int ceil,

@@ -1086,58 +1086,67 @@ static int eval_softmax(ictx *c, coil_node *n)
 
 /* --- pooling ------------------------------------------------------------------ */
 
+/* max and avg pooling over the last 2 or 3 dims: as 3-d, a 2-d pool with a
+ * depth of 1 (window 1, stride 1, no padding). */
 static int eval_pool2d(ictx *c, coil_node *n)
 {
+	(void)c;
 	itensor *x = IN(n, 0), *o = OUT(n, 0);
 	pool_params pp;
 	pool_get_params(n, &pp);
-	int r = x->rank;
-	int64_t H = x->shape[r - 2], W = x->shape[r - 1], OH = o->shape[r - 2], OW = o->shape[r - 1];
-	int64_t planes = (H * W != 0) ? x->numel / (H * W) : 0;
-	int avg = n->op == OP_AVG_POOL2D;
+	const int r = x->rank, lead = 3 - pp.nd, avg = pool_is_avg(n->op);
+	int64_t S[3], OS[3], k[3], st[3], pd[3], dl[3];
+	for (int i = 0; i < 3; i++) {
+		const int j = i - lead;
+		S[i] = j < 0 ? 1 : x->shape[r - pp.nd + j], OS[i] = j < 0 ? 1 : o->shape[r - pp.nd + j];
+		k[i] = j < 0 ? 1 : pp.k[j], st[i] = j < 0 ? 1 : pp.s[j], pd[i] = j < 0 ? 0 : pp.p[j];
+		dl[i] = j < 0 ? 1 : pp.d[j];
+	}
+	const int64_t vol = S[0] * S[1] * S[2], ovol = OS[0] * OS[1] * OS[2], planes = vol ? x->numel / vol : 0;
 	for (int64_t pl = 0; pl < planes; pl++)
-		for (int64_t oh = 0; oh < OH; oh++)
-			for (int64_t ow = 0; ow < OW; ow++) {
-				real *px = x->d + pl * H * W, res;
-				int64_t oidx = (pl * OH + oh) * OW + ow;
-				int64_t h0 = oh * pp.s[0] - pp.p[0], w0 = ow * pp.s[1] - pp.p[1];
-				if (avg) {
-					int64_t h1 = h0 + pp.k[0] < H + pp.p[0] ? h0 + pp.k[0] : H + pp.p[0];
-					int64_t w1 = w0 + pp.k[1] < W + pp.p[1] ? w0 + pp.k[1] : W + pp.p[1];
-					int64_t size = (h1 - h0) * (w1 - w0);
-					h0 = h0 < 0 ? 0 : h0, w0 = w0 < 0 ? 0 : w0;
-					h1 = h1 > H ? H : h1, w1 = w1 > W ? W : w1;
-					real s = 0;
-					for (int64_t h = h0; h < h1; h++)
-						for (int64_t w = w0; w < w1; w++)
-							s += px[h * W + w];
-					int64_t div = pp.divisor ? pp.divisor : pp.count_pad ? size : (h1 - h0) * (w1 - w0);
-					res = s / (real)div;
-				} else {
-					real m = -INFINITY;
-					int64_t mi = -1;
-					for (int64_t kh = 0; kh < pp.k[0]; kh++) {
-						int64_t h = h0 + kh * pp.d[0];
-						if (h < 0 || h >= H)
-							continue;
-						for (int64_t kw = 0; kw < pp.k[1]; kw++) {
-							int64_t w = w0 + kw * pp.d[1];
-							if (w < 0 || w >= W)
+		for (int64_t oi = 0; oi < ovol; oi++) {
+			const int64_t oc[3] = {oi / (OS[1] * OS[2]), oi / OS[2] % OS[1], oi % OS[2]};
+			const real *px = x->d + pl * vol;
+			int64_t b0[3], b1[3], size = 1, in = 1;
+			for (int i = 0; i < 3; i++) {
+				b0[i] = oc[i] * st[i] - pd[i];
+				if (avg) { /* the window clipped to the padded input (count_include_pad), then to the input */
+					b1[i] = b0[i] + k[i] < S[i] + pd[i] ? b0[i] + k[i] : S[i] + pd[i];
+					size *= b1[i] - b0[i];
+					b0[i] = b0[i] < 0 ? 0 : b0[i], b1[i] = b1[i] > S[i] ? S[i] : b1[i];
+					in *= b1[i] - b0[i];
+				}
+			}
+			real res;
+			if (avg) {
+				real s = 0;
+				for (int64_t a = b0[0]; a < b1[0]; a++)
+					for (int64_t h = b0[1]; h < b1[1]; h++)
+						for (int64_t w = b0[2]; w < b1[2]; w++)
+							s += px[(a * S[1] + h) * S[2] + w];
+				res = s / (real)(pp.divisor ? pp.divisor : pp.count_pad ? size : in);
+			} else {
+				real m = -INFINITY;
+				int64_t mi = -1;
+				for (int64_t ka = 0; ka < k[0]; ka++)
+					for (int64_t kh = 0; kh < k[1]; kh++)
+						for (int64_t kw = 0; kw < k[2]; kw++) {
+							const int64_t a = b0[0] + ka * dl[0], h = b0[1] + kh * dl[1], w = b0[2] + kw * dl[2];
+							if (a < 0 || a >= S[0] || h < 0 || h >= S[1] || w < 0 || w >= S[2])
 								continue;
-							real v = px[h * W + w];
+							const int64_t pos = (a * S[1] + h) * S[2] + w;
 							/* ATen's rule: every NaN wins (the index is the last NaN's) */
-							if (mi < 0 || v > m || isnan(v)) {
-								m = v;
-								mi = h * W + w;
+							if (mi < 0 || px[pos] > m || isnan(px[pos])) {
+								m = px[pos];
+								mi = pos;
 							}
 						}
-					}
-					res = m;
-					if (n->nout == 2)
-						OUT(n, 1)->d[oidx] = (real)mi;
-				}
-				o->d[oidx] = rnd(o->dtype, res);
+				res = m;
+				if (n->nout == 2)
+					OUT(n, 1)->d[pl * ovol + oi] = (real)mi;
 			}
+			o->d[pl * ovol + oi] = rnd(o->dtype, res);
+		}
 	return 0;
 }
 

@@ -41,6 +41,9 @@
 	X(MAX_POOL2D_WI, "aten.max_pool2d_with_indices.default", "Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False", 2, MOVE, pool2d, pool2d) \
 	X(MAX_POOL2D, "aten.max_pool2d.default", "Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False", 1, MOVE, pool2d, pool2d) \
 	X(AVG_POOL2D, "aten.avg_pool2d.default", "Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None", 1, MOVE, pool2d, pool2d) \
+	X(MAX_POOL3D_WI, "aten.max_pool3d_with_indices.default", "Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False", 2, MOVE, pool2d, pool2d) \
+	X(MAX_POOL3D, "aten.max_pool3d.default", "Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, int[3] dilation=1, bool ceil_mode=False", 1, MOVE, pool2d, pool2d) \
+	X(AVG_POOL3D, "aten.avg_pool3d.default", "Tensor self, int[3] kernel_size, int[3] stride=[], int[3] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None", 1, MOVE, pool2d, pool2d) \
 	X(ADAPTIVE_AVG_POOL2D_, "aten._adaptive_avg_pool2d.default", "Tensor self, SymInt[2] output_size", 1, MOVE, adaptive_pool2d, adaptive_pool2d) \
 	X(ADAPTIVE_AVG_POOL2D, "aten.adaptive_avg_pool2d.default", "Tensor self, SymInt[2] output_size", 1, MOVE, adaptive_pool2d, adaptive_pool2d) \
 	X(ADAPTIVE_MAX_POOL2D, "aten.adaptive_max_pool2d.default", "Tensor self, int[2] output_size", 2, MOVE, adaptive_pool2d, adaptive_pool2d) \

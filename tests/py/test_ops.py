@@ -691,6 +691,30 @@ def pool_cases():
     case(op, R(1, 2, 3, 3), [5, 4])
     case(op, R(3, 9, 5), [1, 1])
     case(op, R(1, 2, 7, 7, dt=f64), [3, 2])
+    # 3-d pooling (video models)
+    mp3 = "aten.max_pool3d_with_indices"
+    x = R(1, 2, 5, 7, 6)
+    case(mp3, x, [2, 2, 2])
+    case(mp3, x, [3, 3, 3], [2, 2, 2], [1, 1, 1])
+    case(mp3, x, [1, 3, 3], [1, 2, 2], [0, 1, 1], [1, 1, 1], True, name="max_pool3d_with_indices ceil_mode")
+    case(mp3, R(2, 6, 8, 7), [2, 3, 2], [1, 2, 2], [1, 1, 0], [2, 1, 1], name="max_pool3d_with_indices rank 4, dilation")
+    case(mp3, R(1, 1, 4, 4, 4, dt=f64), Both(3, [3]), Both(1, [1]), name="max_pool3d_with_indices single ints")
+    case(mp3, R(1, 1, 4, 5, 5, dt=i64), [2, 2, 2], name="max_pool3d_with_indices i64")
+    case(mp3, R(1, 1, 3, 3, 3), [2, 2], name="max_pool3d_with_indices two kernel values")
+    case(mp3, R(1, 1, 4, 4), [2, 2, 2], name="max_pool3d_with_indices rank 2")
+    case("aten.max_pool3d", T([[[[[float("nan"), 1.0], [2.0, 3.0]]]]]), [1, 2, 2], name="max_pool3d nan")
+    case("aten.max_pool3d", R(2, 3, 4, 6, 6), [2, 3, 3], [2, 2, 2], [1, 1, 1])
+    case("aten.max_pool3d", Sym(R(2, 3, 4, 6, 6), ["b", 3, "t", "h", "w"]), [2, 2, 2], name="max_pool3d symbolic")
+    ap3 = "aten.avg_pool3d"
+    x = R(2, 3, 5, 9, 8)
+    case(ap3, x, [3, 3, 3], [2, 2, 2], [1, 1, 1])
+    case(ap3, x, [3, 3, 3], [2, 2, 2], [1, 1, 1], False, False, name="avg_pool3d count_include_pad=False")
+    case(ap3, x, [2, 3, 3], [2, 2, 2], [1, 1, 1], True, True, name="avg_pool3d ceil_mode count_include_pad")
+    case(ap3, x, [2, 2, 2], [2, 2, 2], [0, 0, 0], False, True, 5, name="avg_pool3d divisor_override")
+    case(ap3, R(3, 4, 6, 6), [1, 2, 2], name="avg_pool3d rank 4")
+    case(ap3, R(1, 2, 4, 4, 4, dt=f64), [2, 2, 2], [1, 1, 1])
+    case(ap3, Sym(R(2, 3, 5, 9, 8), ["b", 3, "t", "h", "w"]), [1, 2, 2], name="avg_pool3d symbolic")
+    case(ap3, R(1, 2, 4, 4, 4, dt=i64), [2, 2, 2], unsupported=True, name="avg_pool3d i64 (coil rejects; PyTorch accepts)")
 
 
 def upsample_cases():
