@@ -984,6 +984,77 @@ static void around(xctx *c, const ir_node *x, int d)
 
 static int wrapd(const ir_node *x, int64_t d) { return (int)(d < 0 ? d + (x->rank ? x->rank : 1) : d); }
 
+/* _embedding_bag: parallel over bags, rows reduced in index order in the
+ * weight's type; indices and offsets checked before anything is written.
+ * offset2bag, bag_size and max_indices as ATen's forward gives them. */
+static void embedding_bag(xctx *c)
+{
+	int outv = result(c, 0), o2b = result(c, 1), bsz = result(c, 2), mxi = result(c, 3);
+	const int any = outv >= 0 ? outv : o2b >= 0 ? o2b : bsz >= 0 ? bsz : mxi;
+	if (any < 0)
+		return;
+	ir_node *w = argn(c, 0), *ix = argn(c, 1), *of = argn(c, 2);
+	const coil_value *o = node_out(c->ir->g, c->n, 0);
+	const int64_t mode = c->n->args[4].i, pad = c->n->args[8].i;
+	const char *T = emit_ctype(w->dtype), *I = emit_ctype(ix->dtype);
+	out(c, "\tconst int64_t m = %s, V = %s, D = %s, B = %s, nof = %s, work = m * D;\n\t(void)work;\n",
+	    dimc(c, &ix->shape[0]), dimc(c, &w->shape[0]), dimc(c, &w->shape[1]), dimc(c, &o->shape[0]),
+	    dimc(c, &of->shape[0]));
+	out(c, "\tconst %s *restrict idx = %s, *restrict off = %s;\n\tconst %s *restrict wt = %s;\n", I, arg(c, 1),
+	    arg(c, 2), T, arg(c, 0));
+	out(c, "\t%s y0[1];\n\t%s *restrict yall = %s;\n\t(void)y0;\n", T, T, outv >= 0 ? buf(c, outv) : "NULL");
+	if (has(c, 6))
+		out(c, "\tconst %s *restrict psw = %s;\n", T, arg(c, 6));
+	index_check(c, any, "m", "V", "index %lld out of range for %lld embeddings");
+	int code = emit_err_code(c->errs, c->ir, c->ir->nodes[any].gnode, "offsets[%lld] = %lld: offsets must start at 0 "
+									 "and not decrease up to the number of indices");
+	out(c, "\tfor (int64_t b = 0; b < nof; b++)\n\t\tif (off[b] < (b ? off[b - 1] : 0) || off[b] > m || (b == 0 && off[0] != 0)) {\n"
+	       "\t\t\tcoil_raise(x->st, %d, (long long)b, (long long)off[b]);\n\t\t\treturn;\n\t\t}\n", code);
+	if (bsz >= 0)
+		out(c, "\tmemset(%s, 0, (size_t)nof * sizeof(%s));\n", buf(c, bsz), I);
+	if (mxi >= 0 && mode != 2)
+		out(c, "\tmemset(%s, 0, (size_t)nof * sizeof(%s));\n", buf(c, mxi), I);
+	if (outv < 0 && mxi >= 0 && mode == 2) { /* max_indices read, the bags not: rows of them in a scratch */
+		int oom = emit_err_code(c->errs, c->ir, c->ir->nodes[any].gnode, "out of memory (%lld, %lld)");
+		out(c, "\tyall = malloc((size_t)(B * D + 1) * sizeof *yall);\n\tif (!yall) {\n"
+		       "\t\tcoil_raise(x->st, %d, (long long)B, (long long)D);\n\t\treturn;\n\t}\n", oom);
+	}
+	out(c, PAR(1));
+	out(c, "\tfor (int64_t b = 0; b < B; b++) {\n"
+	       "\t\tconst int64_t lo = (int64_t)off[b], hi = b + 1 < nof ? (int64_t)off[b + 1] : m;\n"
+	       "\t\tint64_t cnt = 0;\n");
+	if (outv >= 0 || mxi >= 0) {
+		out(c, "\t\t%s *restrict y = yall ? yall + b * D : y0;\n\t\tconst int64_t Dy = yall ? D : 0;\n", T);
+		if (mode == 2 && mxi >= 0)
+			out(c, "\t\t%s *restrict mi = %s + b * D;\n", I, buf(c, mxi));
+		out(c, "\t\tfor (int64_t j = 0; j < Dy; j++)\n\t\t\ty[j] = 0;\n");
+	}
+	out(c, "\t\tfor (int64_t e = lo; e < hi; e++) {\n\t\t\tconst int64_t k = (int64_t)idx[e];\n"
+	       "\t\t\tif (k == %lldLL)\n\t\t\t\tcontinue;\n", (long long)pad);
+	if (outv >= 0 || mxi >= 0) {
+		out(c, "\t\t\tconst %s *restrict r = wt + k * D;\n", T);
+		if (mode == 2)
+			out(c, "\t\t\tfor (int64_t j = 0; j < Dy; j++)\n\t\t\t\tif (!cnt || r[j] > y[j] || r[j] != r[j]) {\n"
+			       "\t\t\t\t\ty[j] = r[j];\n%s\t\t\t\t}\n", mxi >= 0 ? "\t\t\t\t\tmi[j] = k;\n" : "");
+		else
+			out(c, "\t\t\tfor (int64_t j = 0; j < Dy; j++)\n\t\t\t\ty[j] += r[j]%s;\n", has(c, 6) ? " * psw[e]" : "");
+	}
+	out(c, "\t\t\tcnt++;\n\t\t}\n");
+	if (o2b >= 0 && mode)
+		out(c, "\t\tfor (int64_t e = lo; e < hi; e++)\n\t\t\t%s[e] = b;\n", buf(c, o2b));
+	if (mode == 1 && outv >= 0)
+		out(c, "\t\tif (cnt)\n\t\t\tfor (int64_t j = 0; j < Dy; j++)\n\t\t\t\ty[j] /= (%s)cnt;\n", T);
+	if (bsz >= 0 && mode)
+		out(c, "\t\t%s[b] = cnt;\n", buf(c, bsz));
+	if (mxi >= 0 && mode == 1)
+		out(c, "\t\t%s[b] = cnt;\n", buf(c, mxi));
+	if (mxi >= 0 && mode == 2)
+		out(c, "\t\tif (!cnt)\n\t\t\tfor (int64_t j = 0; j < D; j++)\n\t\t\t\tmi[j] = 0;\n");
+	out(c, "\t\t(void)cnt;\n\t}\n");
+	if (outv < 0 && mxi >= 0 && mode == 2)
+		out(c, "\tfree(yall);\n");
+}
+
 /* tril / triu over the last two dims. */
 static void tri(xctx *c)
 {
@@ -1185,6 +1256,7 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 	case OP_CONSTANT_PAD_ND: pad(&c); return;
 	case OP_ROLL: roll(&c); return;
 	case OP_TRIL: case OP_TRIU: tri(&c); return;
+	case OP_EMBEDDING_BAG_FO: case OP_EMBEDDING_BAG: embedding_bag(&c); return;
 	case OP_CUMSUM: cumsum(&c); return;
 	case OP_PROD: case OP_PROD_DIM: prod_(&c); return;
 	case OP_SORT: case OP_SORT_STABLE: case OP_TOPK: sort(&c); return;

@@ -1389,6 +1389,43 @@ static int infer_squeeze(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
+/* _embedding_bag(_forward_only): [bags, D] of a 2-d float weight; the other
+ * results (offset2bag, bag_size, max_indices) shaped as ATen's. */
+static int infer_embedding_bag(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *w = node_in(g, n, 0), *ix = node_in(g, n, 1), *of = node_in(g, n, 2);
+	const int64_t mode = n->args[4].i;
+	if (w->rank != 2 || !dtype_is_float(w->dtype))
+		return ARGERR(0, "must be a 2-d float tensor, got %s of rank %d", dtype_name(w->dtype), w->rank);
+	if (ix->rank != 1 || (ix->dtype != COIL_I64 && ix->dtype != COIL_I32))
+		return ARGERR(1, "must be a 1-d i64 or i32 tensor");
+	if (of->rank != 1 || of->dtype != ix->dtype)
+		return ARGERR(2, "must be a 1-d tensor of indices' dtype");
+	if (mode < 0 || mode > 2)
+		return ARGERR(4, "mode %lld: 0 (sum), 1 (mean) or 2 (max)", (long long)mode);
+	if (has(n, 6)) {
+		coil_value *pw = node_in(g, n, 6);
+		if (mode != 0)
+			return ARGERR(6, "per-sample weights need mode 0 (sum)");
+		if (pw->dtype != w->dtype || pw->rank != 1 || !dim_eq(&pw->shape[0], &ix->shape[0]))
+			return ARGERR(6, "must be 1-d of the indices' length and the weight's dtype");
+	}
+	coil_dim bags = of->shape[0], one = dim_const(1);
+	if (n->args[7].i && dim_sub(&bags, &bags, &one, err))
+		return node_errf(err, n, "%s", err->msg);
+	if (n->args[7].i && graph_guard(g, n, GUARD_GE, &bags, 0, "offsets hold the last one", err))
+		return -1;
+	coil_dim o0[2] = {bags, w->shape[1]}, z = dim_const(0);
+	set_out(g, n, 0, w->dtype, 2, o0);
+	set_out(g, n, 1, ix->dtype, 1, mode ? &ix->shape[0] : &z);
+	set_out(g, n, 2, ix->dtype, 1, &of->shape[0]);
+	if (mode == 2)
+		set_out(g, n, 3, ix->dtype, 2, o0);
+	else
+		set_out(g, n, 3, ix->dtype, 1, &of->shape[0]);
+	return 0;
+}
+
 static int infer_tri(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0);

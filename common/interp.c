@@ -700,6 +700,65 @@ static void around(const itensor *x, int d, int64_t *outer, int64_t *len, int64_
 
 static int wrapd(const itensor *x, int64_t d) { return (int)(d < 0 ? d + (x->rank ? x->rank : 1) : d); }
 
+/* _embedding_bag: bag b sums (mean, max) the weight rows of indices
+ * [offsets[b], offsets[b+1]) (the last bag to the end, unless the offsets
+ * hold it), padding_idx skipped; an empty bag is 0.  offset2bag, bag_size and
+ * max_indices as ATen's forward gives them. */
+static int eval_embedding_bag(ictx *c, coil_node *n)
+{
+	itensor *w = IN(n, 0), *ix = IN(n, 1), *of = IN(n, 2), *o = OUT(n, 0);
+	itensor *psw = HAS(n, 6) ? IN(n, 6) : NULL;
+	const int64_t mode = n->args[4].i, pad = n->args[8].i, V = w->shape[0], D = w->shape[1], m = ix->numel;
+	const int64_t B = o->shape[0], nof = of->numel;
+	for (int64_t e = 0; e < m; e++)
+		if (ix->d[e] < 0 || ix->d[e] >= V)
+			return rterr(c, n, "index %lld out of range for %lld embeddings", (long long)ix->d[e], (long long)V);
+	for (int64_t b = 0; b < nof; b++)
+		if (of->d[b] < (b ? of->d[b - 1] : 0) || of->d[b] > m || (b == 0 && of->d[0] != 0))
+			return rterr(c, n, "offsets[%lld] = %lld: offsets must start at 0 and not decrease up to %lld", (long long)b,
+				     (long long)of->d[b], (long long)m);
+	for (int k = 1; k < n->nout; k++)
+		memset(OUT(n, k)->d, 0, (size_t)OUT(n, k)->numel * sizeof(real));
+	for (int64_t b = 0; b < B; b++) {
+		const int64_t lo = (int64_t)of->d[b], hi = b + 1 < nof ? (int64_t)of->d[b + 1] : m;
+		int64_t cnt = 0;
+		for (int64_t j = 0; j < D; j++) {
+			real acc = mode == 2 ? -INFINITY : 0;
+			int64_t arg = -1;
+			cnt = 0;
+			for (int64_t e = lo; e < hi; e++) {
+				const int64_t k = (int64_t)ix->d[e];
+				if (k == pad)
+					continue;
+				real v = w->d[k * D + j] * (psw ? psw->d[e] : 1);
+				cnt++;
+				if (mode == 2) {
+					if (arg < 0 || v > acc || isnan(v))
+						acc = v, arg = k;
+				} else {
+					acc += v;
+				}
+			}
+			if (mode == 1)
+				acc = cnt ? acc / (real)cnt : 0;
+			if (mode == 2 && arg < 0)
+				acc = 0;
+			o->d[b * D + j] = rnd(o->dtype, acc);
+			if (mode == 2 && n->nout > 3)
+				OUT(n, 3)->d[b * D + j] = (real)(arg < 0 ? 0 : arg);
+		}
+		if (n->nout > 2 && b < OUT(n, 2)->numel)
+			OUT(n, 2)->d[b] = mode ? (real)cnt : 0;
+		if (mode == 1 && n->nout > 3)
+			OUT(n, 3)->d[b] = (real)cnt;
+	}
+	if (n->nout > 1 && mode)
+		for (int64_t b = 0; b < nof; b++)
+			for (int64_t e = (int64_t)of->d[b]; e < (b + 1 < nof ? (int64_t)of->d[b + 1] : m); e++)
+				OUT(n, 1)->d[e] = (real)b;
+	return 0;
+}
+
 static int eval_tri(ictx *c, coil_node *n)
 {
 	(void)c;

@@ -213,6 +213,9 @@
 	X(SORT, "aten.sort.default", "Tensor self, int dim=-1, bool descending=False", 2, MOVE, sort, sort) \
 	X(SORT_STABLE, "aten.sort.stable", "Tensor self, *, bool? stable, int dim=-1, bool descending=False", 2, MOVE, sort, sort) \
 	X(TOPK, "aten.topk.default", "Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True", 2, MOVE, sort, sort) \
+	/* bags of weight rows: bag b holds indices[offsets[b] .. offsets[b+1]); sum, mean or max */  \
+	X(EMBEDDING_BAG_FO, "aten._embedding_bag_forward_only.default", "Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1", 4, MOVE, embedding_bag, embedding_bag) \
+	X(EMBEDDING_BAG, "aten._embedding_bag.default", "Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1", 4, MOVE, embedding_bag, embedding_bag) \
 	X(ROLL, "aten.roll.default", "Tensor self, int[1] shifts, int[1] dims=[]", 1, MOVE, same, roll) \
 	X(NEW_ZEROS, "aten.new_zeros.default", "Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None", 1, MOVE, fill, fill) \
 	X(FULL, "aten.full.default", "SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None", 1, MOVE, fill, fill) \

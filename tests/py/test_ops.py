@@ -222,6 +222,11 @@ def sdpa_ref(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None
     return (torch.softmax(s, -1) @ v.double()).to(q.dtype)
 
 
+def refuse(*args, **kwargs):
+    """The reference for inputs PyTorch does not check (it would read out of bounds): an error."""
+    raise RuntimeError("invalid input (PyTorch does not check it)")
+
+
 def case(op, *args, **kw):
     c = Case(op, args, **kw)
     CASES.append(c)
@@ -1740,6 +1745,29 @@ def data_cases():
     case(ir, y, 0, T([6], i64), R(1, 40), "amax", name="index_reduce index out of range")
     case(ir, y, 0, T([1], i64), R(1, 40), "max", name="index_reduce unknown reduce")
     case(ir, y, 0, T([1, 2], i64), R(3, 40), "mean", name="index_reduce source of the wrong length")
+    for eb in ("aten._embedding_bag_forward_only", "aten._embedding_bag"):
+        w = R(10, 4)
+        ids, offs = T([1, 2, 4, 5, 4, 3, 2, 9, 0], i64), T([0, 4, 4, 7], i64)
+        for mode in (0, 1, 2):
+            case(eb, w, ids, offs, False, mode, null_outs=(1, 2, 3), nout=4,
+                 name="%s mode %d (an empty bag)" % (eb[5:], mode))
+        case(eb, w, ids, T([0, 4, 7, 9], i64), False, 1, False, None, True, null_outs=(1, 2, 3), nout=4,
+             name=eb[5:] + " include_last_offset")
+        case(eb, w, ids, offs, False, 0, False, R(9), null_outs=(1, 2, 3), nout=4,
+             name=eb[5:] + " per_sample_weights")
+        case(eb, w, ids, offs, False, 1, False, None, False, 4, null_outs=(1, 2, 3), nout=4,
+             name=eb[5:] + " mean, padding_idx 4 skipped")
+        case(eb, R(50, 16, dt=f64), R(40, dt=i32, lo=0, hi=49), T([0, 10, 25], i32), False, 0,
+             null_outs=(1, 2, 3), nout=4, name=eb[5:] + " i32 indices, f64")
+        for mode in (0, 1, 2):
+            case(eb, w, ids, offs, False, mode, nout=4, name=eb[5:] + " mode %d, all four results" % mode)
+        case(eb, w, ids, offs, False, 2, nout=4, null_outs=(0,), name=eb[5:] + " max_indices without the bags")
+        # PyTorch 1.13 reads out of bounds on these (a crash): the reference only says they are errors
+        case(eb, w, T([1, 10], i64), T([0], i64), False, 0, null_outs=(1, 2, 3), nout=4, ref=refuse,
+             name=eb[5:] + " index out of range")
+        case(eb, w, ids, T([0, 5, 3], i64), False, 0, null_outs=(1, 2, 3), nout=4, ref=refuse,
+             name=eb[5:] + " decreasing offsets")
+        case(eb, w, ids, offs, False, 3, null_outs=(1, 2, 3), nout=4, ref=refuse, name=eb[5:] + " mode 3")
     it = "aten.index.Tensor"
     y = R(5, 4, 3)
     case(it, y, [T([4, 0, -1, 2], i64)], name="index.Tensor x[i] (negative counts from the end)")
