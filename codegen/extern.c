@@ -1055,6 +1055,42 @@ static void embedding_bag(xctx *c)
 		out(c, "\tfree(yall);\n");
 }
 
+/* coil.sparse_mm_reduce: rows in parallel (dynamic chunks: power-law rows),
+ * each reducing its entries' scaled rows of other in order (the same bits at
+ * any thread count); crow and col checked before anything is written. */
+static void spmm(xctx *c)
+{
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
+	ir_node *cr = argn(c, 0), *co = argn(c, 1), *d = argn(c, 3), *o = &c->ir->nodes[outv];
+	const char *red = c->n->args[4].s, *T = emit_ctype(o->dtype), *I = emit_ctype(cr->dtype);
+	out(c, "\tconst int64_t R = %s, F = %s, X = %s, nnz = %s, work = nnz * F;\n\t(void)work;\n", dimc(c, &o->shape[0]),
+	    dimc(c, &o->shape[1]), dimc(c, &d->shape[0]), dimc(c, &co->shape[0]));
+	out(c, "\tconst %s *restrict crow = %s, *restrict idx = %s;\n\tconst %s *restrict other = %s;\n", I, arg(c, 0),
+	    arg(c, 1), T, arg(c, 3));
+	if (has(c, 2))
+		out(c, "\tconst %s *restrict val = %s;\n", T, arg(c, 2));
+	int code = emit_err_code(c->errs, c->ir, o->gnode, "crow_indices[%lld] = %lld: must start at 0 and not decrease "
+							   "up to the number of entries");
+	out(c, "\tfor (int64_t i = 0; i <= R; i++)\n\t\tif (crow[i] < (i ? crow[i - 1] : 0) || crow[i] > nnz || (i == 0 && crow[0] != 0)) {\n"
+	       "\t\t\tcoil_raise(x->st, %d, (long long)i, (long long)crow[i]);\n\t\t\treturn;\n\t\t}\n", code);
+	index_check(c, outv, "nnz", "X", "col_indices %lld out of range for %lld rows of other");
+	const char *comb = !strcmp(red, "amax") ? "a != a || v != v ? a + v : v > a ? v : a"
+			   : !strcmp(red, "amin") ? "a != a || v != v ? a + v : v < a ? v : a" : "a + v";
+	out(c, "\t#pragma omp parallel for schedule(dynamic, 64) num_threads(nt) if (nt > 1 && work > 32768)\n"
+	       "\tfor (int64_t i = 0; i < R; i++) {\n\t\t%s *restrict y = %s + i * F;\n"
+	       "\t\tconst int64_t lo = (int64_t)crow[i], hi = (int64_t)crow[i + 1];\n"
+	       "\t\tfor (int64_t j = 0; j < F; j++)\n\t\t\ty[j] = 0;\n"
+	       "\t\tfor (int64_t k = lo; k < hi; k++) {\n\t\t\tconst %s *restrict r = other + (int64_t)idx[k] * F;\n"
+	       "\t\t\tconst %s s = %s;\n\t\t\tfor (int64_t j = 0; j < F; j++) {\n"
+	       "\t\t\t\tconst %s v = s * r[j], a = y[j];\n\t\t\t\ty[j] = k == lo ? v : %s;\n\t\t\t}\n\t\t}\n",
+	    T, buf(c, outv), T, T, has(c, 2) ? "val[k]" : "1", T, comb);
+	if (!strcmp(red, "mean"))
+		out(c, "\t\tif (hi > lo)\n\t\t\tfor (int64_t j = 0; j < F; j++)\n\t\t\t\ty[j] /= (%s)(hi - lo);\n", T);
+	out(c, "\t}\n");
+}
+
 /* tril / triu over the last two dims. */
 static void tri(xctx *c)
 {
@@ -1256,6 +1292,7 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 	case OP_CONSTANT_PAD_ND: pad(&c); return;
 	case OP_ROLL: roll(&c); return;
 	case OP_TRIL: case OP_TRIU: tri(&c); return;
+	case OP_SPARSE_MM_REDUCE: spmm(&c); return;
 	case OP_EMBEDDING_BAG_FO: case OP_EMBEDDING_BAG: embedding_bag(&c); return;
 	case OP_CUMSUM: cumsum(&c); return;
 	case OP_PROD: case OP_PROD_DIM: prod_(&c); return;

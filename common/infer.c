@@ -1426,6 +1426,36 @@ static int infer_embedding_bag(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
+static int infer_spmm(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *cr = node_in(g, n, 0), *co = node_in(g, n, 1), *d = node_in(g, n, 3);
+	const char *red = n->args[4].s;
+	if (strcmp(red, "sum") && strcmp(red, "mean") && strcmp(red, "amax") && strcmp(red, "amin"))
+		return ARGERR(4, "must be sum, mean, amax or amin, not \"%s\"", red);
+	if (cr->rank != 1 || (cr->dtype != COIL_I64 && cr->dtype != COIL_I32))
+		return ARGERR(0, "must be a 1-d i64 or i32 tensor (rows + 1 offsets)");
+	if (co->rank != 1 || co->dtype != cr->dtype)
+		return ARGERR(1, "must be a 1-d tensor of crow_indices' dtype");
+	if (d->rank != 2 || !dtype_is_float(d->dtype) || dtype_is_half(d->dtype))
+		return ARGERR(3, "must be a 2-d f32 or f64 tensor");
+	if (has(n, 2)) {
+		coil_value *v = node_in(g, n, 2);
+		if (v->rank != 1 || v->dtype != d->dtype || !dim_eq(&v->shape[0], &co->shape[0]))
+			return ARGERR(2, "must be 1-d, one per column index, of other's dtype");
+	}
+	coil_dim rows, one = dim_const(1);
+	if (dim_sub(&rows, &cr->shape[0], &one, err))
+		return node_errf(err, n, "%s", err->msg);
+	int64_t rc;
+	if (dim_is_const(&rows, &rc) && rc < 0)
+		return ARGERR(0, "needs at least one offset");
+	if (graph_guard(g, n, GUARD_GE, &rows, 0, "crow_indices not empty", err))
+		return -1;
+	coil_dim out[2] = {rows, d->shape[1]};
+	set_out(g, n, 0, d->dtype, 2, out);
+	return 0;
+}
+
 static int infer_tri(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0);

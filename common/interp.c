@@ -759,6 +759,40 @@ static int eval_embedding_bag(ictx *c, coil_node *n)
 	return 0;
 }
 
+/* coil.sparse_mm_reduce: row i reduces values[k] * other[col[k]] over
+ * k in [crow[i], crow[i+1]) (empty rows 0). */
+static int eval_spmm(ictx *c, coil_node *n)
+{
+	itensor *cr = IN(n, 0), *co = IN(n, 1), *d = IN(n, 3), *o = OUT(n, 0);
+	itensor *v = HAS(n, 2) ? IN(n, 2) : NULL;
+	const char *red = n->args[4].s;
+	const int64_t R = o->shape[0], F = o->shape[1], C = d->shape[0], nnz = co->numel;
+	const int mx = !strcmp(red, "amax"), mn = !strcmp(red, "amin");
+	for (int64_t i = 0; i <= R; i++)
+		if (cr->d[i] < (i ? cr->d[i - 1] : 0) || cr->d[i] > nnz || (i == 0 && cr->d[0] != 0))
+			return rterr(c, n, "crow_indices[%lld] = %lld: must start at 0 and not decrease up to %lld", (long long)i,
+				     (long long)cr->d[i], (long long)nnz);
+	for (int64_t k = 0; k < nnz; k++)
+		if (co->d[k] < 0 || co->d[k] >= C)
+			return rterr(c, n, "col_indices[%lld] = %lld out of range for %lld rows of other", (long long)k,
+				     (long long)co->d[k], (long long)C);
+	for (int64_t i = 0; i < R; i++) {
+		const int64_t lo = (int64_t)cr->d[i], hi = (int64_t)cr->d[i + 1];
+		for (int64_t j = 0; j < F; j++) {
+			real acc = 0;
+			for (int64_t k = lo; k < hi; k++) {
+				real x = (v ? v->d[k] : 1) * d->d[(int64_t)co->d[k] * F + j];
+				acc = k == lo ? x : mx ? (isnan(acc) || isnan(x) ? NAN : fmax(acc, x))
+					   : mn ? (isnan(acc) || isnan(x) ? NAN : fmin(acc, x)) : acc + x;
+			}
+			if (!strcmp(red, "mean") && hi > lo)
+				acc /= (real)(hi - lo);
+			o->d[i * F + j] = rnd(o->dtype, acc);
+		}
+	}
+	return 0;
+}
+
 static int eval_tri(ictx *c, coil_node *n)
 {
 	(void)c;

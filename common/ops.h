@@ -200,6 +200,9 @@
 	X(INDEX_REDUCE, "aten.index_reduce.default", "Tensor self, int dim, Tensor index, Tensor source, str reduce, *, bool include_self=True", 1, MOVE, index_add, scatter) \
 	/* advanced indexing by integer tensors (broadcast together; negative ones count from the end) */ \
 	X(INDEX_T, "aten.index.Tensor", "Tensor self, Tensor?[] indices", 1, MOVE, index_t, index_t)      \
+	/* coil's: a CSR matrix [rows, C] (crow_indices, col_indices, values or 1) times dense [C, F],
+	 * each row reduced by sum, mean, amax or amin over its entries (empty rows 0) */            \
+	X(SPARSE_MM_REDUCE, "coil.sparse_mm_reduce.default", "Tensor crow_indices, Tensor col_indices, Tensor? values, Tensor other, str reduce='sum'", 1, MOVE, spmm, spmm) \
 	X(INDEX_SELECT, "aten.index_select.default", "Tensor self, int dim, Tensor index", 1, MOVE, index_select, index_select) \
 	X(EMBEDDING, "aten.embedding.default", "Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False", 1, MOVE, embedding, embedding) \
 	/* the lower (upper) triangle of the last two dims: j - i <= diagonal (>=), else 0 */          \

@@ -127,6 +127,43 @@ class Agg(torch.nn.Module):
         return z.scatter_reduce(0, i, msg, self.red, include_self=False)
 
 
+class GatherScatter(torch.nn.Module):
+    """Message passing in eager's terms: gather the sources' rows, add them into the targets'."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+    def forward(self, x, src, dst):
+        msg = torch.index_select(x, 0, src)
+        return torch.zeros(self.n, x.shape[1]).scatter_add(0, col(dst, x.shape[1]), msg)
+
+
+def csr_of(src, dst, n):
+    """The graph's adjacency by target: crow [n + 1], col (sources in edge order within a target)."""
+    order = torch.sort(dst, stable=True)[1]
+    crow = torch.zeros(n + 1, dtype=torch.int64)
+    crow[1:] = torch.cumsum(torch.bincount(dst, minlength=n), 0)
+    return crow, src[order].contiguous()
+
+
+def csr_module(n, e, f, threads):
+    """coil.sparse_mm_reduce (sum) over a CSR graph given as inputs, compiled from graph JSON."""
+    import tempfile
+    g = {"format": "coil-graph", "version": 1,
+         "inputs": [{"name": "crow", "dtype": "i64", "shape": [n + 1]}, {"name": "col", "dtype": "i64", "shape": [e]},
+                    {"name": "x", "dtype": "f32", "shape": [n, f]}],
+         "params": [], "constants": [],
+         "nodes": [{"id": "agg", "op": "coil.sparse_mm_reduce", "args": ["crow", "col", None, "x", "sum"],
+                    "outputs": ["y"]}], "outputs": ["y"]}
+    d = tempfile.mkdtemp()
+    path = os.path.join(d, "csr.json")
+    with open(path, "w") as fh:
+        json.dump(g, fh)
+    info = coil._compile_cli(path)
+    return coil.load(info["artifact"], [], threads=threads)
+
+
 class Gather(torch.nn.Module):
     """The message gather alone: the source rows along the edges."""
 
@@ -152,13 +189,16 @@ def ops_bench(a):
         x, msg = torch.randn(n, f, generator=g), torch.randn(e, f, generator=g)
         big, big2 = torch.empty(e * f), torch.randn(e * f, generator=g)
         for op in a.ops.split(","):
-            m = Gather() if op == "gather" else Agg(op, n)
-            ins = (x, src) if op == "gather" else (msg, dst)
+            m = Gather() if op == "gather" else GatherScatter(n) if op == "csr" else Agg(op, n)
+            ins = (x, src) if op == "gather" else (x, src, dst) if op == "csr" else (msg, dst)
             need = (e * f * 4 + e * 8 + n * f * 4) if op == "gather" else (e * f * 4 + e * 8 + 2 * n * f * 4)
+            if op == "csr":  # the CSR (sources by target) and x read, y written: no messages
+                crow, colx = csr_of(src, dst, n)
+                need = e * 8 + (n + 1) * 8 + 2 * n * f * 4
             with torch.no_grad():
                 want = m(*ins)
             ort_path, ort_why = None, why
-            if not why and op in ("sum", "gather"):
+            if not why and op in ("sum", "gather", "csr"):
                 ort_path = os.path.join(tmp, "%s_%d.onnx" % (op, n))
                 try:
                     torch.onnx.export(m, ins, ort_path, opset_version=16)
@@ -173,7 +213,12 @@ def ops_bench(a):
                 ort_why = "no ONNX form (scatter_reduce %s)" % op
             for t in [int(v) for v in a.threads.split(",")]:
                 torch.set_num_threads(t)
-                fc = coil.compile(m, ins, threads=t)
+                if op == "csr":
+                    fcsr = csr_module(n, e, f, t)
+                    fc = (lambda fcsr, crow, colx: lambda x, src, dst: fcsr(crow, colx, x))(fcsr, crow, colx)
+                    fc.close = fcsr.close
+                else:
+                    fc = coil.compile(m, ins, threads=t)
                 got = fc(*ins)
                 err = float((got.double() - want.double()).abs().max() / want.double().abs().max())
                 ort = dyn.Ort(ort_path, t) if ort_path else None
@@ -222,7 +267,9 @@ def ops_bench(a):
         fh.write("%s, %d CPUs, torch %s, load %s; medians of %d rounds, each round eager, coil, a copy and ORT "
                  "in turn. Power-law graphs (10 edges per node), %d features. sum, mean, amax: "
                  "`zeros(nodes, F).scatter_add / scatter_reduce(0, dst.unsqueeze(1).expand_as(msg), msg, ..., "
-                 "include_self=False)`; gather: `index_select(x, 0, src)`. ORT: onnxruntime-node 1.30 "
+                 "include_self=False)`; gather: `index_select(x, 0, src)`; csr: gather and sum in one, "
+                 "coil.sparse_mm_reduce over the graph in CSR by target (built outside the timing) against eager's "
+                 "index_select + scatter_add (and ORT's Gather + ScatterElements). ORT: onnxruntime-node 1.30 "
                  "(all optimizations, sequential, intra-op threads T), opset 16. need: bytes the op must move "
                  "once; GB/s: need / coil's time; of copy: that over a %d-float tensor copy's rate "
                  "(read + write) in the same round.\n\n"
@@ -253,8 +300,8 @@ def main():
     ap.add_argument("--models", default="gcn,sage,gat")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "gnn"))
-    ap.add_argument("--ops", nargs="?", const="sum,mean,amax,gather", default=None,
-                    help="the message-passing ops alone (sum,mean,amax,gather) instead of the models")
+    ap.add_argument("--ops", nargs="?", const="sum,mean,amax,gather,csr", default=None,
+                    help="the message-passing ops alone (sum,mean,amax,gather,csr) instead of the models")
     a = ap.parse_args()
     if a.ops:
         return ops_bench(a)

@@ -1768,6 +1768,27 @@ def data_cases():
         case(eb, w, ids, T([0, 5, 3], i64), False, 0, null_outs=(1, 2, 3), nout=4, ref=refuse,
              name=eb[5:] + " decreasing offsets")
         case(eb, w, ids, offs, False, 3, null_outs=(1, 2, 3), nout=4, ref=refuse, name=eb[5:] + " mode 3")
+    sp = "coil.sparse_mm_reduce"
+
+    def spmm_ref(crow, col, val, other, reduce="sum"):
+        """The CSR product as a COO scatter_reduce (empty rows 0)."""
+        rows = torch.repeat_interleave(torch.arange(crow.numel() - 1), (crow[1:] - crow[:-1]).long())
+        msg = other[col.long()] * (val.unsqueeze(1) if val is not None else 1)
+        out = torch.zeros(crow.numel() - 1, other.shape[1], dtype=other.dtype)
+        return out.scatter_reduce(0, rows.unsqueeze(1).expand_as(msg), msg, reduce, include_self=False)
+    crow, col = T([0, 3, 3, 4, 8], i64), T([0, 5, 2, 2, 1, 5, 5, 3], i64)
+    for red in ("sum", "mean", "amax", "amin"):
+        case(sp, crow, col, R(8), R(6, 5), red, ref=spmm_ref, name="sparse_mm_reduce %s (an empty row, repeats)" % red)
+        case(sp, crow, col, None, R(6, 33, dt=f64), red, ref=spmm_ref, name="sparse_mm_reduce %s, no values, f64" % red)
+    case(sp, T([0, 2, 5], i32), T([1, 0, 3, 3, 2], i32), R(5), R(4, 3), ref=spmm_ref, name="sparse_mm_reduce i32 indices")
+    case(sp, T([0, 2, 3], i64), T([0, 1, 1], i64), T([1.0, float("nan"), 2.0]), R(2, 4), "amax", ref=spmm_ref,
+         name="sparse_mm_reduce amax nan")
+    case(sp, Sym(T([0, 1, 3, 3], i64), ["r"]), Sym(T([2, 0, 2], i64), ["e"]), Sym(R(3), ["e"]), Sym(R(4, 6), ["n", "f"]),
+         "mean", ref=spmm_ref, name="sparse_mm_reduce symbolic rows, entries, features")
+    case(sp, crow, T([0, 5, 2, 2, 1, 6, 5, 3], i64), R(8), R(6, 5), ref=refuse, name="sparse_mm_reduce column out of range")
+    case(sp, T([0, 3, 2, 4, 8], i64), col, R(8), R(6, 5), ref=refuse, name="sparse_mm_reduce decreasing crow")
+    case(sp, crow, col, R(8), R(6, 5), "max", ref=refuse, name="sparse_mm_reduce unknown reduce")
+    case(sp, crow, col, R(7), R(6, 5), ref=refuse, name="sparse_mm_reduce values of the wrong length")
     it = "aten.index.Tensor"
     y = R(5, 4, 3)
     case(it, y, [T([4, 0, -1, 2], i64)], name="index.Tensor x[i] (negative counts from the end)")
