@@ -401,14 +401,31 @@ def _fold_unsupported(ce, gm, coil_ops):
     return made[0]
 
 
+def _model_frame(tb):
+    """The innermost traceback frame in the model's own code (not torch's, not coil's), as
+    'file:line: source', or None."""
+    import traceback
+    skip = (os.sep + "torch" + os.sep, os.path.dirname(os.path.abspath(__file__)) + os.sep,
+            os.sep + "coil_export.py", os.sep + "coil_symbolic.py", "<")
+    for fr in reversed(traceback.extract_tb(tb)):
+        if not any(k in fr.filename for k in skip):
+            return "%s:%d: %s" % (fr.filename, fr.lineno, (fr.line or "").strip())
+    return None
+
+
 def _trace(ce, module, inputs, coil_ops=None):
     try:
         gm = ce._trace_module(module, inputs, True, True)
     except ce.ExportError:
         raise
     except Exception as e:  # noqa: BLE001
-        raise UnsupportedError("make_fx cannot trace %s at ATen level: %s: %s"
-                               % (type(module).__name__, type(e).__name__, e),
+        where = _model_frame(e.__traceback__)
+        msg = "%s: %s" % (type(e).__name__, e)
+        if "value out of a tracing tensor" in str(e) or "data-dependent" in str(e):
+            msg = ("shape logic depends on a tensor's values (Tensor.item(), int(t), a Python branch "
+                   "on a tensor): coil compiles shapes, not values")
+        raise UnsupportedError("make_fx cannot trace %s at ATen level%s: %s"
+                               % (type(module).__name__, " at " + where if where else "", msg),
                                stage="trace") from e
     _restrides_to_views(gm)
     _fold_unsupported(ce, gm, coil_ops)
