@@ -21,7 +21,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-GROUPS = ("classification", "segmentation", "transformer")
+GROUPS = ("classification", "segmentation", "transformer", "audio", "gnn")
 TARGET_PASS = 0.95
 TARGET_SPEEDUP = 1.5
 

@@ -7,8 +7,8 @@ TorchInductor team reports theirs. `make bench-models` runs it; results go to be
 
 Models (bench/models/zoo.py): every torchvision classification model, torchvision's
 segmentation models, a BERT-base-sized TransformerEncoder, a tiny ViT and a small BERT.
---models takes names and group names (classification, segmentation, transformer), comma
-separated; --quick is resnet18, mobilenet_v3_small, vit_tiny, bert_mini.
+--models takes names and group names (classification, segmentation, transformer, audio,
+gnn), comma separated; --quick is resnet18, mobilenet_v3_small, vit_tiny, bert_mini.
 
 For each model and batch size, each step runs in a fresh process (bench/models/worker.py):
   prepare   coil.compile: export at ATen level, compile through the suite's own artifact cache

@@ -80,7 +80,8 @@ def rel_err(want, got):
 
 
 def flat(x):
-    return torch.utils._pytree.tree_flatten(x)[0]
+    """The output's tensors (None leaves, wav2vec2's absent lengths, left out)."""
+    return [t for t in torch.utils._pytree.tree_flatten(x)[0] if t is not None]
 
 
 # ---------------------------------------------------------------- prepare
