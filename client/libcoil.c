@@ -336,15 +336,13 @@ int coil_compile(coil_client *c, const char *graph_json, size_t len, const coil_
 	int opt = o && o->opt_level != COIL_OPT_DEFAULT ? o->opt_level : COMPILE_OPT_DEFAULT;
 	if (o && o->precision && strcmp(o->precision, "f32") && strcmp(o->precision, "bf16"))
 		return fail("coil_compile: precision '%.20s' is not f32 or bf16", o->precision);
-	/* What the answer must name: this graph's hash, as the server will hash it. */
-	char graph_hash[65];
-	if (compile_graph_hash(graph_json, len, (coil_dtype)precision, graph_hash, &err) != 0)
-		return fail("coil_compile: %s", err.msg);
+
 	if (o && o->opt_level != COIL_OPT_DEFAULT)
 		snprintf(path + strlen(path), sizeof path - strlen(path), "%copt_level=%d", strchr(path, '?') ? '&' : '?',
 			 o->opt_level);
 	/* a precision goes in the request's envelope, around the graph */
 	char *body = NULL;
+	size_t blen = 0;
 	if (o && o->precision && strcmp(o->precision, "f32")) {
 		if (strcmp(o->precision, "bf16"))
 			return fail("coil_compile: precision '%.20s' is not f32 or bf16", o->precision);
@@ -354,13 +352,13 @@ int coil_compile(coil_client *c, const char *graph_json, size_t len, const coil_
 		memcpy(body, pre, sizeof pre - 1);
 		memcpy(body + sizeof pre - 1, graph_json, len);
 		memcpy(body + sizeof pre - 1 + len, post, sizeof post);
-		graph_json = body;
-		len += sizeof pre - 1 + sizeof post - 1;
+		blen = sizeof pre - 1 + len + sizeof post - 1;
 	}
 	long status;
 	membuf resp = {0};
 	headers h;
-	int hrc = http(c, "POST", path, graph_json, len, &status, &resp, &h);
+	int hrc = body ? http(c, "POST", path, body, blen, &status, &resp, &h)
+		       : http(c, "POST", path, graph_json, len, &status, &resp, &h);
 	free(body);
 	if (hrc != 0) {
 		free(resp.p);
@@ -370,6 +368,14 @@ int coil_compile(coil_client *c, const char *graph_json, size_t len, const coil_
 		http_fail("compile", status, &resp);
 		free(resp.p);
 		return -1;
+	}
+	/* What the answer must name: this graph's hash, as the server hashes it
+	 * (made after the server accepted it: a graph it refuses is its to name). */
+	char graph_hash[65];
+	if (compile_graph_hash(graph_json, len, (coil_dtype)precision, graph_hash, &err) != 0) {
+		free(resp.p);
+		return fail("compile: the server accepted a graph this client cannot hash (%s); refusing its answer",
+			    err.msg);
 	}
 	json_error_t je;
 	json_t *r = json_loadb(resp.p, resp.len, 0, &je);
