@@ -44,7 +44,7 @@ int artifact_target_check(const char *what, const char *target, coil_err *err)
 	if (lack)
 		return coil_errc(err, COIL_E_UNSUPPORTED,
 				 "%s: built for target '%s', which needs %s: this CPU lacks it%s; refusing to load it", what,
-				 target, lack, target_cpu_masked() ? " (COIL_CPU_MASK)" : "");
+				 target, lack, target_feature_masked(lack) ? " (COIL_CPU_MASK)" : "");
 	return 0;
 }
 

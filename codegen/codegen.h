@@ -39,8 +39,8 @@ int target_runs_here(const char *name);
 const char *target_missing(const char *name);
 /* This CPU's features (cpuid less COIL_CPU_MASK's), as F_* bits. */
 unsigned target_cpu_features(void);
-/* 1 when COIL_CPU_MASK hides a feature this CPU has. */
-int target_cpu_masked(void);
+/* 1 when this CPU has the named feature and COIL_CPU_MASK hides it. */
+int target_feature_masked(const char *feature);
 /* t's features by name, comma-separated ("avx2,avx512,avx512_vnni"). */
 void target_feature_list(const coil_target *t, char *buf, size_t cap);
 /* The named targets, from the most portable to the most demanding. */

@@ -111,9 +111,12 @@ unsigned target_cpu_features(void)
 	return cpu & ~env_mask();
 }
 
-int target_cpu_masked(void)
+int target_feature_masked(const char *feature)
 {
-	return (detect() & env_mask()) != 0;
+	for (size_t i = 0; i < NFEATURES; i++)
+		if (!strcmp(features[i].name, feature))
+			return (detect() & env_mask() & features[i].bit) != 0;
+	return 0;
 }
 
 static const coil_target *native(void)
