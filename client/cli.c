@@ -373,6 +373,57 @@ static int print_problem(void *ud, const char *key, const char *problem)
 	return 0;
 }
 
+typedef struct keylist {
+	char (*keys)[65];
+	size_t n, cap;
+} keylist;
+
+static int collect_key(void *ud, const char *key, uint64_t size, int64_t last_used, const char *meta)
+{
+	(void)size, (void)last_used, (void)meta;
+	keylist *l = ud;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		char(*k)[65] = realloc(l->keys, cap * sizeof *k);
+		if (!k)
+			return 1;
+		l->keys = k;
+		l->cap = cap;
+	}
+	memcpy(l->keys[l->n++], key, 65);
+	return 0;
+}
+
+/* With trusted keys, cache verify also checks every entry's signature: one
+ * line per entry a trusted key did not sign (removed with --repair). */
+static int verify_signatures(coil_cache *c, const coil_trust *t, int repair, int *bad, coil_err *err)
+{
+	keylist l = {0};
+	if (cache_list(c, collect_key, &l, err)) {
+		free(l.keys);
+		return -1;
+	}
+	int rc = 0;
+	for (size_t i = 0; i < l.n && rc == 0; i++) {
+		char sha[65], target[64], sig[SIGN_STR_MAX];
+		coil_err e2 = {0};
+		int v = cache_entry_verify(c, t, l.keys[i], sha, target, sig, &e2);
+		if (v == 1 || v == 0)
+			continue;
+		if (e2.code != COIL_E_INPUT) {
+			*err = e2;
+			rc = -1;
+			break;
+		}
+		print_problem(NULL, l.keys[i], e2.msg);
+		(*bad)++;
+		if (repair)
+			rc = cache_remove(c, l.keys[i], err);
+	}
+	free(l.keys);
+	return rc;
+}
+
 static int cmd_cache(opts *o)
 {
 	if (o->npos != 1)
@@ -408,7 +459,8 @@ static int cmd_cache(opts *o)
 			rc = fail("cache", &err);
 	} else {
 		int bad = 0;
-		if ((o->repair ? cache_repair : cache_verify)(c, print_problem, NULL, &bad, &err))
+		if ((o->repair ? cache_repair : cache_verify)(c, print_problem, NULL, &bad, &err) ||
+		    (trust_count(o->trust) && verify_signatures(c, o->trust, o->repair, &bad, &err)))
 			rc = fail("cache", &err);
 		else if (bad) {
 			fprintf(stderr, "%s: cache: %d bad entr%s%s\n", prog, bad, bad == 1 ? "y" : "ies",

@@ -154,6 +154,12 @@ def main():
          r.stderr)
     r = coil(["check", g, "--trusted-key", k["old"]], env)
     t.ok(one_line(r, "bad signature"), "coil check refuses it too", r.stderr)
+    r = coil(["cache", "verify"], env)
+    t.ok(r.returncode == 0, "cache verify without keys: sizes and sha256 agree", r.stdout + r.stderr)
+    r = coil(["cache", "verify", "--trusted-key", k["old"]], env)
+    t.ok(r.returncode != 0 and "%s: artifact %s: bad signature" % (key, key) in r.stdout
+         and "%s: artifact %s is unsigned" % (key2, key2) in r.stdout and "2 bad entries" in r.stderr,
+         "cache verify with a trusted key names the swapped and the unsigned entries", r.stdout + r.stderr)
     shutil.rmtree(cache)
 
     # --server against a signing coild, and a fake server answering for something else
