@@ -303,9 +303,11 @@ static int trust_add_n(coil_trust *t, const char *s, size_t len, const char *fro
 {
 	char name[SIGN_NAME_MAX + 1];
 	unsigned char pub[PUB_LEN];
+	/* never quoted past its name: it could be a secret key given by mistake */
 	if (split_named(s, len, name, pub, sizeof pub) != 0)
-		return coil_err_input(err, "%s: '%.*s' is not a public key 'name:base64' of %d bytes", from,
-				      (int)(len > 100 ? 100 : len), s, PUB_LEN);
+		return coil_err_input(err, "%s: the key named '%.*s' (%zu characters) is not a public key 'name:base64' "
+					   "of %d bytes", from, (int)strcspn(s, ":") > 64 ? 64 : (int)strcspn(s, ":"), s, len,
+				      PUB_LEN);
 	if (trust_find(t, name))
 		return coil_err_input(err, "%s: two trusted keys are named '%s'", from, name);
 	trusted *k = realloc(t->keys, (size_t)(t->n + 1) * sizeof *k);

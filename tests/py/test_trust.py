@@ -144,6 +144,19 @@ def main():
     t.ok(r.returncode == 0, "--trusted-keys-file and --trusted-key together trust both", r.stderr)
     r = coil(["compile", g, "--trusted-key", "fleet-x:bm90IGEga2V5"], env)
     t.ok(one_line(r, "is not a public key"), "a malformed trusted key is one line", r.stderr)
+    r = coil(["compile", g, "--trusted-key", open(k["old_sec"]).read().strip()], env)
+    t.ok(one_line(r, "the key named 'fleet-old'") and secret not in r.stderr,
+         "a secret key given as a trusted key is refused without quoting it", r.stderr)
+    os.environ["COIL_TRUSTED_KEYS"] = open(k["old_sec"]).read().strip()
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "client", "python"))
+    from coil import _sign
+    try:
+        _sign.trusted_keys()
+        t.ok(False, "Python refuses a secret key given as a trusted key")
+    except Exception as e:  # noqa: BLE001
+        t.ok("fleet-old" in str(e) and secret not in str(e),
+             "Python refuses a secret key given as a trusted key without quoting it", str(e))
+    del os.environ["COIL_TRUSTED_KEYS"]
     # the local cache tampered with: key's bytes swapped for key2's, the index agreeing
     cache = env["COIL_CACHE_DIR"]
     with open(os.path.join(cache, "objects", key2[:2], key2 + ".so"), "rb") as f:

@@ -59,8 +59,10 @@ def parse_keys(text, source):
         for word in line.split("#", 1)[0].split():
             k = _split(word, 32)
             if k is None:
-                raise CoilError("%s: %r is not a public key 'name:base64' of 32 bytes"
-                                % (source, word[:100]), stage="load")
+                # never quoted past its name: it could be a secret key given by mistake
+                raise CoilError("%s: the key named %r (%d characters) is not a public key "
+                                "'name:base64' of 32 bytes" % (source, word.split(":", 1)[0][:64], len(word)),
+                                stage="load")
             if k[0] in keys:
                 raise CoilError("%s: two trusted keys are named %r" % (source, k[0]), stage="load")
             keys[k[0]] = k[1]
