@@ -55,16 +55,18 @@ const char *compile_codegen_version(void)
 	return CODEGEN_KEY_VERSION;
 }
 
+static pthread_once_t dnnl_once = PTHREAD_ONCE_INIT;
+static char dnnl_buf[96];
+static void read_dnnl_version(void)
+{
+	const dnnl_version_t *v = dnnl_version();
+	snprintf(dnnl_buf, sizeof dnnl_buf, "%d.%d.%d+%.40s", v->major, v->minor, v->patch, v->hash ? v->hash : "");
+}
+
 const char *compile_dnnl_version(void)
 {
-	static char buf[96]; /* benign race: every thread writes the same text */
-	if (!buf[0]) {
-		const dnnl_version_t *v = dnnl_version();
-		char tmp[96];
-		snprintf(tmp, sizeof tmp, "%d.%d.%d+%.40s", v->major, v->minor, v->patch, v->hash ? v->hash : "");
-		memcpy(buf, tmp, sizeof buf);
-	}
-	return buf;
+	pthread_once(&dnnl_once, read_dnnl_version);
+	return dnnl_buf;
 }
 
 int compile_key(const char *graph_hash, const char *target, const char *compiler, const char *codegen,

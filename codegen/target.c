@@ -7,6 +7,7 @@
  * them.  COIL_CPU_MASK (environment, read at every check) names features to
  * pretend this CPU lacks, comma-separated: "avx512_bf16,amx" (tests sweep it;
  * oneDNN's own dispatch inside a loaded artifact is not affected). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,22 +101,25 @@ static unsigned env_mask(void)
 	return mask;
 }
 
+static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+static unsigned cpu;
+static void detect_once(void)
+{
+	cpu = detect();
+}
+
 unsigned target_cpu_features(void)
 {
-	static unsigned cpu;
-	static int known; /* benign race: every thread computes the same value */
-	if (!known) {
-		cpu = detect();
-		known = 1;
-	}
+	pthread_once(&cpu_once, detect_once);
 	return cpu & ~env_mask();
 }
 
 int target_feature_masked(const char *feature)
 {
+	pthread_once(&cpu_once, detect_once);
 	for (size_t i = 0; i < NFEATURES; i++)
 		if (!strcmp(features[i].name, feature))
-			return (detect() & env_mask() & features[i].bit) != 0;
+			return (cpu & env_mask() & features[i].bit) != 0;
 	return 0;
 }
 
