@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dnnl.h>
+
 #include "codegen/codegen.h"
 #include "common/clock.h"
 
@@ -42,10 +44,49 @@ static void read_identity(void)
 	pclose(f);
 }
 
-static const char *compiler_identity(void)
+const char *compile_compiler_identity(void)
 {
 	pthread_once(&ident_once, read_identity);
 	return ident_buf;
+}
+
+const char *compile_codegen_version(void)
+{
+	return CODEGEN_KEY_VERSION;
+}
+
+static pthread_once_t dnnl_once = PTHREAD_ONCE_INIT;
+static char dnnl_buf[96];
+static void read_dnnl_version(void)
+{
+	const dnnl_version_t *v = dnnl_version();
+	snprintf(dnnl_buf, sizeof dnnl_buf, "%d.%d.%d+%.40s", v->major, v->minor, v->patch, v->hash ? v->hash : "");
+}
+
+const char *compile_dnnl_version(void)
+{
+	pthread_once(&dnnl_once, read_dnnl_version);
+	return dnnl_buf;
+}
+
+int compile_key(const char *graph_hash, const char *target, const char *compiler, const char *codegen,
+		const char *dnnl, int opt_level, coil_dtype precision, char key[65], coil_err *err)
+{
+	const coil_target *t = target_get(target, err);
+	if (!t)
+		return -1;
+	if (!strcmp(target, "native"))
+		return coil_errf(err, "compile_key: the target must be resolved, not 'native'");
+	/* key = sha256(graph hash, target and its flags, compiler identity, codegen
+	 * version, options, oneDNN version) */
+	char material[2048];
+	int n = snprintf(material, sizeof material,
+			 "graph=%s\ntarget=%s\nflags=%s\ncompiler=%s\ncodegen=%s\nopt=%d\n%sdnnl=%s\n", graph_hash,
+			 t->name, t->flags, compiler, codegen, opt_level, precision == COIL_BF16 ? "precision=bf16\n" : "",
+			 dnnl);
+	if (n < 0 || (size_t)n >= sizeof material)
+		return coil_errf(err, "cache key material too long");
+	return cache_sha256_bytes(material, (size_t)n, key, err);
 }
 
 void compile_plan_free(compile_plan *p)
@@ -63,7 +104,9 @@ int compile_plan_make(const char *json, size_t len, const compile_opts *o, compi
 	return g ? compile_plan_graph(g, o, out, err) : -1;
 }
 
-int compile_plan_graph(coil_graph *g, const compile_opts *o, compile_plan **out, coil_err *err)
+/* The plan of g up to its graph hash (options checked, autocast applied,
+ * canonical text hashed); with_key: the target resolved and the key made. */
+static int plan_build(coil_graph *g, const compile_opts *o, int with_key, compile_plan **out, coil_err *err)
 {
 	compile_opts dflt = {.opt_level = COMPILE_OPT_DEFAULT};
 	if (!o)
@@ -82,6 +125,7 @@ int compile_plan_graph(coil_graph *g, const compile_opts *o, compile_plan **out,
 	p->opt_level = o->opt_level;
 	p->timeout_s = o->timeout_s;
 	p->precision = o->precision;
+	p->signer = o->signer;
 	if (o->precision != COIL_F32 && o->precision != COIL_BF16) {
 		coil_err_input(err, "options: precision %s is not f32 or bf16", dtype_name(o->precision));
 		goto fail;
@@ -103,28 +147,37 @@ int compile_plan_graph(coil_graph *g, const compile_opts *o, compile_plan **out,
 	/* the graph's hash is the SHA-256 of its canonical text (graph_hash) */
 	if (!p->canon || cache_sha256_bytes(p->canon, p->canon_len, p->graph_hash, err))
 		goto fail;
-	const coil_target *t = target_get(o->target ? o->target : "native", err);
-	if (!t)
-		goto fail;
-	snprintf(p->target, sizeof p->target, "%s", t->name);
-	/* key = sha256(graph hash, target and its flags, compiler identity, codegen version, options) */
-	const char *ident = compiler_identity();
-	char material[2048];
-	int n = snprintf(material, sizeof material,
-			 "graph=%s\ntarget=%s\nflags=%s\ncompiler=%s\ncodegen=%s\nopt=%d\n%s", p->graph_hash,
-			 t->name, t->flags, ident, CODEGEN_KEY_VERSION, p->opt_level,
-			 p->precision == COIL_BF16 ? "precision=bf16\n" : "");
-	if (n < 0 || (size_t)n >= sizeof material) {
-		coil_errf(err, "cache key material too long");
-		goto fail;
+	if (with_key) {
+		const coil_target *t = target_get(o->target ? o->target : "native", err);
+		if (!t)
+			goto fail;
+		snprintf(p->target, sizeof p->target, "%s", t->name);
+		if (compile_key(p->graph_hash, t->name, compile_compiler_identity(), CODEGEN_KEY_VERSION,
+				compile_dnnl_version(), p->opt_level, p->precision, p->key, err))
+			goto fail;
 	}
-	if (cache_sha256_bytes(material, (size_t)n, p->key, err))
-		goto fail;
 	*out = p;
 	return 0;
 fail:
 	compile_plan_free(p);
 	return -1;
+}
+
+int compile_plan_graph(coil_graph *g, const compile_opts *o, compile_plan **out, coil_err *err)
+{
+	return plan_build(g, o, 1, out, err);
+}
+
+int compile_graph_hash(const char *json, size_t len, coil_dtype precision, char hash[65], coil_err *err)
+{
+	coil_graph *g = graph_parse(json, len, err);
+	compile_opts o = {.opt_level = COMPILE_OPT_DEFAULT, .precision = precision};
+	compile_plan *p;
+	if (!g || plan_build(g, &o, 0, &p, err))
+		return -1;
+	memcpy(hash, p->graph_hash, 65);
+	compile_plan_free(p);
+	return 0;
 }
 
 static int fill_hit(coil_cache *c, compile_plan *p, compile_result *r, coil_err *err)
@@ -135,6 +188,8 @@ static int fill_hit(coil_cache *c, compile_plan *p, compile_result *r, coil_err 
 	json_t *j = meta ? json_loads(meta, 0, NULL) : NULL;
 	json_t *ab = json_object_get(j, "arena_bytes");
 	r->arena_bytes = json_is_integer(ab) ? json_integer_value(ab) : -1;
+	const char *sig = json_string_value(json_object_get(j, "signature"));
+	snprintf(r->signature, sizeof r->signature, "%s", sig && strlen(sig) < SIGN_STR_MAX ? sig : "");
 	json_decref(j);
 	free(meta);
 	return 0;
@@ -222,6 +277,12 @@ int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *r, coil_err
 		}
 	}
 	r->compile_ms = clock_ms() - t0;
+	/* The digest of the bytes built here: what is signed, stored and loaded. */
+	char built_sha[65], sig[SIGN_STR_MAX] = "";
+	if (cache_sha256_file(so, built_sha, err))
+		goto out;
+	if (p->signer && sign_artifact(p->signer, p->key, built_sha, p->target, sig, err))
+		goto out;
 	char *meta = NULL;
 	{
 		json_t *m = json_pack("{s:s,s:s,s:s,s:i,s:f,s:i,s:s}", "graph_hash", p->graph_hash, "target", p->target,
@@ -232,6 +293,8 @@ int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *r, coil_err
 		ab = strtoll(cr.arena_bytes, &end, 10);
 		if (m && *cr.arena_bytes && !*end)
 			json_object_set_new(m, "arena_bytes", json_integer(ab));
+		if (m && sig[0])
+			json_object_set_new(m, "signature", json_string(sig));
 		meta = m ? json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 		json_decref(m);
 	}
@@ -246,7 +309,14 @@ int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *r, coil_err
 	/* The entry's path, without a lookup that would count as a hit. */
 	if (cache_entry_paths(c, p->key, r->path, NULL, sizeof r->path, err))
 		goto out;
-	rc = fill_hit(c, p, r, err);
+	if (fill_hit(c, p, r, err))
+		goto out;
+	if (strcmp(r->sha256, built_sha)) {
+		coil_errc(err, COIL_E_IO, "artifact %s changed in the cache while it was stored", p->key);
+		goto out;
+	}
+	r->built = 1;
+	rc = 0;
 out:
 	if (dir_fd >= 0)
 		cache_tmpdir_remove(tmpdir, dir_fd);

@@ -9,7 +9,13 @@
  *
  * The key is SHA-256 over: the canonical graph hash, the resolved target
  * feature set (never the word "native"), the compiler identity (its full
- * version and the exact flags), coil's codegen version, and the options. */
+ * version and the exact flags), coil's codegen version, oneDNN's version,
+ * and the options (compile_key: the one function that makes keys, which a
+ * client runs too, with the build identity a server reports, to check that
+ * the key it was answered is its graph's).
+ *
+ * With a signer (compile_opts.signer) every artifact built is signed
+ * (cache/sign.h) and its signature stored in its metadata ("signature"). */
 #ifndef COIL_CACHE_COMPILE_H
 #define COIL_CACHE_COMPILE_H
 
@@ -18,6 +24,7 @@
 #include <stdint.h>
 
 #include "cache/cache.h"
+#include "cache/sign.h"
 #include "codegen/sandbox.h"
 #include "common/graph.h"
 
@@ -38,6 +45,7 @@ typedef struct compile_opts {
 	uint64_t sandbox_mem_bytes; /* memory; SANDBOX_DEFAULT_MEM (4 GiB) */
 	int sandbox_pids;           /* processes at once; SANDBOX_DEFAULT_PIDS (256) */
 	int sandbox_cpu_s;          /* CPU seconds; SANDBOX_CPU_PER_DEADLINE (4) x the deadline */
+	const coil_signer *signer;  /* sign what is built (NULL: unsigned); not part of the key */
 } compile_opts;
 
 typedef struct compile_plan {
@@ -50,6 +58,7 @@ typedef struct compile_plan {
 	int opt_level, timeout_s;
 	coil_dtype precision;
 	sandbox_limits limits; /* the compile's budgets and deadline (timeout_s) */
+	const coil_signer *signer;
 } compile_plan;
 
 typedef struct compile_result {
@@ -62,7 +71,25 @@ typedef struct compile_result {
 	int hit;                   /* 1: found in the cache, nothing compiled */
 	double compile_ms;         /* time spent compiling (0 on a hit) */
 	int64_t arena_bytes;       /* from the artifact's description, -1 if unknown */
+	char signature[SIGN_STR_MAX]; /* "name:base64" from its metadata, "" if unsigned */
+	int built;                 /* 1: built by this call (sha256 taken from the bytes it built) */
 } compile_result;
+
+/* This build's identity, the parts of a key besides the graph, target and
+ * options: the C compiler's full version ("cc -v", read once), the codegen
+ * version (a digest of codegen's sources), oneDNN's version. */
+const char *compile_compiler_identity(void);
+const char *compile_codegen_version(void);
+const char *compile_dnnl_version(void);
+
+/* The cache key of graph_hash built for target t with this identity and
+ * these options, into key (65 bytes). */
+int compile_key(const char *graph_hash, const char *target, const char *compiler, const char *codegen,
+		const char *dnnl, int opt_level, coil_dtype precision, char key[65], coil_err *err);
+
+/* The graph hash a compile of json with precision would key on (after
+ * autocast for bf16): what a client checks a server's answer against. */
+int compile_graph_hash(const char *json, size_t len, coil_dtype precision, char hash[65], coil_err *err);
 
 int compile_plan_make(const char *json, size_t len, const compile_opts *o, compile_plan **out, coil_err *err);
 /* The same for a graph already parsed (graph_parse, graph_from_json); the

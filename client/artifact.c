@@ -34,6 +34,44 @@ static int read_tensors(json_t *desc, const char *key, art_tensor **out, int *n,
 	return 0;
 }
 
+int artifact_target_check(const char *what, const char *target, coil_err *err)
+{
+	coil_err e2;
+	if (!target || !strcmp(target, "native") || !target_get(target, &e2))
+		return coil_errc(err, COIL_E_UNSUPPORTED, "%s: unknown target '%.64s'; refusing to load it", what,
+				 target ? target : "");
+	const char *lack = target_missing(target);
+	if (lack)
+		return coil_errc(err, COIL_E_UNSUPPORTED,
+				 "%s: built for target '%s', which needs %s: this CPU lacks it%s; refusing to load it", what,
+				 target, lack, target_feature_masked(lack) ? " (COIL_CPU_MASK)" : "");
+	return 0;
+}
+
+int artifact_peek_target(const void *bytes, size_t n, char target[64])
+{
+	static const char head[] = "{\"abi_version\": ", tkey[] = "\"target\": \"";
+	const char *p = bytes, *end = p + n;
+	for (const char *h; (h = memmem(p, (size_t)(end - p), head, sizeof head - 1)); p = h + 1) {
+		const char *t = h + sizeof head - 1;
+		while (t < end && *t >= '0' && *t <= '9')
+			t++;
+		if (end - t < 2 + (ptrdiff_t)sizeof tkey || t[0] != ',' || t[1] != ' ' ||
+		    memcmp(t + 2, tkey, sizeof tkey - 1))
+			continue;
+		t += 2 + sizeof tkey - 1;
+		size_t len = 0;
+		while (t + len < end && len < 63 && t[len] != '"')
+			len++;
+		if (t + len >= end || t[len] != '"')
+			continue;
+		memcpy(target, t, len);
+		target[len] = 0;
+		return 0;
+	}
+	return -1;
+}
+
 /* The name a sealed copy is loaded under: /proc/self/fd/N. */
 static void fd_path(int fd, char *buf, size_t cap)
 {
@@ -119,10 +157,8 @@ static int open_as(const char *load_path, const char *path, int memfd, coil_arti
 	}
 	snprintf(a->target, sizeof a->target, "%s", tgt);
 	snprintf(a->graph_hash, sizeof a->graph_hash, "%s", hash ? hash : "");
-	if (!target_runs_here(a->target)) {
-		coil_errf(err, "%s: built for target '%s', which this CPU does not support", path, a->target);
+	if (artifact_target_check(path, a->target, err))
 		goto fail;
-	}
 	if (read_tensors(desc, "inputs", &a->inputs, &a->ninputs, err) ||
 	    read_tensors(desc, "params", &a->params, &a->nparams, err) ||
 	    read_tensors(desc, "outputs", &a->outputs, &a->noutputs, err))
@@ -138,7 +174,7 @@ fail:
 
 int artifact_open(const char *path, coil_artifact **out, coil_err *err)
 {
-	return open_as(path, path, -1, out, err);
+	return artifact_open_verified(path, NULL, out, err);
 }
 
 /* Copies in into fd, a memfd, then seals it: nothing can change its bytes
@@ -162,10 +198,12 @@ static int copy_sealed(int in, int fd)
 	return fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
 }
 
-/* SHA-256 of the memfd's bytes, read from it after sealing. */
-static int sealed_sha256(int fd, char hex[65], coil_err *err)
+/* SHA-256 of the memfd's bytes, read from it after sealing, and the target
+ * its description names ("" if none is found). */
+static int sealed_sha256(int fd, char hex[65], char target[64], coil_err *err)
 {
 	struct stat st;
+	target[0] = 0;
 	if (fstat(fd, &st) != 0)
 		return coil_errc(err, COIL_E_IO, "fstat: %s", strerror(errno));
 	if (st.st_size == 0)
@@ -174,6 +212,8 @@ static int sealed_sha256(int fd, char hex[65], coil_err *err)
 	if (p == MAP_FAILED)
 		return coil_errc(err, COIL_E_RESOURCE, "mmap: %s", strerror(errno));
 	int rc = cache_sha256_bytes(p, (size_t)st.st_size, hex, err);
+	if (artifact_peek_target(p, (size_t)st.st_size, target))
+		target[0] = 0;
 	munmap(p, (size_t)st.st_size);
 	return rc;
 }
@@ -193,16 +233,24 @@ int artifact_open_verified(const char *path, const char *sha256_hex, coil_artifa
 		return coil_errc(err, e == ENOMEM ? COIL_E_RESOURCE : COIL_E_IO, "%s: cannot copy into memory: %s", path,
 				 strerror(e));
 	}
-	char actual[65];
-	if (sealed_sha256(fd, actual, err) != 0) {
+	char actual[65], target[64];
+	if (sealed_sha256(fd, actual, target, err) != 0) {
 		close(fd);
 		return coil_err_prefix(err, "%s", path);
 	}
-	if (strcmp(actual, sha256_hex)) {
+	if (sha256_hex && strcmp(actual, sha256_hex)) {
 		close(fd);
 		coil_errc(err, COIL_E_IO, "artifact %s: sha256 mismatch (expected %.64s, found %s), refusing to load it",
 			  path, sha256_hex, actual);
 		return -2;
+	}
+	/* Before dlopen runs a byte of it: the target its description names. */
+	if (!target[0] || artifact_target_check(path, target, err)) {
+		close(fd);
+		if (!target[0])
+			coil_err_input(err, "%s: not a coil artifact (no description found in its bytes); refusing to load it",
+				       path);
+		return -1;
 	}
 	char name[64];
 	fd_path(fd, name, sizeof name);
@@ -220,4 +268,52 @@ int artifact_open_cached(coil_cache *c, const char *key, const char *path, const
 		snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
 			 "; removed it from the cache: compile again");
 	return rc;
+}
+
+/* ---- signature files ---- */
+
+int artifact_sig_write(const char *so_path, const char *key, const char *sha256, const char *target,
+		       const char *sig, coil_err *err)
+{
+	char path[CACHE_PATH_MAX + 8], tmp[CACHE_PATH_MAX + 32];
+	snprintf(path, sizeof path, "%s.sig", so_path);
+	snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
+	json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:s}", "key", key, "sha256", sha256, "target", target,
+			      "abi_version", COIL_ABI_VERSION, "signature", sig);
+	char *text = o ? json_dumps(o, JSON_SORT_KEYS) : NULL;
+	json_decref(o);
+	if (!text)
+		return coil_err_oom(err);
+	FILE *f = fopen(tmp, "we");
+	int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+	ok = f && fclose(f) == 0 && ok;
+	free(text);
+	if (!ok || rename(tmp, path) != 0) {
+		unlink(tmp);
+		return coil_errc(err, COIL_E_IO, "%s: cannot write: %s", path, strerror(errno));
+	}
+	return 0;
+}
+
+int artifact_sig_read(const char *so_path, char key[65], char sha256[65], char target[64], char sig[SIGN_STR_MAX],
+		      coil_err *err)
+{
+	char path[CACHE_PATH_MAX + 8];
+	snprintf(path, sizeof path, "%s.sig", so_path);
+	json_error_t je;
+	json_t *o = json_load_file(path, 0, &je);
+	if (!o)
+		return coil_err_input(err, "%s: trusted keys are configured and it has no readable signature file %s; "
+					   "refusing it", so_path, path);
+	const char *k = json_string_value(json_object_get(o, "key")), *h = json_string_value(json_object_get(o, "sha256"));
+	const char *t = json_string_value(json_object_get(o, "target")), *s = json_string_value(json_object_get(o, "signature"));
+	int ok = cache_key_valid(k) && cache_key_valid(h) && t && strlen(t) < 64 && (!s || strlen(s) < SIGN_STR_MAX);
+	if (ok) {
+		memcpy(key, k, 65);
+		memcpy(sha256, h, 65);
+		snprintf(target, 64, "%s", t);
+		snprintf(sig, SIGN_STR_MAX, "%s", s ? s : "");
+	}
+	json_decref(o);
+	return ok ? 0 : coil_err_input(err, "%s: malformed signature file; refusing it", path);
 }

@@ -9,6 +9,7 @@
 
 #include "cache/cache.h"
 #include "cache/compile.h"
+#include "cache/sign.h"
 #include "client/artifact.h"
 #include "coil/coil.h"
 #include "codegen/codegen.h"
@@ -39,13 +40,18 @@ typedef struct opts {
 	const char *weights, *inputs, *out, *cache_dir, *budget, *target, *threads, *repeat, *opt, *precision;
 	const char *dump_after, *emit_c;
 	const char *server; /* --server URL or $COIL_SERVER: compile on a coild */
+	const char *trusted_keys_file, *sign_key;
+	char trusted_keys[4096]; /* every --trusted-key, space-separated */
+	int ntrusted;
 	int ops, canonical, repair;
+	coil_trust *trust;        /* resolved once: the flags', else the environment's */
+	coil_signer *signer;      /* --sign-key or $COIL_SIGN_KEY_FILE: signs in-process builds */
 } opts;
 
 static const struct option_def {
 	const char *name, *alias; /* "--weights", "-w" */
 	size_t slot;              /* offset of the const char * it sets, or of the int flag */
-	int flag;                 /* 1: a flag without a value */
+	int flag;                 /* 1: a flag without a value; 2: repeatable, appended to a list */
 } options[] = {
 	{"--weights", "-w", offsetof(opts, weights), 0},
 	{"--inputs", "-i", offsetof(opts, inputs), 0},
@@ -63,6 +69,9 @@ static const struct option_def {
 	{"--repair", NULL, offsetof(opts, repair), 1},
 	{"--ops", NULL, offsetof(opts, ops), 1},
 	{"--canonical", NULL, offsetof(opts, canonical), 1},
+	{"--trusted-key", NULL, offsetof(opts, trusted_keys), 2},
+	{"--trusted-keys-file", NULL, offsetof(opts, trusted_keys_file), 0},
+	{"--sign-key", NULL, offsetof(opts, sign_key), 0},
 };
 
 static int parse_opts(int argc, char **argv, opts *o)
@@ -81,12 +90,12 @@ static int parse_opts(int argc, char **argv, opts *o)
 			size_t n = strlen(options[k].name);
 			if (!strcmp(a, options[k].name) || (options[k].alias && !strcmp(a, options[k].alias)))
 				d = &options[k];
-			else if (!strncmp(a, options[k].name, n) && a[n] == '=' && !options[k].flag)
+			else if (!strncmp(a, options[k].name, n) && a[n] == '=' && options[k].flag != 1)
 				d = &options[k], val = a + n + 1;
 		}
 		if (!d)
 			return fprintf(stderr, "%s: unknown option '%s' (see 'coil help')\n", prog, a), -1;
-		if (d->flag) {
+		if (d->flag == 1) {
 			*(int *)((char *)o + d->slot) = 1;
 			continue;
 		}
@@ -95,8 +104,30 @@ static int parse_opts(int argc, char **argv, opts *o)
 				return fprintf(stderr, "%s: option '%s' needs a value\n", prog, a), -1;
 			val = argv[++i];
 		}
+		if (d->flag == 2) {
+			size_t used = strlen(o->trusted_keys);
+			if (used + strlen(val) + 2 > sizeof o->trusted_keys)
+				return fprintf(stderr, "%s: too many --trusted-key\n", prog), -1;
+			snprintf(o->trusted_keys + used, sizeof o->trusted_keys - used, "%s%s", used ? " " : "", val);
+			o->ntrusted++;
+			continue;
+		}
 		*(const char **)((char *)o + d->slot) = val;
 	}
+	return 0;
+}
+
+/* Trusted keys (--trusted-key, --trusted-keys-file, else $COIL_TRUSTED_KEYS
+ * and $COIL_TRUSTED_KEYS_FILE) and the in-process signing key (--sign-key,
+ * else $COIL_SIGN_KEY_FILE), for the commands that load or build. */
+static int load_keys(opts *o)
+{
+	coil_err err = {0};
+	if (trust_resolve(o->ntrusted ? o->trusted_keys : NULL, o->trusted_keys_file, &o->trust, &err) != 0)
+		return fail(NULL, &err);
+	const char *sk = o->sign_key ? o->sign_key : getenv("COIL_SIGN_KEY_FILE");
+	if (sk && *sk && sign_key_load(sk, &o->signer, &err) != 0)
+		return fail(NULL, &err);
 	return 0;
 }
 
@@ -342,6 +373,57 @@ static int print_problem(void *ud, const char *key, const char *problem)
 	return 0;
 }
 
+typedef struct keylist {
+	char (*keys)[65];
+	size_t n, cap;
+} keylist;
+
+static int collect_key(void *ud, const char *key, uint64_t size, int64_t last_used, const char *meta)
+{
+	(void)size, (void)last_used, (void)meta;
+	keylist *l = ud;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		char(*k)[65] = realloc(l->keys, cap * sizeof *k);
+		if (!k)
+			return 1;
+		l->keys = k;
+		l->cap = cap;
+	}
+	memcpy(l->keys[l->n++], key, 65);
+	return 0;
+}
+
+/* With trusted keys, cache verify also checks every entry's signature: one
+ * line per entry a trusted key did not sign (removed with --repair). */
+static int verify_signatures(coil_cache *c, const coil_trust *t, int repair, int *bad, coil_err *err)
+{
+	keylist l = {0};
+	if (cache_list(c, collect_key, &l, err)) {
+		free(l.keys);
+		return -1;
+	}
+	int rc = 0;
+	for (size_t i = 0; i < l.n && rc == 0; i++) {
+		char sha[65], target[64], sig[SIGN_STR_MAX];
+		coil_err e2 = {0};
+		int v = cache_entry_verify(c, t, l.keys[i], sha, target, sig, &e2);
+		if (v == 1 || v == 0)
+			continue;
+		if (e2.code != COIL_E_INPUT) {
+			*err = e2;
+			rc = -1;
+			break;
+		}
+		print_problem(NULL, l.keys[i], e2.msg);
+		(*bad)++;
+		if (repair)
+			rc = cache_remove(c, l.keys[i], err);
+	}
+	free(l.keys);
+	return rc;
+}
+
 static int cmd_cache(opts *o)
 {
 	if (o->npos != 1)
@@ -377,7 +459,8 @@ static int cmd_cache(opts *o)
 			rc = fail("cache", &err);
 	} else {
 		int bad = 0;
-		if ((o->repair ? cache_repair : cache_verify)(c, print_problem, NULL, &bad, &err))
+		if ((o->repair ? cache_repair : cache_verify)(c, print_problem, NULL, &bad, &err) ||
+		    (trust_count(o->trust) && verify_signatures(c, o->trust, o->repair, &bad, &err)))
 			rc = fail("cache", &err);
 		else if (bad) {
 			fprintf(stderr, "%s: cache: %d bad entr%s%s\n", prog, bad, bad == 1 ? "y" : "ies",
@@ -415,7 +498,7 @@ static int plan_file(opts *o, const char *path, loaded *l)
 {
 	memset(l, 0, sizeof *l);
 	coil_err err = {0};
-	compile_opts co = {.target = o->target};
+	compile_opts co = {.target = o->target, .signer = o->signer};
 	int rc = -1;
 	if (o->precision)
 		co.precision = !strcmp(o->precision, "bf16") ? COIL_BF16 : COIL_F32;
@@ -437,11 +520,19 @@ static int plan_file(opts *o, const char *path, loaded *l)
 	return rc;
 }
 
+/* libcoil's trust: the same flags (else libcoil reads the environment). */
+static void client_trust(const opts *o, coil_client_opts *copts)
+{
+	copts->trusted_keys = o->ntrusted ? o->trusted_keys : NULL;
+	copts->trusted_keys_file = o->trusted_keys_file;
+}
+
 /* Remote mode: compile on the coild, fetch the artifact into the local cache
  * (its sha256 verified), and load it from there. */
 static int compile_remote(opts *o, loaded *l, coil_err *err)
 {
 	coil_client_opts copts = {.cache_dir = o->cache_dir};
+	client_trust(o, &copts);
 	coil_client *c = NULL;
 	coil_compile_opts co = {.target = o->target, .opt_level = o->opt ? l->plan->opt_level : COIL_OPT_DEFAULT,
 				.precision = o->precision};
@@ -463,7 +554,19 @@ static int compile_remote(opts *o, loaded *l, coil_err *err)
 	l->res.hit = info.hit;
 	l->res.compile_ms = info.compile_ms;
 	l->compile_ms = t1 - t0;
-	int rc = artifact_open_verified(l->res.path, l->res.sha256, &l->art, err);
+	/* coil_fetch verified and stored it; what is loaded is checked again
+	 * (signature, then sha256 and target on a sealed copy) from the local
+	 * cache's entry, as a hit would be. */
+	coil_cache *lc = NULL;
+	char sha[65], target[64];
+	const char *dir = o->cache_dir ? o->cache_dir : getenv("COIL_CACHE_DIR");
+	int rc = cache_open(dir, 0, &lc, err) ? -1
+		 : cache_entry_verify(lc, o->trust, l->res.key, sha, target, l->res.signature, err) != 1 ? -1 : 0;
+	cache_close(lc);
+	if (rc == 0 && (strcmp(sha, l->res.sha256) || strcmp(target, l->res.target)))
+		rc = coil_errc(err, COIL_E_IO, "artifact %s changed in the local cache after it was fetched", l->res.key);
+	if (rc == 0)
+		rc = artifact_open_verified(l->res.path, l->res.sha256, &l->art, err);
 	l->load_ms = clock_ms() - t1;
 	return rc;
 }
@@ -480,7 +583,20 @@ static int compile_and_load(opts *o, const char *path, loaded *l, coil_err *err)
 		return coil_err_prefix(err, "%s", path);
 	}
 	double t2 = clock_ms();
-	int rc = artifact_open_cached(c, l->res.key, l->res.path, l->res.sha256, &l->art, err);
+	/* A hit is loaded only if a trusted key signed it (when keys are
+	 * trusted); what this call built is loaded on the strength of the bytes
+	 * it hashed itself. */
+	int rc = 0;
+	if (!l->res.built && trust_count(o->trust)) {
+		char sha[65], target[64];
+		rc = cache_entry_verify(c, o->trust, l->res.key, sha, target, l->res.signature, err) != 1 ? -1 : 0;
+		if (rc == 0 && (strcmp(sha, l->res.sha256) || strcmp(target, l->res.target)))
+			rc = coil_errc(err, COIL_E_IO, "artifact %s changed in the cache while it was read", l->res.key);
+		if (rc)
+			coil_err_prefix(err, "%s: local cache", path);
+	}
+	if (rc == 0)
+		rc = artifact_open_cached(c, l->res.key, l->res.path, l->res.sha256, &l->art, err);
 	cache_close(c);
 	l->compile_ms = t2 - t1;
 	l->load_ms = clock_ms() - t2;
@@ -493,6 +609,7 @@ static int cmd_fetch(opts *o)
 	if (o->npos != 1 || !o->server)
 		return usage_err("usage: coil --server URL fetch KEY");
 	coil_client_opts copts = {.cache_dir = o->cache_dir};
+	client_trust(o, &copts);
 	coil_client *c = NULL;
 	char path[4096];
 	int rc = 0;
@@ -541,6 +658,8 @@ static int cmd_compile(opts *o)
 	       o->server ? "server: " : "", l.res.hit ? "cache hit" : "compiled",
 	       l.res.hit ? l.compile_ms : l.res.compile_ms, l.res.path,
 	       (unsigned long long)l.res.size, l.res.sha256);
+	if (l.res.signature[0])
+		printf("signature %s\n", l.res.signature);
 	if (o->out) {
 		int bad = 0;
 		FILE *in = fopen(l.res.path, "rb"), *out = fopen(o->out, "wb");
@@ -554,6 +673,10 @@ static int cmd_compile(opts *o)
 		}
 		if (in)
 			fclose(in);
+		/* its signature beside it, for a load that trusts keys (PATH.sig) */
+		if (!rc && l.res.signature[0] &&
+		    artifact_sig_write(o->out, l.res.key, l.res.sha256, l.res.target, l.res.signature, &err))
+			rc = fail(NULL, &err);
 	}
 	loaded_free(&l);
 	return rc;
@@ -868,6 +991,20 @@ out:
 	return rc;
 }
 
+/* coil keygen NAME SECRET_FILE PUBLIC_FILE: an Ed25519 key pair for signing
+ * artifacts; the public key is printed too. */
+static int cmd_keygen(opts *o)
+{
+	if (o->npos != 3)
+		return usage_err("usage: coil keygen NAME SECRET_FILE PUBLIC_FILE");
+	coil_err err = {0};
+	char pub[SIGN_STR_MAX];
+	if (sign_keygen(o->pos[0], o->pos[1], o->pos[2], pub, &err))
+		return fail("keygen", &err);
+	printf("%s\n", pub);
+	return 0;
+}
+
 static int cmd_help(opts *o);
 
 static const struct command {
@@ -890,6 +1027,11 @@ static const struct command {
 	{"check", cmd_check, "check GRAPH.json [-w W] [-i I]   compiled versus the interpreter (random data if none given)"},
 	{"fetch", cmd_fetch, "--server URL fetch KEY          download and verify an artifact into the local cache"},
 	{"cache", cmd_cache, "cache stats|ls|gc|verify       inspect the local artifact cache (--cache-dir, --budget, --repair)"},
+	{"keygen", cmd_keygen, "keygen NAME SECRET_FILE PUBLIC_FILE\n"
+			       "                                an Ed25519 key pair for signed artifacts (secret mode 0600);\n"
+			       "                                compile, run, check and fetch take --trusted-key NAME:BASE64\n"
+			       "                                (repeatable), --trusted-keys-file F (else $COIL_TRUSTED_KEYS,\n"
+			       "                                $COIL_TRUSTED_KEYS_FILE) and --sign-key F ($COIL_SIGN_KEY_FILE)"},
 	{"help", cmd_help, "help                          this text"},
 };
 
@@ -921,8 +1063,16 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h"))
 		return cmd_help(NULL);
 	for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
-		if (!strcmp(cmd, commands[i].name))
-			return parse_opts(argc - first - 1, argv + first + 1, &o) ? 2 : commands[i].fn(&o);
+		if (!strcmp(cmd, commands[i].name)) {
+			if (parse_opts(argc - first - 1, argv + first + 1, &o))
+				return 2;
+			int rc = commands[i].fn == cmd_keygen || commands[i].fn == cmd_help ? 0 : load_keys(&o);
+			if (rc == 0)
+				rc = commands[i].fn(&o);
+			trust_free(o.trust);
+			sign_key_free(o.signer);
+			return rc;
+		}
 	fprintf(stderr, "%s: unknown command '%s' (see 'coil help')\n", prog, cmd);
 	return 2;
 }

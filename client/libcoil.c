@@ -2,10 +2,13 @@
  * artifact cache (cache/), and loading artifacts (include/coil/artifact.h).
  *
  * Trust: nothing from the network is used unverified.  Keys are checked with
- * cache_key_valid before they reach a URL or a path; downloaded bytes must
- * hash to the SHA-256 the server announced (ETag and /meta) and the caller
- * expects; a module is opened only after its file hashes right and its
- * target is one this CPU runs. */
+ * cache_key_valid before they reach a URL or a path; a compile's answer must
+ * name this graph's hash, the target asked for (native resolved here) and
+ * the key compile_key makes of them; downloaded bytes must hash to the
+ * SHA-256 the server announced (ETag and /meta) and the caller expects; with
+ * trusted keys, the signature over key, SHA-256, target and ABI version must
+ * verify before bytes are stored or loaded; a module is opened only after
+ * its file hashes right and its target is one this CPU runs. */
 #include "coil/coil.h"
 
 #include <errno.h>
@@ -21,6 +24,8 @@
 #include <jansson.h>
 
 #include "cache/cache.h"
+#include "cache/compile.h"
+#include "cache/sign.h"
 #include "client/artifact.h"
 #include "codegen/codegen.h"
 
@@ -63,6 +68,7 @@ struct coil_client {
 	int retries;
 	CURL *curl;          /* reused: keeps the connection alive */
 	coil_cache *cache;   /* opened on first use */
+	coil_trust *trust;   /* trusted keys, or NULL: signatures not checked */
 	unsigned seed;       /* backoff jitter */
 };
 
@@ -107,6 +113,11 @@ int coil_client_create(const char *url, const char *token, const coil_client_opt
 	c->backoff_ms = opts->backoff_ms > 0 ? opts->backoff_ms : DEFAULT_BACKOFF_MS;
 	c->seed = (unsigned)time(NULL) ^ (unsigned)(uintptr_t)c;
 	c->curl = curl_easy_init();
+	coil_err terr = {0};
+	if (!oom && trust_resolve(opts->trusted_keys, opts->trusted_keys_file, &c->trust, &terr) != 0) {
+		coil_client_destroy(c);
+		return fail("coil_client_create: %s", terr.msg);
+	}
 	if (oom || !c->curl || (dir && !c->cache_dir)) {
 		coil_client_destroy(c);
 		return fail("coil_client_create: out of memory");
@@ -122,6 +133,7 @@ void coil_client_destroy(coil_client *c)
 	if (c->curl)
 		curl_easy_cleanup(c->curl);
 	cache_close(c->cache);
+	trust_free(c->trust);
 	if (c->auth_header)
 		memset(c->auth_header, 0, strlen(c->auth_header));
 	free(c->auth_header);
@@ -313,18 +325,24 @@ int coil_compile(coil_client *c, const char *graph_json, size_t len, const coil_
 	char path[512] = "/v1/compile";
 	if (o && o->opt_level != COIL_OPT_DEFAULT && (o->opt_level < 0 || o->opt_level > 3))
 		return fail("coil_compile: opt_level %d is not in 0..3 (or COIL_OPT_DEFAULT)", o->opt_level);
-	/* The target goes in the query string; it must be a plain name. */
-	if (o && o->target) {
-		for (const char *p = o->target; *p; p++)
-			if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '_'))
-				return fail("coil_compile: target '%s' has characters a target name cannot have", o->target);
-		snprintf(path + strlen(path), sizeof path - strlen(path), "?target=%.64s", o->target);
-	}
+	/* The target goes in the query string, resolved here: "native" is this
+	 * client's CPU, not the server's. */
+	coil_err err = {0};
+	const coil_target *tg = target_get(o && o->target ? o->target : "native", &err);
+	if (!tg)
+		return fail("coil_compile: %s", err.msg);
+	snprintf(path + strlen(path), sizeof path - strlen(path), "?target=%s", tg->name);
+	int precision = o && o->precision && !strcmp(o->precision, "bf16") ? COIL_BF16 : COIL_F32;
+	int opt = o && o->opt_level != COIL_OPT_DEFAULT ? o->opt_level : COMPILE_OPT_DEFAULT;
+	if (o && o->precision && strcmp(o->precision, "f32") && strcmp(o->precision, "bf16"))
+		return fail("coil_compile: precision '%.20s' is not f32 or bf16", o->precision);
+
 	if (o && o->opt_level != COIL_OPT_DEFAULT)
 		snprintf(path + strlen(path), sizeof path - strlen(path), "%copt_level=%d", strchr(path, '?') ? '&' : '?',
 			 o->opt_level);
 	/* a precision goes in the request's envelope, around the graph */
 	char *body = NULL;
+	size_t blen = 0;
 	if (o && o->precision && strcmp(o->precision, "f32")) {
 		if (strcmp(o->precision, "bf16"))
 			return fail("coil_compile: precision '%.20s' is not f32 or bf16", o->precision);
@@ -334,13 +352,13 @@ int coil_compile(coil_client *c, const char *graph_json, size_t len, const coil_
 		memcpy(body, pre, sizeof pre - 1);
 		memcpy(body + sizeof pre - 1, graph_json, len);
 		memcpy(body + sizeof pre - 1 + len, post, sizeof post);
-		graph_json = body;
-		len += sizeof pre - 1 + sizeof post - 1;
+		blen = sizeof pre - 1 + len + sizeof post - 1;
 	}
 	long status;
 	membuf resp = {0};
 	headers h;
-	int hrc = http(c, "POST", path, graph_json, len, &status, &resp, &h);
+	int hrc = body ? http(c, "POST", path, body, blen, &status, &resp, &h)
+		       : http(c, "POST", path, graph_json, len, &status, &resp, &h);
 	free(body);
 	if (hrc != 0) {
 		free(resp.p);
@@ -350,6 +368,14 @@ int coil_compile(coil_client *c, const char *graph_json, size_t len, const coil_
 		http_fail("compile", status, &resp);
 		free(resp.p);
 		return -1;
+	}
+	/* What the answer must name: this graph's hash, as the server hashes it
+	 * (made after the server accepted it: a graph it refuses is its to name). */
+	char graph_hash[65];
+	if (compile_graph_hash(graph_json, len, (coil_dtype)precision, graph_hash, &err) != 0) {
+		free(resp.p);
+		return fail("compile: the server accepted a graph this client cannot hash (%s); refusing its answer",
+			    err.msg);
 	}
 	json_error_t je;
 	json_t *r = json_loadb(resp.p, resp.len, 0, &je);
@@ -361,9 +387,28 @@ int coil_compile(coil_client *c, const char *graph_json, size_t len, const coil_
 	out->size = (uint64_t)json_integer_value(json_object_get(r, "size"));
 	out->hit = json_is_true(json_object_get(r, "hit"));
 	out->compile_ms = json_number_value(json_object_get(r, "compile_ms"));
+	copy_str(out->signature, sizeof out->signature, json_object_get(r, "signature"));
+	json_t *b = json_object_get(r, "build");
+	const char *bc = json_string_value(json_object_get(b, "compiler")), *bg = json_string_value(json_object_get(b, "codegen"));
+	const char *bd = json_string_value(json_object_get(b, "dnnl"));
+	char want[65] = "";
+	int made = bc && bg && bd &&
+		   compile_key(graph_hash, tg->name, bc, bg, bd, opt, (coil_dtype)precision, want, &err) == 0;
 	json_decref(r);
 	if (!hex64(out->key) || !hex64(out->sha256))
 		return fail("compile: the server's answer lacks a valid key and sha256");
+	if (strcmp(out->graph_hash, graph_hash))
+		return fail("compile: the server answered for graph hash %.64s, not this graph's %s; refusing it",
+			    out->graph_hash, graph_hash);
+	if (strcmp(out->target, tg->name))
+		return fail("compile: the server built for target '%.63s', not the '%s' asked for; refusing it", out->target,
+			    tg->name);
+	if (!made)
+		return fail("compile: the server's answer does not say how its key was made (no build identity); "
+			    "refusing key %s", out->key);
+	if (strcmp(out->key, want))
+		return fail("compile: the server answered key %s, not %s, the key of this graph, target and options "
+			    "for its build; refusing it", out->key, want);
 	snprintf(out->url, sizeof out->url, "%s/v1/artifacts/%s", c->url, out->key);
 	return 0;
 }
@@ -400,15 +445,17 @@ int coil_compile_file(coil_client *c, const char *path, const coil_compile_opts 
 static int local_copy(coil_client *c, coil_cache *lc, const char *key, const char *want, char *path, size_t cap)
 {
 	coil_err err = {0};
-	char sha[65], so[CACHE_PATH_MAX], actual[65];
-	uint64_t size;
-	int rc = cache_get_meta(lc, key, NULL, sha, &size, &err);
-	if (rc <= 0)
-		return rc < 0 ? fail("local cache: %s", err.msg) : 0;
-	(void)c;
+	char sha[65], so[CACHE_PATH_MAX], actual[65], target[64], sig[SIGN_STR_MAX];
+	int rc = cache_entry_verify(lc, c->trust, key, sha, target, sig, &err);
+	if (rc < 0 && err.code != COIL_E_INPUT)
+		return fail("local cache: %s", err.msg);
+	if (rc == 0)
+		return 0;
 	if (cache_entry_paths(lc, key, so, NULL, sizeof so, &err) != 0)
 		return fail("local cache: %s", err.msg);
-	int good = cache_sha256_file(so, actual, &err) == 0 && !strcmp(actual, sha) && (!want || !strcmp(sha, want));
+	/* a copy its signature does not cover is as bad as a tampered one */
+	int good = rc == 1 && cache_sha256_file(so, actual, &err) == 0 && !strcmp(actual, sha) &&
+		   (!want || !strcmp(sha, want));
 	if (!good) {
 		/* tampered, truncated or stale: drop it and download again */
 		if (cache_remove(lc, key, &err) != 0)
@@ -449,11 +496,26 @@ int coil_fetch(coil_client *c, const char *key, const char *sha256, char *path_o
 		goto out;
 	}
 	json_t *m = json_loadb(meta.p, meta.len, 0, NULL);
+	char mkey[72], mtarget[64], msig[SIGN_STR_MAX];
 	copy_str(announced, sizeof announced, json_object_get(m, "sha256"));
+	copy_str(mkey, sizeof mkey, json_object_get(m, "key"));
+	copy_str(mtarget, sizeof mtarget, json_object_get(m, "target"));
+	copy_str(msig, sizeof msig, json_object_get(m, "signature"));
 	json_int_t size = json_integer_value(json_object_get(m, "size"));
 	json_decref(m);
 	if (!hex64(announced)) {
 		fail("fetch %s: the server's metadata has no valid sha256", key);
+		goto out;
+	}
+	if (strcmp(mkey, key)) {
+		fail("fetch %s: the server's metadata is for key %.64s; refusing it", key, mkey);
+		goto out;
+	}
+	/* Signed: what the bytes must hash to (checked below) is what a trusted
+	 * key vouched for, for this key and target. */
+	coil_err serr = {0};
+	if (trust_count(c->trust) && trust_verify(c->trust, key, announced, mtarget, msig, &serr) != 0) {
+		fail("fetch: %s", serr.msg);
 		goto out;
 	}
 	if (sha256 && strcmp(announced, sha256)) {
@@ -526,13 +588,8 @@ int coil_target_supported(const char *target)
 /* 0 if this CPU runs target, else -1 with the error naming what is missing. */
 static int check_target(const char *path, const char *target)
 {
-	int s = coil_target_supported(target);
-	if (s == 1)
-		return 0;
-	if (s == 0)
-		return fail("%s: built for target '%s', which this CPU does not support; refusing to load it", path,
-			    target);
-	return fail("%s: unknown target '%s'; refusing to load it", path, target);
+	coil_err err = {0};
+	return artifact_target_check(path, target, &err) ? fail("%s", err.msg) : 0;
 }
 
 /* ---- modules ---- */
@@ -547,7 +604,32 @@ struct coil_instance {
 	coil_model *model;
 };
 
+/* coil_module_open without the environment's trust (the caller checked). */
+static int module_open(const char *path, const char *sha256, const char *target, coil_module **out);
+
 int coil_module_open(const char *path, const char *sha256, const char *target, coil_module **out)
+{
+	*out = NULL;
+	coil_err err = {0};
+	coil_trust *t = NULL;
+	if (trust_from_env(&t, &err) != 0)
+		return fail("%s: %s", path, err.msg);
+	if (!t)
+		return module_open(path, sha256, target, out);
+	/* Trusted keys: the signature file beside it says what it must be. */
+	char key[65], ssha[65], starget[64], sig[SIGN_STR_MAX];
+	int rc = artifact_sig_read(path, key, ssha, starget, sig, &err) ||
+		 trust_verify(t, key, ssha, starget, sig, &err);
+	trust_free(t);
+	if (rc)
+		return fail("%s", err.msg);
+	if ((sha256 && strcmp(sha256, ssha)) || (target && strcmp(target, starget)))
+		return fail("%s: its signature is for sha256 %.12s... and target '%s', not the ones given; refusing it",
+			    path, ssha, starget);
+	return module_open(path, ssha, starget, out);
+}
+
+static int module_open(const char *path, const char *sha256, const char *target, coil_module **out)
 {
 	*out = NULL;
 	coil_err err = {0};
@@ -600,18 +682,14 @@ const char *coil_module_target(const coil_module *m)
 int coil_client_load(coil_client *c, const char *key, coil_module **out)
 {
 	*out = NULL;
-	char path[CACHE_PATH_MAX], sha[65], target[64] = "";
+	char path[CACHE_PATH_MAX], sha[65], target[64] = "", sig[SIGN_STR_MAX];
 	if (coil_fetch(c, key, NULL, path, sizeof path) != 0)
 		return -1;
-	char *meta = NULL;
 	coil_err err = {0};
-	if (cache_get_meta(c->cache, key, &meta, sha, NULL, &err) != 1)
-		return fail("load %s: local cache: %s", key, err.msg[0] ? err.msg : "entry vanished");
-	json_t *mj = meta ? json_loads(meta, 0, NULL) : NULL;
-	copy_str(target, sizeof target, json_object_get(mj, "target"));
-	json_decref(mj);
-	free(meta);
-	return coil_module_open(path, sha, target[0] ? target : NULL, out);
+	/* The metadata the module is opened by, checked again (signed) here. */
+	if (cache_entry_verify(c->cache, c->trust, key, sha, target, sig, &err) != 1)
+		return fail("load %s: %s", key, err.msg[0] ? err.msg : "local cache: entry vanished");
+	return module_open(path, sha, target[0] ? target : NULL, out);
 }
 
 /* ---- instances ---- */

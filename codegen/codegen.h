@@ -9,17 +9,40 @@
 
 #include "common/graph.h"
 
+/* The CPU features a target may need (coil_target.features). */
+enum {
+	F_AVX2 = 1 << 0,        /* the x86-64-v3 level: AVX, AVX2, FMA, BMI1/2, MOVBE (and OS YMM state) */
+	F_AVX512 = 1 << 1,      /* the x86-64-v4 level: AVX-512 F, BW, CD, DQ, VL (and OS ZMM state) */
+	F_AVX512_VNNI = 1 << 2,
+	F_AVX512_BF16 = 1 << 3,
+	F_AVX512_FP16 = 1 << 4,
+	F_AVX_VNNI = 1 << 5,    /* VEX-encoded VNNI (Alder Lake and later, also without AVX-512) */
+	F_AMX = 1 << 6,         /* AMX-TILE, AMX-BF16, AMX-INT8 (and OS tile state) */
+};
+
 /* A CPU feature set; the target alone decides the compiler's -m flags. */
 typedef struct coil_target {
-	const char *name;  /* "x86-64-v3", "x86-64-v4", "avx512_bf16", "avx512_vnni", "generic" */
+	const char *name;  /* "generic", "x86-64-v3", "avx_vnni", "x86-64-v4", "avx512_vnni",
+	                    * "avx512_bf16", "avx512_fp16", "amx" */
 	const char *flags; /* e.g. "-march=x86-64-v4 -mavx512bf16" */
+	unsigned features; /* what a CPU needs to run it (F_* bits) */
 } coil_target;
 
 /* Resolves a target name; "native" picks the best named target this CPU
- * supports (cpuid), never -march=native.  NULL with err when unknown. */
+ * supports (cpuid, less COIL_CPU_MASK), never -march=native.  NULL with err
+ * when unknown. */
 const coil_target *target_get(const char *name, coil_err *err);
 /* 1 if code built for the named target runs on this CPU. */
 int target_runs_here(const char *name);
+/* The first feature the named target needs that this CPU lacks ("avx512_bf16",
+ * "amx", ...), or NULL when it has them all (or the name is unknown). */
+const char *target_missing(const char *name);
+/* This CPU's features (cpuid less COIL_CPU_MASK's), as F_* bits. */
+unsigned target_cpu_features(void);
+/* 1 when this CPU has the named feature and COIL_CPU_MASK hides it. */
+int target_feature_masked(const char *feature);
+/* t's features by name, comma-separated ("avx2,avx512,avx512_vnni"). */
+void target_feature_list(const coil_target *t, char *buf, size_t cap);
 /* The named targets, from the most portable to the most demanding. */
 int target_count(void);
 const coil_target *target_at(int i);

@@ -147,11 +147,12 @@ static const vec_isa avx2 = {
 
 const vec_isa *vec_isa_for(const char *target)
 {
-	if (!target || !strcmp(target, "generic"))
-		return NULL;
-	if (!strcmp(target, "x86-64-v3"))
-		return &avx2;
-	return &avx512; /* x86-64-v4, avx512_vnni, avx512_bf16 */
+	coil_err err;
+	const coil_target *t = target ? target_get(target, &err) : NULL;
+	if (!t || !t->features)
+		return NULL; /* generic */
+	/* the AVX-512 targets (x86-64-v4 and after), else AVX2 (x86-64-v3, avx_vnni) */
+	return t->features & F_AVX512 ? &avx512 : &avx2;
 }
 
 int vec_width(const vec_isa *isa) { return isa ? isa->w : 1; }

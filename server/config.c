@@ -68,6 +68,9 @@ static const setting settings[] = {
 	{"--grace", "COILD_GRACE", "seconds a SIGTERM waits for running compiles before exiting (default 30)", K_INT,
 	 OFF(grace_s), 1, 86400},
 	{"--allow-root", "COILD_ALLOW_ROOT", "run even as root (default: refuse)", K_BOOL, OFF(allow_root), 0, 1},
+	{"--sign-key", "COILD_SIGN_KEY",
+	 "secret key file (coil keygen; mode 0600): sign every artifact built with it (default: unsigned)", K_STR,
+	 OFF(sign_key), 0, 0},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 

@@ -608,6 +608,10 @@ int server_start(coild *s, const coild_config *cfg, coil_err *err)
 	pthread_mutex_init(&s->pool_mu, NULL);
 	if (cfg->tokens_file && auth_load(&s->auth, cfg->tokens_file, err) != 0)
 		return -1;
+	if (cfg->sign_key && sign_key_load(cfg->sign_key, &s->signer, err) != 0) {
+		auth_free(&s->auth);
+		return -1;
+	}
 	/* Open one handle up front: it creates the directory and reconciles the
 	 * index before any request arrives. */
 	coil_cache *c = cache_get(s, err);
@@ -658,6 +662,8 @@ fail:
 	s->pool = NULL;
 	s->npool = 0;
 	auth_free(&s->auth);
+	sign_key_free(s->signer);
+	s->signer = NULL;
 	return -1;
 }
 
@@ -692,6 +698,8 @@ int server_stop(coild *s)
 	s->pool = NULL;
 	s->npool = 0;
 	auth_free(&s->auth);
+	sign_key_free(s->signer);
+	s->signer = NULL;
 	pthread_mutex_destroy(&s->pool_mu);
 	return 0;
 }

@@ -49,9 +49,10 @@ int main(int argc, char **argv)
 		free(s);
 		return 1;
 	}
-	fprintf(stderr, "coild: listening on %s (port %d), cache %s, %d workers, queue %d, %d http threads%s\n",
+	fprintf(stderr, "coild: listening on %s (port %d), cache %s, %d workers, queue %d, %d http threads%s%s%s\n",
 		cfg.listen, s->port, cfg.cache_dir ? cfg.cache_dir : "(default)", cfg.workers, cfg.queue, cfg.threads,
-		s->auth.n ? ", tokens required" : "");
+		s->auth.n ? ", tokens required" : "", s->signer ? ", signing with key " : "",
+		s->signer ? sign_key_name(s->signer) : "");
 
 	int sig = 0;
 	for (;;) {

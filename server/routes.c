@@ -21,6 +21,14 @@ static const char *arg(request *r, const char *name)
 	return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
+/* This server's build identity: with the graph hash, target and options, all
+ * a key is made of (compile_key), so that a client can check a key. */
+static json_t *build_json(void)
+{
+	return json_pack("{s:s, s:s, s:s}", "compiler", compile_compiler_identity(), "codegen",
+			 compile_codegen_version(), "dnnl", compile_dnnl_version());
+}
+
 /* The answer to a compile: where the artifact is and how it came about. */
 static json_t *result_json(const compile_result *res, const char *job_id)
 {
@@ -33,6 +41,9 @@ static json_t *result_json(const compile_result *res, const char *job_id)
 		return NULL;
 	snprintf(url, sizeof url, "/v1/artifacts/%s/meta", res->key);
 	json_object_set_new(o, "meta_url", json_string(url));
+	if (res->signature[0])
+		json_object_set_new(o, "signature", json_string(res->signature));
+	json_object_set_new(o, "build", build_json());
 	if (job_id)
 		json_object_set_new(o, "job", json_string(job_id));
 	return o;
@@ -79,8 +90,8 @@ static int try_hit(request *r, compile_plan *p, compile_result *res)
 		return 0;
 	int hit = 0;
 	uint64_t size;
-	char sha[65];
-	if (cache_get_meta(c, p->key, NULL, sha, &size, &err) == 1 &&
+	char sha[65], *meta = NULL;
+	if (cache_get_meta(c, p->key, &meta, sha, &size, &err) == 1 &&
 	    cache_lookup(c, p->key, p->canon, p->canon_len, res->path, sizeof res->path, &err) == 1) {
 		memcpy(res->key, p->key, sizeof res->key);
 		memcpy(res->graph_hash, p->graph_hash, sizeof res->graph_hash);
@@ -90,8 +101,13 @@ static int try_hit(request *r, compile_plan *p, compile_result *res)
 		res->hit = 1;
 		res->compile_ms = 0;
 		res->arena_bytes = -1;
+		json_t *m = meta ? json_loads(meta, 0, NULL) : NULL;
+		const char *sig = json_string_value(json_object_get(m, "signature"));
+		snprintf(res->signature, sizeof res->signature, "%s", sig && strlen(sig) < SIGN_STR_MAX ? sig : "");
+		json_decref(m);
 		hit = 1;
 	}
+	free(meta);
 	cache_put(r->s, c);
 	return hit;
 }
@@ -116,6 +132,7 @@ enum MHD_Result route_compile(request *r)
 	cr.opts.sandbox_mem_bytes = s->cfg.compile_mem;
 	cr.opts.sandbox_pids = s->cfg.compile_pids;
 	cr.opts.max_nodes = s->cfg.max_nodes;
+	cr.opts.signer = s->signer;
 	int async = cr.async;
 
 	compile_plan *plan = NULL;
@@ -247,17 +264,28 @@ static struct MHD_Response *file_response(request *r, const char *path, uint64_t
 	return resp;
 }
 
+/* The "signature" of stored metadata into sig ("" if none). */
+static void meta_signature(const char *meta, char sig[SIGN_STR_MAX])
+{
+	json_t *m = meta ? json_loads(meta, 0, NULL) : NULL;
+	const char *v = json_string_value(json_object_get(m, "signature"));
+	snprintf(sig, SIGN_STR_MAX, "%s", v && strlen(v) < SIGN_STR_MAX && !strpbrk(v, "\r\n") ? v : "");
+	json_decref(m);
+}
+
 enum MHD_Result route_artifact(request *r, int head)
 {
-	char sha[65], *so = malloc(CACHE_PATH_MAX);
+	char sha[65], *so = malloc(CACHE_PATH_MAX), *meta = NULL, sig[SIGN_STR_MAX];
 	uint64_t size;
 	enum MHD_Result ret;
 	if (!so)
 		return reply_error(r, COIL_E_RESOURCE, "out of memory");
-	if (lookup(r, NULL, sha, &size, so, NULL, &ret) != 1) {
+	if (lookup(r, &meta, sha, &size, so, NULL, &ret) != 1) {
 		free(so);
 		return ret;
 	}
+	meta_signature(meta, sig);
+	free(meta);
 	char etag[72];
 	snprintf(etag, sizeof etag, "\"%s\"", sha);
 	snprintf(r->note, sizeof r->note, "key=%s", r->param);
@@ -277,6 +305,8 @@ enum MHD_Result route_artifact(request *r, int head)
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+	if (sig[0])
+		MHD_add_response_header(resp, "X-Coil-Signature", sig);
 	if (!head)
 		atomic_fetch_add(&r->s->metrics.bytes_served, size);
 	return reply(r, 200, resp, size);
@@ -371,10 +401,15 @@ enum MHD_Result route_targets(request *r)
 	json_t *list = json_array();
 	for (int i = 0; i < target_count(); i++) {
 		const coil_target *t = target_at(i);
-		json_array_append_new(list, json_pack("{s:s, s:s, s:b}", "name", t->name, "flags", t->flags, "runs_here",
-						      target_runs_here(t->name)));
+		char feats[256];
+		target_feature_list(t, feats, sizeof feats);
+		json_array_append_new(list, json_pack("{s:s, s:s, s:s, s:b}", "name", t->name, "flags", t->flags,
+						      "features", feats, "runs_here", target_runs_here(t->name)));
 	}
-	return reply_json(r, 200, json_pack("{s:s, s:o}", "native", r->s->native_target, "targets", list));
+	json_t *o = json_pack("{s:s, s:o, s:o}", "native", r->s->native_target, "targets", list, "build", build_json());
+	if (o && r->s->signer)
+		json_object_set_new(o, "signing_key", json_string(sign_key_public(r->s->signer)));
+	return reply_json(r, 200, o);
 }
 
 enum MHD_Result route_healthz(request *r)

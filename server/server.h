@@ -60,6 +60,7 @@ typedef struct coild_config {
 	int max_jobs_per_tenant; /* running compiles per tenant; 0 = max(1, workers - 1) */
 	int grace_s;             /* SIGTERM: how long running compiles may take to finish */
 	int allow_root;          /* run even with uid 0 */
+	const char *sign_key;    /* secret key file: sign every artifact built (cache/sign.h) */
 } coild_config;
 
 /* Fill cfg from defaults, then COILD_* environment variables, then argv.
@@ -270,6 +271,7 @@ struct coild {
 	_Atomic int receiving;     /* of those, the ones whose body is still arriving */
 	int64_t started_ms;
 	char native_target[256];   /* what "native" resolves to here */
+	coil_signer *signer;       /* cfg.sign_key loaded, or NULL */
 	pthread_mutex_t pool_mu;   /* the handlers' cache handles */
 	coil_cache **pool;
 	int npool, cappool;

@@ -39,6 +39,14 @@ typedef struct coil_client_opts {
 	long connect_timeout_ms; /* 0: 5000 */
 	int retries;             /* extra attempts on 503 / 429 / connection errors; 0: 4, -1: none */
 	long backoff_ms;         /* first wait, doubled each retry (with jitter, at most 10 s); 0: 100 */
+	/* Trusted public keys ("name:base64", coil keygen): when any is set, every
+	 * artifact must carry a signature by one of them over its key, sha256,
+	 * target and ABI version (docs/abi.md), checked before it is stored or
+	 * loaded.  A list separated by spaces, and/or a file of them; when both
+	 * are NULL, $COIL_TRUSTED_KEYS and $COIL_TRUSTED_KEYS_FILE; none at all:
+	 * signatures are not checked. */
+	const char *trusted_keys;
+	const char *trusted_keys_file;
 } coil_client_opts;
 
 /* A client of the coild at url ("http://127.0.0.1:8470"); token is a bearer
@@ -52,11 +60,15 @@ void coil_client_destroy(coil_client *c); /* accepts NULL */
 #define COIL_OPT_DEFAULT (-1)
 
 typedef struct coil_compile_opts {
-	const char *target; /* NULL: the server's own CPU ("native") */
+	const char *target; /* NULL or "native": this client's own CPU, resolved here (cpuid) before
+	                     * the server is asked */
 	int opt_level;      /* 0..3, or COIL_OPT_DEFAULT; a zeroed struct asks for -O0 */
 	const char *precision; /* NULL or "f32": as the graph says; "bf16": autocast's rules
 	                        * (convolutions and matrix products in bf16) */
 } coil_compile_opts;
+
+/* A signature "name:base64" fits in this (with its NUL). */
+#define COIL_SIG_MAX 200
 
 typedef struct coil_compile_info {
 	char key[65];        /* the cache key: 64 lowercase hex digits */
@@ -67,10 +79,14 @@ typedef struct coil_compile_info {
 	uint64_t size;       /* bytes */
 	int hit;             /* 1: the server had it cached */
 	double compile_ms;   /* server-side compile time (0 on a hit) */
+	char signature[COIL_SIG_MAX]; /* the server's signature, "" if it signs nothing */
 } coil_compile_info;
 
 /* Compile graph_json[0..len) (a coil graph, docs/graph-format.md) on the
- * server, synchronously.  o may be NULL. */
+ * server, synchronously.  o may be NULL.  The answer is checked: its graph
+ * hash must be the one computed here for this graph, its target the one
+ * asked for, and its key the one compile_key makes of them, the options and
+ * the build identity the server reports; else it is refused. */
 int coil_compile(coil_client *c, const char *graph_json, size_t len, const coil_compile_opts *o,
 		 coil_compile_info *out);
 /* The same with the graph read from a file. */
@@ -82,14 +98,17 @@ int coil_compile_file(coil_client *c, const char *path, const coil_compile_opts 
  * downloaded, its SHA-256 checked against the server's ETag and metadata
  * (and against sha256 when given, e.g. from coil_compile), and stored with
  * the server's canonical graph text and metadata.  A copy that fails any
- * check is refused and never stored. */
+ * check is refused and never stored.  With trusted keys, the signature in
+ * the metadata must verify too (a local copy that fails is dropped and
+ * downloaded again). */
 int coil_fetch(coil_client *c, const char *key, const char *sha256, char *path_out, size_t cap);
 
 /* ---- loading and running ---- */
 
-/* 1 if this CPU (cpuid, and the OS's register state) can run code built for
- * the named target ("generic", "x86-64-v3", "x86-64-v4", "avx512_vnni",
- * "avx512_bf16"), 0 if not, -1 for a name libcoil does not know. */
+/* 1 if this CPU (cpuid, and the OS's register state, less the features
+ * $COIL_CPU_MASK names) can run code built for the named target ("generic",
+ * "x86-64-v3", "avx_vnni", "x86-64-v4", "avx512_vnni", "avx512_bf16",
+ * "avx512_fp16", "amx"), 0 if not, -1 for a name libcoil does not know. */
 int coil_target_supported(const char *target);
 
 typedef struct coil_module coil_module;
@@ -101,8 +120,12 @@ typedef struct coil_module coil_module;
  * between the check and the load); then dlopen, the ABI version
  * must be COIL_ABI_VERSION, and the target in coil_artifact_describe() (a
  * function that uses no target features) must be known and supported here.
- * An artifact failing a check is refused (never run: no SIGILL).  Free with
- * coil_module_close(). */
+ * An artifact failing a check is refused (never run: no SIGILL).  Before
+ * dlopen the target its description names (read from its bytes) is checked
+ * too.  With $COIL_TRUSTED_KEYS or $COIL_TRUSTED_KEYS_FILE set, path needs a
+ * signature file beside it, PATH.sig (coil compile -o writes one), whose
+ * signature a trusted key made over these very bytes; else it is refused.
+ * Free with coil_module_close(). */
 int coil_module_open(const char *path, const char *sha256, const char *target, coil_module **out);
 void coil_module_close(coil_module *m); /* accepts NULL; instances must be destroyed first */
 /* The artifact's description JSON (owned by the module). */
@@ -110,7 +133,8 @@ const char *coil_module_describe(const coil_module *m);
 /* Its target name (owned by the module). */
 const char *coil_module_target(const coil_module *m);
 
-/* coil_fetch, then coil_module_open with the cached SHA-256 and target. */
+/* coil_fetch, then coil_module_open with the cached SHA-256 and target (and,
+ * with trusted keys, the cached signature verified first). */
 int coil_client_load(coil_client *c, const char *key, coil_module **out);
 
 typedef struct coil_instance coil_instance;

@@ -42,6 +42,7 @@ Errors: UnsupportedError (a CoilError) names the op, node or argument coil canno
 CoilError covers everything else; `.stage` says where ("trace", "export", "compile",
 "load", "run", "recompile")."""
 import collections
+import json
 import os
 import re
 import shutil
@@ -54,6 +55,7 @@ import torch
 
 from ._errors import CoilError, UnsupportedError
 from ._abi import Artifact, Model
+from . import _sign
 from ._targets import best_target, runs_here, TARGETS
 
 __all__ = ["compile", "compile_artifact", "load", "export_graph", "CompiledModule", "CoilError", "UnsupportedError",
@@ -123,7 +125,7 @@ def _compile_cli(graph_path, server=None, target="native", coil=None, cache_dir=
         if m:
             info["artifact"], info["size"], info["sha256"] = m.group(1), int(m.group(2)), m.group(3)
             continue
-        m = re.match(r"^(key|target) (\S+)$", line)
+        m = re.match(r"^(key|target|signature) (\S+)$", line)
         if m:
             info[m.group(1)] = m.group(2)
             continue
@@ -562,7 +564,12 @@ def compile_artifact(module, example_inputs, server=None, target="native", threa
         if t is None:
             raise CoilError("param %r of the graph has no tensor" % p["name"])
         plist.append(t)
-    art = Artifact(info["artifact"], sha256=info["sha256"])
+    trusted = _sign.trusted_keys()
+    if trusted:
+        # the CLI checked it; checked again here, over the digest of the bytes loaded
+        _sign.verify(trusted, info.get("key", ""), info["sha256"], info.get("target", ""),
+                     info.get("signature"))
+    art = Artifact(info["artifact"], sha256=info["sha256"], target=info.get("target"))
     if len(art.inputs) != len(graph["inputs"]) or len(art.outputs) != len(graph["outputs"]):
         raise CoilError("artifact %s does not match the exported graph" % info["artifact"])
     model = Model(art, plist, threads=threads, keep_params=keep_params)
@@ -618,5 +625,19 @@ def load(artifact_path, params, threads=None, keep_params=True):
     one tensor, or a tuple when the graph has several outputs."""
     if isinstance(params, dict):
         params = list(params.values())
-    art = Artifact(artifact_path)
+    trusted = _sign.trusted_keys()
+    if trusted:
+        # with trusted keys, only an artifact with a signature file (coil compile -o writes
+        # PATH.sig) whose signature covers these very bytes
+        try:
+            with open(artifact_path + ".sig") as f:
+                sig = json.load(f)
+            key, sha, target = sig["key"], sig["sha256"], sig["target"]
+        except (OSError, ValueError, KeyError, TypeError):
+            raise CoilError("%s: trusted keys are configured and it has no readable signature file "
+                            "%s.sig; refusing it" % (artifact_path, artifact_path), stage="load") from None
+        _sign.verify(trusted, key, sha, target, sig.get("signature"))
+        art = Artifact(artifact_path, sha256=sha, target=target)
+    else:
+        art = Artifact(artifact_path)
     return CompiledModule(Model(art, list(params), threads=threads, keep_params=keep_params))

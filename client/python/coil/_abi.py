@@ -4,6 +4,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import threading
 
 import torch
@@ -47,11 +48,16 @@ def _pin_libgomp():
 _I64P = ctypes.POINTER(ctypes.c_int64)
 
 
-def _sealed_copy(path, sha256):
-    """path's bytes in a sealed memfd whose SHA-256 must be sha256 (as client/artifact.c's
-    artifact_open_verified): the bytes checked are the bytes loaded, from /proc/self/fd/N.
-    Returns that path; the descriptor stays open for as long as the process (Artifacts are
-    never unloaded, and dlopen matches a loaded object by name first)."""
+_DESCRIBE = re.compile(rb'\{"abi_version": [0-9]+, "target": "([a-z0-9_-]{1,63})"')
+
+
+def _sealed_copy(path, sha256, target=None):
+    """path's bytes in a sealed memfd whose SHA-256 must be sha256 when given (as
+    client/artifact.c's artifact_open_verified): the bytes checked are the bytes loaded, from
+    /proc/self/fd/N. Before anything is loaded, the target their description names (read from
+    the bytes) must be one this CPU runs (and `target`, when given). Returns that path; the
+    descriptor stays open for as long as the process (Artifacts are never unloaded, and dlopen
+    matches a loaded object by name first)."""
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -74,21 +80,32 @@ def _sealed_copy(path, sha256):
     except OSError as e:
         os.close(fd)
         raise _err_load("cannot copy artifact %s into memory: %s" % (path, e)) from None
-    if h.hexdigest() != sha256:
+    if sha256 and h.hexdigest() != sha256:
         os.close(fd)
         raise _err_load("artifact %s: sha256 mismatch (expected %s, found %s), refusing to load it"
                         % (path, sha256, h.hexdigest()))
+    m = _DESCRIBE.search(data)
+    bad = ("%s: not a coil artifact (no description found in its bytes); refusing to load it" % path
+           if m is None else _targets.check(path, m.group(1).decode()))
+    if bad is None and target and m.group(1).decode() != target:
+        bad = "%s: built for target '%s', not the '%s' its metadata names; refusing it" % (
+            path, m.group(1).decode(), target)
+    if bad:
+        os.close(fd)
+        raise _err_load(bad)
     return "/proc/self/fd/%d" % fd
 
 
 class Artifact:
     """One loaded artifact (.so): its description and its C functions. Never unloaded.
-    With sha256, only bytes with that digest are loaded (checked in sealed memory)."""
+    Its bytes are checked in sealed memory before they are loaded: with sha256, only bytes
+    with that digest; always, only an artifact whose target (read from its bytes, and equal to
+    `target` when given) this CPU runs."""
 
-    def __init__(self, path, sha256=None):
+    def __init__(self, path, sha256=None, target=None):
         self.path = path
         _pin_libgomp()
-        load_path = _sealed_copy(path, sha256) if sha256 else path
+        load_path = _sealed_copy(path, sha256, target)
         try:
             lib = ctypes.CDLL(load_path, mode=ctypes.RTLD_LOCAL)
         except OSError as e:
@@ -111,10 +128,10 @@ class Artifact:
             raise _err_load("%s: unreadable describe(): %s" % (path, e)) from None
         self.describe = desc
         self.target = desc.get("target", "?")
-        if not _targets.runs_here(self.target):
-            # nothing beyond describe() has run: no SIGILL
-            raise _err_load("%s: built for target '%s', which this CPU does not support "
-                            "(best here: %s)" % (path, self.target, _targets.best_target()))
+        bad = _targets.check(path, self.target)
+        if bad:
+            # checked before dlopen too; nothing beyond describe() has run: no SIGILL
+            raise _err_load(bad)
         try:
             self.inputs = [(DTYPES[d["dtype"]], list(d["shape"])) for d in desc["inputs"]]
             self.params = [(DTYPES[d["dtype"]], list(d["shape"])) for d in desc["params"]]
