@@ -529,6 +529,11 @@ int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_la
 				break;
 			}
 		for (int i = 0; i < ir->g->nnodes; i++)
+			if (ir->g->nodes[i].op == OP_LSTM || ir->g->nodes[i].op == OP_GRU) {
+				fputs(vec_rnn_source(), f);
+				break;
+			}
+		for (int i = 0; i < ir->g->nnodes; i++)
 			if (ir->g->nodes[i].op == OP_UPSAMPLE_NEAREST2D || ir->g->nodes[i].op == OP_UPSAMPLE_NEAREST2D_VEC ||
 			    ir->g->nodes[i].op == OP_UPSAMPLE_BILINEAR2D || ir->g->nodes[i].op == OP_UPSAMPLE_BILINEAR2D_VEC) {
 				fputs(vec_upsample_source(), f);

@@ -1088,6 +1088,44 @@ static void spmm(xctx *c)
 	out(c, "\t}\n");
 }
 
+/* coil.lstm / coil.gru: one coil_rnn call (codegen/rnn.h) with the params'
+ * pointers in order; the final states go to scratch when unused. */
+static void rnn(xctx *c)
+{
+	const int lstm = c->n->op == OP_LSTM, nres = lstm ? 3 : 2;
+	int res[3] = {-1, -1, -1}, any = -1;
+	for (int k = 0; k < nres; k++)
+		if ((res[k] = result(c, k)) >= 0 && any < 0)
+			any = res[k];
+	if (any < 0)
+		return;
+	ir_node *x = argn(c, 0);
+	const coil_arg *ps = &c->n->args[2];
+	const int L = (int)c->n->args[4].i, D = c->n->args[5].i ? 2 : 1, bf = (int)c->n->args[6].i;
+	const coil_value *h0v = lstm ? &c->ir->g->vals[c->n->args[1].v[0]] : node_in(c->ir->g, c->n, 1);
+	const coil_value *ov = node_out(c->ir->g, c->n, 0);
+	out(c, "\tconst int64_t T = %s, B = %s, I = %s, H = %s, DH = %d * H;\n", dimc(c, &x->shape[bf ? 1 : 0]),
+	    dimc(c, &x->shape[bf ? 0 : 1]), dimc(c, &x->shape[2]), dimc(c, &h0v->shape[2]), D);
+	out(c, "\tconst float *const w[%d] = {", ps->n);
+	for (int k = 0; k < ps->n; k++)
+		out(c, "%s%s", k ? ", " : "", buf(c, c->ir->val_node[ps->v[k]]));
+	out(c, "};\n");
+	const char *h0 = lstm ? buf(c, c->ir->val_node[c->n->args[1].v[0]]) : arg(c, 1);
+	const char *c0 = lstm ? buf(c, c->ir->val_node[c->n->args[1].v[1]]) : "NULL";
+	/* results the graph does not read: scratch of their size */
+	out(c, "\tfloat *scr = NULL;\n\tconst int64_t ns = (int64_t)%d * B * H;\n", L * D);
+	if (res[0] < 0 || res[1] < 0 || (lstm && res[2] < 0))
+		out(c, "\tscr = malloc((size_t)(%d * (ns > T * B * DH ? ns : T * B * DH) + 1) * sizeof *scr);\n", nres);
+	int oom = emit_err_code(c->errs, c->ir, c->ir->nodes[any].gnode, "out of memory (%lld steps x %lld rows)");
+	const char *o0 = res[0] >= 0 ? buf(c, res[0]) : "scr", *o1 = res[1] >= 0 ? buf(c, res[1]) : "scr + 1 * (ns > T * B * DH ? ns : T * B * DH)";
+	const char *o2 = !lstm ? "NULL" : res[2] >= 0 ? buf(c, res[2]) : "scr + 2 * (ns > T * B * DH ? ns : T * B * DH)";
+	out(c, "\tif (((%d) && !scr) || coil_rnn(%d, %s, T, B, I, %d, %s, %s, w, %d, %d, %d, H, %s, %s, %s)) {\n"
+	       "\t\tfree(scr);\n\t\tcoil_raise(x->st, %d, (long long)T, (long long)B);\n\t\treturn;\n\t}\n\tfree(scr);\n",
+	    res[0] < 0 || res[1] < 0 || (lstm && res[2] < 0), !lstm, arg(c, 0), bf, h0, c0, ps->n == L * D * 4, L, D, o0,
+	    o1, o2, oom);
+	(void)ov;
+}
+
 /* tril / triu over the last two dims. */
 static void tri(xctx *c)
 {
@@ -1289,6 +1327,7 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 	case OP_CONSTANT_PAD_ND: pad(&c); return;
 	case OP_ROLL: roll(&c); return;
 	case OP_TRIL: case OP_TRIU: tri(&c); return;
+	case OP_LSTM: case OP_GRU: rnn(&c); return;
 	case OP_SPARSE_MM_REDUCE: spmm(&c); return;
 	case OP_EMBEDDING_BAG_FO: case OP_EMBEDDING_BAG: embedding_bag(&c); return;
 	case OP_CUMSUM: cumsum(&c); return;

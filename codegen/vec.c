@@ -78,6 +78,18 @@ extern const char coil_upsample_src[];
 
 const char *vec_upsample_source(void) { return coil_upsample_src; }
 
+/* codegen/rnn.h, embedded likewise: LSTM and GRU (extern.c's rnn). */
+__asm__(".section .rodata\n"
+	".global coil_rnn_src\n"
+	".type coil_rnn_src, @object\n"
+	"coil_rnn_src:\n"
+	".incbin \"codegen/rnn.h\"\n"
+	".byte 0\n"
+	".previous\n");
+extern const char coil_rnn_src[];
+
+const char *vec_rnn_source(void) { return coil_rnn_src; }
+
 struct vec_isa {
 	const char *name;
 	int w;               /* f32 lanes */

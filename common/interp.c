@@ -793,6 +793,82 @@ static int eval_spmm(ictx *c, coil_node *n)
 	return 0;
 }
 
+static real isig(real x) { return 1 / (1 + exp(-x)); }
+
+/* coil.lstm / coil.gru, as PyTorch computes them (gate order i, f, g, o; r, z, n). */
+static int eval_rnn(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	const int lstm = n->op == OP_LSTM, L = (int)n->args[4].i, D = n->args[5].i ? 2 : 1, bf = (int)n->args[6].i;
+	const int np = n->args[3].i ? 4 : 2, G = lstm ? 4 : 3;
+	const coil_arg *ps = &n->args[2];
+	const itensor *h0 = lstm ? &c->t[n->args[1].v[0]] : IN(n, 1), *c0 = lstm ? &c->t[n->args[1].v[1]] : NULL;
+	const int64_t T = x->shape[bf ? 1 : 0], B = x->shape[bf ? 0 : 1], H = h0->shape[2], DH = D * H;
+	const int64_t wide = x->shape[2] > DH ? x->shape[2] : DH; /* the input's features, then a layer's */
+	real *seq = malloc((size_t)(T * B * wide + 1) * sizeof *seq), *nxt = malloc((size_t)(T * B * wide + 1) * sizeof *nxt);
+	real *h = malloc((size_t)(B * H + 1) * sizeof *h), *cs = malloc((size_t)(B * H + 1) * sizeof *cs);
+	real *gv = malloc((size_t)(G * H + 1) * sizeof *gv), *hv = malloc((size_t)(G * H + 1) * sizeof *hv);
+	if (!seq || !nxt || !h || !cs || !gv || !hv) {
+		free(seq), free(nxt), free(h), free(cs), free(gv), free(hv);
+		return rterr(c, n, "out of memory");
+	}
+	int64_t inf = x->shape[2];
+	for (int64_t t = 0; t < T; t++) /* seq: the layer's input, [T, B, features] */
+		for (int64_t b = 0; b < B; b++)
+			for (int64_t i = 0; i < inf; i++)
+				seq[(t * B + b) * inf + i] = x->d[((bf ? b * T + t : t * B + b)) * inf + i];
+	for (int l = 0; l < L; l++) {
+		for (int d = 0; d < D; d++) {
+			const int k = l * D + d;
+			const real *wih = c->t[ps->v[k * np]].d, *whh = c->t[ps->v[k * np + 1]].d;
+			const real *bih = np == 4 ? c->t[ps->v[k * np + 2]].d : NULL, *bhh = np == 4 ? c->t[ps->v[k * np + 3]].d : NULL;
+			for (int64_t e = 0; e < B * H; e++)
+				h[e] = h0->d[k * B * H + e], cs[e] = lstm ? c0->d[k * B * H + e] : 0;
+			for (int64_t s = 0; s < T; s++) {
+				const int64_t t = d ? T - 1 - s : s;
+				for (int64_t b = 0; b < B; b++) {
+					const real *xt = seq + (t * B + b) * inf;
+					for (int64_t q = 0; q < G * H; q++) {
+						real a = bih ? bih[q] : 0, e = bhh ? bhh[q] : 0;
+						for (int64_t i = 0; i < inf; i++)
+							a += wih[q * inf + i] * xt[i];
+						for (int64_t i = 0; i < H; i++)
+							e += whh[q * H + i] * h[b * H + i];
+						gv[q] = a, hv[q] = e;
+					}
+					for (int64_t j = 0; j < H; j++) {
+						real *hb = &h[b * H + j], *cb = &cs[b * H + j];
+						if (lstm) {
+							*cb = isig(gv[H + j] + hv[H + j]) * *cb +
+							      isig(gv[j] + hv[j]) * tanh(gv[2 * H + j] + hv[2 * H + j]);
+							*hb = isig(gv[3 * H + j] + hv[3 * H + j]) * tanh(*cb);
+						} else {
+							real r = isig(gv[j] + hv[j]), z = isig(gv[H + j] + hv[H + j]);
+							real nn = tanh(gv[2 * H + j] + r * hv[2 * H + j]);
+							*hb = (1 - z) * nn + z * *hb;
+						}
+						nxt[(t * B + b) * DH + d * H + j] = *hb;
+					}
+				}
+			}
+			for (int64_t e = 0; e < B * H; e++) {
+				OUT(n, 1)->d[k * B * H + e] = rnd(COIL_F32, h[e]);
+				if (lstm)
+					OUT(n, 2)->d[k * B * H + e] = rnd(COIL_F32, cs[e]);
+			}
+		}
+		real *tmp = seq;
+		seq = nxt, nxt = tmp;
+		inf = DH;
+	}
+	for (int64_t t = 0; t < T; t++)
+		for (int64_t b = 0; b < B; b++)
+			for (int64_t j = 0; j < DH; j++)
+				o->d[(bf ? b * T + t : t * B + b) * DH + j] = rnd(COIL_F32, seq[(t * B + b) * DH + j]);
+	free(seq), free(nxt), free(h), free(cs), free(gv), free(hv);
+	return 0;
+}
+
 static int eval_tri(ictx *c, coil_node *n)
 {
 	(void)c;

@@ -203,6 +203,10 @@
 	/* coil's: a CSR matrix [rows, C] (crow_indices, col_indices, values or 1) times dense [C, F],
 	 * each row reduced by sum, mean, amax or amin over its entries (empty rows 0) */            \
 	X(SPARSE_MM_REDUCE, "coil.sparse_mm_reduce.default", "Tensor crow_indices, Tensor col_indices, Tensor? values, Tensor other, str reduce='sum'", 1, MOVE, spmm, spmm) \
+	/* recurrent layers as nn.LSTM / nn.GRU run them (the exporter's coil::lstm / coil::gru, which
+	 * make_fx would otherwise unroll step by step): f32, inference */                         \
+	X(LSTM, "coil.lstm.default", "Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, bool bidirectional, bool batch_first", 3, MOVE, rnn, rnn) \
+	X(GRU, "coil.gru.default", "Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, bool bidirectional, bool batch_first", 2, MOVE, rnn, rnn) \
 	X(INDEX_SELECT, "aten.index_select.default", "Tensor self, int dim, Tensor index", 1, MOVE, index_select, index_select) \
 	X(EMBEDDING, "aten.embedding.default", "Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False", 1, MOVE, embedding, embedding) \
 	/* the lower (upper) triangle of the last two dims: j - i <= diagonal (>=), else 0 */          \

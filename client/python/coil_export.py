@@ -216,6 +216,75 @@ def _shape_json(shape):
 
 # ---------------------------------------------------------------- tracing
 
+# ---------------------------------------------------------------- recurrent layers as ops
+#
+# make_fx unrolls nn.LSTM and nn.GRU into a few ops per time step (aten.lstm is composite):
+# thousands of nodes for a long sequence, the sequence length baked in.  While tracing, their
+# forward calls coil::lstm / coil::gru instead (torch.library ops that run torch.lstm /
+# torch.gru), which the trace records as one node each: coil.lstm / coil.gru in the graph.
+
+_RNN_LIB = []
+
+
+def _rnn_ops():
+    if _RNN_LIB:
+        return
+    lib = torch.library.Library("coil", "DEF")
+    lib.define("lstm(Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, "
+               "bool bidirectional, bool batch_first) -> (Tensor, Tensor, Tensor)")
+    lib.define("gru(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, "
+               "bool bidirectional, bool batch_first) -> (Tensor, Tensor)")
+
+    def lstm(x, hx, params, has_biases, num_layers, bidirectional, batch_first):
+        return torch.lstm(x, hx, params, has_biases, num_layers, 0.0, False, bidirectional, batch_first)
+
+    def gru(x, hx, params, has_biases, num_layers, bidirectional, batch_first):
+        return torch.gru(x, hx, params, has_biases, num_layers, 0.0, False, bidirectional, batch_first)
+    lib.impl("lstm", lstm, "CPU")
+    lib.impl("gru", gru, "CPU")
+    _RNN_LIB.append(lib)
+
+
+def _rnn_forward(orig):
+    """nn.LSTM / nn.GRU forward through coil::lstm / coil::gru where it means the same: a 3-d
+    float32 input (not a PackedSequence), no projection, no dropout at work."""
+    def forward(self, input, hx=None):
+        lstm = isinstance(self, torch.nn.LSTM)
+        if (not isinstance(input, torch.Tensor) or input.dim() != 3 or input.dtype != torch.float32
+                or getattr(self, "proj_size", 0) or (self.training and self.dropout) or self.mode not in ("LSTM", "GRU")):
+            return orig(self, input, hx)
+        d = 2 if self.bidirectional else 1
+        b = input.shape[0 if self.batch_first else 1]
+        if hx is None:
+            z = input.new_zeros(self.num_layers * d, b, self.hidden_size)
+            hx = (z, z) if lstm else z
+        params = list(self._flat_weights)
+        if lstm:
+            out, h, c = torch.ops.coil.lstm(input, list(hx), params, self.bias, self.num_layers, self.bidirectional,
+                                            self.batch_first)
+            return out, (h, c)
+        return torch.ops.coil.gru(input, hx, params, self.bias, self.num_layers, self.bidirectional, self.batch_first)
+    return forward
+
+
+class _RnnAsOps:
+    """While tracing: nn.LSTM and nn.GRU as one op each (COIL_RNN_UNROLL=1: as make_fx unrolls them)."""
+
+    def __enter__(self):
+        self.saved = []
+        if os.environ.get("COIL_RNN_UNROLL") == "1":
+            return self
+        _rnn_ops()
+        for cls in (torch.nn.LSTM, torch.nn.GRU):
+            self.saved.append((cls, cls.forward))
+            cls.forward = _rnn_forward(cls.forward)
+        return self
+
+    def __exit__(self, *exc):
+        for cls, f in self.saved:
+            cls.forward = f
+
+
 def _trace(module, inputs, functionalize=True, grad=True):
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -223,7 +292,7 @@ def _trace(module, inputs, functionalize=True, grad=True):
     if functionalize:
         from functorch.experimental import functionalize as _functionalize
         fn = _functionalize(module, remove="mutations")
-    with torch.set_grad_enabled(grad):
+    with torch.set_grad_enabled(grad), _RnnAsOps():
         return make_fx(fn)(*inputs)
 
 
@@ -406,7 +475,7 @@ def build_graph(gm, module, inputs, input_names, dynamic_batch=False, coil_ops=N
             src = node.args[0] if node.args else node.kwargs.get("self")
             value[node] = value[src]
             continue
-        why = None if opname.startswith("aten.") else "not an aten op"
+        why = None if opname.startswith(("aten.", "coil.")) else "not an aten op"
         inplace_why = _inplace_problem(node) if why is None and _mutates_first_arg(target) else None
         schema = op._schema
         try:

@@ -391,6 +391,39 @@ def test_instance_norm(t, cache):
          "height and width symbolic at two other sizes (%.2e)" % (err, worst))
 
 
+class Recurrent(torch.nn.Module):
+    """A bidirectional 2-layer LSTM (batch first) into a GRU (the states given), as a speech model's encoder."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(12, 16, num_layers=2, batch_first=True, bidirectional=True)
+        self.gru = torch.nn.GRU(32, 8, batch_first=True)
+
+    def forward(self, x, h):
+        y, (hn, cn) = self.lstm(x)
+        z, hg = self.gru(y, h)
+        return z, hn, cn, hg
+
+
+def test_rnn(t, cache):
+    """nn.LSTM and nn.GRU are one node each (coil.lstm, coil.gru), not unrolled per step: the sequence
+    length and batch can be symbolic."""
+    torch.manual_seed(5)
+    m = Recurrent().eval()
+    x, h = torch.randn(3, 20, 12), torch.randn(1, 3, 8)
+    graph = coil.export_graph(m, (x, h))[0]
+    ops = sorted(n["op"] for n in graph["nodes"] if n["op"] != "aten.new_zeros.default")  # the LSTM's zero states
+    err = max(rel_err(a, b) for a, b in zip(eager(m, (x, h)), coil.compile(m, (x, h), cache_dir=cache, coil=COIL)(x, h)))
+    f = coil.compile(m, (x, h), dynamic=True, cache_dir=cache, coil=COIL)
+    worst = 0.0
+    for b, s in ((2, 7), (4, 33)):
+        xs, hs = torch.randn(b, s, 12), torch.randn(1, b, 8)
+        worst = max([worst] + [rel_err(p, q) for p, q in zip(eager(m, (xs, hs)), f(xs, hs))])
+    t.ok(ops == ["coil.gru.default", "coil.lstm.default"] and err <= TOL and worst <= TOL,
+         "LSTM (2 layers, bidirectional) + GRU: one node each (%s), match eager (%.2e) and with batch and "
+         "sequence symbolic at two other sizes (%.2e)" % (ops, err, worst))
+
+
 def test_dynamic(t, cache):
     m, ins = coil_export.make_model("torchvision:resnet18", size=32, batch=2)
     f = coil.compile(m, ins, dynamic_batch=True, cache_dir=cache, coil=COIL)
@@ -618,6 +651,7 @@ def main():
         t.run("non-tensor outputs", test_nontensor_outputs, t, cache)
         t.run("gnn", test_gnn, t, cache)
         t.run("instance norm", test_instance_norm, t, cache)
+        t.run("rnn", test_rnn, t, cache)
         t.run("dynamic batch", test_dynamic, t, cache)
         t.run("targets", test_targets, t, fns)
         t.run("server", test_server, t, cache, fns)

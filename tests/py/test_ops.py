@@ -1789,6 +1789,38 @@ def data_cases():
     case(sp, T([0, 3, 2, 4, 8], i64), col, R(8), R(6, 5), ref=refuse, name="sparse_mm_reduce decreasing crow")
     case(sp, crow, col, R(8), R(6, 5), "max", ref=refuse, name="sparse_mm_reduce unknown reduce")
     case(sp, crow, col, R(7), R(6, 5), ref=refuse, name="sparse_mm_reduce values of the wrong length")
+    # nn.LSTM / nn.GRU as the exporter records them (coil.lstm / coil.gru)
+    def lstm_ref(x, hx, ps, bias, layers, bi, bf):
+        return torch.lstm(x, hx, ps, bias, layers, 0.0, False, bi, bf)
+
+    def gru_ref(x, hx, ps, bias, layers, bi, bf):
+        return torch.gru(x, hx, ps, bias, layers, 0.0, False, bi, bf)
+
+    def rnn_params(gates, i, h, layers, d, bias):
+        ps = []
+        for l in range(layers):
+            for _ in range(d):
+                ps += [R(gates * h, i if l == 0 else d * h, lo=-0.3, hi=0.3), R(gates * h, h, lo=-0.3, hi=0.3)]
+                ps += [R(gates * h, lo=-0.3, hi=0.3), R(gates * h, lo=-0.3, hi=0.3)] if bias else []
+        return ps
+    for op, g, ref in (("coil.lstm", 4, lstm_ref), ("coil.gru", 3, gru_ref)):
+        for layers, bi, bf, bias in ((1, False, False, True), (2, True, True, True), (3, False, True, False),
+                                     (1, True, False, True)):
+            d = 2 if bi else 1
+            x = R(5, 3, 7) if not bf else R(3, 5, 7)
+            h0 = [R(layers * d, 3, 9), R(layers * d, 3, 9)] if g == 4 else R(layers * d, 3, 9)
+            case(op, x, h0, rnn_params(g, 7, 9, layers, d, bias), bias, layers, bi, bf, ref=ref,
+                 nout=3 if g == 4 else 2, name="%s %d layers%s%s%s" % (op[5:], layers, ", bidirectional" * bi,
+                                                                       ", batch first" * bf, ", no bias" * (not bias)))
+        h0 = [R(1, 2, 17), R(1, 2, 17)] if g == 4 else R(1, 2, 17)
+        case(op, R(40, 2, 33), h0, rnn_params(g, 33, 17, 1, 1, True), True, 1, False, False, ref=ref,
+             nout=3 if g == 4 else 2, name=op[5:] + " 40 steps, 33 inputs, 17 units (vector tails)")
+        case(op, R(0, 2, 7), [R(1, 2, 9), R(1, 2, 9)] if g == 4 else R(1, 2, 9), rnn_params(g, 7, 9, 1, 1, True), True, 1,
+             False, False, ref=ref, nout=3 if g == 4 else 2, name=op[5:] + " no steps")
+        case(op, R(5, 3, 7), [R(1, 3, 9), R(1, 3, 9)] if g == 4 else R(1, 3, 9), rnn_params(g, 7, 9, 1, 1, True)[:3], True,
+             1, False, False, ref=refuse, nout=3 if g == 4 else 2, name=op[5:] + " a param missing")
+        case(op, R(5, 3, 7), [R(1, 4, 9), R(1, 4, 9)] if g == 4 else R(1, 4, 9), rnn_params(g, 7, 9, 1, 1, True), True,
+             1, False, False, ref=refuse, nout=3 if g == 4 else 2, name=op[5:] + " state of another batch")
     it = "aten.index.Tensor"
     y = R(5, 4, 3)
     case(it, y, [T([4, 0, -1, 2], i64)], name="index.Tensor x[i] (negative counts from the end)")
