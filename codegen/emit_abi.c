@@ -529,7 +529,7 @@ int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_la
 				break;
 			}
 		for (int i = 0; i < ir->g->nnodes; i++)
-			if (ir->g->nodes[i].op == OP_LSTM || ir->g->nodes[i].op == OP_GRU) {
+			if (op_rnn_kind(ir->g->nodes[i].op) >= 0) {
 				fputs(vec_rnn_source(), f);
 				break;
 			}

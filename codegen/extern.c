@@ -1088,11 +1088,11 @@ static void spmm(xctx *c)
 	out(c, "\t}\n");
 }
 
-/* coil.lstm / coil.gru: one coil_rnn call (codegen/rnn.h) with the params'
+/* coil.lstm / gru / rnn_tanh / rnn_relu: one coil_rnn call (codegen/rnn.h) with the params'
  * pointers in order; the final states go to scratch when unused. */
 static void rnn(xctx *c)
 {
-	const int lstm = c->n->op == OP_LSTM, nres = lstm ? 3 : 2;
+	const int lstm = c->n->op == OP_LSTM, nres = lstm ? 3 : 2, kind = op_rnn_kind(c->n->op);
 	int res[3] = {-1, -1, -1}, any = -1;
 	for (int k = 0; k < nres; k++)
 		if ((res[k] = result(c, k)) >= 0 && any < 0)
@@ -1121,7 +1121,7 @@ static void rnn(xctx *c)
 	const char *o2 = !lstm ? "NULL" : res[2] >= 0 ? buf(c, res[2]) : "scr + 2 * (ns > T * B * DH ? ns : T * B * DH)";
 	out(c, "\tif (((%d) && !scr) || coil_rnn(%d, %s, T, B, I, %d, %s, %s, w, %d, %d, %d, H, %s, %s, %s)) {\n"
 	       "\t\tfree(scr);\n\t\tcoil_raise(x->st, %d, (long long)T, (long long)B);\n\t\treturn;\n\t}\n\tfree(scr);\n",
-	    res[0] < 0 || res[1] < 0 || (lstm && res[2] < 0), !lstm, arg(c, 0), bf, h0, c0, ps->n == L * D * 4, L, D, o0,
+	    res[0] < 0 || res[1] < 0 || (lstm && res[2] < 0), kind, arg(c, 0), bf, h0, c0, ps->n == L * D * 4, L, D, o0,
 	    o1, o2, oom);
 	(void)ov;
 }
@@ -1327,7 +1327,7 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 	case OP_CONSTANT_PAD_ND: pad(&c); return;
 	case OP_ROLL: roll(&c); return;
 	case OP_TRIL: case OP_TRIU: tri(&c); return;
-	case OP_LSTM: case OP_GRU: rnn(&c); return;
+	case OP_LSTM: case OP_GRU: case OP_RNN_TANH: case OP_RNN_RELU: rnn(&c); return;
 	case OP_SPARSE_MM_REDUCE: spmm(&c); return;
 	case OP_EMBEDDING_BAG_FO: case OP_EMBEDDING_BAG: embedding_bag(&c); return;
 	case OP_CUMSUM: cumsum(&c); return;

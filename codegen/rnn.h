@@ -1,6 +1,7 @@
-/* rnn: LSTM and GRU inference for generated code (f32).  codegen/emit_abi.c
- * embeds this file into an artifact that has a coil.lstm or coil.gru node;
- * codegen/extern.c renders each as one coil_rnn call.
+/* rnn: LSTM, GRU and Elman RNN (tanh, relu) inference for generated code
+ * (f32).  codegen/emit_abi.c embeds this file into an artifact that has a
+ * coil.lstm, coil.gru, coil.rnn_tanh or coil.rnn_relu node; codegen/extern.c
+ * renders each as one coil_rnn call.
  *
  * As PyTorch computes them (gate order i, f, g, o; r, z, n), per layer and
  * direction: the input projection of every step at once, x W_ih^T + b_ih
@@ -8,6 +9,7 @@
  * the batch's rows) and the gates:
  *   LSTM  c = sigmoid(f) c + sigmoid(i) tanh(g),  h = sigmoid(o) tanh(c)
  *   GRU   n = tanh(x_n + sigmoid(r) (h W_hn^T + b_hn)),  h = (1 - z) n + z h
+ *   RNN   h = tanh (or relu) of the sum
  * The reverse direction walks the steps backwards; a layer's output (both
  * directions side by side) is the next layer's input.  Scratch: the gates of
  * every step and two layer outputs, freed before return. */
@@ -35,14 +37,15 @@ static inline void coil_rnn_act(float *p, int64_t n, int tanh_)
 		p[i] = tanh_ ? coil_tanhf(p[i]) : coil_sigmoidf(p[i]);
 }
 
-/* 0, or -1 when out of memory.  x: [T, B, I] ([B, T, I] when batch_first);
+/* kind: 0 LSTM, 1 GRU, 2 RNN tanh, 3 RNN relu.  0, or -1 when out of memory.  x: [T, B, I] ([B, T, I] when batch_first);
  * h0 (and c0 for LSTM): [L*D, B, H]; w: per layer and direction w_ih, w_hh
  * (and b_ih, b_hh when bias); out: like x with D*H features; hn (cn): like h0. */
-static int coil_rnn(int gru, const float *x, int64_t T, int64_t B, int64_t I, int batch_first, const float *h0,
+static int coil_rnn(int kind, const float *x, int64_t T, int64_t B, int64_t I, int batch_first, const float *h0,
 		    const float *c0, const float *const *w, int bias, int L, int D, int64_t H, float *out, float *hn,
 		    float *cn)
 {
-	const int64_t G = gru ? 3 : 4, GH = G * H, DH = D * H, rows = T * B;
+	const int gru = kind == 1, elman = kind >= 2;
+	const int64_t G = kind == 0 ? 4 : gru ? 3 : 1, GH = G * H, DH = D * H, rows = T * B;
 	float *gx = malloc((size_t)(rows * GH + 1) * sizeof *gx);
 	float *gh = malloc((size_t)(B * GH + 1) * sizeof *gh);
 	float *hc = malloc((size_t)(2 * B * H + 1) * sizeof *hc);
@@ -62,7 +65,7 @@ static int coil_rnn(int gru, const float *x, int64_t T, int64_t B, int64_t I, in
 				    *bhh = bias ? w[k * np + 3] : NULL;
 			float *h = hc, *c = hc + B * H;
 			memcpy(h, h0 + k * B * H, (size_t)(B * H) * sizeof *h);
-			if (!gru)
+			if (kind == 0)
 				memcpy(c, c0 + k * B * H, (size_t)(B * H) * sizeof *c);
 			/* every step's input projection: rows in x's order */
 			dnnl_sgemm('N', 'T', rows, GH, in_f, 1.0f, in, in_f, wih, in_f, 0.0f, gx, GH);
@@ -73,7 +76,14 @@ static int coil_rnn(int gru, const float *x, int64_t T, int64_t B, int64_t I, in
 					const int64_t r = batch_first ? b * T + t : t * B + b;
 					const float *a = gx + r * GH;
 					float *e = gh + b * GH, *hb = h + b * H, *cb = c + b * H;
-					if (gru) { /* r, z: x + h parts; n: x part + r * h part */
+					if (elman) {
+						for (int64_t j = 0; j < H; j++) {
+							const float v = e[j] + a[j] + (bih ? bih[j] : 0.0f) + (bhh ? bhh[j] : 0.0f);
+							hb[j] = kind == 2 ? v : v > 0.0f || v != v ? v : 0.0f;
+						}
+						if (kind == 2)
+							coil_rnn_act(hb, H, 1);
+					} else if (gru) { /* r, z: x + h parts; n: x part + r * h part */
 						for (int64_t q = 0; q < 2 * H; q++)
 							e[q] += a[q] + (bih ? bih[q] : 0.0f) + (bhh ? bhh[q] : 0.0f);
 						coil_rnn_act(e, 2 * H, 0);
@@ -100,7 +110,7 @@ static int coil_rnn(int gru, const float *x, int64_t T, int64_t B, int64_t I, in
 				}
 			}
 			memcpy(hn + k * B * H, h, (size_t)(B * H) * sizeof *h);
-			if (!gru)
+			if (kind == 0)
 				memcpy(cn + k * B * H, c, (size_t)(B * H) * sizeof *c);
 		}
 		in = y;

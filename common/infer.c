@@ -1463,7 +1463,7 @@ static int infer_rnn(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0);
 	const int lstm = n->op == OP_LSTM, L = (int)n->args[4].i, D = n->args[5].i ? 2 : 1, bf = (int)n->args[6].i;
-	const int np = n->args[3].i ? 4 : 2, G = lstm ? 4 : 3;
+	const int np = n->args[3].i ? 4 : 2, G = op_rnn_gates(n->op);
 	const coil_arg *ps = &n->args[2];
 	char b1[200];
 	if (x->rank != 3 || x->dtype != COIL_F32)

@@ -795,12 +795,12 @@ static int eval_spmm(ictx *c, coil_node *n)
 
 static real isig(real x) { return 1 / (1 + exp(-x)); }
 
-/* coil.lstm / coil.gru, as PyTorch computes them (gate order i, f, g, o; r, z, n). */
+/* coil.lstm / gru / rnn_tanh / rnn_relu, as PyTorch computes them (gate order i, f, g, o; r, z, n). */
 static int eval_rnn(ictx *c, coil_node *n)
 {
 	itensor *x = IN(n, 0), *o = OUT(n, 0);
 	const int lstm = n->op == OP_LSTM, L = (int)n->args[4].i, D = n->args[5].i ? 2 : 1, bf = (int)n->args[6].i;
-	const int np = n->args[3].i ? 4 : 2, G = lstm ? 4 : 3;
+	const int np = n->args[3].i ? 4 : 2, G = op_rnn_gates(n->op), kind = op_rnn_kind(n->op);
 	const coil_arg *ps = &n->args[2];
 	const itensor *h0 = lstm ? &c->t[n->args[1].v[0]] : IN(n, 1), *c0 = lstm ? &c->t[n->args[1].v[1]] : NULL;
 	const int64_t T = x->shape[bf ? 1 : 0], B = x->shape[bf ? 0 : 1], H = h0->shape[2], DH = D * H;
@@ -842,6 +842,9 @@ static int eval_rnn(ictx *c, coil_node *n)
 							*cb = isig(gv[H + j] + hv[H + j]) * *cb +
 							      isig(gv[j] + hv[j]) * tanh(gv[2 * H + j] + hv[2 * H + j]);
 							*hb = isig(gv[3 * H + j] + hv[3 * H + j]) * tanh(*cb);
+						} else if (kind >= 2) { /* tanh or relu of the sum */
+							real a = gv[j] + hv[j];
+							*hb = kind == 2 ? tanh(a) : a > 0 ? a : (isnan(a) ? a : 0);
 						} else {
 							real r = isig(gv[j] + hv[j]), z = isig(gv[H + j] + hv[H + j]);
 							real nn = tanh(gv[2 * H + j] + r * hv[2 * H + j]);

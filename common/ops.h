@@ -207,6 +207,8 @@
 	 * make_fx would otherwise unroll step by step): f32, inference */                         \
 	X(LSTM, "coil.lstm.default", "Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, bool bidirectional, bool batch_first", 3, MOVE, rnn, rnn) \
 	X(GRU, "coil.gru.default", "Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, bool bidirectional, bool batch_first", 2, MOVE, rnn, rnn) \
+	X(RNN_TANH, "coil.rnn_tanh.default", "Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, bool bidirectional, bool batch_first", 2, MOVE, rnn, rnn) \
+	X(RNN_RELU, "coil.rnn_relu.default", "Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, bool bidirectional, bool batch_first", 2, MOVE, rnn, rnn) \
 	X(INDEX_SELECT, "aten.index_select.default", "Tensor self, int dim, Tensor index", 1, MOVE, index_select, index_select) \
 	X(EMBEDDING, "aten.embedding.default", "Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False", 1, MOVE, embedding, embedding) \
 	/* the lower (upper) triangle of the last two dims: j - i <= diagonal (>=), else 0 */          \
@@ -274,6 +276,14 @@ const op_info *op_get(coil_op op);
  * Returns -1 when unknown. */
 int op_lookup(const char *name);
 const char *op_name(coil_op op);
+
+/* coil.lstm, coil.gru, coil.rnn_tanh, coil.rnn_relu: 0, 1, 2, 3 (codegen/rnn.h's kinds), else -1;
+ * their gates per unit: 4, 3, 1, 1. */
+static inline int op_rnn_kind(coil_op op)
+{
+	return op == OP_LSTM ? 0 : op == OP_GRU ? 1 : op == OP_RNN_TANH ? 2 : op == OP_RNN_RELU ? 3 : -1;
+}
+static inline int op_rnn_gates(coil_op op) { return op == OP_LSTM ? 4 : op == OP_GRU ? 3 : 1; }
 
 /* Shifts, and the bitwise ops (on bool: the logical ones; on integers: bits). */
 static inline int op_is_shift(coil_op op)

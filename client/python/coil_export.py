@@ -218,10 +218,10 @@ def _shape_json(shape):
 
 # ---------------------------------------------------------------- recurrent layers as ops
 #
-# make_fx unrolls nn.LSTM and nn.GRU into a few ops per time step (aten.lstm is composite):
-# thousands of nodes for a long sequence, the sequence length baked in.  While tracing, their
-# forward calls coil::lstm / coil::gru instead (torch.library ops that run torch.lstm /
-# torch.gru), which the trace records as one node each: coil.lstm / coil.gru in the graph.
+# make_fx unrolls nn.LSTM, nn.GRU and nn.RNN into a few ops per time step (aten.lstm is
+# composite): thousands of nodes for a long sequence, the sequence length baked in.  While
+# tracing, their forward calls coil::lstm / gru / rnn_tanh / rnn_relu instead (torch.library
+# ops that run torch.lstm, ...), which the trace records as one node each.
 
 _RNN_LIB = []
 
@@ -232,16 +232,20 @@ def _rnn_ops():
     lib = torch.library.Library("coil", "DEF")
     lib.define("lstm(Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, "
                "bool bidirectional, bool batch_first) -> (Tensor, Tensor, Tensor)")
-    lib.define("gru(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, "
-               "bool bidirectional, bool batch_first) -> (Tensor, Tensor)")
+    for k in ("gru", "rnn_tanh", "rnn_relu"):
+        lib.define(k + "(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, "
+                   "bool bidirectional, bool batch_first) -> (Tensor, Tensor)")
 
     def lstm(x, hx, params, has_biases, num_layers, bidirectional, batch_first):
         return torch.lstm(x, hx, params, has_biases, num_layers, 0.0, False, bidirectional, batch_first)
 
-    def gru(x, hx, params, has_biases, num_layers, bidirectional, batch_first):
-        return torch.gru(x, hx, params, has_biases, num_layers, 0.0, False, bidirectional, batch_first)
+    def one(f):
+        return lambda x, hx, params, has_biases, num_layers, bidirectional, batch_first: f(
+            x, hx, params, has_biases, num_layers, 0.0, False, bidirectional, batch_first)
     lib.impl("lstm", lstm, "CPU")
-    lib.impl("gru", gru, "CPU")
+    lib.impl("gru", one(torch.gru), "CPU")
+    lib.impl("rnn_tanh", one(torch.rnn_tanh), "CPU")
+    lib.impl("rnn_relu", one(torch.rnn_relu), "CPU")
     _RNN_LIB.append(lib)
 
 
@@ -251,7 +255,7 @@ def _rnn_forward(orig):
     def forward(self, input, hx=None):
         lstm = isinstance(self, torch.nn.LSTM)
         if (not isinstance(input, torch.Tensor) or input.dim() != 3 or input.dtype != torch.float32
-                or getattr(self, "proj_size", 0) or (self.training and self.dropout) or self.mode not in ("LSTM", "GRU")):
+                or getattr(self, "proj_size", 0) or (self.training and self.dropout)):
             return orig(self, input, hx)
         d = 2 if self.bidirectional else 1
         b = input.shape[0 if self.batch_first else 1]
@@ -263,7 +267,8 @@ def _rnn_forward(orig):
             out, h, c = torch.ops.coil.lstm(input, list(hx), params, self.bias, self.num_layers, self.bidirectional,
                                             self.batch_first)
             return out, (h, c)
-        return torch.ops.coil.gru(input, hx, params, self.bias, self.num_layers, self.bidirectional, self.batch_first)
+        op = {"GRU": torch.ops.coil.gru, "RNN_TANH": torch.ops.coil.rnn_tanh, "RNN_RELU": torch.ops.coil.rnn_relu}[self.mode]
+        return op(input, hx, params, self.bias, self.num_layers, self.bidirectional, self.batch_first)
     return forward
 
 
@@ -275,7 +280,7 @@ class _RnnAsOps:
         if os.environ.get("COIL_RNN_UNROLL") == "1":
             return self
         _rnn_ops()
-        for cls in (torch.nn.LSTM, torch.nn.GRU):
+        for cls in (torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN):
             self.saved.append((cls, cls.forward))
             cls.forward = _rnn_forward(cls.forward)
         return self

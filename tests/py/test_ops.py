@@ -1789,12 +1789,13 @@ def data_cases():
     case(sp, T([0, 3, 2, 4, 8], i64), col, R(8), R(6, 5), ref=refuse, name="sparse_mm_reduce decreasing crow")
     case(sp, crow, col, R(8), R(6, 5), "max", ref=refuse, name="sparse_mm_reduce unknown reduce")
     case(sp, crow, col, R(7), R(6, 5), ref=refuse, name="sparse_mm_reduce values of the wrong length")
-    # nn.LSTM / nn.GRU as the exporter records them (coil.lstm / coil.gru)
+    # nn.LSTM / nn.GRU / nn.RNN as the exporter records them (coil.lstm, gru, rnn_tanh, rnn_relu)
     def lstm_ref(x, hx, ps, bias, layers, bi, bf):
         return torch.lstm(x, hx, ps, bias, layers, 0.0, False, bi, bf)
 
-    def gru_ref(x, hx, ps, bias, layers, bi, bf):
-        return torch.gru(x, hx, ps, bias, layers, 0.0, False, bi, bf)
+    def one_state(f):
+        return lambda x, hx, ps, bias, layers, bi, bf: f(x, hx, ps, bias, layers, 0.0, False, bi, bf)
+    gru_ref = one_state(torch.gru)
 
     def rnn_params(gates, i, h, layers, d, bias):
         ps = []
@@ -1803,7 +1804,8 @@ def data_cases():
                 ps += [R(gates * h, i if l == 0 else d * h, lo=-0.3, hi=0.3), R(gates * h, h, lo=-0.3, hi=0.3)]
                 ps += [R(gates * h, lo=-0.3, hi=0.3), R(gates * h, lo=-0.3, hi=0.3)] if bias else []
         return ps
-    for op, g, ref in (("coil.lstm", 4, lstm_ref), ("coil.gru", 3, gru_ref)):
+    for op, g, ref in (("coil.lstm", 4, lstm_ref), ("coil.gru", 3, gru_ref), ("coil.rnn_tanh", 1, one_state(torch.rnn_tanh)),
+                       ("coil.rnn_relu", 1, one_state(torch.rnn_relu))):
         for layers, bi, bf, bias in ((1, False, False, True), (2, True, True, True), (3, False, True, False),
                                      (1, True, False, True)):
             d = 2 if bi else 1
