@@ -33,7 +33,7 @@ def _first_line(s, n=300):
 
 def collect(model, group, batch, prep, lat, mems):
     row = {"model": model, "group": group, "batch": batch, "status": "pending", "reason": "",
-           "latency_ms": {}, "speedup_eager": {}, "speedup_torchscript": {}, "peak_mb": {}}
+           "latency_ms": {}, "speedup_eager": {}, "speedup_torchscript": {}, "speedup_ort": {}, "peak_mb": {}}
     for e, rec in (mems or {}).items():
         if rec and "peak_mb" in rec["result"]:
             row["peak_mb"][e] = rec["result"]["peak_mb"]
@@ -43,6 +43,9 @@ def collect(model, group, batch, prep, lat, mems):
             row["latency_ms"][t] = {k: v.get("median_ms") for k, v in es.items() if v.get("median_ms")}
         if r.get("errors", {}).get("torchscript"):
             row["torchscript_error"] = _first_line(r["errors"]["torchscript"], 200)
+        if r.get("errors", {}).get("ort"):
+            row["ort_error"] = _first_line(r["errors"]["ort"], 200)
+        row["ort_rel_err"] = r.get("ort_rel_err")
         row["rel_err"] = r.get("coil_rel_err")
         row["cpu_busy_before"] = lat.get("cpu_busy_before")
         row["loadavg"] = r.get("loadavg")
@@ -91,6 +94,8 @@ def collect(model, group, batch, prep, lat, mems):
             row["speedup_eager"][t] = ms["eager"] / ms["coil"]
         if ms.get("coil") and ms.get("torchscript"):
             row["speedup_torchscript"][t] = ms["torchscript"] / ms["coil"]
+        if ms.get("coil") and ms.get("ort"):
+            row["speedup_ort"][t] = ms["ort"] / ms["coil"]
     return row
 
 
@@ -139,6 +144,7 @@ def summarize(rows, threads):
         for t in threads:
             e["eager_%d" % t] = geomean([r["speedup_eager"].get(str(t)) for r in grows])
             e["torchscript_%d" % t] = geomean([r["speedup_torchscript"].get(str(t)) for r in grows])
+            e["ort_%d" % t] = geomean([r.get("speedup_ort", {}).get(str(t)) for r in grows])
         pending_rows = sum(1 for r in rows if (g == "all" or r["group"] == g) and r["status"] == "pending")
         summ.append(dict(group=g, models=len(models), traced=len(traced), measured=len(done),
                          passed=passed, pass_rate=(passed / len(done)) if done else None,
@@ -154,6 +160,7 @@ def by_batch(rows, threads):
         for t in threads:
             e["eager_%d" % t] = geomean([r["speedup_eager"].get(str(t)) for r in rs])
             e["torchscript_%d" % t] = geomean([r["speedup_torchscript"].get(str(t)) for r in rs])
+            e["ort_%d" % t] = geomean([r.get("speedup_ort", {}).get(str(t)) for r in rs])
         out.append(e)
     return out
 
@@ -248,8 +255,10 @@ def markdown(rows, settings, info, summ, bb):
     L.append("- machine: %s, %s CPUs, %s GiB; coil target `%s`" % (
         info.get("cpu"), info.get("cpus"), info.get("mem_gib"), info.get("coil_target")))
     L.append("- PyTorch %s (Debian); eager under `torch.no_grad()`, TorchScript = "
-             "`torch.jit.trace` + `torch.jit.freeze` + `torch.jit.optimize_for_inference`"
-             % info.get("torch"))
+             "`torch.jit.trace` + `torch.jit.freeze` + `torch.jit.optimize_for_inference`; ORT = ONNX Runtime "
+             "1.30 (onnxruntime-node's CPU library) over `torch.onnx.export` (opset 17), all graph optimizations, "
+             "sequential, intra-op threads = T, timed by its runner around `session.run`, 50 ms of quiet after "
+             "each call; its output 0 checked against eager's" % info.get("torch"))
     L.append("- torch's BLAS: %s; eager's and TorchScript's GEMMs run on it single-threaded at every "
              "thread count (OPENBLAS_NUM_THREADS=1: letting OpenBLAS use 2 threads made eager slower "
              "here, its threads fight ATen's OpenMP threads); most convolutions go to PyTorch's own oneDNN (mkldnn)" % info.get("blas"))
@@ -282,6 +291,9 @@ def markdown(rows, settings, info, summ, bb):
     for t in threads:
         head += " geomean vs TorchScript, %dT |" % t
         sep += "---:|"
+    for t in threads:
+        head += " geomean vs ORT, %dT |" % t
+        sep += "---:|"
     L += [head, sep]
     for s in summ:
         line = "| %s | %d | %d | %d | %s%s |" % (
@@ -293,6 +305,8 @@ def markdown(rows, settings, info, summ, bb):
             line += " %s |" % _x(s["eager_%d" % t])
         for t in threads:
             line += " %s |" % _x(s["torchscript_%d" % t])
+        for t in threads:
+            line += " %s |" % _x(s.get("ort_%d" % t))
         L.append(line)
     L.append("")
     L.append("By batch size (passing rows):")
@@ -328,8 +342,9 @@ def markdown(rows, settings, info, summ, bb):
     head = "| model | batch | status |"
     sep = "|---|---:|---|"
     for t in threads:
-        head += " coil %dT ms | eager %dT ms | TS %dT ms | vs eager %dT | vs TS %dT |" % (t, t, t, t, t)
-        sep += "---:|---:|---:|---:|---:|"
+        head += " coil %dT ms | eager %dT ms | TS %dT ms | ORT %dT ms | vs eager %dT | vs TS %dT | vs ORT %dT |" % (
+            t, t, t, t, t, t, t)
+        sep += "---:|---:|---:|---:|---:|---:|---:|"
     head += " peak MiB coil / eager / TS | compile s | max rel err |"
     sep += "---:|---:|---:|"
     L += [head, sep]
@@ -340,9 +355,10 @@ def markdown(rows, settings, info, summ, bb):
         line = "| %s | %d | %s |" % (r["model"], r["batch"], st)
         for t in threads:
             ms = r["latency_ms"].get(str(t), {})
-            line += " %s | %s | %s | %s | %s |" % (
-                _ms(ms.get("coil")), _ms(ms.get("eager")), _ms(ms.get("torchscript")),
-                _x(r["speedup_eager"].get(str(t))), _x(r["speedup_torchscript"].get(str(t))))
+            line += " %s | %s | %s | %s | %s | %s | %s |" % (
+                _ms(ms.get("coil")), _ms(ms.get("eager")), _ms(ms.get("torchscript")), _ms(ms.get("ort")),
+                _x(r["speedup_eager"].get(str(t))), _x(r["speedup_torchscript"].get(str(t))),
+                _x(r.get("speedup_ort", {}).get(str(t))))
         pk = r["peak_mb"]
         line += " %s / %s / %s | %s | %s |" % (
             _ms(pk.get("coil")) if pk.get("coil") is not None else "-",
@@ -365,6 +381,16 @@ def markdown(rows, settings, info, summ, bb):
         L.append("")
         L.append("TorchScript could not run: " + "; ".join(
             "%s b%d (%s)" % (r["model"], r["batch"], _esc(r["torchscript_error"])) for r in tse))
+    oe = [r for r in rows if r.get("ort_error")]
+    if oe:
+        L.append("")
+        L.append("ONNX Runtime could not run: " + "; ".join(
+            "%s b%d (%s)" % (r["model"], r["batch"], _esc(r["ort_error"])) for r in oe))
+    om = [r for r in rows if r.get("ort_rel_err") is not None and r["ort_rel_err"] > 1e-3]
+    if om:
+        L.append("")
+        L.append("ONNX Runtime's output 0 differs from eager's: " + "; ".join(
+            "%s b%d (%.1e)" % (r["model"], r["batch"], r["ort_rel_err"]) for r in om))
     pend = [r for r in rows if r["status"] == "pending"]
     if pend:
         L.append("")

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""coil's model suite: pass rate and speedup over PyTorch eager and TorchScript, the way the
-TorchInductor team reports theirs. `make bench-models` runs it; results go to bench/results/.
+"""coil's model suite: pass rate and speedup over PyTorch eager, TorchScript and ONNX Runtime
+(the peer a user would pick for CPU inference), the way the TorchInductor team reports theirs.
+`make bench-models` runs it; results go to bench/results/.
 
     /usr/bin/python3 bench/models/run.py [--quick] [--models LIST] [--batches 1,8]
         [--threads 1,2] [--jobs N] [--work DIR] [--results DIR] [--force] [--report-only]
@@ -47,7 +48,7 @@ import zoo  # noqa: E402
 
 PY = "/usr/bin/python3"
 WORKER = os.path.join(HERE, "worker.py")
-SUITE_VERSION = 2  # bump when a step's meaning changes: every result becomes stale
+SUITE_VERSION = 3  # bump when a step's meaning changes: every result becomes stale (3: ORT in latency)
 ENGINES = ("eager", "torchscript", "coil")
 
 
@@ -200,7 +201,7 @@ class Run:
         tag = ".quick" if a.quick else ""  # --quick's shorter timings keep their own files
         lat = Step(self, model, batch, "latency" + tag,
                    ["latency", model, str(batch), d, "--threads", a.threads, "--budget", str(a.budget),
-                    "--min-runs", str(a.min_runs), "--max-runs", str(a.max_runs)],
+                    "--min-runs", str(a.min_runs), "--max-runs", str(a.max_runs)] + ([] if a.ort else ["--no-ort"]),
                    self.fp_latency, a.timeout)
         mem = [Step(self, model, batch, "memory-" + e + tag,
                     ["memory", e, model, str(batch), d, "--threads", a.threads,
@@ -257,6 +258,8 @@ def main():
                     "checkout's HEAD; give it when --coil is a copy kept from an earlier build)")
     ap.add_argument("--server", help="compile on this coild instead of in-process")
     ap.add_argument("--force", action="store_true", help="redo every step")
+    ap.add_argument("--no-ort", dest="ort", action="store_false",
+                    help="time without ONNX Runtime (it needs onnxruntime-node: bench/dynamic/README.md)")
     ap.add_argument("--accept-stale", action="store_true",
                     help="keep results made with another coil build or settings (finish a long run)")
     ap.add_argument("--no-memory", action="store_true")
@@ -385,8 +388,11 @@ def _summary(name, r):
             s = "%sT eager %.2f ms" % (t, ms.get("eager") or 0)
             if ms.get("torchscript"):
                 s += ", ts %.2f" % ms["torchscript"]
+            if ms.get("ort"):
+                s += ", ort %.2f" % ms["ort"]
             if ms.get("coil"):
-                s += ", coil %.2f (%.2fx)" % (ms["coil"], ms["eager"] / ms["coil"])
+                s += ", coil %.2f (%.2fx eager%s)" % (ms["coil"], ms["eager"] / ms["coil"],
+                                                    ", %.2fx ort" % (ms["ort"] / ms["coil"]) if ms.get("ort") else "")
             parts.append(s)
         extra = "" if "pass" not in r else (" pass" if r["pass"] else " MISMATCH %.2e" % r.get("coil_rel_err", -1))
         return "; ".join(parts) + extra

@@ -6,9 +6,11 @@
         result once and compare it with eager, write DIR/weights.safetensors (params in graph
         order) and DIR/io.safetensors (the inputs and eager's outputs), and report
         export/compile times and the error, or the reason it failed.
-    worker.py latency NAME BATCH DIR --out F --threads 1,2 [--budget S] [--min-runs N] [--max-runs N]
-        eager (torch.no_grad), TorchScript (torch.jit.trace + freeze + optimize_for_inference)
-        and coil (the artifact through coil.load, with what prepare wrote) in one process; per
+    worker.py latency NAME BATCH DIR --out F --threads 1,2 [--budget S] [--min-runs N] [--max-runs N] [--no-ort]
+        eager (torch.no_grad), TorchScript (torch.jit.trace + freeze + optimize_for_inference),
+        coil (the artifact through coil.load, with what prepare wrote) and ONNX Runtime
+        (onnxruntime-node 1.30 over torch.onnx's export, all graph optimizations, sequential,
+        intra-op threads = T; its output 0 checked against eager's) in one process; per
         thread count their calls alternate round by round (so background load hits all three
         alike) after warm-up, until min-runs rounds and budget x engines seconds are reached
         (or max-runs); medians in ms. coil's outputs are compared with eager's at each thread
@@ -168,9 +170,42 @@ def max_err(want, got):
 
 # ---------------------------------------------------------------- latency
 
+def _ort_module():
+    """bench/dynamic/run.py (its Ort runner and ort_available), loaded by path."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("coil_bench_dynamic", os.path.join(ROOT, "bench", "dynamic", "run.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+ORT_DTYPES = {torch.float32: "float32", torch.int64: "int64", torch.int32: "int32"}
+
+
+def build_ort(m, ins, d):
+    """ONNX Runtime's side: the model exported with torch.onnx (grad enabled: no fused fast paths),
+    inputs as raw files. (dyn module, onnx path, input files, shapes, dtypes) or raises."""
+    dyn = _ort_module()
+    why = dyn.ort_available()
+    if why:
+        raise RuntimeError(why)
+    if any(t.dtype not in ORT_DTYPES for t in ins):
+        raise RuntimeError("input dtypes %s" % [str(t.dtype) for t in ins])
+    path = os.path.join(d, "model.onnx")
+    torch.onnx.export(m, tuple(ins), path, opset_version=17, do_constant_folding=True)
+    files = []
+    for i, t in enumerate(ins):
+        fn = os.path.join(d, "ort_in%d.bin" % i)
+        t.contiguous().numpy().tofile(fn)
+        files.append(fn)
+    return dyn, path, files, [list(t.shape) for t in ins], [ORT_DTYPES[t.dtype] for t in ins]
+
+
 def latency(a):
-    """Eager, TorchScript and coil in one process, their calls interleaved round by round so
-    that background load hits all three alike; median per engine and thread count."""
+    """Eager, TorchScript, coil and ONNX Runtime in one process (ORT in its runner, timed by
+    itself around session.run), their calls interleaved round by round so that background load
+    hits all alike; median per engine and thread count.  ORT's spinning threads get 50 ms of
+    quiet before the next engine's call."""
     threads = [int(t) for t in a.threads.split(",")]
     res = {"model": a.name, "batch": a.batch, "threads": {}, "errors": {}}
     torch.set_num_threads(max(threads))
@@ -192,11 +227,29 @@ def latency(a):
         engines["torchscript"] = lambda: ts(*ins)
     except Exception as e:  # noqa: BLE001
         res["errors"]["torchscript"] = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0][:300] if str(e).strip() else "")
-    coil_err = {}
+    ort_env = None
+    if a.ort:
+        try:
+            ort_env = build_ort(m, ins, a.dir)
+        except Exception as e:  # noqa: BLE001
+            res["errors"]["ort"] = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0][:300] if str(e).strip() else "")
+    coil_err, ort_err = {}, {}
     for t in threads:
         torch.set_num_threads(t)
         fns = dict(engines)
-        f = None
+        f = ort = None
+        if ort_env and "ort" not in res["errors"]:
+            dyn, path, files, shapes, dts = ort_env
+            try:
+                ort = dyn.Ort(path, t)
+                outf = os.path.join(a.dir, "ort_out.bin")
+                ort.run(shapes, dts, reps=1, warmup=1, inputs=files, out=outf)
+                import numpy
+                got = torch.from_numpy(numpy.fromfile(outf, dtype="float32")).reshape(want[0].shape)
+                ort_err[t] = max_err(want[:1], [got])
+                fns["ort"] = (lambda o: lambda: o.run(shapes, dts, reps=1, inputs=files)["times_ms"][0])(ort)
+            except Exception as e:  # noqa: BLE001
+                res["errors"]["ort"] = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0][:300])
         if have_coil and "coil" not in res["errors"]:
             try:
                 f = build_coil(a.dir, t)
@@ -219,8 +272,10 @@ def latency(a):
                    (len(times["eager"]) < a.min_runs or time.perf_counter() - start < budget)):
                 for name, fn in fns.items():
                     t0 = time.perf_counter()
-                    fn()
-                    times[name].append((time.perf_counter() - t0) * 1e3)
+                    own = fn()
+                    times[name].append(own if name == "ort" else (time.perf_counter() - t0) * 1e3)
+                    if name == "ort":
+                        time.sleep(0.05)
         for name, ts_ms in times.items():
             ts_ms.sort()
             r[name].update(median_ms=statistics.median(ts_ms), min_ms=ts_ms[0],
@@ -228,6 +283,10 @@ def latency(a):
                            stdev_ms=statistics.stdev(ts_ms) if len(ts_ms) > 1 else 0.0)
         if "coil" in r:
             r["coil"]["rel_err"] = coil_err[t]
+        if "ort" in r:
+            r["ort"]["rel_err"] = ort_err[t]
+        if ort is not None:
+            ort.close()
         res["threads"][str(t)] = r
         if f is not None:
             f.close()
@@ -235,6 +294,8 @@ def latency(a):
             fns.pop("coil", None)
             gc.collect()
     res["loadavg"] = os.getloadavg()
+    if ort_err:
+        res["ort_rel_err"] = max(ort_err.values())
     if coil_err:
         res["coil_rel_err"] = max(coil_err.values())
         res["pass"] = len(coil_err) == len(threads) and res["coil_rel_err"] <= TOL
@@ -292,6 +353,7 @@ def main():
     ap.add_argument("--budget", type=float, default=3.0)
     ap.add_argument("--min-runs", type=int, default=3)  # memory: runs measured
     ap.add_argument("--max-runs", type=int, default=100)
+    ap.add_argument("--no-ort", dest="ort", action="store_false", help="latency: without ONNX Runtime")
     a = ap.parse_args()
     try:
         if a.step == "prepare":
