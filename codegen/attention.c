@@ -655,38 +655,10 @@ static void index_graph(actx *c)
 		c->uses[g->outputs[o]]++;
 }
 
-/* Drops nodes none of whose results is read (in reverse, so chains go). */
+/* Drops nodes none of whose results is read (rewrite.c). */
 static void dead_code(actx *c)
 {
-	coil_graph *g = c->g;
-	char *live = arena_alloc(c->a, (size_t)g->nnodes + 1);
-	if (!live)
-		return;
-	index_graph(c);
-	for (int i = g->nnodes - 1; i >= 0; i--) {
-		coil_node *n = &g->nodes[i];
-		live[i] = 0;
-		for (int k = 0; k < n->nout; k++)
-			live[i] |= n->outs[k] >= 0 && c->uses[n->outs[k]] > 0;
-		if (live[i])
-			continue;
-		const op_info *oi = op_get(n->op);
-		for (int a = 0; a < oi->nargs; a++)
-			if (n->args[a].kind == ARG_TENSOR || n->args[a].kind == ARG_TENSORS)
-				for (int j = 0; j < n->args[a].n; j++)
-					if (n->args[a].v[j] >= 0)
-						c->uses[n->args[a].v[j]]--;
-	}
-	int m = 0;
-	for (int i = 0; i < g->nnodes; i++) {
-		coil_node *n = &g->nodes[i];
-		for (int k = 0; k < n->nout; k++)
-			if (n->outs[k] >= 0)
-				g->vals[n->outs[k]].index = live[i] ? m : -1;
-		if (live[i])
-			g->nodes[m++] = *n;
-	}
-	g->nnodes = m;
+	graph_drop_dead(c->g, c->uses, c->a);
 }
 
 static int attention_off(void)

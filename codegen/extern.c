@@ -641,7 +641,8 @@ static void scatter_open(xctx *c, int outv, int mean, const char *ctype, int per
  * 50-58 ms for 1e6 edges x 64 at 2 threads, 47 at 1.)  cnt counts each
  * target's edges, for mean and for include_self=False (the first edge starts
  * from the identity). */
-static void scatter_rows(xctx *c, int outv, const char *red, int self_in, double alpha)
+static void scatter_rows(xctx *c, int outv, const char *red, int self_in, double alpha, const char *row,
+			 const char *scale, const char *ahead)
 {
 	ir_node *x0 = argn(c, 0), *sr = argn(c, 3), *o = &c->ir->nodes[outv];
 	const char *T = emit_ctype(o->dtype);
@@ -666,11 +667,13 @@ static void scatter_rows(xctx *c, int outv, const char *red, int self_in, double
 	       "\t\t\tfor (int64_t j = 0; j < m; j++) {\n"
 	       "\t\t\t\tif (j + 16 < m) {\n\t\t\t\t\tconst int64_t kp = (int64_t)idx[j + 16];\n"
 	       "\t\t\t\t\tif (kp >= k0 && kp < k1)\n"
-	       "\t\t\t\t\t\tfor (int64_t b = 0; b < C; b += 64 / (int64_t)sizeof(%s))\n"
-	       "\t\t\t\t\t\t\t__builtin_prefetch(dst + kp * C + b, 1);\n\t\t\t\t}\n"
+	       "\t\t\t\t\t\tfor (int64_t b = 0; b < C; b += 64 / (int64_t)sizeof(%s)) {\n"
+	       "\t\t\t\t\t\t\t__builtin_prefetch(dst + kp * C + b, 1);\n%s\t\t\t\t\t\t}\n\t\t\t\t}\n"
 	       "\t\t\t\tconst int64_t k = (int64_t)idx[j];\n\t\t\t\tif (k < k0 || k >= k1)\n\t\t\t\t\tcontinue;\n"
-	       "\t\t\t\t%s *restrict d = dst + k * C;\n\t\t\t\tconst %s *restrict s = src + j * C;\n", T, T, T);
-	const char *vmul = alpha != 1 ? arena_printf(c->ir->arena, "(%s)%.17g * ", T, alpha) : "";
+	       "\t\t\t\t%s *restrict d = dst + k * C;\n\t\t\t\tconst %s *restrict s = %s;\n", T,
+	    ahead ? arena_printf(c->ir->arena, "\t\t\t\t\t\t\t__builtin_prefetch(%s + b);\n", ahead) : "", T, T, row);
+	const char *vmul = alpha != 1 ? arena_printf(c->ir->arena, "(%s)%.17g * ", T, alpha)
+		: scale ? arena_printf(c->ir->arena, "%s * ", scale) : "";
 	if (!self_in)
 		out(c, "\t\t\t\tif (!cnt[k])\n\t\t\t\t\tfor (int64_t q = 0; q < C; q++)\n\t\t\t\t\t\td[q] = %s;\n",
 		    scatter_ident(o->dtype, red));
@@ -686,6 +689,32 @@ static void scatter_rows(xctx *c, int outv, const char *red, int self_in, double
 	out(c, "\t\t}\n\t}\n");
 	if (counted)
 		out(c, "\tfree(cnt);\n");
+}
+
+/* coil.gather_scatter: index_add / index_reduce whose rows are gathered as they
+ * are read (x[src[j]], times weight[j]): scatter_rows over the edges, no
+ * [edges, features] messages in memory.  Both indices are checked first. */
+static void gather_scatter(xctx *c)
+{
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
+	ir_node *self = argn(c, 0), *x = argn(c, 1), *si = argn(c, 2), *di = argn(c, 3), *o = &c->ir->nodes[outv];
+	const char *T = emit_ctype(o->dtype);
+	out(c, "\tconst int64_t ni = %s, X = %s, NX = %s, all = %s;\n", dimc(c, &di->shape[0]), dimc(c, &self->shape[0]),
+	    dimc(c, &x->shape[0]), prod(c, self, 0, self->rank));
+	out(c, "\tconst %s *restrict idx = %s;\n\tconst %s *restrict sidx = %s;\n\tconst %s *restrict src = %s;\n"
+	       "\t%s *restrict dst = %s;\n", emit_ctype(di->dtype), arg(c, 3), emit_ctype(si->dtype), arg(c, 2), T, arg(c, 1),
+	    T, buf(c, outv));
+	if (has(c, 4))
+		out(c, "\tconst %s *restrict wt = %s;\n", T, arg(c, 4));
+	index_check(c, outv, "ni", "X", "index %lld out of range for a dim of size %lld");
+	int code = emit_err_code(c->errs, c->ir, o->gnode, "source index %lld out of range for %lld rows");
+	out(c, "\tfor (int64_t e = 0; e < ni; e++)\n\t\tif ((int64_t)sidx[e] < 0 || (int64_t)sidx[e] >= NX) {\n"
+	       "\t\t\tcoil_raise(x->st, %d, (long long)sidx[e], (long long)NX);\n\t\t\treturn;\n\t\t}\n", code);
+	out(c, "\tmemcpy(dst, %s, (size_t)all * sizeof(%s));\n", arg(c, 0), T);
+	scatter_rows(c, outv, c->n->args[5].s, (int)c->n->args[6].i, 1, "src + (int64_t)sidx[j] * C",
+		     has(c, 4) ? "wt[j]" : NULL, "src + (int64_t)sidx[j + 16] * C");
 }
 
 /* scatter_add / scatter_reduce.two.  out = self, then for each column (the
@@ -720,7 +749,7 @@ static void scatter(xctx *c)
 	for (int i = 1; fast && i < R; i++)
 		fast = dim_eq(&walk->shape[i], &x0->shape[i]) && dim_eq(&sr->shape[i], &x0->shape[i]);
 	if (fast && ia) {
-		scatter_rows(c, outv, red, self_in, alpha);
+		scatter_rows(c, outv, red, self_in, alpha, "src + j * C", NULL, NULL);
 		return;
 	}
 	if (fast) {
@@ -1324,6 +1353,7 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 	case OP_INDEX_T: index_t(&c); return;
 	case OP_GATHER: gather(&c); return;
 	case OP_SCATTER_ADD: case OP_SCATTER_REDUCE: case OP_INDEX_ADD: case OP_INDEX_REDUCE: scatter(&c); return;
+	case OP_GATHER_SCATTER: gather_scatter(&c); return;
 	case OP_CONSTANT_PAD_ND: pad(&c); return;
 	case OP_ROLL: roll(&c); return;
 	case OP_TRIL: case OP_TRIU: tri(&c); return;

@@ -137,6 +137,10 @@ int ir_fold_graph(coil_graph *g, ir_fold **out, coil_err *err);
  * replaces *g when anything changed; the caller's graph is not changed. */
 int ir_attention(coil_graph **g, coil_arena *a, coil_err *err);
 int ir_scatter_index(coil_graph **g, coil_arena *a, coil_err *err);
+/* rewrite.c: reads of each value by g's nodes and outputs (uses[nvals]); nodes
+ * none of whose results is read dropped (uses recounted), values' indices kept. */
+void graph_count_uses(const coil_graph *g, int *uses);
+int graph_drop_dead(coil_graph *g, int *uses, coil_arena *a);
 void ir_fold_free(ir_fold *f);
 /* decompose.c: an empty IR of graph g (freed with ir_free); what runs on
  * oneDNN (lower_dnnl.c's plan, into ir->dn); then g's nodes as IR nodes. */

@@ -1904,14 +1904,14 @@ static int infer_gather(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
-/* scatter_reduce's and index_reduce's reduce (args[4]). */
-static int check_reduce(coil_graph *g, coil_node *n, coil_err *err)
+/* A scatter's reduce (args[ai]). */
+static int check_reduce(coil_graph *g, coil_node *n, coil_err *err, int ai)
 {
 	static const char *const kinds[] = {"sum", "prod", "mean", "amax", "amin"};
 	for (int k = 0; k < 5; k++)
-		if (!strcmp(n->args[4].s, kinds[k]))
+		if (!strcmp(n->args[ai].s, kinds[k]))
 			return 0;
-	return ARGERR(4, "must be sum, prod, mean, amax or amin, not \"%s\"", n->args[4].s);
+	return ARGERR(ai, "must be sum, prod, mean, amax or amin, not \"%s\"", n->args[ai].s);
 }
 
 /* scatter_add, scatter_reduce: self, index and src of one rank; index no larger
@@ -1921,7 +1921,7 @@ static int infer_scatter(coil_graph *g, coil_node *n, coil_err *err)
 	coil_value *x = node_in(g, n, 0), *ix = node_in(g, n, 2), *src = node_in(g, n, 3);
 	char b1[200], b2[200];
 	int d;
-	if (n->op == OP_SCATTER_REDUCE && check_reduce(g, n, err))
+	if (n->op == OP_SCATTER_REDUCE && check_reduce(g, n, err, 4))
 		return -1;
 	if (wrap_dim(g, n, err, 1, n->args[1].i, x->rank ? x->rank : 1, &d))
 		return -1;
@@ -1977,7 +1977,7 @@ static int infer_index_add(coil_graph *g, coil_node *n, coil_err *err)
 	coil_value *x = node_in(g, n, 0), *ix = node_in(g, n, 2), *src = node_in(g, n, 3);
 	char b1[200], b2[200];
 	int d;
-	if (check_index_1d(g, n, err, &d) || (n->op == OP_INDEX_REDUCE && check_reduce(g, n, err)))
+	if (check_index_1d(g, n, err, &d) || (n->op == OP_INDEX_REDUCE && check_reduce(g, n, err, 4)))
 		return -1;
 	if (src->dtype != x->dtype)
 		return ARGERR(3, "dtype %s differs from self's %s", dtype_name(src->dtype), dtype_name(x->dtype));
@@ -2051,6 +2051,33 @@ static int infer_index_t(coil_graph *g, coil_node *n, coil_err *err)
 			r++;
 		}
 	set_out(g, n, 0, x->dtype, r, out);
+	return 0;
+}
+
+static int infer_gather_scatter(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *s = node_in(g, n, 0), *x = node_in(g, n, 1), *si = node_in(g, n, 2), *di = node_in(g, n, 3);
+	char b1[200], b2[200];
+	if (check_reduce(g, n, err, 5))
+		return -1;
+	if (s->rank < 1 || x->rank != s->rank || x->dtype != s->dtype || s->dtype == COIL_BOOL || dtype_is_half(s->dtype))
+		return ARGERR(1, "x %s must be self's dtype and rank (self %s)", shp(g, x, b1, sizeof b1), shp(g, s, b2, sizeof b2));
+	for (int i = 1; i < s->rank; i++)
+		if (!dim_eq(&x->shape[i], &s->shape[i]))
+			return ARGERR(1, "x %s and self %s differ beyond dim 0", shp(g, x, b1, sizeof b1), shp(g, s, b2, sizeof b2));
+	for (int k = 2; k <= 3; k++) {
+		coil_value *v = node_in(g, n, k);
+		if (v->rank != 1 || (v->dtype != COIL_I64 && v->dtype != COIL_I32))
+			return ARGERR(k, "must be a 1-d i64 or i32 tensor");
+	}
+	if (!dim_eq(&si->shape[0], &di->shape[0]))
+		return ARGERR(3, "%s indices, src has %s", shp(g, di, b1, sizeof b1), shp(g, si, b2, sizeof b2));
+	if (has(n, 4)) {
+		coil_value *w = node_in(g, n, 4);
+		if (w->rank != 1 || w->dtype != s->dtype || !dim_eq(&w->shape[0], &di->shape[0]))
+			return ARGERR(4, "must be 1-d, one per edge, of self's dtype");
+	}
+	set_out(g, n, 0, s->dtype, s->rank, s->shape);
 	return 0;
 }
 

@@ -556,11 +556,54 @@ static int eval_gather(ictx *c, coil_node *n)
 	return 0;
 }
 
+/* coil.gather_scatter: out = self; for each edge e in order, row dst[e] of out
+ * reduced with row src[e] of x times weight[e] (mean: divided by the count). */
+static int eval_gather_scatter(ictx *c, coil_node *n)
+{
+	itensor *s = IN(n, 0), *x = IN(n, 1), *si = IN(n, 2), *di = IN(n, 3), *o = OUT(n, 0);
+	itensor *w = HAS(n, 4) ? IN(n, 4) : NULL;
+	const char *red = n->args[5].s;
+	const int self_in = (int)n->args[6].i;
+	const int64_t X = s->shape[0], NX = x->shape[0], E = di->numel, C = X ? s->numel / X : 0;
+	for (int64_t e = 0; e < E; e++) {
+		if (di->d[e] < 0 || di->d[e] >= X)
+			return rterr(c, n, "index %lld out of range for dim 0 of size %lld", (long long)di->d[e], (long long)X);
+		if (si->d[e] < 0 || si->d[e] >= NX)
+			return rterr(c, n, "source index %lld out of range for %lld rows", (long long)si->d[e], (long long)NX);
+	}
+	memcpy(o->d, s->d, (size_t)o->numel * sizeof(real));
+	int64_t *cnt = calloc((size_t)(X ? X : 1), sizeof *cnt);
+	if (!cnt)
+		return rterr(c, n, "out of memory");
+	const int sum = !strcmp(red, "sum") || !strcmp(red, "mean"), prod = !strcmp(red, "prod"), mx = !strcmp(red, "amax");
+	for (int64_t e = 0; e < E; e++) {
+		const int64_t t = (int64_t)di->d[e], f = (int64_t)si->d[e];
+		for (int64_t q = 0; q < C; q++) {
+			real *a = &o->d[t * C + q], v = x->d[f * C + q] * (w ? w->d[e] : 1);
+			if (!self_in && !cnt[t])
+				*a = sum ? 0 : prod ? 1 : mx ? -INFINITY : INFINITY;
+			*a = sum ? *a + v : prod ? *a * v : isnan(*a) || isnan(v) ? NAN : mx ? fmax(*a, v) : fmin(*a, v);
+		}
+		cnt[t]++;
+	}
+	if (!strcmp(red, "mean"))
+		for (int64_t t = 0; t < X; t++)
+			for (int64_t q = 0; q < C && cnt[t]; q++)
+				o->d[t * C + q] = dtype_is_float(o->dtype) ? o->d[t * C + q] / (real)(cnt[t] + self_in)
+									 : floor(o->d[t * C + q] / (real)(cnt[t] + self_in));
+	for (int64_t e = 0; e < o->numel; e++)
+		o->d[e] = rnd(o->dtype, o->d[e]);
+	free(cnt);
+	return 0;
+}
+
 /* scatter_add / scatter_reduce: index positions in order; for include_self=False
  * the targets hit start from the reduction's identity; mean divides by the
  * count (self counted when included), flooring for integers. */
 static int eval_scatter(ictx *c, coil_node *n)
 {
+	if (n->op == OP_GATHER_SCATTER)
+		return eval_gather_scatter(c, n);
 	itensor *x = IN(n, 0), *ix = IN(n, 2), *src = IN(n, 3), *o = OUT(n, 0);
 	const int ia = n->op == OP_INDEX_ADD || n->op == OP_INDEX_REDUCE; /* index 1-d along dim; positions over source */
 	const int R = x->rank, d = (int)(n->args[1].i < 0 ? n->args[1].i + R : n->args[1].i);

@@ -209,6 +209,9 @@
 	X(GRU, "coil.gru.default", "Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, bool bidirectional, bool batch_first", 2, MOVE, rnn, rnn) \
 	X(RNN_TANH, "coil.rnn_tanh.default", "Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, bool bidirectional, bool batch_first", 2, MOVE, rnn, rnn) \
 	X(RNN_RELU, "coil.rnn_relu.default", "Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, bool bidirectional, bool batch_first", 2, MOVE, rnn, rnn) \
+	/* message passing in one: out = self; out[dst[e]] (reduce)= x[src[e]] (* weight[e]) along dim 0
+	 * (scatter.c fuses index_select [* per-edge weight] into index_add/index_reduce this way) */   \
+	X(GATHER_SCATTER, "coil.gather_scatter.default", "Tensor self, Tensor x, Tensor src, Tensor dst, Tensor? weight, str reduce='sum', bool include_self=True", 1, MOVE, gather_scatter, scatter) \
 	X(INDEX_SELECT, "aten.index_select.default", "Tensor self, int dim, Tensor index", 1, MOVE, index_select, index_select) \
 	X(EMBEDDING, "aten.embedding.default", "Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False", 1, MOVE, embedding, embedding) \
 	/* the lower (upper) triangle of the last two dims: j - i <= diagonal (>=), else 0 */          \

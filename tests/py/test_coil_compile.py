@@ -17,6 +17,7 @@ A private cache directory keeps the user's cache untouched.
 
 Run: COIL=build/coil PYTHONPATH=client/python /usr/bin/python3 tests/py/test_coil_compile.py
 """
+import json
 import os
 import subprocess
 import sys
@@ -365,6 +366,19 @@ def test_gnn(t, cache):
              "GraphSAGE mean + GCN sum (index_select, scatter_reduce and scatter_add over a broadcast index): "
              "matches eager (rel err %.2e), "
              "the same bits at 1 and 3 threads" % err)
+        # the gathers are read by the scatters themselves: no [edges, features] messages
+        graph = coil.export_graph(m, (x, src, dst))[0]
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "g.json"), "w") as fh:
+                json.dump(graph, fh)
+            os.mkdir(os.path.join(d, "c"))
+            subprocess.run([COIL, "compile", os.path.join(d, "g.json"), "--emit-c", os.path.join(d, "c")],
+                           env=dict(os.environ, COIL_CACHE_DIR=cache), check=True, stdout=subprocess.DEVNULL)
+            text = "".join(open(os.path.join(d, "c", k)).read() for k in os.listdir(os.path.join(d, "c"))
+                           if k.endswith(".c"))
+        calls = [ln for ln in text.splitlines() if "); /* kernel" in ln]
+        t.ok(sum("coil.gather_scatter" in ln for ln in calls) == 2 and not any("index_select" in ln for ln in calls),
+             "GraphSAGE's two aggregations are coil.gather_scatter kernels, no index_select kernel left")
         f = coil.compile(m, (x, src, dst), cache_dir=cache, coil=COIL)
         bad = dst.clone()
         bad[17] = n

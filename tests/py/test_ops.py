@@ -1768,6 +1768,27 @@ def data_cases():
         case(eb, w, ids, T([0, 5, 3], i64), False, 0, null_outs=(1, 2, 3), nout=4, ref=refuse,
              name=eb[5:] + " decreasing offsets")
         case(eb, w, ids, offs, False, 3, null_outs=(1, 2, 3), nout=4, ref=refuse, name=eb[5:] + " mode 3")
+    gs = "coil.gather_scatter"
+
+    def gs_ref(self, x, src, dst, w=None, reduce="sum", include_self=True):
+        m = x[src.long()] * (w.reshape(-1, *[1] * (x.dim() - 1)) if w is not None else 1)
+        ex = dst.long().reshape(-1, *[1] * (x.dim() - 1)).expand_as(m)
+        return self.scatter_reduce(0, ex, m, reduce, include_self=include_self)
+    for red in ("sum", "prod", "mean", "amax", "amin"):
+        for inc in (True, False):
+            case(gs, R(6, 20), R(9, 20), R(30, dt=i64, lo=0, hi=8), R(30, dt=i64, lo=0, hi=5), R(30), red, inc,
+                 ref=gs_ref, name="gather_scatter %s include_self=%s" % (red, inc))
+    case(gs, R(6, 3, 4), R(9, 3, 4), R(30, dt=i32, lo=0, hi=8), R(30, dt=i32, lo=0, hi=5), None, ref=gs_ref,
+         name="gather_scatter 3-d rows, i32 indices, no weight")
+    case(gs, R(6, 4, dt=i64), R(9, 4, dt=i64), R(20, dt=i64, lo=0, hi=8), R(20, dt=i64, lo=0, hi=5), None, "mean", False,
+         ref=gs_ref, name="gather_scatter i64 mean (floor)")
+    case(gs, R(6, 20), R(9, 20), T([], i64), T([], i64), None, ref=gs_ref, name="gather_scatter no edges")
+    case(gs, R(6, 20), R(9, 20), R(30, dt=i64, lo=0, hi=9), R(30, dt=i64, lo=0, hi=5), None, ref=refuse,
+         name="gather_scatter source index out of range")
+    case(gs, R(6, 20), R(9, 20), R(30, dt=i64, lo=0, hi=8), R(30, dt=i64, lo=0, hi=6), None, ref=refuse,
+         name="gather_scatter target index out of range")
+    case(gs, R(6, 20), R(9, 21), R(30, dt=i64, lo=0, hi=8), R(30, dt=i64, lo=0, hi=5), None, ref=refuse,
+         name="gather_scatter rows of another width")
     sp = "coil.sparse_mm_reduce"
 
     def spmm_ref(crow, col, val, other, reduce="sum"):
@@ -2039,6 +2060,25 @@ def graph_cases():
             torch.zeros_like(x).scatter_add(0, ex, msg)
         gcase("graph scatter %s over a broadcast index, %d columns" % (red or "add", f), g,
               {"x": x, "m": msg, "d": dst}, [want], "aten.expand")
+    # message passing: index_select(x, 0, src) [* w.unsqueeze(1)] scattered by dst -> coil.gather_scatter
+    for f, red, weighted in ((70, None, True), (70, "mean", False), (5, "amax", True), (33, "sum", False)):
+        x, src, dst, w = R(9, f), R(40, dt=i64, lo=0, hi=8), R(40, dt=i64, lo=0, hi=6), R(40)
+        nodes = [node(0, "aten.index_select", ["x", 0, "s"], ["g"]), node(1, "aten.unsqueeze", ["d", 1], ["u"]),
+                 node(2, "aten.expand", ["u", [40, f]], ["i"]), node(3, "aten.zeros", [[7, f]], ["z"])]
+        msg = "g"
+        if weighted:
+            nodes += [node(5, "aten.unsqueeze", ["w", 1], ["wu"]), node(6, "aten.mul.Tensor", ["g", "wu"], ["gw"])]
+            msg = "gw"
+        nodes.append(node(4, "aten.scatter_reduce.two", ["z", 0, "i", msg, red], ["o"], {"include_self": False}) if red
+                     else node(4, "aten.scatter_add", ["z", 0, "i", msg], ["o"]))
+        g = graph([decl("x", x), decl("s", src), decl("d", dst), decl("w", w)], nodes, ["o"])
+        m = x[src] * w.unsqueeze(1) if weighted else x[src]
+        ex = dst.unsqueeze(1).expand(40, f)
+        want = torch.zeros(7, f).scatter_reduce(0, ex, m, red, include_self=False) if red else \
+            torch.zeros(7, f).scatter_add(0, ex, m)
+        gcase("graph gather + scatter %s%s, %d columns (one coil.gather_scatter)" % (
+            red or "add", " weighted" if weighted else "", f), g, {"x": x, "s": src, "d": dst, "w": w}, [want],
+            "aten.index_select")
     x = R(3, 5)
     g = graph([decl("x", x, ["b", 5])], [node(0, "aten.sum.dim_IntList", ["x", [1], True], ["s"]),
                                          node(1, "aten.div.Tensor", ["x", "s"], ["d"]),

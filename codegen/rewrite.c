@@ -1,0 +1,56 @@
+/* rewrite: what the graph rewrites ahead of lowering (attention.c, scatter.c)
+ * share: reads per value, and dropping the nodes nobody reads. */
+#include <string.h>
+
+#include "codegen/ir.h"
+
+/* Reads of each value by g's nodes and outputs. */
+void graph_count_uses(const coil_graph *g, int *uses)
+{
+	memset(uses, 0, (size_t)g->nvals * sizeof *uses);
+	for (int i = 0; i < g->nnodes; i++) {
+		const coil_node *n = &g->nodes[i];
+		const op_info *oi = op_get(n->op);
+		for (int k = 0; k < oi->nargs; k++)
+			if (n->args[k].kind == ARG_TENSOR || n->args[k].kind == ARG_TENSORS)
+				for (int j = 0; j < n->args[k].n; j++)
+					if (n->args[k].v[j] >= 0)
+						uses[n->args[k].v[j]]++;
+	}
+	for (int o = 0; o < g->noutputs; o++)
+		uses[g->outputs[o]]++;
+}
+
+/* Drops nodes none of whose results is read (in reverse, so chains go). */
+int graph_drop_dead(coil_graph *g, int *uses, coil_arena *a)
+{
+	char *live = arena_alloc(a, (size_t)g->nnodes + 1);
+	if (!live)
+		return -1;
+	graph_count_uses(g, uses);
+	for (int i = g->nnodes - 1; i >= 0; i--) {
+		const coil_node *n = &g->nodes[i];
+		live[i] = 0;
+		for (int k = 0; k < n->nout; k++)
+			live[i] |= n->outs[k] >= 0 && uses[n->outs[k]] > 0;
+		if (live[i])
+			continue;
+		const op_info *oi = op_get(n->op);
+		for (int k = 0; k < oi->nargs; k++)
+			if (n->args[k].kind == ARG_TENSOR || n->args[k].kind == ARG_TENSORS)
+				for (int j = 0; j < n->args[k].n; j++)
+					if (n->args[k].v[j] >= 0)
+						uses[n->args[k].v[j]]--;
+	}
+	int m = 0;
+	for (int i = 0; i < g->nnodes; i++) {
+		const coil_node *n = &g->nodes[i];
+		for (int k = 0; k < n->nout; k++)
+			if (n->outs[k] >= 0)
+				g->vals[n->outs[k]].index = live[i] ? m : -1;
+		if (live[i])
+			g->nodes[m++] = *n;
+	}
+	g->nnodes = m;
+	return 0;
+}
