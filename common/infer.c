@@ -421,8 +421,8 @@ static int infer_batch_norm(coil_graph *g, coil_node *n, coil_err *err)
 	 * form, on [1, N*C, ...]); updating running statistics is training */
 	const int batch_stats = n->args[5].i != 0;
 	if (batch_stats && (has(n, 3) || has(n, 4)))
-		return unsupported(err, ARGERR(has(n, 3) ? 3 : 4, "training mode with running statistics to update is not "
-								   "supported (inference only)"));
+		return unsupported(err, ARGERR(5, "training mode is not supported with running statistics to update "
+						  "(inference only; without them, the batch's statistics normalize)"));
 	if (!batch_stats && (!has(n, 3) || !has(n, 4)))
 		return ARGERR(has(n, 3) ? 4 : 3, "running statistics are required in inference");
 	for (int i = 1; i <= 4; i++)
@@ -2007,9 +2007,9 @@ int index_plan_of(coil_graph *g, coil_node *n, index_plan *p, coil_err *err)
 			continue;
 		const coil_value *v = &g->vals[ix->v[k]];
 		if (v->dtype == COIL_BOOL || v->dtype == COIL_U8)
-			return unsupported(err, ARGERR(1, "indices[%d] is a %s mask: the result's shape would depend on its "
-							  "values (index with integers, or use where/masked_fill)", k,
-						       dtype_name(v->dtype)));
+			return unsupported(err, ARGERR(1, "indices[%d] is a %s mask: not supported, the result's shape would "
+							  "depend on its values (index with integers, or use where/masked_fill)",
+						       k, dtype_name(v->dtype)));
 		if (v->dtype != COIL_I64) /* as PyTorch 1.13 */
 			return ARGERR(1, "indices[%d] must be i64, not %s", k, dtype_name(v->dtype));
 		coil_dim tmp[COIL_MAX_RANK];
