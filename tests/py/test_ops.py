@@ -478,6 +478,10 @@ def conv_cases():
          name="convolution kernel bigger than input with padding")
     case(cv, R(2, 4, 13), R(5, 4, 3), R(5), [2], [1], [1], False, [0], 1, name="convolution 1d")
     case(cv, R(1, 4, 13), R(4, 2, 3), None, [1], [2], [2], False, [0], 2, name="convolution 1d dilated groups")
+    # dilated depthwise (ConvTasNet): generated loops, not oneDNN 2.6's gemm fallback
+    case(cv, R(2, 6, 40), R(6, 1, 3), R(6), [1], [8], [8], False, [0], 6, name="convolution 1d dilated depthwise")
+    case(cv, R(1, 5, 11, 12), R(5, 1, 3, 3), None, [1, 2], [2, 2], [2, 2], False, [0, 0], 5,
+         name="convolution 2d dilated depthwise, stride 2")
     case(cv, R(1, 2, 5, 6, 4), R(3, 2, 3, 3, 2), R(3), [1, 2, 1], [1, 0, 1], [1, 1, 1], False, [0, 0, 0], 1,
          name="convolution 3d")
     case(cv, R(1, 4, 5, 5), R(4, 3, 3, 3), R(3), [2, 2], [1, 1], [1, 1], True, [1, 1], 1,
