@@ -1132,7 +1132,6 @@ static void rnn(xctx *c)
 	const coil_arg *ps = &c->n->args[2];
 	const int L = (int)c->n->args[4].i, D = c->n->args[5].i ? 2 : 1, bf = (int)c->n->args[6].i;
 	const coil_value *h0v = lstm ? &c->ir->g->vals[c->n->args[1].v[0]] : node_in(c->ir->g, c->n, 1);
-	const coil_value *ov = node_out(c->ir->g, c->n, 0);
 	out(c, "\tconst int64_t T = %s, B = %s, I = %s, H = %s, DH = %d * H;\n", dimc(c, &x->shape[bf ? 1 : 0]),
 	    dimc(c, &x->shape[bf ? 0 : 1]), dimc(c, &x->shape[2]), dimc(c, &h0v->shape[2]), D);
 	out(c, "\tconst float *const w[%d] = {", ps->n);
@@ -1152,7 +1151,6 @@ static void rnn(xctx *c)
 	       "\t\tfree(scr);\n\t\tcoil_raise(x->st, %d, (long long)T, (long long)B);\n\t\treturn;\n\t}\n\tfree(scr);\n",
 	    res[0] < 0 || res[1] < 0 || (lstm && res[2] < 0), kind, arg(c, 0), bf, h0, c0, ps->n == L * D * 4, L, D, o0,
 	    o1, o2, oom);
-	(void)ov;
 }
 
 /* tril / triu over the last two dims. */
