@@ -224,6 +224,7 @@ static int pointwise(dctx *c, coil_dtype ot)
 	case OP_ABS: return un(c, PR_ABS, x);
 	case OP_FLOOR: return dtype_is_float(t) ? un(c, PR_FLOOR, x) : x;
 	case OP_CEIL: return dtype_is_float(t) ? un(c, PR_CEIL, x) : x;
+	case OP_ROUND: return dtype_is_float(t) ? un(c, PR_ROUND, x) : x;
 	case OP_LOGICAL_NOT: return cast(c, un(c, PR_NOT, x), ot);
 	case OP_BITWISE_NOT: return t == COIL_BOOL ? un(c, PR_NOT, x) : un(c, PR_BNOT, x);
 	case OP_TO_COPY: return cast(c, in(c, 0), ot);
@@ -514,6 +515,38 @@ static void composite(dctx *c, int *res)
 		int var = bin(c, PR_DIV, reduce(c, RD_WM2, xg, 1u << 2, o->dtype), fill_dim(c, gs[2], o->dtype));
 		int rstd = un(c, PR_RECIP, un(c, PR_SQRT, bin(c, PR_ADD, var, num(c, ARG(7).f, var))));
 		norm_affine(c, res, reshape(c, bin(c, PR_MUL, d, rstd), r, xs), mu, rstd, 1);
+		return;
+	}
+	case OP_QUANTIZE_PT: case OP_QUANTIZE_PT_T: case OP_QUANTIZE_PC:
+	case OP_DEQUANTIZE_PT: case OP_DEQUANTIZE_PT_T: case OP_DEQUANTIZE_PC: {
+		/* f32 math, as ATen: q = clamp(rint(x * (1.0f / s)) + zp), dq = (q - zp) * s */
+		const int lo = op_quant_min_arg(n->op), dq = op_is_dequant(n->op);
+		int s, z;
+		if (!op_quant_tensor(n->op)) {
+			const float sf = (float)ARG(1).f;
+			s = fill(c, dq ? sf : 1.0f / sf, COIL_F32);
+			z = fill(c, (double)ARG(2).i, COIL_F32);
+		} else {
+			coil_dim cs[COIL_MAX_RANK];
+			int rk = 0;
+			if (op_quant_pc(n->op)) { /* [C] -> [C, 1, ...] against dim axis */
+				int a = (int)(ARG(3).i < 0 ? ARG(3).i + r : ARG(3).i);
+				cs[0] = N(c, x)->shape[a];
+				for (rk = 1; rk < r - a; rk++)
+					cs[rk] = dim_const(1);
+			}
+			s = reshape(c, cast(c, in(c, 1), COIL_F32), rk, cs);
+			z = reshape(c, cast(c, in(c, 2), COIL_F32), rk, cs);
+			if (!dq)
+				s = un(c, PR_RECIP, s);
+		}
+		if (dq) {
+			res[0] = bin(c, PR_MUL, bin(c, PR_SUB, cast(c, in(c, 0), COIL_F32), z), s);
+			return;
+		}
+		int q = bin(c, PR_ADD, un(c, PR_ROUND, bin(c, PR_MUL, cast(c, in(c, 0), COIL_F32), s)), z);
+		q = bin(c, PR_MIN, bin(c, PR_MAX, q, fill(c, (double)ARG(lo).i, COIL_F32)), fill(c, (double)ARG(lo + 1).i, COIL_F32));
+		res[0] = cast(c, q, (coil_dtype)ARG(lo + 2).i);
 		return;
 	}
 	case OP_PRELU: {

@@ -32,14 +32,14 @@ void ectx_out(ectx *c, const char *fmt, ...)
 static const char *const rf32[PR_COUNT] = {
 	[PR_NEG] = "(-%s)", [PR_EXP] = "coil_expf(%s)", [PR_LOG] = "coil_logf(%s)", [PR_LOG1P] = "log1pf(%s)",
 	[PR_SQRT] = "sqrtf(%s)", [PR_RECIP] = "(1.0f / %s)", [PR_ABS] = "fabsf(%s)", [PR_FLOOR] = "floorf(%s)",
-	[PR_CEIL] = "ceilf(%s)", [PR_TRUNC] = "truncf(%s)", [PR_SIN] = "sinf(%s)", [PR_COS] = "cosf(%s)",
+	[PR_CEIL] = "ceilf(%s)", [PR_TRUNC] = "truncf(%s)", [PR_ROUND] = "rintf(%s)", [PR_SIN] = "sinf(%s)", [PR_COS] = "cosf(%s)",
 	[PR_ERF] = "coil_erff(%s)", [PR_TANH] = "coil_tanhf(%s)", [PR_NOT] = "(!%s)", [PR_POW] = "powf(%s, %s)",
 	[PR_FLOORDIV] = "(float)coil_floordiv(%s, %s)", [PR_REM] = "coil_remf(%s, %s)",
 };
 static const char *const rf64[PR_COUNT] = {
 	[PR_NEG] = "(-%s)", [PR_EXP] = "exp(%s)", [PR_LOG] = "log(%s)", [PR_LOG1P] = "log1p(%s)",
 	[PR_SQRT] = "sqrt(%s)", [PR_RECIP] = "(1.0 / %s)", [PR_ABS] = "fabs(%s)", [PR_FLOOR] = "floor(%s)",
-	[PR_CEIL] = "ceil(%s)", [PR_TRUNC] = "trunc(%s)", [PR_SIN] = "sin(%s)", [PR_COS] = "cos(%s)",
+	[PR_CEIL] = "ceil(%s)", [PR_TRUNC] = "trunc(%s)", [PR_ROUND] = "rint(%s)", [PR_SIN] = "sin(%s)", [PR_COS] = "cos(%s)",
 	[PR_ERF] = "erf(%s)", [PR_TANH] = "tanh(%s)", [PR_NOT] = "(!%s)", [PR_POW] = "pow(%s, %s)",
 	[PR_FLOORDIV] = "coil_floordiv(%s, %s)", [PR_REM] = "coil_rem(%s, %s)",
 };

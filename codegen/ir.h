@@ -25,7 +25,7 @@ enum ir_op {
 #define PRIMS(X)                                                                              \
 	X(NEG, "neg", 1) X(EXP, "exp", 1) X(LOG, "log", 1) X(LOG1P, "log1p", 1) X(SQRT, "sqrt", 1) \
 	X(RECIP, "recip", 1) X(ABS, "abs", 1) X(FLOOR, "floor", 1) X(CEIL, "ceil", 1)             \
-	X(TRUNC, "trunc", 1) X(SIN, "sin", 1) X(COS, "cos", 1) X(ERF, "erf", 1) X(TANH, "tanh", 1) \
+	X(TRUNC, "trunc", 1) X(ROUND, "round", 1) X(SIN, "sin", 1) X(COS, "cos", 1) X(ERF, "erf", 1) X(TANH, "tanh", 1) \
 	X(NOT, "not", 1)                                                                          \
 	X(ADD, "add", 2) X(SUB, "sub", 2) X(MUL, "mul", 2) X(DIV, "div", 2) X(MAX, "max", 2)      \
 	X(MIN, "min", 2) X(POW, "pow", 2) X(FLOORDIV, "floordiv", 2) X(LT, "lt", 2)               \

@@ -482,6 +482,63 @@ static int infer_prelu(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
+/* quantize / dequantize (ops.h): per tensor with scalar or one-element tensor
+ * qparams, or per channel along axis; u8/i8 (and i32) storage. */
+static int infer_quant(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	const int dq = op_is_dequant(n->op), pc = op_quant_pc(n->op), lo = op_quant_min_arg(n->op);
+	const coil_dtype t = (coil_dtype)n->args[lo + 2].i;
+	char b1[200];
+	if (t != COIL_U8 && t != COIL_I8 && t != COIL_I32)
+		return ARGERR(lo + 2, "dtype %s is not a quantized storage type (u8, i8 or i32)", dtype_name(t));
+	const int64_t tmin = t == COIL_U8 ? 0 : t == COIL_I8 ? -128 : INT32_MIN;
+	const int64_t tmax = t == COIL_U8 ? 255 : t == COIL_I8 ? 127 : INT32_MAX;
+	const int64_t qmin = n->args[lo].i, qmax = n->args[lo + 1].i;
+	if (qmin < tmin || qmin > tmax)
+		return ARGERR(lo, "%lld is outside %s's range [%lld, %lld]", (long long)qmin, dtype_name(t),
+			      (long long)tmin, (long long)tmax);
+	if (qmax < qmin || qmax > tmax)
+		return ARGERR(lo + 1, "%lld is outside [quant_min %lld, %lld]", (long long)qmax, (long long)qmin,
+			      (long long)tmax);
+	if (dq ? x->dtype != t : !dtype_is_float(x->dtype))
+		return ARGERR(0, dq ? "dtype %s does not match the dtype argument %s"
+				    : "dtype %s is not supported (a floating dtype is required)",
+			      dtype_name(x->dtype), dtype_name(t));
+	if (!op_quant_tensor(n->op)) {
+		double s = n->args[1].f;
+		if (!(s > 0) || !isfinite(s) || !isfinite((float)s) || (float)s == 0)
+			return ARGERR(1, "%g is not a positive finite f32 scale", s);
+		if (n->args[2].i < qmin || n->args[2].i > qmax)
+			return ARGERR(2, "%lld is outside [quant_min %lld, quant_max %lld]", (long long)n->args[2].i,
+				      (long long)qmin, (long long)qmax);
+	} else {
+		int axis = 0;
+		coil_dim c = dim_const(1);
+		if (pc) {
+			int64_t a = n->args[3].i;
+			if (a < 0 || a >= x->rank) /* as ATen: no negative axis */
+				return ARGERR(3, "axis %lld is out of range [0, %d)", (long long)a, x->rank);
+			axis = (int)(a < 0 ? a + x->rank : a);
+			c = x->shape[axis];
+		}
+		for (int k = 1; k <= 2; k++) {
+			coil_value *v = node_in(g, n, k);
+			int64_t numel = 1, d;
+			for (int i = 0; i < v->rank; i++)
+				numel = dim_is_const(&v->shape[i], &d) && numel >= 0 ? numel * d : -1;
+			if (pc ? v->rank != 1 || !dim_eq(&v->shape[0], &c) : numel != 1)
+				return ARGERR(k, pc ? "shape %s: expected one value per element of dim %d"
+						    : "shape %s: expected one value", shp(g, v, b1, sizeof b1), axis);
+			if (k == 1 ? !dtype_is_float(v->dtype) : !dtype_is_int(v->dtype))
+				return ARGERR(k, "dtype %s is not supported (%s)", dtype_name(v->dtype),
+					      k == 1 ? "a floating dtype is required" : "an integer dtype is required");
+		}
+	}
+	set_out(g, n, 0, dq ? COIL_F32 : t, x->rank, x->shape);
+	return 0;
+}
+
 static int infer_layer_norm(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0);

@@ -192,6 +192,7 @@ static real pw1(const coil_node *n, real x, coil_dtype t)
 	case OP_NEG: return -x;
 	case OP_ABS: return fabs(x);
 	case OP_FLOOR: return floor(x);
+	case OP_ROUND: return dtype_is_float(t) ? (t == COIL_F64 ? nearbyint((double)x) : (real)nearbyintf((float)x)) : x;
 	case OP_CEIL: return ceil(x);
 	case OP_LOGICAL_NOT: return x == 0;
 	case OP_BITWISE_NOT: return t == COIL_BOOL ? x == 0 : (real)~(int64_t)x;
@@ -1242,6 +1243,34 @@ static int eval_prelu(ictx *c, coil_node *n)
 	for (int64_t e = 0; e < x->numel; e++) {
 		real v = x->d[e];
 		o->d[e] = rnd(o->dtype, v > 0 ? v : w->d[(e / inner) % C] * v);
+	}
+	return 0;
+}
+
+/* As ATen's CPU kernels, in f32: q = clamp(rint(x * (1.0f / scale)) + zp), dq = (q - zp) * scale. */
+static int eval_quant(ictx *c, coil_node *n)
+{
+	(void)c;
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	const int dq = op_is_dequant(n->op), pc = op_quant_pc(n->op), lo = op_quant_min_arg(n->op);
+	const real qmin = (real)n->args[lo].i, qmax = (real)n->args[lo + 1].i;
+	int64_t C = 1, inner = 1;
+	if (pc) {
+		int a = (int)(n->args[3].i < 0 ? n->args[3].i + x->rank : n->args[3].i);
+		C = x->shape[a];
+		for (int i = a + 1; i < x->rank; i++)
+			inner *= x->shape[i];
+	}
+	for (int64_t e = 0; e < x->numel; e++) {
+		int64_t ch = pc ? (e / inner) % C : 0;
+		float s = op_quant_tensor(n->op) ? (float)IN(n, 1)->d[ch] : (float)n->args[1].f;
+		real zp = op_quant_tensor(n->op) ? IN(n, 2)->d[ch] : (real)n->args[2].i;
+		if (dq) {
+			o->d[e] = (real)((float)(x->d[e] - zp) * s);
+			continue;
+		}
+		real q = (real)rintf((float)x->d[e] * (1.0f / s)) + zp;
+		o->d[e] = isnan(q) ? qmin : q < qmin ? qmin : q > qmax ? qmax : q;
 	}
 	return 0;
 }

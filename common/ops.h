@@ -65,6 +65,18 @@
 	X(ELU, "aten.elu.default", "Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1", 1, PW, unary_float, pointwise) \
 	/* x > 0 ? x : weight[channel] * x; weight: one value, or one per channel (dim 1) */       \
 	X(PRELU, "aten.prelu.default", "Tensor self, Tensor weight", 1, COMP, prelu, prelu)             \
+	/* affine quantization over plain u8/i8 tensors (PyTorch 2's quantized_decomposed ops):
+	 * quantize: clamp(rint(x * (1 / scale)) + zero_point, quant_min, quant_max) in dtype, in f32
+	 * as ATen; dequantize: (q - zero_point) * scale in f32.  .tensor: scale and zero_point are
+	 * one-element tensors; per_channel: [C] of them along dim axis */                          \
+	X(QUANTIZE_PT, "quantized_decomposed.quantize_per_tensor.default", "Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype", 1, COMP, quant, quant) \
+	X(QUANTIZE_PT_T, "quantized_decomposed.quantize_per_tensor.tensor", "Tensor input, Tensor scale, Tensor zero_point, int quant_min, int quant_max, ScalarType dtype", 1, COMP, quant, quant) \
+	X(QUANTIZE_PC, "quantized_decomposed.quantize_per_channel.default", "Tensor input, Tensor scales, Tensor zero_points, int axis, int quant_min, int quant_max, ScalarType dtype", 1, COMP, quant, quant) \
+	X(DEQUANTIZE_PT, "quantized_decomposed.dequantize_per_tensor.default", "Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype", 1, COMP, quant, quant) \
+	X(DEQUANTIZE_PT_T, "quantized_decomposed.dequantize_per_tensor.tensor", "Tensor input, Tensor scale, Tensor zero_point, int quant_min, int quant_max, ScalarType dtype", 1, COMP, quant, quant) \
+	X(DEQUANTIZE_PC, "quantized_decomposed.dequantize_per_channel.default", "Tensor input, Tensor scales, Tensor zero_points, int axis, int quant_min, int quant_max, ScalarType dtype", 1, COMP, quant, quant) \
+	/* round half to even */                                                                       \
+	X(ROUND, "aten.round.default", "Tensor self", 1, PW, unary, pointwise)                          \
 	X(SOFTPLUS, "aten.softplus.default", "Tensor self, Scalar beta=1, Scalar threshold=20", 1, PW, unary_float, pointwise) \
 	X(MISH, "aten.mish.default", "Tensor self", 1, PW, unary_float, pointwise)                      \
 	X(EXP, "aten.exp.default", "Tensor self", 1, PW, unary_float, pointwise)                        \
@@ -299,6 +311,13 @@ static inline int op_is_bitwise(coil_op op)
 	return op == OP_BITWISE_AND || op == OP_BITWISE_OR || op == OP_BITWISE_XOR || op == OP_BITWISE_AND_S ||
 	       op == OP_BITWISE_OR_S || op == OP_BITWISE_XOR_S || op == OP_BITWISE_NOT || op_is_shift(op);
 }
+/* The quantization ops: whether op is one, a dequantize, per channel, with tensor qparams; the
+ * arg index of quant_min (quant_max and dtype follow). */
+static inline int op_is_quant(coil_op op) { return op >= OP_QUANTIZE_PT && op <= OP_DEQUANTIZE_PC; }
+static inline int op_is_dequant(coil_op op) { return op >= OP_DEQUANTIZE_PT && op <= OP_DEQUANTIZE_PC; }
+static inline int op_quant_pc(coil_op op) { return op == OP_QUANTIZE_PC || op == OP_DEQUANTIZE_PC; }
+static inline int op_quant_tensor(coil_op op) { return op != OP_QUANTIZE_PT && op != OP_DEQUANTIZE_PT; }
+static inline int op_quant_min_arg(coil_op op) { return op_quant_pc(op) ? 4 : 3; }
 /* Left shifts (<<), else right (>>). */
 static inline int op_is_lshift(coil_op op) { return op == OP_LSHIFT || op == OP_LSHIFT_S || op == OP_LEFT_SHIFT; }
 

@@ -290,6 +290,116 @@ class _RnnAsOps:
             cls.forward = f
 
 
+# ---------------------------------------------------------------- quantized models
+#
+# A model from PyTorch's FX flow (prepare_fx / prepare_qat_fx, then convert_to_reference_fx)
+# traces to aten.quantize_per_tensor / quantize_per_channel, producing quantized tensors, and
+# aten.dequantize, which reads the scale and zero point off them.  coil's graphs hold plain
+# u8/i8 tensors instead, with the quantization parameters on PyTorch 2's quantized_decomposed
+# ops (defined here for 1.13, which lacks them): _quant_as_ops rewrites the trace that way.
+
+_QUANT_LIB = []
+_QDTYPES = {torch.quint8: (torch.uint8, 0, 255), torch.qint8: (torch.int8, -128, 127),
+            torch.qint32: (torch.int32, -2 ** 31, 2 ** 31 - 1)}
+
+
+def _quant_ops():
+    if _QUANT_LIB or hasattr(torch.ops.quantized_decomposed, "quantize_per_tensor"):
+        return
+    lib = torch.library.Library("quantized_decomposed", "DEF")
+    tail = "int quant_min, int quant_max, ScalarType dtype) -> Tensor"
+    for k in ("quantize", "dequantize"):
+        lib.define(k + "_per_tensor(Tensor input, float scale, int zero_point, " + tail)
+        lib.define(k + "_per_tensor.tensor(Tensor input, Tensor scale, Tensor zero_point, " + tail)
+        lib.define(k + "_per_channel(Tensor input, Tensor scales, Tensor zero_points, int axis, " + tail)
+
+    def qparams(x, s, z, axis=None):
+        s = torch.as_tensor(s, dtype=torch.float32)
+        z = torch.as_tensor(z).to(torch.float32)
+        if axis is not None:  # [C] along axis
+            shape = [1] * x.dim()
+            shape[axis] = -1
+            s, z = s.reshape(shape), z.reshape(shape)
+        return s.reshape(-1)[0] if axis is None and s.dim() else s, z.reshape(-1)[0] if axis is None and z.dim() else z
+
+    def q(x, s, z, lo, hi, dt, axis=None):  # as ATen: rint(x * (1.0f / s)) + zp, in f32
+        s, z = qparams(x, s, z, axis)
+        return torch.clamp(torch.round(x.to(torch.float32) * (1.0 / s)) + z, lo, hi).to(dt)
+
+    def dq(x, s, z, lo, hi, dt, axis=None):
+        s, z = qparams(x, s, z, axis)
+        return (x.to(torch.float32) - z) * s
+    lib.impl("quantize_per_tensor", q, "CPU")
+    lib.impl("quantize_per_tensor.tensor", q, "CPU")
+    lib.impl("quantize_per_channel", lambda x, s, z, a, lo, hi, dt: q(x, s, z, lo, hi, dt, a), "CPU")
+    lib.impl("dequantize_per_tensor", dq, "CPU")
+    lib.impl("dequantize_per_tensor.tensor", dq, "CPU")
+    lib.impl("dequantize_per_channel", lambda x, s, z, a, lo, hi, dt: dq(x, s, z, lo, hi, dt, a), "CPU")
+    _QUANT_LIB.append(lib)
+
+
+def _quant_as_ops(gm):
+    """The trace gm with aten's quantize/dequantize as quantized_decomposed ops (in place)."""
+    aten = torch.ops.aten
+    per_tensor = {aten.quantize_per_tensor.default, aten.quantize_per_tensor.tensor_qparams}
+    quant = per_tensor | {aten.quantize_per_channel.default, aten.dequantize.self}
+    if not any(n.op == "call_function" and n.target in quant for n in gm.graph.nodes):
+        return gm
+    _quant_ops()
+    qd = torch.ops.quantized_decomposed
+
+    def value(v, what, n):
+        if isinstance(v, torch.fx.Node):
+            if v.op != "get_attr":
+                raise ExportError("%s: the %s is computed (%s); a quantized model's scales and zero points "
+                                  "must be constants" % (n.name, what, v.name))
+            return getattr(gm, v.target)
+        return v
+
+    params = {}  # new quantize node -> its qparams (for the dequantize that reads it)
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or n.target not in quant:
+            continue
+        args = list(n.args) + [n.kwargs[k] for k in ("dtype",) if k in n.kwargs]
+        if n.target == aten.dequantize.self:
+            src = args[0]
+            if src not in params:
+                raise ExportError("%s: dequantize of %s, which coil cannot see the quantization of: export "
+                                  "the model convert_to_reference_fx gives (not convert_fx's)" % (n.name, src))
+            op, qp = params[src]
+            op = {qd.quantize_per_tensor.default: qd.dequantize_per_tensor.default,
+                  qd.quantize_per_channel.default: qd.dequantize_per_channel.default}[op]
+            new_args = (src,) + qp
+        else:
+            dt = args[-1]
+            if dt not in _QDTYPES:
+                raise ExportError("%s: quantized dtype %s is not supported" % (n.name, dt))
+            sd, lo, hi = _QDTYPES[dt]
+            if n.target in per_tensor:
+                s = float(torch.as_tensor(value(args[1], "scale", n)).reshape(-1)[0])
+                z = int(torch.as_tensor(value(args[2], "zero point", n)).reshape(-1)[0])
+                op, qp = qd.quantize_per_tensor.default, (s, z, lo, hi, sd)
+            else:
+                value(args[1], "scale", n), value(args[2], "zero point", n)
+                op, qp = qd.quantize_per_channel.default, (args[1], args[2], int(args[3]), lo, hi, sd)
+            new_args = (args[0],) + qp
+        with gm.graph.inserting_before(n):
+            new = gm.graph.call_function(op, new_args)
+        n.replace_all_uses_with(new)
+        gm.graph.erase_node(n)
+        if n.target != aten.dequantize.self:
+            params[new] = (op, qp)
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
+            for a in n.args:
+                if isinstance(a, torch.fx.Node) and a in params and str(n.target).startswith("aten."):
+                    raise ExportError("%s (%s) reads the quantized tensor %s directly; coil takes the "
+                                      "reference form, where only dequantize does" % (n.name, n.target, a.name))
+    gm.graph.lint()
+    gm.recompile()
+    return gm
+
+
 def _trace(module, inputs, functionalize=True, grad=True):
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -298,7 +408,7 @@ def _trace(module, inputs, functionalize=True, grad=True):
         from functorch.experimental import functionalize as _functionalize
         fn = _functionalize(module, remove="mutations")
     with torch.set_grad_enabled(grad), _RnnAsOps():
-        return make_fx(fn)(*inputs)
+        return _quant_as_ops(make_fx(fn)(*inputs))
 
 
 class _Names:
@@ -323,7 +433,8 @@ class _Names:
 
 def build_graph(gm, module, inputs, input_names, dynamic_batch=False, coil_ops=None):
     """Turn a make_fx GraphModule into (graph dict, {param name: tensor})."""
-    state = module.state_dict(keep_vars=True)
+    # (a reference quantized module's state also holds its qscheme and dtype: not tensors)
+    state = {k: v for k, v in module.state_dict(keep_vars=True).items() if isinstance(v, torch.Tensor)}
     by_id = {}
     by_ptr = {}
     for k, v in state.items():
@@ -480,7 +591,7 @@ def build_graph(gm, module, inputs, input_names, dynamic_batch=False, coil_ops=N
             src = node.args[0] if node.args else node.kwargs.get("self")
             value[node] = value[src]
             continue
-        why = None if opname.startswith(("aten.", "coil.")) else "not an aten op"
+        why = None if opname.startswith(("aten.", "coil.", "quantized_decomposed.")) else "not an aten op"
         inplace_why = _inplace_problem(node) if why is None and _mutates_first_arg(target) else None
         schema = op._schema
         try:

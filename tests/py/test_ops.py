@@ -158,7 +158,9 @@ def op_full_name(op):
 
 
 def torch_op(op):
-    _, name, overload = op_full_name(op).split(".")
+    ns, name, overload = op_full_name(op).split(".")
+    if ns != "aten":  # coil's and quantized_decomposed's: each case names its reference
+        return refuse
     return getattr(getattr(aten, name), overload)
 
 
@@ -1217,6 +1219,77 @@ def to_copy_cases():
          name="_to_copy i64->i64 exact beyond 2^53")
 
 
+QD = "quantized_decomposed."
+QTYPES = {u8: torch.quint8, i8: torch.qint8, i32: torch.qint32}
+
+
+def q_ref(x, s, z, lo, hi, dt, axis=None):
+    """ATen's own quantizers (then the narrower clamp)."""
+    if axis is None:
+        q = torch.quantize_per_tensor(x.float(), float(s), int(z), QTYPES[dt])
+    else:
+        q = torch.quantize_per_channel(x.float(), s.double(), z.long(), axis, QTYPES[dt])
+    return q.int_repr().clamp(lo, hi)
+
+
+def dq_ref(q, s, z, lo, hi, dt, axis=None):
+    if axis is None:
+        return torch._make_per_tensor_quantized_tensor(q, float(s), int(z)).dequantize()
+    return torch._make_per_channel_quantized_tensor(q, s.double(), z.long(), axis).dequantize()
+
+
+def quant_cases():
+    qpt, dqpt = QD + "quantize_per_tensor", QD + "dequantize_per_tensor"
+    qpc, dqpc = QD + "quantize_per_channel", QD + "dequantize_per_channel"
+    tq = lambda x, s, z, lo, hi, dt: q_ref(x, s.item(), z.item(), lo, hi, dt)  # noqa: E731
+    tdq = lambda x, s, z, lo, hi, dt: dq_ref(x, s.item(), z.item(), lo, hi, dt)  # noqa: E731
+    pq = lambda x, s, z, a, lo, hi, dt: q_ref(x, s, z, lo, hi, dt, a)  # noqa: E731
+    pdq = lambda x, s, z, a, lo, hi, dt: dq_ref(x, s, z, lo, hi, dt, a)  # noqa: E731
+    x = R(2, 3, 5, 7)
+    case(qpt, x, 0.0237, 113, 0, 255, u8, ref=q_ref, covers=qpt)
+    case(qpt, x, 0.05, 0, -128, 127, i8, ref=q_ref, covers=qpt)
+    case(qpt, x, 0.01, 3, 0, 127, u8, ref=q_ref, name="quantize_per_tensor narrower range (reduce_range)")
+    s = 0.0237
+    case(qpt, (torch.arange(-300, 300).float() + 0.5) * s, s, 113, 0, 255, u8, ref=q_ref,
+         name="quantize_per_tensor ties round to even")
+    case(qpt, R(4, 9, dt=bf16), 0.03, 7, -128, 127, i8, ref=q_ref, name="quantize_per_tensor from bf16")
+    case(qpt, Sym(R(3, 6), ["b", 6]), 0.02, 128, 0, 255, u8, ref=q_ref, name="quantize_per_tensor symbolic")
+    case(qpt, x, 0.0, 0, 0, 255, u8, unsupported=True, name="quantize_per_tensor scale 0 (refused)")
+    case(qpt, x, 0.1, 300, 0, 255, u8, unsupported=True, name="quantize_per_tensor zero point out of range")
+    case(qpt, x, 0.1, 0, 0, 300, u8, unsupported=True, name="quantize_per_tensor quant_max out of range")
+    case(qpt, x, 0.1, 0, 0, 255, f32, unsupported=True, name="quantize_per_tensor to f32 (refused)")
+    case(qpt, R(3, 4, dt=i32), 0.1, 0, 0, 255, u8, unsupported=True, name="quantize_per_tensor of ints")
+    q = R(2, 3, 5, 7, dt=u8, lo=0, hi=255)
+    case(dqpt, q, 0.0237, 113, 0, 255, u8, ref=dq_ref)
+    case(dqpt, R(4, 6, dt=i8, lo=-128, hi=127), 0.05, -3, -128, 127, i8, ref=dq_ref)
+    case(dqpt, q, 0.1, 0, -128, 127, i8, unsupported=True, name="dequantize_per_tensor dtype mismatch")
+    case(QD + "quantize_per_tensor.tensor", x, T([0.0237], f64), T([113], i64), 0, 255, u8, ref=tq)
+    case(QD + "quantize_per_tensor.tensor", x, Param(T(0.05)), Param(T(-2, i64)), -128, 127, i8, ref=tq,
+         name="quantize_per_tensor.tensor params, 0-d")
+    case(QD + "dequantize_per_tensor.tensor", q, T([0.0237]), T([113], i32), 0, 255, u8, ref=tdq)
+    case(QD + "quantize_per_tensor.tensor", x, T([0.1, 0.2]), T([1, 1], i64), 0, 255, u8, unsupported=True,
+         name="quantize_per_tensor.tensor two scales (refused)")
+    w = R(8, 3, 3, 3)
+    ws = (w.abs().amax((1, 2, 3)) / 127).double()
+    wz = torch.zeros(8, dtype=i64)
+    case(qpc, w, ws, wz, 0, -128, 127, i8, ref=pq)
+    case(qpc, Param(w), Param(ws), Param(wz), 0, -128, 127, i8, ref=pq, name="quantize_per_channel params")
+    case(qpc, R(4, 6), R(6, lo=0.01, hi=0.1), R(6, dt=i64, lo=0, hi=255), 1, 0, 255, u8, ref=pq,
+         name="quantize_per_channel axis 1, asymmetric")
+    case(qpc, R(4, 6), R(6, lo=0.01, hi=0.1), R(6, dt=i64, lo=0, hi=255), -1, 0, 255, u8, ref=pq,
+         name="quantize_per_channel axis -1 (both refuse)")
+    case(qpc, w, ws[:4], wz[:4], 0, -128, 127, i8, unsupported=True, name="quantize_per_channel wrong count")
+    case(qpc, w, ws, wz, 4, -128, 127, i8, unsupported=True, name="quantize_per_channel axis out of range")
+    qw = R(8, 3, 3, 3, dt=i8, lo=-128, hi=127)
+    case(dqpc, qw, ws, wz, 0, -128, 127, i8, ref=pdq)
+    case(dqpc, R(4, 6, dt=u8, lo=0, hi=255), R(6, lo=0.01, hi=0.1), R(6, dt=i64, lo=0, hi=255), 1, 0, 255, u8,
+         ref=pdq, name="dequantize_per_channel axis 1")
+    case("aten.round", T([0.5, 1.5, 2.5, -0.5, -1.5, 2.4999, 1e10, float("nan"), float("inf")]))
+    case("aten.round", R(3, 4, dt=bf16))
+    case("aten.round", R(3, 4, dt=f64))
+    case("aten.round", R(3, 4, dt=i32))
+
+
 def reduce_cases():
     x = R(3, 4, 5)
     for op in ("aten.sum", "aten.mean"):
@@ -2115,6 +2188,7 @@ def all_cases():
     compare_cases()
     where_cases()
     to_copy_cases()
+    quant_cases()
     reduce_cases()
     view_cases()
     identity_cases()
