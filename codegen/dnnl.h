@@ -80,6 +80,12 @@ typedef struct dn_fuse {
 	dn_post post[DN_MAX_POST];
 	int src_nhwc, dst_nhwc; /* 2-d convs: activations kept channels-last (layout pass) */
 	int dst_f32;     /* a bf16 chain ending in a cast to f32: oneDNN writes f32 (no rounding) */
+	/* int8 (q): the head's input and weight are dequantized (q_xdq: per tensor, of a u8/i8
+	 * value; q_wdq: per output channel or per tensor, of a constant s8 weight) and the chain
+	 * ends in a per-tensor quantize (last).  The head reads the quantized values; the rt
+	 * computes in s32 with the scales folded in at create (rt_quant).  q_rdq: the
+	 * dequantize of the residual (the sum post-op reads its quantized value), else -1. */
+	int q, q_xdq, q_wdq, q_rdq;
 	int emitted;     /* set by emit: its kernel is live */
 } dn_fuse;
 
@@ -114,6 +120,12 @@ int dn_create_only(coil_ir *ir, int ext, int i);
  * of a constant W, which oneDNN reads transposed at no cost: that transpose's
  * node; else -1.  (fold keeps such a transpose for oneDNN to read.) */
 int dn_b_transposed(coil_graph *g, const coil_node *n);
+
+/* Pre-fold: when node i is a convolution or matrix product whose input and
+ * weight are dequantized as an int8 fusion takes them, the weight's
+ * dequantize node (fold keeps it in the run, so that oneDNN reads the s8
+ * weight it dequantizes), else -1. */
+int dn_q_weight(const coil_graph *g, int i);
 
 /* 0 when COIL_DNNL=0 turns the lowering off. */
 int dn_enabled(void);

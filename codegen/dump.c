@@ -147,6 +147,9 @@ void dnnl_dump(const coil_ir *ir, FILE *f)
 			fprintf(f, ", nhwc src/dst %d/%d", z->src_nhwc, z->dst_nhwc);
 		if (z->b_trans)
 			fprintf(f, ", B transposed");
+		if (z->q)
+			fprintf(f, ", int8 (%s in, %s out%s)", dtype_name(g->vals[g->nodes[z->q_xdq].args[0].v[0]].dtype),
+				dtype_name(g->vals[g->nodes[z->last].outs[0]].dtype), z->q_rdq >= 0 ? ", residual sum" : "");
 		fprintf(f, "\n");
 	}
 }

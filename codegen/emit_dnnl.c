@@ -85,6 +85,8 @@ int dn_create_only(coil_ir *ir, int ext, int i)
 	if (!fz || fz->is_pool)
 		return 0;
 	const coil_node *h = &ir->g->nodes[fz->head];
+	if (fz->q && i == e->nx - 1 && ir->g->nodes[fz->q_wdq].op == OP_DEQUANTIZE_PC)
+		return 1; /* the weight's scales */
 	if (fz->is_conv) /* weight and bias */
 		return i == 1 || (i == 2 && tensor_arg(h, 2) >= 0);
 	int base = h->op == OP_ADDMM;
@@ -117,7 +119,7 @@ int dn_residual(coil_ir *ir, int ext)
  * yet, so a new binding creates nothing for it (see coil_dn_prepare). */
 static int generic_ok(coil_ir *ir, const dn_fuse *fz)
 {
-	if (fz->is_conv || fz->is_pool || !ir->g->syms.n)
+	if (fz->is_conv || fz->is_pool || fz->q || !ir->g->syms.n)
 		return 0;
 	coil_graph *g = ir->g;
 	const coil_node *n = &g->nodes[fz->head];
@@ -311,6 +313,47 @@ static void folds(nctx *c, const dn_fuse *fz)
 	}
 }
 
+/* int8: the rt_quant of fusion fz (qq, its scales sc[nch] and the bias bq
+ * divided into the accumulator's units, from the constant bias b of type f32
+ * or NULL), as C statements of create; "goto qfail" frees what they made. */
+static void make_quant(nctx *c, const dn_fuse *fz, const char *nch, int has_bias)
+{
+	coil_graph *g = c->ir->g;
+	const coil_node *xq = &g->nodes[fz->q_xdq], *wq = &g->nodes[fz->q_wdq], *yq = &g->nodes[fz->last];
+	const double sx = (float)xq->args[1].f, sy = (float)yq->args[1].f;
+	const int pc = wq->op == OP_DEQUANTIZE_PC;
+	out(c, "\tconst int64_t nch = %s;\n", nch);
+	out(c, "\tfloat *sc = malloc((size_t)nch * sizeof(float)), *bq = %s;\n",
+	    has_bias ? "malloc((size_t)nch * sizeof(float))" : "NULL");
+	out(c, "\tif (!sc || (%d && !bq)) {\n\t\tsnprintf(d->err, sizeof d->err, \"out of memory\");\n\t\tgoto qfail;\n\t}\n",
+	    has_bias);
+	if (pc) {
+		int sv = wq->args[1].v[0];
+		coil_dtype st = g->vals[sv].dtype;
+		out(c, "\tconst %s *sw = (const %s *)%s;\n", emit_ctype(st), emit_ctype(st), const_ptr(c, sv));
+	}
+	out(c, "\tfor (int64_t o = 0; o < nch; o++) {\n");
+	/* ATen dequantizes with f32 scales: s_w as f32, products in double, rounded once */
+	if (pc)
+		out(c, "\t\tconst double w_s = (double)(float)%s;\n",
+		    g->vals[wq->args[1].v[0]].dtype == COIL_BF16 ? "coil_bf16_f32(sw[o])" : "sw[o]");
+	else
+		out(c, "\t\tconst double w_s = (double)(float)%.17g;\n", wq->args[1].f);
+	out(c, "\t\tsc[o] = (float)(%.17g * w_s / %.17g);\n", sx, sy);
+	if (has_bias)
+		out(c, "\t\tbq[o] = (float)((double)b[o] / (%.17g * w_s));\n", sx);
+	out(c, "\t}\n");
+	out(c, "\trt_quant qq;\n\tmemset(&qq, 0, sizeof qq);\n");
+	out(c, "\tqq.dst = %s;\n\tqq.scale = sc;\n\tqq.src_zp = %lld;\n\tqq.dst_zp = %lld;\n",
+	    (coil_dtype)yq->args[5].i == COIL_U8 ? "RT_U8" : "RT_S8", (long long)xq->args[2].i, (long long)yq->args[2].i);
+	if (fz->q_rdq >= 0) {
+		const coil_node *rq = &g->nodes[fz->q_rdq];
+		out(c, "\tqq.sum_scale = (float)(%.17g / %.17g);\n\tqq.sum_zp = %lld;\n", (double)(float)rq->args[1].f, sy,
+		    (long long)rq->args[2].i);
+	}
+	out(c, "\tdd.q = &qq;\n\tdd.dtype = %s;\n", node_in(g, xq, 0)->dtype == COIL_U8 ? "RT_U8" : "RT_S8");
+}
+
 static void make_conv(nctx *c, int j, const dn_fuse *fz)
 {
 	coil_graph *g = c->ir->g;
@@ -344,6 +387,16 @@ static void make_conv(nctx *c, int j, const dn_fuse *fz)
 		out(c, "\tdd.src_nhwc = %d;\n\tdd.dst_nhwc = %d; /* an NHWC chain's boundary */\n", fz->src_nhwc,
 		    fz->dst_nhwc);
 	post_desc(c, "dd", fz);
+	if (fz->q) {
+		int wv = g->nodes[fz->q_wdq].args[0].v[0];
+		out(c, "\tconst int8_t *w = (const int8_t *)%s;\n\tconst float *b = %s;\n", const_ptr(c, wv),
+		    bias >= 0 ? const_ptr(c, bias) : "NULL");
+		make_quant(c, fz, "dd.oc", bias >= 0);
+		out(c, "\tdd.has_bias = b != NULL;\n");
+		out(c, "\tconst int rc = rt_conv_create(d->ctx, &dd, w, bq, (rt_conv **)obj, d->err, sizeof d->err);\n");
+		out(c, "\tfree(sc);\n\tfree(bq);\n\treturn rc;\nqfail:\n\tfree(sc);\n\tfree(bq);\n\treturn -1;\n");
+		return;
+	}
 	out(c, "\tconst %s *w = %s, *b = %s;\n", T, const_ptr(c, n->args[1].v[0]), bias >= 0 ? const_ptr(c, bias) : "NULL");
 	if (!fz->nfold) {
 		out(c, "\tdd.has_bias = b != NULL;\n");
@@ -434,6 +487,16 @@ static void make_matmul(nctx *c, int j, const dn_fuse *fz)
 		out(c, "\tdd.alpha = 1;\n\tdd.beta = 1;\n");
 	}
 	post_desc(c, "dd", fz);
+	if (fz->q) {
+		const char *bias = base ? const_ptr(c, tensor_arg(n, 0)) : "NULL";
+		out(c, "\tconst float *b = (const float *)%s;\n", bias);
+		make_quant(c, fz, "dd.n", base);
+		out(c, "\tdd.bias_const = dd.has_bias = b != NULL;\n\tdd.bias_full = 0;\n\tdd.alpha = dd.beta = 1;\n");
+		out(c, "\tconst int rc = rt_matmul_create(d->ctx, &dd, %s, bq, (rt_matmul **)obj, d->err, sizeof d->err);\n",
+		    const_ptr(c, fz->b_param));
+		out(c, "\t(void)gen;\n\tfree(sc);\n\tfree(bq);\n\treturn rc;\nqfail:\n\tfree(sc);\n\tfree(bq);\n\treturn -1;\n");
+		return;
+	}
 	out(c, "\tdd.m_runtime = gen;\n");
 	out(c, "\treturn rt_matmul_create(d->ctx, &dd, %s, %s, (rt_matmul **)obj, d->err, sizeof d->err);\n",
 	    fz->b_param >= 0 ? const_ptr(c, fz->b_param) : "NULL", bias_ptr);

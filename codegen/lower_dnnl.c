@@ -149,6 +149,195 @@ int dn_pool_window(coil_graph *g, const coil_node *n, dn_pool *w)
 	return 0;
 }
 
+/* --- int8 ------------------------------------------------------------------ */
+
+static int add_post(dn_fuse *f, enum dn_post_kind k, double a, double b, int val);
+
+/* Tensor argument i of n (const graph). */
+static const coil_value *qin(const coil_graph *g, const coil_node *n, int i) { return &g->vals[n->args[i].v[0]]; }
+
+static int producer(const coil_graph *g, int v)
+{
+	return v >= 0 && g->vals[v].kind == VAL_NODE ? g->vals[v].index : -1;
+}
+
+/* v = dequantize_per_tensor(a u8/i8 value, scalar qparams): that node, else -1. */
+static int dq_act(const coil_graph *g, int v)
+{
+	int p = producer(g, v);
+	if (p < 0 || g->nodes[p].op != OP_DEQUANTIZE_PT)
+		return -1;
+	coil_dtype t = qin(g, &g->nodes[p], 0)->dtype;
+	return t == COIL_U8 || t == COIL_I8 ? p : -1;
+}
+
+/* v = a dequantize of an s8 weight: per tensor (scalar qparams, zero point 0) or per
+ * channel along axis (zero points 0); with `cst`, of constants (after fold).  That node,
+ * else -1. */
+static int dq_wei(const coil_graph *g, int v, int axis, int cst)
+{
+	int p = producer(g, v);
+	if (p < 0)
+		return -1;
+	const coil_node *n = &g->nodes[p];
+	if (qin(g, n, 0)->dtype != COIL_I8 || (cst && !is_const_of(g, n->args[0].v[0], COIL_I8)))
+		return -1;
+	if (n->op == OP_DEQUANTIZE_PT)
+		return n->args[2].i == 0 ? p : -1;
+	if (n->op != OP_DEQUANTIZE_PC || n->args[3].i != axis)
+		return -1;
+	int s = n->args[1].v[0], z = n->args[2].v[0];
+	const coil_value *zv = &g->vals[z];
+	if (cst && (g->vals[s].kind == VAL_NODE || !dtype_is_float(g->vals[s].dtype)))
+		return -1;
+	/* the zero points: constants, all 0 (oneDNN takes no weight zero points) */
+	if (zv->kind != VAL_CONST || !zv->data)
+		return -1;
+	int64_t c;
+	if (!dim_is_const(&zv->shape[0], &c))
+		return -1;
+	for (int64_t i = 0; i < c; i++)
+		if (dtype_load(zv->dtype, zv->data, (size_t)i) != 0)
+			return -1;
+	return p;
+}
+
+/* The int8 form of head h: its input's and weight's dequantize nodes (*xdq,
+ * *wdq) and, for a matrix product, whether B is read transposed. */
+static int q_head(const coil_graph *g, int h, int cst, int *xdq, int *wdq, int *btrans)
+{
+	const coil_node *n = &g->nodes[h];
+	*btrans = 0;
+	if ((&g->vals[n->outs[0]])->dtype != COIL_F32)
+		return 0;
+	if (n->op == OP_CONVOLUTION) {
+		const coil_value *x = qin(g, n, 0);
+		int b = tensor_arg(n, 2);
+		if (n->args[6].i || x->rank < 3 || x->rank > 5 || (b >= 0 && cst && !is_const_of(g, b, COIL_F32)) ||
+		    !shape_is_const(x->shape, x->rank))
+			return 0;
+		*xdq = dq_act(g, n->args[0].v[0]);
+		*wdq = dq_wei(g, n->args[1].v[0], 0, cst);
+		return *xdq >= 0 && *wdq >= 0;
+	}
+	if (n->op != OP_MM && n->op != OP_ADDMM)
+		return 0;
+	int base = n->op == OP_ADDMM;
+	const coil_value *a = qin(g, n, base);
+	if (a->rank != 2 || !shape_is_const(a->shape, 2))
+		return 0;
+	if (base) {
+		const coil_value *bias = qin(g, n, 0);
+		if (sarg(n, 3, 1) != 1 || sarg(n, 4, 1) != 1 || (cst && !is_const_of(g, n->args[0].v[0], COIL_F32)) ||
+		    bias->rank < 1 || bias->rank > 2 || (bias->rank == 2 && !dim_eq_const(&bias->shape[0], 1)))
+			return 0;
+	}
+	*xdq = dq_act(g, n->args[base].v[0]);
+	int bv = n->args[base + 1].v[0], t = producer(g, bv);
+	if (t >= 0 && (g->nodes[t].op == OP_T || g->nodes[t].op == OP_TRANSPOSE || g->nodes[t].op == OP_PERMUTE) &&
+	    qin(g, &g->nodes[t], 0)->rank == 2) {
+		*wdq = dq_wei(g, g->nodes[t].args[0].v[0], 0, cst); /* W [n, k], per output feature */
+		*btrans = 1;
+	} else {
+		*wdq = dq_wei(g, bv, 1, cst); /* B [k, n] */
+	}
+	return *xdq >= 0 && *wdq >= 0;
+}
+
+int dn_q_weight(const coil_graph *g, int i)
+{
+	int xdq, wdq, bt;
+	return dn_enabled() && q_head(g, i, 0, &xdq, &wdq, &bt) ? wdq : -1;
+}
+
+/* The chain of an int8 fusion: [add of a dequantized residual] [relu, clamp,
+ * hardtanh ...] then a per-tensor quantize, which ends it.  Eltwise bounds
+ * are rescaled into the quantized output's units (oneDNN applies post-ops to
+ * the scaled accumulator).  0 and f filled, or -1 (nothing marked). */
+static int q_chain(pctx *c, dn_fuse *f, int *at)
+{
+	coil_graph *g = c->g;
+	int cur = g->nodes[f->head].outs[0], pend[8], np = 0;
+	f->q_rdq = -1;
+	for (;;) {
+		if (c->nuse[cur] != 1 || c->is_out[cur])
+			return -1;
+		int ui = c->user[cur];
+		const coil_node *u = &g->nodes[ui];
+		if (at[ui] != -1 || np == 8 || f->npost >= DN_MAX_POST - 1)
+			return -1;
+		if (u->op == OP_QUANTIZE_PT) {
+			coil_dtype t = (coil_dtype)u->args[5].i;
+			if (t != COIL_U8 && t != COIL_I8)
+				return -1;
+			const double sy = (float)u->args[1].f, zy = (double)u->args[2].i;
+			const double tmin = t == COIL_U8 ? 0 : -128, tmax = t == COIL_U8 ? 255 : 127;
+			if (f->q_rdq >= 0 && node_in(g, &g->nodes[f->q_rdq], 0)->dtype != t)
+				return -1; /* the sum accumulates in the dst's type */
+			for (int i = 0; i < f->npost; i++)
+				if (f->post[i].kind == DN_CLAMP)
+					f->post[i].a /= sy, f->post[i].b /= sy;
+			if (u->args[3].i > tmin || u->args[4].i < tmax) /* a narrower range: clip before rounding */
+				add_post(f, DN_CLAMP, (double)u->args[3].i - zy, (double)u->args[4].i - zy, -1);
+			for (int i = 0; i < np; i++)
+				at[pend[i]] = -2;
+			f->last = ui;
+			return 0;
+		}
+		switch (u->op) {
+		case OP_ADD: {
+			int x = tensor_arg(u, 0), y = tensor_arg(u, 1), other = x == cur ? y : x, r;
+			if ((x == cur) == (y == cur) || f->npost || f->q_rdq >= 0 || sarg(u, 2, 1) != 1 ||
+			    (r = dq_act(g, other)) < 0 || !same_shape(&g->vals[other], &g->vals[cur]))
+				return -1;
+			f->q_rdq = r;
+			add_post(f, DN_ADD_SAME, 0, 0, g->nodes[r].args[0].v[0]);
+			break;
+		}
+		case OP_RELU: add_post(f, DN_RELU, 0, 0, -1); break;
+		case OP_HARDTANH: add_post(f, DN_CLAMP, sarg(u, 1, -1), sarg(u, 2, 1), -1); break;
+		case OP_CLAMP: case OP_CLAMP_MIN: case OP_CLAMP_MAX: {
+			double lo = -INFINITY, hi = INFINITY;
+			if (u->op == OP_CLAMP_MAX)
+				hi = sarg(u, 1, INFINITY);
+			else
+				lo = sarg(u, 1, -INFINITY);
+			if (u->op == OP_CLAMP)
+				hi = sarg(u, 2, INFINITY);
+			if (u->args[1].kind == ARG_TENSOR || (u->op == OP_CLAMP && u->args[2].kind == ARG_TENSOR) || lo > hi)
+				return -1;
+			add_post(f, DN_CLAMP, lo, hi, -1);
+			break;
+		}
+		default:
+			return -1;
+		}
+		if (node_out(g, u, 0)->dtype != COIL_F32)
+			return -1;
+		pend[np++] = ui;
+		cur = u->outs[0];
+	}
+}
+
+/* Head h as an int8 fusion when its pattern holds to the end: 1, else 0 (f left clean). */
+static int q_fusion(pctx *c, int h, dn_fuse *f, int *at)
+{
+	int xdq, wdq, bt;
+	if (!q_head(c->g, h, 1, &xdq, &wdq, &bt))
+		return 0;
+	dn_fuse t = *f;
+	t.q = 1, t.q_xdq = xdq, t.q_wdq = wdq;
+	t.is_conv = c->g->nodes[h].op == OP_CONVOLUTION;
+	if (!t.is_conv) {
+		t.b_param = c->g->nodes[wdq].args[0].v[0];
+		t.b_trans = bt;
+	}
+	if (q_chain(c, &t, at))
+		return 0;
+	*f = t;
+	return 1;
+}
+
 /* Whether head node h can run on oneDNN at all; fills the matmul B fields. */
 static int eligible(pctx *c, int h, dn_fuse *f)
 {
@@ -452,7 +641,7 @@ static void layout(pctx *c, dn_plan *p, int *owner)
 	for (int j = 0; j < p->nf; j++) {
 		dn_fuse *f = &p->f[j];
 		outv[j] = g->nodes[f->last].outs[0];
-		ok[j] = (f->is_conv || f->is_pool) && node_in(g, &g->nodes[f->head], 0)->rank == 4;
+		ok[j] = (f->is_conv || f->is_pool) && !f->q && node_in(g, &g->nodes[f->head], 0)->rank == 4;
 		for (int k = 0; k < f->npost; k++)
 			ok[j] &= f->post[k].kind < DN_ADD_BCAST;
 	}
@@ -557,9 +746,11 @@ dn_plan *dn_plan_graph(coil_graph *g, coil_arena *a, coil_err *err)
 		dn_fuse *f = &p->f[p->nf];
 		memset(f, 0, sizeof *f);
 		f->head = f->last = i;
-		if (!eligible(&c, i, f))
-			continue;
-		chain(&c, f, p->at);
+		if (!q_fusion(&c, i, f, p->at)) {
+			if (!eligible(&c, i, f))
+				continue;
+			chain(&c, f, p->at);
+		}
 		p->at[f->last] = p->nf;
 		if (f->last != f->head)
 			p->at[f->head] = -2;
@@ -629,11 +820,17 @@ int dn_decompose_node(coil_ir *ir, int i, int *res, coil_err *err)
 			continue;
 		if (!f->is_conv && a == (h->op == OP_ADDMM ? 2 : 1) && f->b_param >= 0)
 			v = f->b_param;
+		if (f->q && v == g->nodes[f->q_xdq].outs[0]) /* int8: the quantized input */
+			v = g->nodes[f->q_xdq].args[0].v[0];
+		else if (f->q && f->is_conv && a == 1)
+			v = g->nodes[f->q_wdq].args[0].v[0];
 		xs[nx++] = dense_src(ir, v);
 	}
 	for (int k = 0; k < f->npost; k++)
 		if (f->post[k].val >= 0)
 			xs[nx++] = dense_src(ir, f->post[k].val);
+	if (f->q && g->nodes[f->q_wdq].op == OP_DEQUANTIZE_PC) /* the weight's scales, last */
+		xs[nx++] = dense_src(ir, g->nodes[f->q_wdq].args[1].v[0]);
 	ir_node e = {.op = IR_EXTERN, .dtype = o->dtype, .rank = o->rank, .index = 0, .nx = nx, .xsrc = xs,
 		     .gnode = f->head};
 	memcpy(e.shape, o->shape, sizeof e.shape);

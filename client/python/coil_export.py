@@ -380,8 +380,15 @@ def _quant_as_ops(gm):
                 z = int(torch.as_tensor(value(args[2], "zero point", n)).reshape(-1)[0])
                 op, qp = qd.quantize_per_tensor.default, (s, z, lo, hi, sd)
             else:
-                value(args[1], "scale", n), value(args[2], "zero point", n)
-                op, qp = qd.quantize_per_channel.default, (args[1], args[2], int(args[3]), lo, hi, sd)
+                value(args[1], "scale", n)
+                # the zero points as a graph constant, not a param: the compiler reads them
+                # (oneDNN's int8 kernels take symmetric weights only)
+                zname = "_coil_zero_points_%d" % len(params)
+                gm.register_buffer(zname, torch.as_tensor(value(args[2], "zero point", n)).detach().clone(),
+                                   persistent=False)
+                with gm.graph.inserting_before(n):
+                    z = gm.graph.get_attr(zname)
+                op, qp = qd.quantize_per_channel.default, (args[1], z, int(args[3]), lo, hi, sd)
             new_args = (args[0],) + qp
         with gm.graph.inserting_before(n):
             new = gm.graph.call_function(op, new_args)

@@ -235,7 +235,7 @@ static dnnl_status_t md_dense(dnnl_memory_desc_t *md, int nd, const int64_t *dim
 	return dnnl_memory_desc_init_by_strides(md, nd, d, dt, s);
 }
 
-enum { ARG_SRC, ARG_WEI, ARG_BIAS, ARG_DST, ARG_SCRATCH, ARG_POST0 };
+enum { ARG_SRC, ARG_WEI, ARG_BIAS, ARG_DST, ARG_SCRATCH, ARG_ZSRC, ARG_ZDST, ARG_POST0 };
 #define MAX_ARGS (ARG_POST0 + RT_MAX_POST)
 
 /* What each user post-op became. */
@@ -307,8 +307,8 @@ static int nhwc_bcast_ok(const int64_t *dims, const int64_t *dst_dims, int nd)
  * bcast_strict: NHWC conv primitive, see nhwc_bcast_ok. */
 static int build_post_ops(dnnl_post_ops_t po, int lead, int npost, const rt_post *post,
 			  int nd, const int64_t *dst_dims, const int *order, int bcast_strict, prim *p,
-			  dnnl_memory_desc_t *bin_md, int *bin_idx, dnnl_data_type_t dt, char *err,
-			  size_t errlen)
+			  dnnl_memory_desc_t *bin_md, int *bin_idx, dnnl_data_type_t dt, const rt_quant *qt,
+			  char *err, size_t errlen)
 {
 	int rc = RT_OK, idx = lead, nsum = 0;
 	if (npost < 0 || npost > RT_MAX_POST)
@@ -350,7 +350,10 @@ static int build_post_ops(dnnl_post_ops_t po, int lead, int npost, const rt_post
 		case RT_ADD_SAME:
 			if (++nsum > 1)
 				FAIL(RT_EUNSUP, "post-op %d: at most one RT_ADD_SAME", i);
-			DN(dnnl_post_ops_append_sum(po, 1.f));
+			if (qt)
+				DN(dnnl_post_ops_append_sum_v3(po, qt->sum_scale, qt->sum_zp, dnnl_data_type_undef));
+			else
+				DN(dnnl_post_ops_append_sum(po, 1.f));
 			p->role[i] = ROLE_SUM;
 			idx++;
 			continue;
@@ -362,6 +365,8 @@ static int build_post_ops(dnnl_post_ops_t po, int lead, int npost, const rt_post
 			FAIL(RT_EINVAL, "post-op %d: unknown kind %d", i, (int)q->kind);
 		}
 		if (alg >= dnnl_binary_add && alg <= dnnl_binary_ne) {
+			if (qt)
+				FAIL(RT_EUNSUP, "post-op %d: no binary post-ops on int8", i);
 			if (q->rank < 1 || q->rank > nd)
 				FAIL(RT_EINVAL, "post-op %d: operand rank %d, dst rank %d", i,
 				     q->rank, nd);
@@ -628,6 +633,54 @@ static dnnl_primitive_attr_t make_attr(dnnl_post_ops_t po, int *rc, char *err, s
 	return attr;
 }
 
+static dnnl_data_type_t rt_dnnl_dt(enum rt_dtype t)
+{
+	return t == RT_BF16 ? dnnl_bf16 : t == RT_U8 ? dnnl_u8 : t == RT_S8 ? dnnl_s8 : dnnl_f32;
+}
+
+/* int8: per-channel output scales (nch of them along dst dim ch) and the
+ * zero points, which oneDNN takes at run time (quant_mems holds them). */
+static int quant_attr(dnnl_primitive_attr_t attr, const rt_quant *q, int64_t nch, int ch, char *err,
+		      size_t errlen)
+{
+	int rc = RT_OK;
+	const int32_t rtv = DNNL_RUNTIME_S32_VAL;
+	DN(dnnl_primitive_attr_set_output_scales(attr, nch, 1 << ch, q->scale));
+	if (q->src_zp)
+		DN(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &rtv));
+	if (q->dst_zp && q->dst != RT_F32)
+		DN(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_DST, 1, 0, &rtv));
+fail:
+	return rc;
+}
+
+static int quant_mems(prim *p, const rt_quant *q, char *err, size_t errlen)
+{
+	int rc = RT_OK;
+	for (int k = 0; k < 2; k++) {
+		const int32_t zp = k ? q->dst_zp : q->src_zp;
+		if (!zp || (k && q->dst == RT_F32))
+			continue;
+		dnnl_memory_desc_t md;
+		int64_t one = 1;
+		void *h = NULL;
+		DN(md_dense(&md, 1, &one, NULL, dnnl_s32));
+		DN(dnnl_memory_create(&p->mem[ARG_ZSRC + k], &md, p->ctx->engine, DNNL_MEMORY_ALLOCATE));
+		DN(dnnl_memory_get_data_handle(p->mem[ARG_ZSRC + k], &h));
+		memcpy(h, &zp, sizeof zp);
+		p->arg_id[ARG_ZSRC + k] = DNNL_ARG_ATTR_ZERO_POINTS | (k ? DNNL_ARG_DST : DNNL_ARG_SRC);
+	}
+fail:
+	return rc;
+}
+
+static int quant_check(const rt_quant *q, enum rt_dtype src, char *err, size_t errlen)
+{
+	if ((src != RT_U8 && src != RT_S8) || (q->dst != RT_U8 && q->dst != RT_S8 && q->dst != RT_F32) || !q->scale)
+		return seterr(err, errlen, RT_EINVAL, "int8: src must be u8/s8, dst u8/s8/f32, scales given");
+	return RT_OK;
+}
+
 /* Where a caller's layout differs from the primitive's: views of the
  * caller's src/dst (handles set at run), the reorders between them and the
  * primitive's, and where the primitive-side copies live in the workspace. */
@@ -671,9 +724,11 @@ struct rt_conv {
 static int conv_check(const rt_conv_desc *d, char *err, size_t errlen)
 {
 #define BAD(...) return seterr(err, errlen, RT_EINVAL, "rt_conv: " __VA_ARGS__)
-	if (d->dtype != RT_F32 && d->dtype != RT_BF16)
+	if (d->q ? quant_check(d->q, d->dtype, err, errlen) != RT_OK : d->dtype != RT_F32 && d->dtype != RT_BF16)
 		return seterr(err, errlen, RT_EUNSUP, "rt_conv: dtype %d not supported",
 			      (int)d->dtype);
+	if (d->q && d->transposed)
+		return seterr(err, errlen, RT_EUNSUP, "rt_conv: no int8 transposed convolution");
 	if (d->nsp < 1 || d->nsp > 3)
 		BAD("nsp %d not in 1..3", d->nsp);
 	if (d->path != RT_PATH_AUTO && d->path != RT_PATH_DIRECT && d->path != RT_PATH_NHWC)
@@ -795,15 +850,15 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight
 	const int nsp = d->nsp, nd = nsp + 2;
 	const int64_t g = d->groups ? d->groups : 1;
 	const int bf = d->dtype == RT_BF16;
-	const dnnl_data_type_t dt = bf ? dnnl_bf16 : dnnl_f32;
+	const dnnl_data_type_t dt = rt_dnnl_dt(d->dtype);
 	/* bf16: weights as given (bf16, or f32 when wei_f32), reordered into
-	 * bf16; the bias in f32 */
-	const dnnl_data_type_t wdt = bf && !d->wei_f32 ? dnnl_bf16 : dnnl_f32;
+	 * bf16; the bias in f32.  int8: s8 weights */
+	const dnnl_data_type_t wdt = d->q ? dnnl_s8 : bf && !d->wei_f32 ? dnnl_bf16 : dnnl_f32;
 	float *bias32 = NULL;
 	for (int i = 0; bf && d->dst_f32 && i < d->npost; ++i)
 		if (d->post[i].kind == RT_ADD_SAME)
 			FAIL(RT_EUNSUP, "rt_conv: an f32 dst with a residual sum (it accumulates in the dst's type)");
-	c->via = !d->channels_last && conv_via_nhwc(d);
+	c->via = !d->channels_last && (d->q || conv_via_nhwc(d)); /* int8 runs NHWC */
 	c->src_nhwc = c->via && d->src_nhwc;
 	c->dst_nhwc = c->via && d->dst_nhwc;
 	if (!d->channels_last && (d->path == RT_PATH_NHWC || d->src_nhwc || d->dst_nhwc) && !c->via)
@@ -847,7 +902,7 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight
 		pl[i] = d->pad_l[i];
 		pr[i] = d->pad_r[i] - (d->transposed ? d->out_pad[i] : 0);
 	}
-	const dnnl_data_type_t ddt = bf && d->dst_f32 ? dnnl_f32 : dt; /* dst's */
+	const dnnl_data_type_t ddt = d->q ? rt_dnnl_dt(d->q->dst) : bf && d->dst_f32 ? dnnl_f32 : dt; /* dst's */
 	DN(md_dense(&src_md, nd, sdims, act_order, dt));
 	DN(md_dense(&dst_md, nd, ddims, act_order, ddt));
 	DN(md_dense(&wuser_md, wnd, wdims, w_order, wdt));
@@ -855,7 +910,7 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight
 		dnnl_dims_t wd;
 		for (int i = 0; i < wnd; ++i)
 			wd[i] = wdims[i];
-		DN(dnnl_memory_desc_init_by_tag(&wany_md, wnd, wd, dt, dnnl_format_tag_any));
+		DN(dnnl_memory_desc_init_by_tag(&wany_md, wnd, wd, d->q ? dnnl_s8 : dt, dnnl_format_tag_any));
 	}
 	if (d->has_bias)
 		DN(md_dense(&bias_md, 1, &d->oc, NULL, dnnl_f32));
@@ -869,9 +924,11 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight
 
 	DN(dnnl_post_ops_create(&po));
 	if ((rc = build_post_ops(po, 0, d->npost, d->post, nd, ddims, act_order, nhwc, &c->p,
-				 bin_md, bin_idx, dt, err, errlen)))
+				 bin_md, bin_idx, dt, d->q, err, errlen)))
 		goto fail;
 	if (!(attr = make_attr(po, &rc, err, errlen)))
+		goto fail;
+	if (d->q && (rc = quant_attr(attr, d->q, d->oc, 1, err, errlen)))
 		goto fail;
 
 	const dnnl_memory_desc_t *bmd = d->has_bias ? &bias_md : NULL;
@@ -887,7 +944,7 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight
 		/* Winograd first where it may apply: it picks its own (blocked)
 		 * activation layout and the caller's side is reordered (via). */
 		dnnl_convolution_desc_t od;
-		if (!bf && conv_wino_ok(d)) {
+		if (!bf && !d->q && conv_wino_ok(d)) {
 			dnnl_memory_desc_t sany, dany;
 			dnnl_dims_t sd, dd;
 			for (int i = 0; i < nd; ++i)
@@ -934,6 +991,8 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight
 		goto fail;
 	c->p.arg_id[ARG_WEI] = DNNL_ARG_WEIGHTS;
 	c->weight_bytes = dnnl_memory_desc_get_size(wmd);
+	if (d->q && (rc = quant_mems(&c->p, d->q, err, errlen)))
+		goto fail;
 	if (d->has_bias) {
 		const dnnl_memory_desc_t *bq =
 			dnnl_primitive_desc_query_md(c->p.pd, dnnl_query_weights_md, 1);
@@ -1138,11 +1197,13 @@ RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const void *b_
 	*out = NULL;
 	if (!ctx || !d)
 		return seterr(err, errlen, RT_EINVAL, "rt_matmul_create: NULL ctx or desc");
-	if (d->dtype != RT_F32 && d->dtype != RT_BF16)
+	if (d->q ? quant_check(d->q, d->dtype, err, errlen) != RT_OK : d->dtype != RT_F32 && d->dtype != RT_BF16)
 		return seterr(err, errlen, RT_EUNSUP, "rt_matmul: dtype %d not supported",
 			      (int)d->dtype);
+	if (d->q && (!d->b_const || d->m_runtime || (d->has_bias && !d->bias_const) || d->nbatch))
+		return seterr(err, errlen, RT_EUNSUP, "rt_matmul: int8 needs a constant b and bias, a fixed m, no batch");
 	const int bf = d->dtype == RT_BF16;
-	const dnnl_data_type_t dt = bf ? dnnl_bf16 : dnnl_f32;
+	const dnnl_data_type_t dt = rt_dnnl_dt(d->dtype);
 	for (int i = 0; bf && d->dst_f32 && i < d->npost; ++i)
 		if (d->post[i].kind == RT_ADD_SAME)
 			return seterr(err, errlen, RT_EUNSUP, "rt_matmul: an f32 c with a residual sum");
@@ -1205,13 +1266,14 @@ RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const void *b_
 	dnnl_memory_desc_t a_md, b_md, bany_md, c_md, bias_md, bin_md[RT_MAX_POST];
 	int bin_idx[RT_MAX_POST] = {0};
 	DN(md_dense(&a_md, nd, adims, a_order, dt));
-	DN(md_dense(&b_md, nd, bdims, b_order, dt));
-	DN(md_dense(&c_md, nd, cdims, NULL, bf && d->dst_f32 ? dnnl_f32 : dt));
+	const dnnl_data_type_t bdt = d->q ? dnnl_s8 : dt;
+	DN(md_dense(&b_md, nd, bdims, b_order, bdt));
+	DN(md_dense(&c_md, nd, cdims, NULL, d->q ? rt_dnnl_dt(d->q->dst) : bf && d->dst_f32 ? dnnl_f32 : dt));
 	if (d->b_const) {
 		dnnl_dims_t bd;
 		for (int i = 0; i < nd; ++i)
 			bd[i] = bdims[i];
-		DN(dnnl_memory_desc_init_by_tag(&bany_md, nd, bd, dt, dnnl_format_tag_any));
+		DN(dnnl_memory_desc_init_by_tag(&bany_md, nd, bd, bdt, dnnl_format_tag_any));
 	} else {
 		bany_md = b_md;
 	}
@@ -1230,9 +1292,11 @@ RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const void *b_
 	if (bf && d->has_bias && !d->bias_const && bscale != 1)
 		FAIL(RT_EUNSUP, "rt_matmul: a bf16 run-time bias with beta/alpha %g != 1", (double)bscale);
 	if ((rc = build_post_ops(po, lead, d->npost, d->post, nd, cdims, NULL, 0, &mm->p, bin_md,
-				 bin_idx, dt, err, errlen)))
+				 bin_idx, dt, d->q, err, errlen)))
 		goto fail;
 	if (!(attr = make_attr(po, &rc, err, errlen)))
+		goto fail;
+	if (d->q && (rc = quant_attr(attr, d->q, d->n, nd - 1, err, errlen)))
 		goto fail;
 	dnnl_matmul_desc_t od;
 	/* constant B: the layout its packed copy already has, if the primitive takes it */
@@ -1273,6 +1337,8 @@ RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const void *b_
 		/* a generic object's plain copy is its own: never a layout to pin others to */
 		const uint64_t key = d->weight_key && d->m_runtime ? d->weight_key | 1ull << 63 : d->weight_key;
 		if ((rc = pack_shared(ctx, key, &b_md, wmd, b_const_data, &mm->p.mem[ARG_WEI], err, errlen)))
+			goto fail;
+		if (d->q && (rc = quant_mems(&mm->p, d->q, err, errlen)))
 			goto fail;
 	} else {
 		DN(dnnl_memory_create(&mm->p.mem[ARG_WEI], &b_md, ctx->engine, DNNL_MEMORY_NONE));

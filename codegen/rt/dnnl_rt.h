@@ -104,7 +104,27 @@ enum {
  * rounded once at the end of the chain; a constant bias is given in bf16
  * (conv: f32 with wei_f32) and kept in f32; a matmul's run-time bias is
  * bf16 and takes no scale (beta / alpha must be 1).  No Winograd in bf16. */
-enum rt_dtype { RT_F32 = 0, RT_BF16 = 1 };
+enum rt_dtype { RT_F32 = 0, RT_BF16 = 1, RT_U8 = 2, RT_S8 = 3 };
+
+/* int8 (rt_conv_desc / rt_matmul_desc .q non-NULL, dtype RT_U8 or RT_S8: the
+ * src's type): weights s8 in the float layout, s32 accumulation, a bias in
+ * f32 added to the accumulator before scaling; the dst of type dst (RT_U8,
+ * RT_S8, or RT_F32).  Then, per output channel o (conv: dim 1, matmul: n),
+ *   y = scale[o] * (acc + bias[o]), acc = sum (src - src_zp) * wei,
+ * the post-ops on y (RT_ADD_SAME: y += sum_scale * (r - sum_zp) with r the
+ * residual, of the dst's type; eltwise kinds as for floats, on y), and
+ * dst = saturate(rint(y) + dst_zp) (an f32 dst: y).  The caller folds its
+ * quantization parameters in: scale[o] = s_src * s_wei[o] / s_dst, bias[o] =
+ * b[o] / (s_src * s_wei[o]), sum_scale = s_r / s_dst.  No binary post-ops,
+ * no Winograd, no run-time m; convs run NHWC (an NCHW caller's side is
+ * reordered, as for floats). */
+typedef struct rt_quant {
+	enum rt_dtype dst;
+	const float *scale;      /* [oc] (conv) or [n] (matmul); read by create only */
+	int32_t src_zp, dst_zp;
+	float sum_scale;
+	int32_t sum_zp;
+} rt_quant;
 
 #define RT_MAX_POST 8
 #define RT_MAX_BATCH 4
@@ -192,6 +212,7 @@ typedef struct rt_conv_desc {
 	 * objects of this key whose primitive wants the same layout (one conv at
 	 * several shapes); the caller promises the same weight values. */
 	uint64_t weight_key;
+	const rt_quant *q;   /* int8 (see rt_quant), else NULL */
 } rt_conv_desc;
 
 /* Builds the primitive, reorders the weight (PyTorch layout, see above) into
@@ -240,6 +261,7 @@ typedef struct rt_matmul_desc {
 	 * reference kernel (some post-op chains), with an [m, n] bias, or with a
 	 * binary operand over m. */
 	int m_runtime;
+	const rt_quant *q;   /* int8 (see rt_quant; b_const, b s8), else NULL */
 } rt_matmul_desc;
 
 RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d,

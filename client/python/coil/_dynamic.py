@@ -53,7 +53,8 @@ def module_key(module, inputs):
     """What the persisted decision is keyed by (see the module doc)."""
     h = hashlib.sha256()
     cls = type(module)
-    state = [[k, list(v.shape), str(v.dtype)] for k, v in module.state_dict().items()]
+    state = [[k, list(v.shape), str(v.dtype)] for k, v in module.state_dict().items()
+             if isinstance(v, torch.Tensor)]  # a reference quantized module also holds its qscheme
     ins = [[x.dim(), str(x.dtype)] for x in inputs]
     h.update(json.dumps({"v": PERSIST_VERSION, "class": "%s.%s" % (cls.__module__, cls.__qualname__),
                          "state": state, "inputs": ins}, sort_keys=True).encode())
