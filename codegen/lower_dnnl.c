@@ -153,6 +153,25 @@ int dn_pool_window(coil_graph *g, const coil_node *n, dn_pool *w)
 
 static int add_post(dn_fuse *f, enum dn_post_kind k, double a, double b, int val);
 
+/* The bounds of hardtanh or clamp(_min/_max) with scalar bounds (+-inf where
+ * absent): 0, or -1 for tensor bounds or lo > hi. */
+static int clamp_bounds(const coil_node *u, double *lo, double *hi)
+{
+	*lo = -INFINITY, *hi = INFINITY;
+	if (u->op == OP_HARDTANH)
+		*lo = sarg(u, 1, -1), *hi = sarg(u, 2, 1);
+	else if (u->op == OP_CLAMP_MAX)
+		*hi = sarg(u, 1, INFINITY);
+	else
+		*lo = sarg(u, 1, -INFINITY);
+	if (u->op == OP_CLAMP)
+		*hi = sarg(u, 2, INFINITY);
+	for (int a = 1; a < (u->op == OP_CLAMP || u->op == OP_HARDTANH ? 3 : 2); a++)
+		if (u->args[a].kind != ARG_SCALAR && u->args[a].kind != ARG_NONE)
+			return -1;
+	return *lo > *hi ? -1 : 0;
+}
+
 /* Tensor argument i of n (const graph). */
 static const coil_value *qin(const coil_graph *g, const coil_node *n, int i) { return &g->vals[n->args[i].v[0]]; }
 
@@ -295,16 +314,9 @@ static int q_chain(pctx *c, dn_fuse *f, int *at)
 			break;
 		}
 		case OP_RELU: add_post(f, DN_RELU, 0, 0, -1); break;
-		case OP_HARDTANH: add_post(f, DN_CLAMP, sarg(u, 1, -1), sarg(u, 2, 1), -1); break;
-		case OP_CLAMP: case OP_CLAMP_MIN: case OP_CLAMP_MAX: {
-			double lo = -INFINITY, hi = INFINITY;
-			if (u->op == OP_CLAMP_MAX)
-				hi = sarg(u, 1, INFINITY);
-			else
-				lo = sarg(u, 1, -INFINITY);
-			if (u->op == OP_CLAMP)
-				hi = sarg(u, 2, INFINITY);
-			if (u->args[1].kind == ARG_TENSOR || (u->op == OP_CLAMP && u->args[2].kind == ARG_TENSOR) || lo > hi)
+		case OP_HARDTANH: case OP_CLAMP: case OP_CLAMP_MIN: case OP_CLAMP_MAX: {
+			double lo, hi;
+			if (clamp_bounds(u, &lo, &hi))
 				return -1;
 			add_post(f, DN_CLAMP, lo, hi, -1);
 			break;
@@ -562,22 +574,9 @@ static int step(pctx *c, dn_fuse *f, const coil_node *u, int cur, int view_free)
 	case OP_TANH: return add_post(f, DN_TANH, 0, 0, -1);
 	case OP_HARDSWISH: return add_post(f, DN_HARDSWISH, 0, 0, -1);
 	case OP_HARDSIGMOID: return add_post(f, DN_HARDSIGMOID, 0, 0, -1);
-	case OP_HARDTANH: {
-		double lo = sarg(u, 1, -1), hi = sarg(u, 2, 1);
-		return lo > hi ? -1 : add_post(f, DN_CLAMP, lo, hi, -1);
-	}
-	case OP_CLAMP: case OP_CLAMP_MIN: case OP_CLAMP_MAX: {
-		double lo = -INFINITY, hi = INFINITY;
-		if (u->op == OP_CLAMP_MAX)
-			hi = sarg(u, 1, INFINITY);
-		else
-			lo = sarg(u, 1, -INFINITY);
-		if (u->op == OP_CLAMP)
-			hi = sarg(u, 2, INFINITY);
-		for (int a = 1; a < (u->op == OP_CLAMP ? 3 : 2); a++)
-			if (u->args[a].kind != ARG_SCALAR && u->args[a].kind != ARG_NONE)
-				return -1;
-		return lo > hi ? -1 : add_post(f, DN_CLAMP, lo, hi, -1);
+	case OP_HARDTANH: case OP_CLAMP: case OP_CLAMP_MIN: case OP_CLAMP_MAX: {
+		double lo, hi;
+		return clamp_bounds(u, &lo, &hi) ? -1 : add_post(f, DN_CLAMP, lo, hi, -1);
 	}
 	case OP_LEAKY_RELU: return add_post(f, DN_LEAKY_RELU, sarg(u, 1, 0.01), 0, -1);
 	case OP_ELU:
