@@ -209,11 +209,17 @@ static int dq_wei(const coil_graph *g, int v, int axis, int cst)
 	const coil_value *zv = &g->vals[z];
 	if (cst && (g->vals[s].kind == VAL_NODE || !dtype_is_float(g->vals[s].dtype)))
 		return -1;
-	/* the zero points: constants, all 0 (oneDNN takes no weight zero points) */
-	if (zv->kind != VAL_CONST || !zv->data)
-		return -1;
+	/* the zero points: all 0 (oneDNN takes no weight zero points), a constant or a fill */
+	int zp = producer(g, z);
+	if (zp >= 0) {
+		const coil_node *zn = &g->nodes[zp];
+		int zero = zn->op == OP_ZEROS || zn->op == OP_ZEROS_LIKE || zn->op == OP_NEW_ZEROS ||
+			   ((zn->op == OP_FULL || zn->op == OP_FULL_LIKE) && zn->args[1].kind == ARG_SCALAR &&
+			    zn->args[1].f == 0);
+		return zero ? p : -1;
+	}
 	int64_t c;
-	if (!dim_is_const(&zv->shape[0], &c))
+	if (zv->kind != VAL_CONST || !zv->data || !dim_is_const(&zv->shape[0], &c))
 		return -1;
 	for (int64_t i = 0; i < c; i++)
 		if (dtype_load(zv->dtype, zv->data, (size_t)i) != 0)

@@ -7,7 +7,7 @@ set -eu
 PKGS="build-essential pkg-config
 libjansson-dev libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev
 libdnnl-dev libcmocka-dev libseccomp-dev
-python3 python3-torch python3-torchvision python3-torchaudio python3-numpy libopenblas0-pthread
+python3 python3-torch python3-torchvision python3-torchaudio python3-numpy python3-sklearn libopenblas0-pthread
 curl wrk nginx-light"
 # `install-deps.sh fuzz` (make fuzz): clang and its libFuzzer runtime.
 [ "${1:-}" = fuzz ] && PKGS="clang libclang-rt-14-dev"

@@ -1,0 +1,253 @@
+"""INT8 end to end (client/python/coil_export.py's quantized models, codegen/lower_dnnl.c's int8
+fusions, codegen/rt's u8s8 primitives) against PyTorch's own reference quantized models:
+
+  * each pattern PyTorch's FX flow (prepare_fx, calibrate, convert_to_reference_fx; the
+    'onednn' qconfig) produces -- conv (+relu), strided and grouped conv, linear (+relu) --
+    and the PT2E form conv -> add of a dequantized residual -> relu -> quantize, written with
+    quantized_decomposed ops: each dq -> conv/linear -> q compiles into one oneDNN int8
+    primitive (counted in --dump-after dnnl), and the output equals the reference model's in
+    quantized units on >= 99.9% of elements, never more than one step away;
+  * a QAT model (prepare_qat_fx, a few training steps, convert_to_reference_fx) the same;
+  * a CNN trained here on scikit-learn's digits keeps its test accuracy within 0.5 points
+    after the FX flow, compiled by coil;
+  * convert_fx's model (PyTorch's own quantized kernels, not the reference form) is refused
+    with an error that says which form to export.
+A private cache directory keeps the user's cache untouched.
+
+Run: COIL=build/coil PYTHONPATH=client/python /usr/bin/python3 tests/py/test_quant.py
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import Tap  # noqa: E402
+
+_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(_root, "client", "python"))
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+from torch.ao.quantization import get_default_qat_qconfig_mapping, get_default_qconfig_mapping  # noqa: E402
+from torch.ao.quantization.quantize_fx import convert_fx, convert_to_reference_fx, prepare_fx, prepare_qat_fx  # noqa: E402
+
+import coil  # noqa: E402
+import coil_export  # noqa: E402
+
+COIL = os.environ.get("COIL", os.path.join(_root, "build", "coil"))
+torch.backends.quantized.engine = "onednn"
+
+
+def ptq(m, example, calib):
+    p = prepare_fx(m.eval(), get_default_qconfig_mapping("onednn"), (example,))
+    with torch.no_grad():
+        for x in calib:
+            p(x)
+    return convert_to_reference_fx(p)
+
+
+def out_scale(ref):
+    """The scale of the reference model's last quantize (its output's step)."""
+    qs = [n for n in ref.graph.nodes if n.op == "call_function" and n.target == torch.quantize_per_tensor]
+    return float(getattr(ref, qs[-1].args[1].target))
+
+
+def steps(got, want, scale):
+    d = ((got - want).abs() / scale).round()
+    return (d == 0).float().mean().item(), d.max().item()
+
+
+def int8_fusions(m, x, tmp, name):
+    d = os.path.join(tmp, name)
+    coil_export.export(m, (x,), d, coil=COIL)
+    r = subprocess.run([COIL, "compile", os.path.join(d, "graph.json"), "--dump-after", "dnnl"],
+                       capture_output=True, text=True, env=dict(os.environ, COIL_CACHE_DIR=os.path.join(tmp, "cache")))
+    return sum(1 for ln in r.stdout.splitlines() if ", int8 (" in ln), r.stdout + r.stderr
+
+
+def check_pattern(t, name, m, x, calib, cache, tmp, want_int8, ref=None):
+    ref = ref or ptq(m, x, calib)
+    with torch.no_grad():
+        want = ref(x)
+    got = coil.compile(ref, (x,), threads=2, cache_dir=cache, coil=COIL)(x)
+    exact, worst = steps(got, want, out_scale(ref) if ref is not None and hasattr(ref, "graph") else 1.0)
+    t.ok(exact >= 0.999 and worst <= 1, "%s: equal to the reference model in quantized units" % name,
+         "%.4f exact, worst %g steps" % (exact, worst))
+    n, dump = int8_fusions(ref, x, tmp, name.replace(" ", "_"))
+    t.ok(n == want_int8, "%s: %d int8 primitive(s)" % (name, want_int8), "found %d:\n%s" % (n, dump))
+
+
+class ConvRelu(nn.Module):
+    def __init__(self, cin=8, cout=16, k=3, stride=1, groups=1, relu=True):
+        super().__init__()
+        self.c = nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, groups=groups)
+        self.r = nn.ReLU() if relu else nn.Identity()
+
+    def forward(self, x):
+        return self.r(self.c(x))
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(40, 64)
+        self.b = nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+class Pt2eResidual(nn.Module):
+    """conv -> add of a dequantized residual -> relu -> quantize, as PT2E's x86 quantizer
+    annotates it, written with quantized_decomposed ops."""
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(1)
+        w = torch.randn(16, 16, 3, 3, generator=g) * 0.1
+        self.ws = (w.abs().amax((1, 2, 3)) / 127).double()
+        self.register_buffer("w", w)
+        self.register_buffer("b", torch.randn(16, generator=g) * 0.1)
+
+    def forward(self, x, r):
+        qd = torch.ops.quantized_decomposed
+        xq = qd.quantize_per_tensor(x, 0.02, 128, 0, 255, torch.uint8)
+        rq = qd.quantize_per_tensor(r, 0.03, 120, 0, 255, torch.uint8)
+        z = torch.zeros(16, dtype=torch.int64)
+        wq = qd.quantize_per_channel(self.w, self.ws, z, 0, -128, 127, torch.int8)
+        y = torch.nn.functional.conv2d(qd.dequantize_per_tensor(xq, 0.02, 128, 0, 255, torch.uint8),
+                                       qd.dequantize_per_channel(wq, self.ws, z, 0, -128, 127, torch.int8),
+                                       self.b, padding=1)
+        y = torch.relu(y + qd.dequantize_per_tensor(rq, 0.03, 120, 0, 255, torch.uint8))
+        yq = qd.quantize_per_tensor(y, 0.025, 0, 0, 255, torch.uint8)
+        return qd.dequantize_per_tensor(yq, 0.025, 0, 0, 255, torch.uint8)
+
+
+def test_patterns(t, cache, tmp):
+    g = torch.Generator().manual_seed(0)
+    calib = [torch.randn(2, 8, 12, 12, generator=g) for _ in range(4)]
+    x = torch.randn(2, 8, 12, 12, generator=g)
+    check_pattern(t, "conv relu", ConvRelu(), x, calib, cache, tmp, 1)
+    check_pattern(t, "conv", ConvRelu(relu=False), x, calib, cache, tmp, 1)
+    check_pattern(t, "conv stride 2 5x5", ConvRelu(k=5, stride=2), x, calib, cache, tmp, 1)
+    check_pattern(t, "depthwise conv relu", ConvRelu(cout=8, groups=8), x, calib, cache, tmp, 1)
+    xl = torch.randn(3, 40, generator=g)
+    check_pattern(t, "linear relu linear", Mlp(), xl, [torch.randn(8, 40, generator=g) for _ in range(4)],
+                  cache, tmp, 2)
+
+    # PT2E's residual form: the add fuses as oneDNN's sum with the residual's scale and zero point
+    coil_export._quant_ops()
+    m = Pt2eResidual()
+    xs = (torch.randn(1, 16, 10, 10, generator=g), torch.randn(1, 16, 10, 10, generator=g))
+    want = m(*xs)
+    got = coil.compile(m, xs, threads=2, cache_dir=cache, coil=COIL)(*xs)
+    exact, worst = steps(got, want, 0.025)
+    t.ok(exact >= 0.999 and worst <= 1, "conv + dequantized residual + relu: equal in quantized units",
+         "%.4f exact, worst %g steps" % (exact, worst))
+    d = os.path.join(tmp, "pt2e")
+    coil_export.export(m, xs, d, coil=COIL, input_names=["x", "r"])
+    r = subprocess.run([COIL, "compile", os.path.join(d, "graph.json"), "--dump-after", "dnnl"],
+                       capture_output=True, text=True, env=dict(os.environ, COIL_CACHE_DIR=os.path.join(tmp, "cache")))
+    t.ok("int8 (u8 in, u8 out, residual sum)" in r.stdout, "conv + residual: one int8 primitive with the sum fused",
+         r.stdout + r.stderr)
+
+
+def test_qat(t, cache, tmp):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                      nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 8 * 8, 5))
+    x = torch.randn(4, 3, 8, 8)
+    p = prepare_qat_fx(m.train(), get_default_qat_qconfig_mapping("onednn"), (x,))
+    opt = torch.optim.SGD(p.parameters(), lr=0.01)
+    for _ in range(5):
+        xb = torch.randn(8, 3, 8, 8)
+        loss = p(xb).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    p.eval()
+    ref = convert_to_reference_fx(p)
+    check_pattern(t, "QAT conv-bn-relu, conv-relu, linear", None, x, None, cache, tmp, 3, ref=ref)
+
+
+class Digits(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.f = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                               nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+                               nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                               nn.Linear(32, 10))
+
+    def forward(self, x):
+        return self.f(x)
+
+
+def digits():
+    from sklearn.datasets import load_digits
+    d = load_digits()
+    x = torch.tensor(d.images, dtype=torch.float32).unsqueeze(1) / 8.0 - 1.0
+    y = torch.tensor(d.target)
+    g = torch.Generator().manual_seed(0)
+    perm = torch.randperm(len(y), generator=g)
+    x, y = x[perm], y[perm]
+    return x[:1400], y[:1400], x[1400:], y[1400:]
+
+
+def test_digits(t, cache, tmp):
+    try:
+        xtr, ytr, xte, yte = digits()
+    except ImportError as e:
+        t.skip("digits accuracy", "scikit-learn missing: %s" % e)
+        return
+    torch.manual_seed(0)
+    m = Digits()
+    opt = torch.optim.Adam(m.parameters(), lr=3e-3)
+    for epoch in range(8):
+        for i in range(0, len(ytr), 64):
+            loss = nn.functional.cross_entropy(m(xtr[i:i + 64]), ytr[i:i + 64])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    m.eval()
+    with torch.no_grad():
+        acc32 = (m(xte).argmax(1) == yte).float().mean().item() * 100
+    ref = ptq(m, xtr[:32], [xtr[i:i + 64] for i in range(0, 512, 64)])
+    cm = coil.compile(ref, (xte,), threads=2, cache_dir=cache, coil=COIL)
+    acc8 = (cm(xte).argmax(1) == yte).float().mean().item() * 100
+    t.diag("digits: f32 %.2f%%, int8 (FX PTQ, coil) %.2f%% on %d test images" % (acc32, acc8, len(yte)))
+    t.ok(acc32 > 90 and acc8 >= acc32 - 0.5, "digits CNN: int8 accuracy within 0.5 points of f32",
+         "f32 %.2f, int8 %.2f" % (acc32, acc8))
+    n, dump = int8_fusions(ref, xte[:4], tmp, "digits")
+    t.ok(n == 4, "digits CNN: its 3 convs and classifier run int8", dump)
+
+
+def test_refusals(t, cache, tmp):
+    m = ConvRelu().eval()
+    x = torch.randn(1, 8, 6, 6)
+    p = prepare_fx(m, get_default_qconfig_mapping("onednn"), (x,))
+    p(x)
+    q = convert_fx(p)
+    try:
+        coil_export.export(q, (x,), os.path.join(tmp, "convert_fx"), coil=COIL)
+        t.ok(False, "convert_fx's model is refused")
+    except Exception as e:  # noqa: BLE001
+        msg = str(e)
+        t.ok("convert_to_reference_fx" in msg or "quantized" in msg, "convert_fx's model is refused, naming the form to export",
+             msg)
+
+
+def main():
+    t = Tap()
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = os.path.join(tmp, "cache")
+        t.run("patterns", test_patterns, t, cache, tmp)
+        t.run("qat", test_qat, t, cache, tmp)
+        t.run("digits", test_digits, t, cache, tmp)
+        t.run("refusals", test_refusals, t, cache, tmp)
+    t.done()
+
+
+if __name__ == "__main__":
+    main()
