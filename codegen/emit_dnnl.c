@@ -431,8 +431,8 @@ static void make_pool(nctx *c, int j, const dn_fuse *fz)
 	dn_pool w;
 	dn_pool_window(g, n, &w); /* planned, so representable */
 	out(c, "\trt_pool_desc dd;\n\tmemset(&dd, 0, sizeof dd);\n");
-	if (x->dtype == COIL_BF16)
-		out(c, "\tdd.dtype = RT_BF16;\n");
+	if (x->dtype != COIL_F32)
+		out(c, "\tdd.dtype = %s;\n", x->dtype == COIL_BF16 ? "RT_BF16" : x->dtype == COIL_U8 ? "RT_U8" : "RT_S8");
 	out(c, "\tdd.kind = (enum rt_pool_kind)%d;\n\tdd.n = %s;\n\tdd.c = %s;\n", w.kind, dimc(c, &x->shape[0]),
 	    dimc(c, &x->shape[1]));
 	for (int i = 0; i < 2; i++) {

@@ -141,6 +141,12 @@ int ir_scatter_index(coil_graph **g, coil_arena *a, coil_err *err);
  * none of whose results is read dropped (uses recounted), values' indices kept. */
 void graph_count_uses(const coil_graph *g, int *uses);
 int graph_drop_dead(coil_graph *g, int *uses, coil_arena *a);
+coil_graph *graph_copy(const coil_graph *g0, coil_arena *a);
+coil_arg *node_reargs(coil_node *n, coil_op op, int keep, coil_arena *a);
+int arg_tensor(coil_arg *arg, int v, coil_arena *a);
+/* quant.c: q(op(dq(x))) with the same quantization on both sides, op moving data
+ * without arithmetic (max pooling, views, cat, padding): op(x) on the quantized values. */
+int ir_requant(coil_graph **g, coil_arena *a, coil_err *err);
 void ir_fold_free(ir_fold *f);
 /* decompose.c: an empty IR of graph g (freed with ir_free); what runs on
  * oneDNN (lower_dnnl.c's plan, into ir->dn); then g's nodes as IR nodes. */

@@ -96,7 +96,10 @@ static double sarg(const coil_node *n, int i, double d) { return n->args[i].kind
 int dn_pool_window(coil_graph *g, const coil_node *n, dn_pool *w)
 {
 	const coil_value *x = node_in(g, n, 0), *o = node_out(g, n, 0);
-	if ((x->dtype != COIL_F32 && x->dtype != COIL_BF16) || x->rank != 4 || !dim_is_const(&x->shape[1], NULL))
+	const int q8 = x->dtype == COIL_U8 || x->dtype == COIL_I8; /* max pooling of quantized values */
+	if ((x->dtype != COIL_F32 && x->dtype != COIL_BF16 && !(q8 && !pool_is_avg(n->op) &&
+								 n->op != OP_ADAPTIVE_AVG_POOL2D && n->op != OP_ADAPTIVE_AVG_POOL2D_)) ||
+	    x->rank != 4 || !dim_is_const(&x->shape[1], NULL))
 		return -1;
 	int64_t in[2], out[2];
 	int sym = 0;
@@ -363,7 +366,7 @@ static int eligible(pctx *c, int h, dn_fuse *f)
 	const coil_node *n = &g->nodes[h];
 	const coil_value *o = node_out(g, n, 0);
 	const coil_dtype T = o->dtype;
-	if (T != COIL_F32 && T != COIL_BF16)
+	if (T != COIL_F32 && T != COIL_BF16 && !(T == COIL_U8 || T == COIL_I8)) /* u8/i8: max pools only */
 		return 0;
 	f->b_param = -1;
 	if (n->op == OP_CONVOLUTION) {
@@ -397,6 +400,8 @@ static int eligible(pctx *c, int h, dn_fuse *f)
 		f->is_pool = 1;
 		return dn_pool_window(g, n, &w) == 0;
 	}
+	if (T != COIL_F32 && T != COIL_BF16)
+		return 0;
 	if (n->op != OP_MM && n->op != OP_ADDMM && n->op != OP_BMM)
 		return 0;
 	int base = n->op == OP_ADDMM;
@@ -781,11 +786,12 @@ dn_plan *dn_plan_graph(coil_graph *g, coil_arena *a, coil_err *err)
 	const char *lay = getenv("COIL_DNNL_NHWC");
 	if (!lay || strcmp(lay, "0"))
 		layout(&c, p, owner);
-	/* a pool with NCHW on both sides stays generated code */
+	/* a pool with NCHW on both sides stays generated code (but for u8/i8, which the
+	 * generated loops do lane by lane) */
 	int live = 0;
 	for (int j = 0; j < p->nf; j++) {
 		dn_fuse *f = &p->f[j];
-		if (f->is_pool && !f->src_nhwc && !f->dst_nhwc)
+		if (f->is_pool && !f->src_nhwc && !f->dst_nhwc && dtype_is_float(node_in(g, &g->nodes[f->head], 0)->dtype))
 			p->at[f->head] = -1;
 		else
 			live++;

@@ -113,7 +113,8 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 	coil_arena *ga = arena_create();
 	if (!ga)
 		return coil_err_oom(err);
-	if (ir_attention(&g, ga, err) || ir_scatter_index(&g, ga, err) || ir_fold_graph(g, &fd, err)) {
+	if (ir_attention(&g, ga, err) || ir_scatter_index(&g, ga, err) || ir_requant(&g, ga, err) ||
+	    ir_fold_graph(g, &fd, err)) {
 		arena_destroy(ga);
 		return -1;
 	}

@@ -54,3 +54,43 @@ int graph_drop_dead(coil_graph *g, int *uses, coil_arena *a)
 	g->nnodes = m;
 	return 0;
 }
+
+/* A copy of g's node and value lists in a (the caller's graph is left as it was). */
+coil_graph *graph_copy(const coil_graph *g0, coil_arena *a)
+{
+	coil_graph *g = arena_alloc(a, sizeof *g);
+	coil_node *nodes = arena_alloc(a, (size_t)(g0->nnodes + 1) * sizeof *nodes);
+	coil_value *vals = arena_alloc(a, (size_t)(g0->nvals + 1) * sizeof *vals);
+	if (!g || !nodes || !vals)
+		return NULL;
+	*g = *g0;
+	memcpy(nodes, g0->nodes, (size_t)g0->nnodes * sizeof *nodes);
+	memcpy(vals, g0->vals, (size_t)g0->nvals * sizeof *vals);
+	g->nodes = nodes, g->vals = vals, g->capvals = g0->nvals;
+	return g;
+}
+
+/* n made op, with a fresh argument array of op's schema size, the first `keep` copied. */
+coil_arg *node_reargs(coil_node *n, coil_op op, int keep, coil_arena *a)
+{
+	const int na = op_get(op)->nargs;
+	coil_arg *args = arena_alloc(a, (size_t)(na + 1) * sizeof *args);
+	if (!args)
+		return NULL;
+	memset(args, 0, (size_t)(na + 1) * sizeof *args);
+	memcpy(args, n->args, (size_t)keep * sizeof *args);
+	n->op = op;
+	n->args = args;
+	return args;
+}
+
+/* *arg made the tensor argument v. */
+int arg_tensor(coil_arg *arg, int v, coil_arena *a)
+{
+	int *p = arena_alloc(a, sizeof(int));
+	if (!p)
+		return -1;
+	*p = v;
+	*arg = (coil_arg){.kind = ARG_TENSOR, .n = 1, .v = p};
+	return 0;
+}

@@ -76,45 +76,6 @@ static int bcast_index(const coil_graph *g, int ix, int d, const coil_value *x, 
 	return uv->rank == 1 && (uv->dtype == COIL_I64 || uv->dtype == COIL_I32) ? u : -1;
 }
 
-/* A copy of g's node and value lists (the caller's graph is left as it was). */
-static coil_graph *copy_graph(const coil_graph *g0, coil_arena *a)
-{
-	coil_graph *g = arena_alloc(a, sizeof *g);
-	coil_node *nodes = arena_alloc(a, (size_t)(g0->nnodes + 1) * sizeof *nodes);
-	coil_value *vals = arena_alloc(a, (size_t)(g0->nvals + 1) * sizeof *vals);
-	if (!g || !nodes || !vals)
-		return NULL;
-	*g = *g0;
-	memcpy(nodes, g0->nodes, (size_t)g0->nnodes * sizeof *nodes);
-	memcpy(vals, g0->vals, (size_t)g0->nvals * sizeof *vals);
-	g->nodes = nodes, g->vals = vals, g->capvals = g0->nvals;
-	return g;
-}
-
-/* n with op and a fresh argument array of its schema's size, the first `keep` copied. */
-static coil_arg *reargs(coil_node *n, coil_op op, int keep, coil_arena *a)
-{
-	const int na = op_get(op)->nargs;
-	coil_arg *args = arena_alloc(a, (size_t)(na + 1) * sizeof *args);
-	if (!args)
-		return NULL;
-	memset(args, 0, (size_t)(na + 1) * sizeof *args);
-	memcpy(args, n->args, (size_t)keep * sizeof *args);
-	n->op = op;
-	n->args = args;
-	return args;
-}
-
-static int tensor_arg(coil_arg *arg, int v, coil_arena *a)
-{
-	int *p = arena_alloc(a, sizeof(int));
-	if (!p)
-		return -1;
-	*p = v;
-	*arg = (coil_arg){.kind = ARG_TENSOR, .n = 1, .v = p};
-	return 0;
-}
-
 /* index_add (alpha 1) / index_reduce along dim 0 whose source is index_select(x, 0, src)
  * along dim 0, or that times a per-edge weight w ([E, 1, ...], a view of a 1-d [E]), read
  * by nothing else: one coil.gather_scatter(self, x, src, dst, w).  0 when not. */
@@ -164,9 +125,9 @@ static int fuse_gather(coil_graph *g, coil_node *m, const int *uses, coil_arena 
 	const int is_add = m->op == OP_INDEX_ADD;
 	const char *red = is_add ? "sum" : m->args[4].s;
 	const int self_in = is_add ? 1 : (int)m->args[5].i, di_v = m->args[2].v[0];
-	coil_arg *args = reargs(m, OP_GATHER_SCATTER, 1, a);
-	if (!args || tensor_arg(&args[1], x_v, a) || tensor_arg(&args[2], si_v, a) || tensor_arg(&args[3], di_v, a) ||
-	    (wv >= 0 && tensor_arg(&args[4], wv, a)))
+	coil_arg *args = node_reargs(m, OP_GATHER_SCATTER, 1, a);
+	if (!args || arg_tensor(&args[1], x_v, a) || arg_tensor(&args[2], si_v, a) || arg_tensor(&args[3], di_v, a) ||
+	    (wv >= 0 && arg_tensor(&args[4], wv, a)))
 		return coil_err_oom(err);
 	args[5] = (coil_arg){.kind = ARG_STR, .s = red};
 	args[6] = (coil_arg){.kind = ARG_BOOL, .is_int = 1, .is_bool = 1, .i = self_in};
@@ -183,7 +144,7 @@ int ir_scatter_index(coil_graph **gp, coil_arena *a, coil_err *err)
 	}
 	if (!cand)
 		return 0;
-	if (!(g = copy_graph(g0, a)))
+	if (!(g = graph_copy(g0, a)))
 		return coil_err_oom(err);
 	int changed = 0, *uses = arena_alloc(a, (size_t)(g->nvals + 1) * sizeof(int));
 	if (!uses)
@@ -198,8 +159,8 @@ int ir_scatter_index(coil_graph **gp, coil_arena *a, coil_err *err)
 		if (iv < 0)
 			continue;
 		const coil_op op = m->op == OP_SCATTER_ADD ? OP_INDEX_ADD : OP_INDEX_REDUCE;
-		coil_arg *args = reargs(m, op, op == OP_INDEX_ADD ? 4 : 6, a);
-		if (!args || tensor_arg(&args[2], iv, a))
+		coil_arg *args = node_reargs(m, op, op == OP_INDEX_ADD ? 4 : 6, a);
+		if (!args || arg_tensor(&args[2], iv, a))
 			return coil_err_oom(err);
 		if (op == OP_INDEX_ADD)
 			args[4] = (coil_arg){.kind = ARG_SCALAR, .is_int = 1, .i = 1, .f = 1};

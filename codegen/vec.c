@@ -402,6 +402,15 @@ static int gelu_of(vctx *c, int v, char **idx, char **xidx)
 	return strcmp(key_of(c, &ir->nodes[x], xidx), key_of(c, &ir->nodes[x], i4)) ? -1 : x;
 }
 
+/* u8 and i8 (quantized values) ride in f32 lanes on AVX-512 (vmath's coil_ld_u8_16, ...). */
+static int narrow8(const vctx *c, coil_dtype t) { return (t == COIL_U8 || t == COIL_I8) && c->I->w == 16; }
+
+/* The name vmath's lane helpers give a storage type computed in f32. */
+static const char *lane_type(coil_dtype t)
+{
+	return t == COIL_U8 ? "u8" : t == COIL_I8 ? "i8" : emit_half(t);
+}
+
 /* The value of node v at index idx as a vector (f32) or mask (bool). */
 static char *vrv(vctx *c, int v, char **idx)
 {
@@ -409,12 +418,14 @@ static char *vrv(vctx *c, int v, char **idx)
 	const vec_isa *I = c->I;
 	if (c->bad)
 		return "0";
-	if (n->dtype != COIL_F32 && n->dtype != COIL_BOOL && !dtype_is_half(n->dtype)) {
+	if ((n->dtype != COIL_F32 && n->dtype != COIL_BOOL && !dtype_is_half(n->dtype) && !narrow8(c, n->dtype)) ||
+	    (narrow8(c, n->dtype) && (n->op == IR_UNARY || n->op == IR_BINARY || n->op == IR_WHERE || n->op == IR_REDUCE))) {
+		/* u8/i8 arithmetic wraps at each step: only their loads, casts and stores are lanes */
 		c->bad = 1;
 		return "0";
 	}
-	int mask = n->dtype == COIL_BOOL, half = dtype_is_half(n->dtype);
-	const char *h = emit_half(n->dtype);
+	int mask = n->dtype == COIL_BOOL, half = dtype_is_half(n->dtype) || narrow8(c, n->dtype);
+	const char *h = lane_type(n->dtype);
 	if (n->op == IR_FILL) {
 		if (mask)
 			return n->fill != 0 ? (char *)I->mtrue : (char *)I->mfalse;
@@ -531,7 +542,7 @@ static char *vrv(vctx *c, int v, char **idx)
 static void vstore(vctx *c, int v, char **idx)
 {
 	ir_node *n = &c->ir->nodes[v];
-	if (n->dtype != COIL_F32 && !dtype_is_half(n->dtype)) {
+	if (n->dtype != COIL_F32 && !dtype_is_half(n->dtype) && !narrow8(c, n->dtype)) {
 		c->bad = 1;
 		return;
 	}
@@ -539,8 +550,8 @@ static void vstore(vctx *c, int v, char **idx)
 	if (c->bad)
 		return;
 	int kind = access_kind(c, n, idx);
-	if (dtype_is_half(n->dtype)) {
-		const char *h = emit_half(n->dtype), *w = c->I->sfx;
+	if (dtype_is_half(n->dtype) || narrow8(c, n->dtype)) {
+		const char *h = lane_type(n->dtype), *w = c->I->sfx;
 		if (kind == ACC_INV)
 			out(c, "%s[%s] = coil_f32_%s(%s);\n", b, lin, h, P(c->I->lane0, x));
 		else if (kind == ACC_CONTIG)

@@ -329,6 +329,11 @@ static inline float coil_geluf(float x) { return coil_gelu1((coil_v1f){x})[0]; }
  * (subnormals kept, overflow to infinity, NaN quietened).  With
  * -mavx512bf16 (the avx512_bf16 target) and F16C the vector forms use the
  * instructions; the scalar forms are the same arithmetic. */
+/* u8 / i8 lanes' scalar side (vectorized kernels' invariant loads and stores). */
+static inline float coil_u8_f32(uint8_t v) { return (float)v; }
+static inline float coil_i8_f32(int8_t v) { return (float)v; }
+static inline uint8_t coil_f32_u8(float x) { return (uint8_t)(int32_t)x; }
+static inline int8_t coil_f32_i8(float x) { return (int8_t)(int32_t)x; }
 static inline float coil_bf16_f32(uint16_t h)
 {
 	uint32_t u = (uint32_t)h << 16;
@@ -649,6 +654,18 @@ static inline __m512 coil_ldm_bf16_16(__mmask16 m, const uint16_t *p) { return c
 static inline __m512 coil_rnd_bf16_16(__m512 x) { return coil_h2f_bf16_16(coil_f2h_bf16_16(x)); }
 static inline void coil_st_bf16_16(uint16_t *p, __m512 x) { _mm256_storeu_si256((__m256i *)p, coil_f2h_bf16_16(x)); }
 static inline void coil_stm_bf16_16(uint16_t *p, __mmask16 m, __m512 x) { _mm256_mask_storeu_epi16(p, m, coil_f2h_bf16_16(x)); }
+/* u8 / i8 (quantized values) as f32 lanes.  A cast to them is C's (uint8_t)f,
+ * (int8_t)f for |f| < 2^31: truncated, then the low byte (wrapping) kept. */
+static inline __m512 coil_ld_u8_16(const uint8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p))); }
+static inline __m512 coil_ldm_u8_16(__mmask16 m, const uint8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, p))); }
+static inline __m512 coil_ld_i8_16(const int8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p))); }
+static inline __m512 coil_ldm_i8_16(__mmask16 m, const int8_t *p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, p))); }
+static inline __m512 coil_rnd_u8_16(__m512 x) { return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_cvttps_epi32(x), _mm512_set1_epi32(255))); }
+static inline __m512 coil_rnd_i8_16(__m512 x) { return _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(_mm512_cvttps_epi32(x), 24), 24)); }
+static inline void coil_st_u8_16(uint8_t *p, __m512 x) { _mm_storeu_si128((__m128i *)p, _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(x))); }
+static inline void coil_stm_u8_16(uint8_t *p, __mmask16 m, __m512 x) { _mm512_mask_cvtepi32_storeu_epi8(p, m, _mm512_cvttps_epi32(x)); }
+static inline void coil_st_i8_16(int8_t *p, __m512 x) { _mm_storeu_si128((__m128i *)p, _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(x))); }
+static inline void coil_stm_i8_16(int8_t *p, __mmask16 m, __m512 x) { _mm512_mask_cvtepi32_storeu_epi8(p, m, _mm512_cvttps_epi32(x)); }
 static inline __m512 coil_ld_f16_16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 static inline __m512 coil_ldm_f16_16(__mmask16 m, const uint16_t *p) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
 static inline __m512 coil_rnd_f16_16(__m512 x) { return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); }

@@ -1479,9 +1479,9 @@ RT_API int rt_pool_create(rt_ctx *ctx, const rt_pool_desc *d, rt_pool **out, cha
 	*out = NULL;
 	if (!ctx || !d)
 		return seterr(err, errlen, RT_EINVAL, "rt_pool_create: NULL ctx or desc");
-	if (d->dtype != RT_F32 && d->dtype != RT_BF16)
+	if (d->dtype != RT_F32 && d->dtype != RT_BF16 && !((d->dtype == RT_U8 || d->dtype == RT_S8) && d->kind == RT_POOL_MAX))
 		return seterr(err, errlen, RT_EUNSUP, "rt_pool: dtype %d not supported", (int)d->dtype);
-	const dnnl_data_type_t dt = d->dtype == RT_BF16 ? dnnl_bf16 : dnnl_f32;
+	const dnnl_data_type_t dt = rt_dnnl_dt(d->dtype);
 	if (d->kind < RT_POOL_MAX || d->kind > RT_POOL_AVG_EXCL)
 		return seterr(err, errlen, RT_EINVAL, "rt_pool: unknown kind %d", (int)d->kind);
 	if (d->n < 1 || d->c < 1)
@@ -1503,7 +1503,8 @@ RT_API int rt_pool_create(rt_ctx *ctx, const rt_pool_desc *d, rt_pool **out, cha
 	pl->p.ctx = ctx;
 	prev = threads_enter(ctx), entered = 1;
 	pl->src_nhwc = d->src_nhwc, pl->dst_nhwc = d->dst_nhwc;
-	pl->nhwc = d->src_nhwc || d->dst_nhwc;
+	/* oneDNN 2.6 pools u8/s8 fast only channels-last (NCHW: its reference kernel, ~200x slower) */
+	pl->nhwc = d->src_nhwc || d->dst_nhwc || d->dtype == RT_U8 || d->dtype == RT_S8;
 	static const int nchw[4] = {0, 1, 2, 3}, nhwc[4] = {0, 2, 3, 1};
 	const int *po_ = pl->nhwc ? nhwc : nchw;
 	int64_t sdims[4] = {d->n, d->c, d->in[0], d->in[1]}, ddims[4] = {d->n, d->c, d->out[0], d->out[1]};

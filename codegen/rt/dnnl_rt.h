@@ -298,7 +298,7 @@ enum rt_pool_kind { RT_POOL_MAX, RT_POOL_AVG_INCL, RT_POOL_AVG_EXCL };
 typedef struct rt_pool rt_pool;
 
 typedef struct rt_pool_desc {
-	enum rt_dtype dtype; /* RT_F32 or RT_BF16 */
+	enum rt_dtype dtype; /* RT_F32 or RT_BF16; RT_U8 / RT_S8 for RT_POOL_MAX */
 	enum rt_pool_kind kind;
 	int64_t n, c;
 	int64_t in[2], out[2], k[2], stride[2], pad_l[2], pad_r[2], dil[2]; /* dil 0 taken as 1 */
