@@ -278,6 +278,40 @@ int dn_q_weight(const coil_graph *g, int i)
 	return dn_enabled() && q_head(g, i, 0, &xdq, &wdq, &bt) ? wdq : -1;
 }
 
+/* Extends an int8 chain ending in quantize q over q -> dequantize -> relu /
+ * hardtanh / clamp -> quantize with the same scale, zero point, dtype and
+ * range (the FX flow's ReLU6 after a conv): clamping commutes with the
+ * rounding, so one clamp post-op on the accumulator gives the same bits. */
+static void q_requant_clamps(pctx *c, dn_fuse *f, int *at)
+{
+	coil_graph *g = c->g;
+	for (;;) {
+		const coil_node *q = &g->nodes[f->last];
+		int v = q->outs[0], di, ui, qi;
+		if (c->nuse[v] != 1 || c->is_out[v] || at[di = c->user[v]] != -1)
+			return;
+		const coil_node *d = &g->nodes[di];
+		if (d->op != OP_DEQUANTIZE_PT || (float)d->args[1].f != (float)q->args[1].f || d->args[2].i != q->args[2].i ||
+		    d->args[5].i != q->args[5].i || c->nuse[d->outs[0]] != 1 || c->is_out[d->outs[0]] ||
+		    at[ui = c->user[d->outs[0]]] != -1)
+			return;
+		const coil_node *u = &g->nodes[ui];
+		double lo = 0, hi = INFINITY;
+		if ((u->op != OP_RELU && clamp_bounds(u, &lo, &hi)) || u->args[0].v[0] != d->outs[0] ||
+		    c->nuse[u->outs[0]] != 1 || c->is_out[u->outs[0]] || at[qi = c->user[u->outs[0]]] != -1)
+			return;
+		const coil_node *q2 = &g->nodes[qi];
+		if (q2->op != OP_QUANTIZE_PT || (float)q2->args[1].f != (float)q->args[1].f || q2->args[2].i != q->args[2].i ||
+		    q2->args[3].i != q->args[3].i || q2->args[4].i != q->args[4].i || q2->args[5].i != q->args[5].i ||
+		    f->npost >= DN_MAX_POST)
+			return;
+		const double sy = (float)q->args[1].f;
+		add_post(f, DN_CLAMP, lo / sy, hi / sy, -1);
+		at[f->last] = at[di] = at[ui] = -2;
+		f->last = qi;
+	}
+}
+
 /* The chain of an int8 fusion: [add of a dequantized residual] [relu, clamp,
  * hardtanh ...] then a per-tensor quantize, which ends it.  Eltwise bounds
  * are rescaled into the quantized output's units (oneDNN applies post-ops to
@@ -310,6 +344,7 @@ static int q_chain(pctx *c, dn_fuse *f, int *at)
 			for (int i = 0; i < np; i++)
 				at[pend[i]] = -2;
 			f->last = ui;
+			q_requant_clamps(c, f, at);
 			return 0;
 		}
 		switch (u->op) {
@@ -634,56 +669,122 @@ static void chain(pctx *c, dn_fuse *f, int *at)
 	}
 }
 
+/* A node that computes the same in either layout when its operands share it:
+ * elementwise over one rank-4 shape (pointwise ops, per-tensor quantize and
+ * dequantize, identities), every tensor operand of that shape or rank 0. */
+static int transparent(const coil_graph *g, const coil_node *n)
+{
+	const op_info *oi = op_get(n->op);
+	int ew = oi->kind == PW || n->op == OP_QUANTIZE_PT || n->op == OP_DEQUANTIZE_PT || n->op == OP_ALIAS ||
+		 n->op == OP_DETACH || n->op == OP_CLONE || n->op == OP_CONTIGUOUS;
+	if (!ew || n->nout != 1 || n->outs[0] < 0)
+		return 0;
+	const coil_value *o = &g->vals[n->outs[0]];
+	if (o->rank != 4)
+		return 0;
+	for (int a = 0; a < oi->nargs; a++) {
+		if (n->args[a].kind == ARG_TENSORS)
+			return 0;
+		if (n->args[a].kind != ARG_TENSOR)
+			continue;
+		const coil_value *v = &g->vals[n->args[a].v[0]];
+		if (v->rank && !(v->rank == 4 && dims_equal(v->shape, o->shape, 4)))
+			return 0;
+	}
+	return 1;
+}
+
+/* Whether node i may read value v (its tensor argument a) in NHWC: a
+ * transparent node (its layout is settled with its result's), or a fusion's
+ * node that takes it so: the head's src, the residual (or, int8, the
+ * residual's dequantized value). */
+static int nhwc_read(const coil_graph *g, const dn_plan *p, const char *ok, const int *owner, const char *tp, int i,
+		     int a, int v)
+{
+	if (tp[i])
+		return 1;
+	int o = owner[i];
+	if (o < 0 || !ok[o])
+		return 0;
+	const dn_fuse *f = &p->f[o];
+	if (i == f->head)
+		return a == 0;
+	for (int q = 0; q < f->npost; q++)
+		if (f->post[q].kind == DN_ADD_SAME && f->post[q].val == v)
+			return 1;
+	return f->q && f->q_rdq >= 0 && v == g->nodes[f->q_rdq].outs[0];
+}
+
 /* Layout: between consecutive 2-d convolutions activations stay NHWC
  * (oneDNN's fast kernels want it; NCHW costs a reorder on each side of each
- * conv).  A fusion's result is NHWC when the fusion is a 2-d conv without
- * broadcast operands, the result is no graph output, and every reader is
- * such a conv reading it as its input or as its residual; a residual and
- * the dst it is added to must agree (fixed point, only ever turning NHWC
- * off).  Everything else, generated kernels included, sees NCHW. */
+ * conv).  A value is NHWC when it is the result of a 2-d conv or pool fusion
+ * without broadcast operands, or of a transparent node (elementwise over one
+ * shape: the residual add between int8 convs, a quantize, a ReLU6), no graph
+ * output, and every reader takes it so: such a fusion reading it as its
+ * input or residual, or a transparent node whose operands and result are all
+ * NHWC; a residual and the dst it is added to agree (fixed point, only ever
+ * turning NHWC off).  Transparent nodes compute in whichever layout their
+ * operands share; everything else, generated kernels included, sees NCHW. */
 static void layout(pctx *c, dn_plan *p, int *owner)
 {
 	coil_graph *g = c->g;
 	char *ok = calloc((size_t)p->nf + 1, 1), *nhwc = calloc((size_t)g->nvals + 1, 1);
+	char *tp = calloc((size_t)g->nnodes + 1, 1);
 	int *outv = calloc((size_t)p->nf + 1, sizeof(int));
-	if (!ok || !nhwc || !outv)
+	if (!ok || !nhwc || !outv || !tp)
 		goto out;
 	for (int j = 0; j < p->nf; j++) {
 		dn_fuse *f = &p->f[j];
 		outv[j] = g->nodes[f->last].outs[0];
-		ok[j] = (f->is_conv || f->is_pool) && !f->q && node_in(g, &g->nodes[f->head], 0)->rank == 4;
+		ok[j] = (f->is_conv || f->is_pool) && node_in(g, &g->nodes[f->head], 0)->rank == 4;
 		for (int k = 0; k < f->npost; k++)
 			ok[j] &= f->post[k].kind < DN_ADD_BCAST;
 	}
-	for (int j = 0; j < p->nf; j++) {
-		int v = outv[j], good = ok[j] && !c->is_out[v] && c->nuse[v] > 0;
-		for (int i = 0; i < g->nnodes && good; i++) {
+	/* candidates: the fusions' results and the transparent nodes' (rank 4, no graph output) */
+	for (int i = 0; i < g->nnodes; i++) {
+		tp[i] = owner[i] < 0 && transparent(g, &g->nodes[i]);
+		if (tp[i])
+			nhwc[g->nodes[i].outs[0]] = 1;
+	}
+	for (int j = 0; j < p->nf; j++)
+		nhwc[outv[j]] = ok[j];
+	for (int i = 0; i < g->noutputs; i++)
+		nhwc[g->outputs[i]] = 0;
+	for (int changed = 1; changed;) {
+		changed = 0;
+		/* every read of an NHWC value is one that takes it so */
+		for (int i = 0; i < g->nnodes; i++) {
 			const coil_node *n = &g->nodes[i];
 			const op_info *oi = op_get(n->op);
-			for (int a = 0; a < oi->nargs && good; a++) {
+			for (int a = 0; a < oi->nargs; a++) {
 				if (n->args[a].kind != ARG_TENSOR && n->args[a].kind != ARG_TENSORS)
 					continue;
-				for (int k = 0; k < n->args[a].n && good; k++) {
-					if (n->args[a].v[k] != v)
-						continue;
-					int o = owner[i];
-					if (o < 0 || !ok[o])
-						good = 0;
-					else if (i == p->f[o].head)
-						good = a == 0;
-					else { /* an absorbed node: v must be o's residual */
-						int res = 0;
-						for (int q = 0; q < p->f[o].npost; q++)
-							res |= p->f[o].post[q].kind == DN_ADD_SAME && p->f[o].post[q].val == v;
-						good = res;
-					}
+				for (int k = 0; k < n->args[a].n; k++) {
+					int v = n->args[a].v[k];
+					if (v >= 0 && nhwc[v] && !nhwc_read(g, p, ok, owner, tp, i, a, v))
+						nhwc[v] = 0, changed = 1;
 				}
 			}
 		}
-		nhwc[v] = (char)good;
-	}
-	for (int changed = 1; changed;) {
-		changed = 0;
+		/* a transparent node's operands and result share one layout */
+		for (int i = 0; i < g->nnodes; i++) {
+			if (!tp[i])
+				continue;
+			const coil_node *n = &g->nodes[i];
+			const op_info *oi = op_get(n->op);
+			int all = nhwc[n->outs[0]];
+			for (int a = 0; a < oi->nargs; a++)
+				if (n->args[a].kind == ARG_TENSOR && g->vals[n->args[a].v[0]].rank)
+					all &= nhwc[n->args[a].v[0]];
+			if (all)
+				continue;
+			changed |= nhwc[n->outs[0]];
+			nhwc[n->outs[0]] = 0;
+			for (int a = 0; a < oi->nargs; a++)
+				if (n->args[a].kind == ARG_TENSOR && nhwc[n->args[a].v[0]])
+					nhwc[n->args[a].v[0]] = 0, changed = 1;
+		}
+		/* a residual and the dst it is added to agree */
 		for (int j = 0; j < p->nf; j++)
 			for (int q = 0; q < p->f[j].npost; q++) {
 				int r = p->f[j].post[q].val;
@@ -696,7 +797,7 @@ static void layout(pctx *c, dn_plan *p, int *owner)
 	for (int j = 0; j < p->nf; j++) {
 		dn_fuse *f = &p->f[j];
 		f->dst_nhwc = nhwc[outv[j]];
-		f->src_nhwc = (f->is_conv || f->is_pool) && nhwc[g->nodes[f->head].args[0].v[0]];
+		f->src_nhwc = (f->is_conv || f->is_pool) && nhwc[f->q ? g->nodes[f->q_xdq].args[0].v[0] : g->nodes[f->head].args[0].v[0]];
 		const coil_value *o = &g->vals[outv[j]];
 		if (f->is_pool && dim_eq_const(&o->shape[2], 1) && dim_eq_const(&o->shape[3], 1))
 			f->dst_nhwc = f->src_nhwc; /* [n, c, 1, 1]: both layouts are the same bytes */
@@ -704,6 +805,7 @@ static void layout(pctx *c, dn_plan *p, int *owner)
 out:
 	free(ok);
 	free(nhwc);
+	free(tp);
 	free(outv);
 }
 
