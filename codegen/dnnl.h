@@ -48,13 +48,14 @@
 /* rt_post_kind, in the rt's order (codegen/rt/dnnl_rt.h). */
 enum dn_post_kind {
 	DN_RELU, DN_LEAKY_RELU, DN_GELU_ERF, DN_GELU_TANH, DN_SILU, DN_SIGMOID, DN_TANH,
-	DN_HARDSWISH, DN_HARDSIGMOID, DN_CLAMP, DN_ELU, DN_LINEAR, DN_ADD_SAME, DN_ADD_BCAST,
+	DN_HARDSWISH, DN_HARDSIGMOID, DN_CLAMP, DN_ELU, DN_LINEAR, DN_ROUND, DN_ADD_SAME, DN_ADD_BCAST,
 	DN_MUL_BCAST, DN_SUB_BCAST, DN_DIV_BCAST,
 };
 
 typedef struct dn_post {
 	enum dn_post_kind kind;
 	double a, b;
+	double scale;    /* eltwise kinds: the result times scale (0: 1) */
 	int val;         /* graph value of the tensor operand, -1 */
 	int last_only;   /* operand broadcasts along the last dim only (after a view) */
 } dn_post;
@@ -86,6 +87,8 @@ typedef struct dn_fuse {
 	 * computes in s32 with the scales folded in at create (rt_quant).  q_rdq: the
 	 * dequantize of the residual (the sum post-op reads its quantized value), else -1. */
 	int q, q_xdq, q_wdq, q_rdq;
+	int q_sdiv;      /* the quantize whose scale divides the accumulator (last, or the first
+			  * of a chain through requantized activations: q_requant) */
 	int emitted;     /* set by emit: its kernel is live */
 } dn_fuse;
 

@@ -246,6 +246,8 @@ static void post_desc(nctx *c, const char *d, const dn_fuse *fz)
 		const dn_post *q = &fz->post[i];
 		out(c, "\t%s.post[%d].kind = (enum rt_post_kind)%d;\n", d, i, (int)q->kind);
 		out(c, "\t%s.post[%d].a = %s;\n\t%s.post[%d].b = %s;\n", d, i, flit(c, q->a), d, i, flit(c, q->b));
+		if (q->scale != 0)
+			out(c, "\t%s.post[%d].scale = %s;\n", d, i, flit(c, q->scale));
 		if (q->kind < DN_ADD_BCAST)
 			continue;
 		const coil_value *v = &g->vals[q->val];
@@ -320,7 +322,7 @@ static void make_quant(nctx *c, const dn_fuse *fz, const char *nch, int has_bias
 {
 	coil_graph *g = c->ir->g;
 	const coil_node *xq = &g->nodes[fz->q_xdq], *wq = &g->nodes[fz->q_wdq], *yq = &g->nodes[fz->last];
-	const double sx = (float)xq->args[1].f, sy = (float)yq->args[1].f;
+	const double sx = (float)xq->args[1].f, sy = (float)g->nodes[fz->q_sdiv].args[1].f;
 	const int pc = wq->op == OP_DEQUANTIZE_PC;
 	out(c, "\tconst int64_t nch = %s;\n", nch);
 	out(c, "\tfloat *sc = malloc((size_t)nch * sizeof(float)), *bq = %s;\n",

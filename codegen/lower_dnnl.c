@@ -175,6 +175,34 @@ static int clamp_bounds(const coil_node *u, double *lo, double *hi)
 	return *lo > *hi ? -1 : 0;
 }
 
+/* The eltwise post-op for activation u (relu, gelu, silu, sigmoid, tanh,
+ * hardswish, hardsigmoid, hardtanh and clamp with scalar bounds, leaky_relu,
+ * elu with unit scales) appended to f: 0, or -1 when u is none of them. */
+static int elt_post(dn_fuse *f, const coil_node *u)
+{
+	double lo, hi;
+	switch (u->op) {
+	case OP_RELU: return add_post(f, DN_RELU, 0, 0, -1);
+	case OP_GELU:
+		return add_post(f, u->args[1].kind == ARG_STR && !strcmp(u->args[1].s, "tanh") ? DN_GELU_TANH : DN_GELU_ERF,
+				0, 0, -1);
+	case OP_SILU: return add_post(f, DN_SILU, 0, 0, -1);
+	case OP_SIGMOID: return add_post(f, DN_SIGMOID, 0, 0, -1);
+	case OP_TANH: return add_post(f, DN_TANH, 0, 0, -1);
+	case OP_HARDSWISH: return add_post(f, DN_HARDSWISH, 0, 0, -1);
+	case OP_HARDSIGMOID: return add_post(f, DN_HARDSIGMOID, 0, 0, -1);
+	case OP_HARDTANH: case OP_CLAMP: case OP_CLAMP_MIN: case OP_CLAMP_MAX:
+		return clamp_bounds(u, &lo, &hi) ? -1 : add_post(f, DN_CLAMP, lo, hi, -1);
+	case OP_LEAKY_RELU: return add_post(f, DN_LEAKY_RELU, sarg(u, 1, 0.01), 0, -1);
+	case OP_ELU:
+		if (sarg(u, 2, 1) != 1 || sarg(u, 3, 1) != 1)
+			return -1;
+		return add_post(f, DN_ELU, sarg(u, 1, 1), 0, -1);
+	default:
+		return -1;
+	}
+}
+
 /* Tensor argument i of n (const graph). */
 static const coil_value *qin(const coil_graph *g, const coil_node *n, int i) { return &g->vals[n->args[i].v[0]]; }
 
@@ -278,11 +306,17 @@ int dn_q_weight(const coil_graph *g, int i)
 	return dn_enabled() && q_head(g, i, 0, &xdq, &wdq, &bt) ? wdq : -1;
 }
 
-/* Extends an int8 chain ending in quantize q over q -> dequantize -> relu /
- * hardtanh / clamp -> quantize with the same scale, zero point, dtype and
- * range (the FX flow's ReLU6 after a conv): clamping commutes with the
- * rounding, so one clamp post-op on the accumulator gives the same bits. */
-static void q_requant_clamps(pctx *c, dn_fuse *f, int *at)
+/* Extends an int8 chain ending in quantize q1 over q1 -> dequantize -> an
+ * activation -> quantize q2 (the FX flow's ReLU6, SiLU, hardswish ... after
+ * a conv, each between a quantize and a dequantize):
+ *   - relu, hardtanh or clamp with q2 = q1 (scale, zero point, dtype, range):
+ *     a clamp post-op on the accumulator; clamping commutes with the
+ *     rounding, so the bits are the same;
+ *   - else q1 is computed on the way: round and saturate in q1's units,
+ *     scale to real values, the activation, scale to q2's units; the result
+ *     differs from the reference only where oneDNN's activation rounds
+ *     differently from ATen's (a step of q2 at most). */
+static void q_requant(pctx *c, dn_fuse *f, int *at)
 {
 	coil_graph *g = c->g;
 	for (;;) {
@@ -296,17 +330,36 @@ static void q_requant_clamps(pctx *c, dn_fuse *f, int *at)
 		    at[ui = c->user[d->outs[0]]] != -1)
 			return;
 		const coil_node *u = &g->nodes[ui];
-		double lo = 0, hi = INFINITY;
-		if ((u->op != OP_RELU && clamp_bounds(u, &lo, &hi)) || u->args[0].v[0] != d->outs[0] ||
-		    c->nuse[u->outs[0]] != 1 || c->is_out[u->outs[0]] || at[qi = c->user[u->outs[0]]] != -1)
+		if (u->args[0].v[0] != d->outs[0] || c->nuse[u->outs[0]] != 1 || c->is_out[u->outs[0]] ||
+		    at[qi = c->user[u->outs[0]]] != -1)
 			return;
 		const coil_node *q2 = &g->nodes[qi];
-		if (q2->op != OP_QUANTIZE_PT || (float)q2->args[1].f != (float)q->args[1].f || q2->args[2].i != q->args[2].i ||
-		    q2->args[3].i != q->args[3].i || q2->args[4].i != q->args[4].i || q2->args[5].i != q->args[5].i ||
-		    f->npost >= DN_MAX_POST)
+		coil_dtype t2 = (coil_dtype)q2->args[5].i;
+		if (q2->op != OP_QUANTIZE_PT || (t2 != COIL_U8 && t2 != COIL_I8))
 			return;
-		const double sy = (float)q->args[1].f;
-		add_post(f, DN_CLAMP, lo / sy, hi / sy, -1);
+		const double s1 = (float)q->args[1].f, s2 = (float)q2->args[1].f, z1 = (double)q->args[2].i;
+		const int same = s1 == s2 && q2->args[2].i == q->args[2].i && q2->args[3].i == q->args[3].i &&
+				 q2->args[4].i == q->args[4].i && q2->args[5].i == q->args[5].i;
+		double lo = 0, hi = INFINITY;
+		dn_fuse t = *f;
+		if (same && (u->op == OP_RELU || !clamp_bounds(u, &lo, &hi))) {
+			if (add_post(&t, DN_CLAMP, lo / s1, hi / s1, -1))
+				return;
+		} else {
+			const double tmin = t2 == COIL_U8 ? 0 : -128, tmax = t2 == COIL_U8 ? 255 : 127;
+			const double z2 = (double)q2->args[2].i;
+			/* the activation's result scaled into q2's units by its own post-op scale */
+			if (add_post(&t, DN_ROUND, 0, 0, -1) ||
+			    add_post(&t, DN_CLAMP, (double)q->args[3].i - z1, (double)q->args[4].i - z1, -1) ||
+			    add_post(&t, DN_LINEAR, s1, 0, -1) || elt_post(&t, u) ||
+			    ((q2->args[3].i > tmin || q2->args[4].i < tmax) &&
+			     add_post(&t, DN_CLAMP, (double)q2->args[3].i - z2, (double)q2->args[4].i - z2, -1)))
+				return;
+			t.post[t.npost - 1 - (q2->args[3].i > tmin || q2->args[4].i < tmax)].scale = 1 / s2;
+		}
+		if (t.q_rdq >= 0 && qin(g, &g->nodes[t.q_rdq], 0)->dtype != t2)
+			return; /* the sum accumulates in the dst's type */
+		*f = t;
 		at[f->last] = at[di] = at[ui] = -2;
 		f->last = qi;
 	}
@@ -343,8 +396,8 @@ static int q_chain(pctx *c, dn_fuse *f, int *at)
 				add_post(f, DN_CLAMP, (double)u->args[3].i - zy, (double)u->args[4].i - zy, -1);
 			for (int i = 0; i < np; i++)
 				at[pend[i]] = -2;
-			f->last = ui;
-			q_requant_clamps(c, f, at);
+			f->last = f->q_sdiv = ui;
+			q_requant(c, f, at);
 			return 0;
 		}
 		switch (u->op) {
@@ -497,11 +550,42 @@ static int is_reshape_op(const coil_node *n)
 	}
 }
 
+/* The oneDNN eltwise algorithms post-op p becomes (up to two) with their
+ * parameters: alg[i] (its kind, RELU for leaky_relu too, LINEAR and CLAMP for
+ * hardsigmoid's two), prm[i][0..1].  Returns how many. */
+static int post_algs(const dn_post *p, int alg[2], double prm[2][2])
+{
+	if (p->kind >= DN_ADD_SAME)
+		return 0;
+	alg[0] = p->kind == DN_LEAKY_RELU ? DN_RELU : p->kind == DN_HARDSIGMOID ? DN_LINEAR : (int)p->kind;
+	prm[0][0] = p->kind == DN_HARDSIGMOID ? 1.0 / 6 : p->kind == DN_RELU ? 0 : p->a;
+	prm[0][1] = p->kind == DN_HARDSIGMOID ? 0.5 : p->b;
+	if (p->kind != DN_HARDSIGMOID)
+		return 1;
+	alg[1] = DN_CLAMP, prm[1][0] = 0, prm[1][1] = 1;
+	return 2;
+}
+
 static int add_post(dn_fuse *f, enum dn_post_kind k, double a, double b, int val)
 {
 	if (f->npost >= DN_MAX_POST)
 		return -1;
-	f->post[f->npost++] = (dn_post){.kind = k, .a = a, .b = b, .val = val};
+	/* oneDNN 2.6's jit kernels (brgconv, jit_int8, f32 and int8 alike) apply the
+	 * parameters of the first eltwise post-op of an algorithm to every later one of
+	 * the same algorithm (conv -> linear(0.5) -> linear(2) scales by 0.25): a second
+	 * one with other parameters ends the chain instead */
+	dn_post np = {.kind = k, .a = a, .b = b, .val = val};
+	int na, nb, alg_a[2], alg_b[2];
+	double pa[2][2], pb[2][2];
+	na = post_algs(&np, alg_a, pa);
+	for (int i = 0; i < f->npost; i++) {
+		nb = post_algs(&f->post[i], alg_b, pb);
+		for (int x = 0; x < na; x++)
+			for (int y = 0; y < nb; y++)
+				if (alg_a[x] == alg_b[y] && (pa[x][0] != pb[y][0] || pa[x][1] != pb[y][1] || f->post[i].scale != 0))
+					return -1;
+	}
+	f->post[f->npost++] = np;
 	return 0;
 }
 
@@ -611,26 +695,8 @@ static int step(pctx *c, dn_fuse *f, const coil_node *u, int cur, int view_free)
 		if (u->args[1].kind != ARG_SCALAR || ((u->op == OP_ADD_S || u->op == OP_SUB_S) && sarg(u, 2, 1) != 1))
 			return -1;
 		return scalar_step(f, u->op, u->args[1].f, can_fold);
-	case OP_RELU: return add_post(f, DN_RELU, 0, 0, -1);
-	case OP_GELU:
-		return add_post(f, u->args[1].kind == ARG_STR && !strcmp(u->args[1].s, "tanh") ? DN_GELU_TANH : DN_GELU_ERF,
-				0, 0, -1);
-	case OP_SILU: return add_post(f, DN_SILU, 0, 0, -1);
-	case OP_SIGMOID: return add_post(f, DN_SIGMOID, 0, 0, -1);
-	case OP_TANH: return add_post(f, DN_TANH, 0, 0, -1);
-	case OP_HARDSWISH: return add_post(f, DN_HARDSWISH, 0, 0, -1);
-	case OP_HARDSIGMOID: return add_post(f, DN_HARDSIGMOID, 0, 0, -1);
-	case OP_HARDTANH: case OP_CLAMP: case OP_CLAMP_MIN: case OP_CLAMP_MAX: {
-		double lo, hi;
-		return clamp_bounds(u, &lo, &hi) ? -1 : add_post(f, DN_CLAMP, lo, hi, -1);
-	}
-	case OP_LEAKY_RELU: return add_post(f, DN_LEAKY_RELU, sarg(u, 1, 0.01), 0, -1);
-	case OP_ELU:
-		if (sarg(u, 2, 1) != 1 || sarg(u, 3, 1) != 1)
-			return -1;
-		return add_post(f, DN_ELU, sarg(u, 1, 1), 0, -1);
 	default:
-		return -1;
+		return elt_post(f, u);
 	}
 }
 

@@ -91,6 +91,7 @@ static double eltwise(const rt_post *p, double x)
 	case RT_CLAMP: return fmin(fmax(x, p->a), p->b);
 	case RT_ELU: return x > 0 ? x : p->a * (exp(x) - 1);
 	case RT_LINEAR: return p->a * x + p->b;
+	case RT_ROUND: return nearbyintf(x);
 	default: fail_msg("eltwise: kind %d", p->kind);
 	}
 	return 0;

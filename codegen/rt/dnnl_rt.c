@@ -347,6 +347,7 @@ static int build_post_ops(dnnl_post_ops_t po, int lead, int npost, const rt_post
 			break;
 		case RT_ELU: alg = dnnl_eltwise_elu; a = q->a; break;
 		case RT_LINEAR: alg = dnnl_eltwise_linear; a = q->a, b = q->b; break;
+		case RT_ROUND: alg = dnnl_eltwise_round; break;
 		case RT_ADD_SAME:
 			if (++nsum > 1)
 				FAIL(RT_EUNSUP, "post-op %d: at most one RT_ADD_SAME", i);
@@ -386,7 +387,7 @@ static int build_post_ops(dnnl_post_ops_t po, int lead, int npost, const rt_post
 			p->role[i] = ROLE_BIN;
 			bin_idx[i] = idx++;
 		} else {
-			DN(dnnl_post_ops_append_eltwise(po, 1.f, alg, a, b));
+			DN(dnnl_post_ops_append_eltwise(po, q->scale != 0 ? q->scale : 1.f, alg, a, b));
 			idx++;
 		}
 	}

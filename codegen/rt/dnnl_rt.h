@@ -157,6 +157,7 @@ enum rt_post_kind {
 	                 * a > b is RT_EINVAL */
 	RT_ELU,         /* x > 0 ? x : a*(exp(x) - 1) */
 	RT_LINEAR,      /* a*x + b */
+	RT_ROUND,       /* to the nearest integer, ties to even (int8: an intermediate quantization) */
 	RT_ADD_SAME,    /* x + r, r like dst (see above) */
 	RT_ADD_BCAST,   /* x + s, s broadcast to dst */
 	RT_MUL_BCAST,   /* x * s */
@@ -169,6 +170,7 @@ typedef struct rt_post {
 	float a, b;
 	int rank;          /* *_BCAST: rank of s (1..rank of dst) */
 	int64_t dims[8];   /* *_BCAST: dims of s */
+	float scale;       /* eltwise kinds: the result times scale (0 is taken as 1) */
 } rt_post;
 
 /* How an NCHW conv (channels_last = 0) runs.  oneDNN 2.6 runs NCHW f32

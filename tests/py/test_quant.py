@@ -7,6 +7,10 @@ fusions, codegen/rt's u8s8 primitives) against PyTorch's own reference quantized
     quantized_decomposed ops: each dq -> conv/linear -> q compiles into one oneDNN int8
     primitive (counted in --dump-after dnnl), and the output equals the reference model's in
     quantized units on >= 99.9% of elements, never more than one step away;
+  * an activation between two quantizes (ReLU6, SiLU, hardswish, sigmoid) fuses into the conv
+    before it and still matches;
+  * f32 chains of two eltwise post-ops of one oneDNN algorithm (relu * 0.5 + 1) match eager
+    (oneDNN 2.6 shares the first one's parameters: such chains stop before the second);
   * a QAT model (prepare_qat_fx, a few training steps, convert_to_reference_fx) the same;
   * a CNN trained here on scikit-learn's digits keeps its test accuracy within 0.5 points
     after the FX flow, compiled by coil;
@@ -17,6 +21,7 @@ A private cache directory keeps the user's cache untouched.
 Run: COIL=build/coil PYTHONPATH=client/python /usr/bin/python3 tests/py/test_quant.py
 """
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -154,6 +159,65 @@ def test_patterns(t, cache, tmp):
          r.stdout + r.stderr)
 
 
+class ConvAct(nn.Module):
+    """conv -> an activation -> conv: the FX flow quantizes between each (q -> dq -> act -> q)."""
+
+    def __init__(self, act):
+        super().__init__()
+        self.a = nn.Conv2d(8, 16, 3, padding=1)
+        self.act = act
+        self.b = nn.Conv2d(16, 8, 1)
+
+    def forward(self, x):
+        return self.b(self.act(self.a(x)))
+
+
+def test_requant_chains(t, cache, tmp):
+    """An activation between two quantizes fuses into the conv before it: ReLU6 exactly (the
+    clamp commutes with the rounding), SiLU, hardswish and sigmoid through the first
+    quantize's rounding computed on the way."""
+    g = torch.Generator().manual_seed(3)
+    calib = [torch.randn(2, 8, 10, 10, generator=g) for _ in range(4)]
+    x = torch.randn(2, 8, 10, 10, generator=g)
+    for name, act in (("relu6", nn.ReLU6()), ("silu", nn.SiLU()), ("hardswish", nn.Hardswish()),
+                      ("sigmoid", nn.Sigmoid())):
+        m = ConvAct(act).eval()
+        ref = ptq(m, x, calib)
+        check_pattern(t, "conv %s conv" % name, None, x, None, cache, tmp, 2, ref=ref)
+        d = os.path.join(tmp, "act_" + name)
+        coil_export.export(ref, (x,), d, coil=COIL)
+        r = subprocess.run([COIL, "compile", os.path.join(d, "graph.json"), "--dump-after", "dnnl"], capture_output=True,
+                           text=True, env=dict(os.environ, COIL_CACHE_DIR=os.path.join(tmp, "cache")))
+        first = [ln for ln in r.stdout.splitlines() if ln.startswith("fusion 0:")]
+        npost = re.search(r"(\d+) post-ops?", first[0]) if first else None
+        t.ok(npost is not None and int(npost.group(1)) >= 1 and ", int8 (" in first[0],
+             "conv %s conv: the activation is the first conv's post-op" % name, r.stdout)
+
+
+def test_float_post_chains(t, cache, tmp):
+    """oneDNN 2.6 gives every eltwise post-op of one algorithm the first one's parameters
+    (conv -> relu -> *0.5 -> +1 came out as relu(conv) * 0.25 + 0.5): such chains must still
+    match eager."""
+    class Chain(nn.Module):
+        def __init__(self, f):
+            super().__init__()
+            self.c = nn.Conv2d(16, 16, 3, padding=1)
+            self.f = f
+
+        def forward(self, x):
+            return self.f(self.c(x))
+    x = torch.randn(1, 16, 8, 8)
+    for name, f in (("relu * 0.5 + 1", lambda y: torch.relu(y) * 0.5 + 1.0),
+                    ("relu6 then clamp(-1, 2)", lambda y: torch.clamp(nn.functional.relu6(y), -1.0, 2.0)),
+                    ("leaky_relu(0.1) then relu", lambda y: torch.relu(nn.functional.leaky_relu(y, 0.1)) - 0.3)):
+        m = Chain(f).eval()
+        with torch.no_grad():
+            want = m(x)
+            got = coil.compile(m, (x,), threads=2, cache_dir=cache, coil=COIL)(x)
+        err = (got - want).abs().max().item()
+        t.ok(err < 1e-4, "f32 conv -> %s: as eager" % name, "max error %g" % err)
+
+
 def test_qat(t, cache, tmp):
     torch.manual_seed(0)
     m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
@@ -243,6 +307,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         cache = os.path.join(tmp, "cache")
         t.run("patterns", test_patterns, t, cache, tmp)
+        t.run("requant chains", test_requant_chains, t, cache, tmp)
+        t.run("float post-op chains", test_float_post_chains, t, cache, tmp)
         t.run("qat", test_qat, t, cache, tmp)
         t.run("digits", test_digits, t, cache, tmp)
         t.run("refusals", test_refusals, t, cache, tmp)
