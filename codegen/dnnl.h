@@ -124,11 +124,12 @@ int dn_create_only(coil_ir *ir, int ext, int i);
  * node; else -1.  (fold keeps such a transpose for oneDNN to read.) */
 int dn_b_transposed(coil_graph *g, const coil_node *n);
 
-/* Pre-fold: when node i is a convolution or matrix product whose input and
- * weight are dequantized as an int8 fusion takes them, the weight's
- * dequantize node (fold keeps it in the run, so that oneDNN reads the s8
- * weight it dequantizes), else -1. */
-int dn_q_weight(const coil_graph *g, int i);
+/* Pre-fold: marks (mark[node] = 1) the weight dequantize of every
+ * convolution or matrix product whose int8 pattern holds (input and weight
+ * dequantized as an int8 fusion takes them, its chain ending in a quantize):
+ * fold keeps them in the run, so that oneDNN reads the s8 weights.  0, or -1
+ * out of memory. */
+int dn_q_weights(coil_graph *g, char *mark);
 
 /* 0 when COIL_DNNL=0 turns the lowering off. */
 int dn_enabled(void);

@@ -361,10 +361,10 @@ int ir_fold_graph(coil_graph *g, ir_fold **out, coil_err *err)
 		int t = dn_b_transposed(g, &g->nodes[i]);
 		if (t >= 0)
 			dn_trans[t] = 1;
-		/* and an int8 weight's dequantize, for oneDNN to read the s8 weight */
-		if ((t = dn_q_weight(g, i)) >= 0)
-			dn_trans[t] = 1;
 	}
+	/* and an int8 layer's weight dequantize, for oneDNN to read the s8 weight */
+	if (dn_q_weights(g, dn_trans))
+		goto oom;
 	classify(&c, dn_trans);
 	frontier(&c);
 	keep_pass(&c);

@@ -300,11 +300,6 @@ static int q_head(const coil_graph *g, int h, int cst, int *xdq, int *wdq, int *
 	return *xdq >= 0 && *wdq >= 0;
 }
 
-int dn_q_weight(const coil_graph *g, int i)
-{
-	int xdq, wdq, bt;
-	return dn_enabled() && q_head(g, i, 0, &xdq, &wdq, &bt) ? wdq : -1;
-}
 
 /* Extends an int8 chain ending in quantize q1 over q1 -> dequantize -> an
  * activation -> quantize q2 (the FX flow's ReLU6, SiLU, hardswish ... after
@@ -389,9 +384,14 @@ static int q_chain(pctx *c, dn_fuse *f, int *at)
 			const double tmin = t == COIL_U8 ? 0 : -128, tmax = t == COIL_U8 ? 255 : 127;
 			if (f->q_rdq >= 0 && node_in(g, &g->nodes[f->q_rdq], 0)->dtype != t)
 				return -1; /* the sum accumulates in the dst's type */
-			for (int i = 0; i < f->npost; i++)
+			/* the accumulator comes in units of sy: clamp bounds scale, an activation
+			 * computes on real values (see below) */
+			for (int i = 0; i < f->npost; i++) {
 				if (f->post[i].kind == DN_CLAMP)
 					f->post[i].a /= sy, f->post[i].b /= sy;
+				if (f->post[i].kind == DN_LINEAR && isnan(f->post[i].a))
+					f->post[i].a = sy, f->post[i].b = 0, f->post[i + 1].scale = 1 / sy;
+			}
 			if (u->args[3].i > tmin || u->args[4].i < tmax) /* a narrower range: clip before rounding */
 				add_post(f, DN_CLAMP, (double)u->args[3].i - zy, (double)u->args[4].i - zy, -1);
 			for (int i = 0; i < np; i++)
@@ -407,19 +407,22 @@ static int q_chain(pctx *c, dn_fuse *f, int *at)
 			    (r = dq_act(g, other)) < 0 || !same_shape(&g->vals[other], &g->vals[cur]))
 				return -1;
 			f->q_rdq = r;
-			add_post(f, DN_ADD_SAME, 0, 0, g->nodes[r].args[0].v[0]);
-			break;
-		}
-		case OP_RELU: add_post(f, DN_RELU, 0, 0, -1); break;
-		case OP_HARDTANH: case OP_CLAMP: case OP_CLAMP_MIN: case OP_CLAMP_MAX: {
-			double lo, hi;
-			if (clamp_bounds(u, &lo, &hi))
+			if (add_post(f, DN_ADD_SAME, 0, 0, g->nodes[r].args[0].v[0]))
 				return -1;
-			add_post(f, DN_CLAMP, lo, hi, -1);
 			break;
 		}
+		case OP_RELU: case OP_HARDTANH: case OP_CLAMP: case OP_CLAMP_MIN: case OP_CLAMP_MAX:
+			if (elt_post(f, u))
+				return -1;
+			break;
 		default:
-			return -1;
+			/* another activation: on real values, between a linear post-op to them (its scale
+			 * set at the quantize, NAN until then) and its own result scale back */
+			if (f->npost + 2 >= DN_MAX_POST || add_post(f, DN_LINEAR, NAN, 0, -1))
+				return -1;
+			if (elt_post(f, u)) /* (hardsigmoid's own linear part conflicts: refused) */
+				return -1;
+			break;
 		}
 		if (node_out(g, u, 0)->dtype != COIL_F32)
 			return -1;
@@ -445,6 +448,61 @@ static int q_fusion(pctx *c, int h, dn_fuse *f, int *at)
 		return 0;
 	*f = t;
 	return 1;
+}
+
+/* Readers of each value: c->nuse, c->user (the last), c->is_out; arrays of nvals + 1. */
+static void count_uses(pctx *c)
+{
+	const coil_graph *g = c->g;
+	memset(c->nuse, 0, (size_t)(g->nvals + 1) * sizeof(int));
+	memset(c->is_out, 0, (size_t)g->nvals + 1);
+	for (int i = 0; i < g->noutputs; i++)
+		c->is_out[g->outputs[i]] = 1;
+	for (int i = 0; i < g->nnodes; i++) {
+		const coil_node *n = &g->nodes[i];
+		const op_info *oi = op_get(n->op);
+		for (int k = 0; k < oi->nargs; k++)
+			if (n->args[k].kind == ARG_TENSOR || n->args[k].kind == ARG_TENSORS)
+				for (int j = 0; j < n->args[k].n; j++)
+					if (n->args[k].v[j] >= 0) {
+						c->nuse[n->args[k].v[j]]++;
+						c->user[n->args[k].v[j]] = i;
+					}
+	}
+}
+
+int dn_q_weights(coil_graph *g, char *mark)
+{
+	if (!dn_enabled())
+		return 0;
+	pctx c = {.g = g};
+	c.nuse = malloc((size_t)(g->nvals + 1) * sizeof(int));
+	c.user = malloc((size_t)(g->nvals + 1) * sizeof(int));
+	c.is_out = malloc((size_t)g->nvals + 1);
+	int *at = malloc((size_t)(g->nnodes + 1) * sizeof(int));
+	if (!c.nuse || !c.user || !c.is_out || !at) {
+		free(c.nuse), free(c.user), free(c.is_out), free(at);
+		return -1;
+	}
+	count_uses(&c);
+	for (int i = 0; i < g->nnodes; i++)
+		at[i] = -1;
+	/* the plan's walk, on the graph before fold: each head whose int8 pattern holds */
+	for (int i = 0; i < g->nnodes; i++) {
+		int xdq, wdq, bt;
+		if (at[i] != -1 || !q_head(g, i, 0, &xdq, &wdq, &bt))
+			continue;
+		dn_fuse f;
+		memset(&f, 0, sizeof f);
+		f.head = f.last = i, f.q = 1, f.q_xdq = xdq, f.q_wdq = wdq;
+		f.is_conv = g->nodes[i].op == OP_CONVOLUTION;
+		if (q_chain(&c, &f, at))
+			continue;
+		at[f.last] = 0, at[i] = -2;
+		mark[wdq] = 1;
+	}
+	free(c.nuse), free(c.user), free(c.is_out), free(at);
+	return 0;
 }
 
 /* Whether head node h can run on oneDNN at all; fills the matmul B fields. */
@@ -896,22 +954,9 @@ dn_plan *dn_plan_graph(coil_graph *g, coil_arena *a, coil_err *err)
 		coil_err_oom(err);
 		return NULL;
 	}
-	memset(c.nuse, 0, (size_t)(g->nvals + 1) * sizeof(int));
-	memset(c.is_out, 0, (size_t)g->nvals + 1);
-	for (int i = 0; i < g->noutputs; i++)
-		c.is_out[g->outputs[i]] = 1;
-	for (int i = 0; i < g->nnodes; i++) {
-		const coil_node *n = &g->nodes[i];
-		const op_info *oi = op_get(n->op);
+	count_uses(&c);
+	for (int i = 0; i < g->nnodes; i++)
 		p->at[i] = -1;
-		for (int k = 0; k < oi->nargs; k++)
-			if (n->args[k].kind == ARG_TENSOR || n->args[k].kind == ARG_TENSORS)
-				for (int j = 0; j < n->args[k].n; j++)
-					if (n->args[k].v[j] >= 0) {
-						c.nuse[n->args[k].v[j]]++;
-						c.user[n->args[k].v[j]] = i;
-					}
-	}
 	p->nf = 0;
 	int *owner = arena_alloc(a, (size_t)(g->nnodes + 1) * sizeof(int));
 	if (!owner) {

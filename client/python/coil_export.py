@@ -1047,12 +1047,16 @@ def _resolve_op(name):
     return getattr(packet, parts[2] if len(parts) > 2 else "default")
 
 
-def eval_graph(graph, weights, inputs):
+def eval_graph(graph, weights, inputs, observe=None):
     """Run a coil graph with PyTorch's own ATen ops (a reference for tests).
 
     weights/inputs: {name: torch tensor}. Returns the list of output tensors. Symbols in the
     input declarations are bound from the inputs' shapes, and dimension expressions in SymInt
-    arguments are evaluated with them."""
+    arguments are evaluated with them. observe(name, tensor), when given, sees every input
+    and every node result (coil.quantize's calibration)."""
+    if observe is not None:
+        for k, v in inputs.items():
+            observe(k, v)
     env = dict(weights)
     env.update(inputs)
     syms = {}
@@ -1082,6 +1086,8 @@ def eval_graph(graph, weights, inputs):
             for nm, val in zip(n["outputs"], rs):
                 if nm is not None:
                     env[nm] = val
+                    if observe is not None:
+                        observe(nm, val)
         if len(rest) == len(pending):
             raise ExportError("graph has undefined references or a cycle at node %s" % rest[0]["id"])
         pending = rest

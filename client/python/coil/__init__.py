@@ -58,7 +58,7 @@ from ._abi import Artifact, Model
 from . import _sign
 from ._targets import best_target, runs_here, TARGETS
 
-__all__ = ["compile", "compile_artifact", "load", "export_graph", "CompiledModule", "CoilError", "UnsupportedError",
+__all__ = ["compile", "compile_artifact", "quantize", "load", "export_graph", "CompiledModule", "CoilError", "UnsupportedError",
            "Artifact", "Model", "best_target", "runs_here", "coil_cli", "TARGETS"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -535,6 +535,15 @@ def compile_artifact(module, example_inputs, server=None, target="native", threa
     details = {}
     graph, params, spec = export_graph(module, example_inputs, dynamic_batch, coil,
                                        dynamic=dynamic, ranges=ranges, info=details)
+    return _compile_graph(graph, params, spec, t0, details, server=server, target=target, threads=threads,
+                          cache_dir=cache_dir, workdir=workdir, save_weights=save_weights, coil=coil,
+                          timeout=timeout, opt=opt, keep_params=keep_params, precision=precision)
+
+
+def _compile_graph(graph, params, spec, t0, details, *, server=None, target="native", threads=None,
+                   cache_dir=None, workdir=None, save_weights=False, coil=None, timeout=None, opt=None,
+                   keep_params=True, precision=None):
+    """compile_artifact's second half: an exported graph compiled and loaded."""
     t1 = time.perf_counter()
     ce = _exporter()
     tmp = None
@@ -616,6 +625,79 @@ def compile(module, example_inputs=None, server=None, target="native", threads=N
     return DynamicModule(module, example_inputs, dynamic=dynamic, dynamic_batch=dynamic_batch,
                          ranges=ranges, recompile_limit=recompile_limit, fallback=fallback,
                          persist=persist, compile_opts=opts)
+
+
+def quantize(module, calibration_inputs, example_inputs=None, *, method="histogram", percentile=99.99,
+             server=None, target="native", threads=None, cache_dir=None, workdir=None, coil=None, timeout=None,
+             opt=None, keep_params=True):
+    """`module` quantized to int8 by coil and compiled: post-training static quantization with no
+    PyTorch quantization code (client/python/coil_quant.py).
+
+    calibration_inputs: a list of inputs (each a tensor or a tuple of tensors) the module is run
+    on to observe its activations; example_inputs: the shapes to compile for (default: the first
+    calibration input). method: "histogram" (ranges between the 0.01/99.99 percentiles; percentile
+    sets them) or "minmax". Every convolution and linear layer (nn.Linear's form) coil can run in
+    int8 gets u8 activations (per tensor) and s8 weights (per output channel, symmetric), with the
+    activations after it fused; the rest stays f32.
+
+    The result's .info["quantize"] reports each layer quantized and each left in f32 with the
+    reason (a warning lists those); a model with no such layer raises UnsupportedError."""
+    import warnings
+    _exporter()
+    import coil_quant
+    calib = [_as_tuple(c) for c in calibration_inputs]
+    if not calib:
+        raise CoilError("coil.quantize needs at least one calibration input", stage="quantize")
+    example = _as_tuple(example_inputs) if example_inputs is not None else calib[0]
+    t0 = time.perf_counter()
+    graph, params, spec = export_graph(module, example, coil=coil)
+    names = [i["name"] for i in graph["inputs"]]
+    for k, c in enumerate(calib):
+        if len(c) != len(names):
+            raise CoilError("calibration input %d has %d tensors, the module takes %d" % (k, len(c), len(names)),
+                            stage="quantize")
+    try:
+        qg, qparams, report = coil_quant.quantize_graph(graph, params, [dict(zip(names, c)) for c in calib],
+                                                        method, percentile)
+    except _exporter().ExportError as e:
+        raise CoilError("coil.quantize: %s" % e, stage="quantize") from None
+    if qg is None:
+        why = "; ".join("%s (%s): %s" % (f["node"], f["op"], f["reason"]) for f in report["float"][:6])
+        raise UnsupportedError("coil.quantize: no layer of %s can run in int8%s" % (
+            type(module).__name__, ": " + why if why else " (it has no convolution or linear layer)"),
+            stage="quantize")
+    cm = _compile_graph(qg, qparams, spec, t0, {}, server=server, target=target, threads=threads,
+                        cache_dir=cache_dir, workdir=workdir, coil=coil, timeout=timeout, opt=opt,
+                        keep_params=keep_params)
+    _check_int8(qg, report, coil, cache_dir)
+    cm.info["quantize"] = report
+    if report["float"]:
+        warnings.warn("coil.quantize: %d layer(s) left in f32: %s" % (len(report["float"]), "; ".join(
+            "%s (%s): %s" % (f["node"], f["op"], f["reason"]) for f in report["float"][:8])), stacklevel=2)
+    return cm
+
+
+def _check_int8(graph, report, coil, cache_dir):
+    """Moves the layers the compiler did not make int8 primitives (its oneDNN plan, printed by
+    --dump-after dnnl) from report["quantized"] to report["float"]."""
+    ce = _exporter()
+    with tempfile.TemporaryDirectory(prefix="coil-q-") as d:
+        gpath = os.path.join(d, "graph.json")
+        with open(gpath, "w") as f:
+            f.write(ce.dumps_graph(graph))
+        env = dict(os.environ)
+        env["COIL_CACHE_DIR"] = cache_dir or os.path.join(d, "cache")
+        p = subprocess.run([coil_cli(coil), "compile", gpath, "--dump-after", "dnnl"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, env=env)
+    heads = set(re.findall(r"^fusion \d+: \w+ node \d+ '([^']+)' .*, int8 \(", p.stdout.decode(), re.M))
+    keep = []
+    for q in report["quantized"]:
+        if q["node"] in heads:
+            keep.append(q)
+        else:
+            report["float"].append({"node": q["node"], "op": q["op"], "reason": "quantized, but the compiler did not "
+                                    "match an int8 pattern for it (coil compile --dump-after dnnl)"})
+    report["quantized"] = keep
 
 
 def load(artifact_path, params, threads=None, keep_params=True):
