@@ -14,6 +14,9 @@ fusions, codegen/rt's u8s8 primitives) against PyTorch's own reference quantized
   * a QAT model (prepare_qat_fx, a few training steps, convert_to_reference_fx) the same;
   * a CNN trained here on scikit-learn's digits keeps its test accuracy within 0.5 points
     after the FX flow, compiled by coil;
+  * coil.quantize (calibration in coil, no PyTorch quantization code): the digits CNN within
+    0.5 points, its layers all int8; a channel shuffle (which FX cannot trace) close to f32; a
+    transposed conv left in f32 and reported with the reason; a model without layers refused;
   * convert_fx's model (PyTorch's own quantized kernels, not the reference form) is refused
     with an error that says which form to export.
 A private cache directory keeps the user's cache untouched.
@@ -287,6 +290,75 @@ def test_digits(t, cache, tmp):
     t.ok(n == 4, "digits CNN: its 3 convs and classifier run int8", dump)
 
 
+def test_coil_quantize(t, cache, tmp):
+    """coil.quantize: no PyTorch quantization code on the user's side."""
+    try:
+        xtr, ytr, xte, yte = digits()
+    except ImportError as e:
+        t.skip("coil.quantize digits", "scikit-learn missing: %s" % e)
+        return
+    torch.manual_seed(1)
+    m = Digits()
+    opt = torch.optim.Adam(m.parameters(), lr=3e-3)
+    for epoch in range(8):
+        for i in range(0, len(ytr), 64):
+            loss = nn.functional.cross_entropy(m(xtr[i:i + 64]), ytr[i:i + 64])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    m.eval()
+    with torch.no_grad():
+        acc32 = (m(xte).argmax(1) == yte).float().mean().item() * 100
+    import warnings
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        cm = coil.quantize(m, [xtr[i:i + 64] for i in range(0, 512, 64)], (xte,), threads=2, cache_dir=cache,
+                           coil=COIL)
+    rep = cm.info["quantize"]
+    acc8 = (cm(xte).argmax(1) == yte).float().mean().item() * 100
+    t.diag("digits: f32 %.2f%%, coil.quantize int8 %.2f%%" % (acc32, acc8))
+    t.ok(acc32 > 90 and acc8 >= acc32 - 0.5, "coil.quantize digits CNN: accuracy within 0.5 points of f32",
+         "f32 %.2f, int8 %.2f" % (acc32, acc8))
+    t.ok(len(rep["quantized"]) == 4 and not rep["float"] and not w,
+         "coil.quantize digits CNN: 3 convs (batch norms folded) and the classifier int8, nothing left in f32",
+         "%r, warnings %s" % (rep, [str(x.message) for x in w]))
+
+    # channel shuffle (view / transpose), which FX's symbolic tracing of torchvision's
+    # shufflenet cannot follow, and a transposed conv, which stays f32 and is reported
+    class Shuffle(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Conv2d(8, 16, 1)
+            self.b = nn.Conv2d(16, 16, 3, padding=1, groups=16)
+            self.up = nn.ConvTranspose2d(16, 8, 2, stride=2)
+
+        def forward(self, x):
+            y = torch.relu(self.a(x))
+            n, c, h, w = y.shape
+            y = y.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)
+            return self.up(self.b(y))
+    g = torch.Generator().manual_seed(4)
+    m = Shuffle().eval()
+    calib = [torch.randn(2, 8, 8, 8, generator=g) for _ in range(4)]
+    x = torch.randn(2, 8, 8, 8, generator=g)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        cm = coil.quantize(m, calib, threads=2, cache_dir=cache, coil=COIL)
+    rep = cm.info["quantize"]
+    with torch.no_grad():
+        want = m(x)
+    err = ((cm(x) - want).abs().max() / want.abs().max()).item()
+    t.ok(err < 0.05, "coil.quantize channel shuffle: within 5% of f32", "relative error %g" % err)
+    t.ok(len(rep["quantized"]) == 2 and len(rep["float"]) == 1 and "transposed" in rep["float"][0]["reason"] and
+         any("transposed" in str(x.message) for x in w),
+         "coil.quantize: the transposed conv stays f32, reported with its reason", "%r" % rep)
+    try:
+        coil.quantize(nn.Sequential(nn.ReLU()).eval(), [x], cache_dir=cache, coil=COIL)
+        t.ok(False, "coil.quantize of a model without layers raises")
+    except coil.UnsupportedError as e:
+        t.ok("no layer" in str(e), "coil.quantize of a model without layers raises, saying so", str(e))
+
+
 def test_refusals(t, cache, tmp):
     m = ConvRelu().eval()
     x = torch.randn(1, 8, 6, 6)
@@ -311,6 +383,7 @@ def main():
         t.run("float post-op chains", test_float_post_chains, t, cache, tmp)
         t.run("qat", test_qat, t, cache, tmp)
         t.run("digits", test_digits, t, cache, tmp)
+        t.run("coil.quantize", test_coil_quantize, t, cache, tmp)
         t.run("refusals", test_refusals, t, cache, tmp)
     t.done()
 

@@ -656,6 +656,7 @@ def quantize(module, calibration_inputs, example_inputs=None, *, method="histogr
         if len(c) != len(names):
             raise CoilError("calibration input %d has %d tensors, the module takes %d" % (k, len(c), len(names)),
                             stage="quantize")
+    calib = _rebatch(calib, example)
     try:
         qg, qparams, report = coil_quant.quantize_graph(graph, params, [dict(zip(names, c)) for c in calib],
                                                         method, percentile)
@@ -675,6 +676,31 @@ def quantize(module, calibration_inputs, example_inputs=None, *, method="histogr
         warnings.warn("coil.quantize: %d layer(s) left in f32: %s" % (len(report["float"]), "; ".join(
             "%s (%s): %s" % (f["node"], f["op"], f["reason"]) for f in report["float"][:8])), stacklevel=2)
     return cm
+
+
+def _rebatch(calib, example):
+    """Calibration inputs in the example's shapes (the graph is static): as given when they
+    have them, else, when they differ in dim 0 only, their samples regrouped into batches of
+    the example's size (cycling through them to fill the last)."""
+    shapes = [tuple(t.shape) for t in example]
+    if all([tuple(t.shape) for t in c] == shapes for c in calib):
+        return calib
+    for k, c in enumerate(calib):
+        for t, s in zip(c, shapes):
+            if t.dim() != len(s) or not s or tuple(t.shape[1:]) != s[1:]:
+                raise CoilError("calibration input %d has shape %s where the example has %s: they may differ "
+                                "in dim 0 only" % (k, list(t.shape), list(s)), stage="quantize")
+    cols = [torch.cat([c[j] for c in calib]) for j in range(len(shapes))]
+    n, b = cols[0].shape[0], shapes[0][0]
+    if any(c.shape[0] != n for c in cols) or any(s[0] != b for s in shapes):
+        raise CoilError("calibration inputs' batches differ between the module's inputs", stage="quantize")
+    out = []
+    for start in range(0, max(n, b), b):
+        idx = torch.arange(start, start + b) % n
+        out.append(tuple(c[idx] for c in cols))
+        if start + b >= n:
+            break
+    return out
 
 
 def _check_int8(graph, report, coil, cache_dir):
