@@ -1,0 +1,179 @@
+"""bench/int8: coil's int8 against f32 eager, coil f32 and PyTorch's own int8 engine, at 1 and 2
+threads, batch 1, on the zoo's CNNs (bench/models/zoo.py: random weights, seeded) and a
+BERT-style encoder. Writes bench/results/int8.md/.json.
+
+Engines, all on the same input:
+  eager       the f32 module (OPENBLAS_NUM_THREADS=1, torch.set_num_threads(N))
+  coil f32    coil.compile of the f32 module
+  coil fx     coil.compile of PyTorch's FX reference model (prepare_fx with the 'onednn'
+              qconfig, 4 random calibration batches, convert_to_reference_fx)
+  torch int8  PyTorch's int8 kernels on the same calibrated model (convert_fx, 'onednn' engine)
+  coil q      coil.quantize of the f32 module (coil's own calibration, same 4 batches)
+Each round times every engine once, in turn, so that each ratio pairs times taken within the
+same round (these machines are shared and noisy); medians over the rounds. Accuracy: each
+int8 engine's logit SQNR against eager f32 (10 log10 |y|^2 / |y - y8|^2, dB).
+FX cannot trace torchvision's shufflenet (it unpacks x.size()): there coil q alone runs.
+
+Run: OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/int8/run.py [--models a,b] [--threads 1,2]
+     [--rounds N]"""
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import tempfile
+import time
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "client", "python"))
+sys.path.insert(0, os.path.join(ROOT, "bench", "models"))
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+from torch.ao.quantization import get_default_qconfig_mapping  # noqa: E402
+from torch.ao.quantization.quantize_fx import convert_fx, convert_to_reference_fx, prepare_fx  # noqa: E402
+
+import coil  # noqa: E402
+import zoo  # noqa: E402
+
+CNNS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0", "shufflenet_v2_x1_0",
+        "densenet121"]
+MODELS = CNNS + ["bert_mini"]
+ENGINES = ["eager", "coil f32", "coil fx", "torch int8", "coil q"]
+
+
+def sqnr(ref, got):
+    ref, got = ref.double(), got.double()
+    noise = float(((ref - got) ** 2).sum())
+    return float("inf") if noise == 0 else 10 * math.log10(float((ref ** 2).sum()) / noise)
+
+
+def timed(fn, x):
+    t = time.perf_counter()
+    fn(*x)
+    return (time.perf_counter() - t) * 1e3
+
+
+def build(name, nt, cache, coil_bin):
+    """{engine: callable} for one model at nt threads, and what could not be built (engine: why)."""
+    torch.backends.quantized.engine = "onednn"
+    m, ins = zoo.make(name, 1)
+    g = torch.Generator().manual_seed(5)
+    calib = [tuple(torch.randn(t.shape, generator=g) if t.is_floating_point() else t for t in ins) for _ in range(4)]
+    fns, skipped = {"eager": m}, {}
+    with torch.no_grad():
+        fns["coil f32"] = coil.compile(m, ins, threads=nt, cache_dir=cache, coil=coil_bin)
+        try:
+            p = prepare_fx(m, get_default_qconfig_mapping("onednn"), ins)
+            for c in calib:
+                p(*c)
+            fns["coil fx"] = coil.compile(convert_to_reference_fx(p), ins, threads=nt, cache_dir=cache, coil=coil_bin)
+            fns["torch int8"] = convert_fx(p)
+        except Exception as e:  # noqa: BLE001
+            msg = str(e).splitlines()[0][:120]
+            skipped["coil fx"] = skipped["torch int8"] = "FX: %s: %s" % (type(e).__name__, msg)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fns["coil q"] = coil.quantize(m, calib, ins, threads=nt, cache_dir=cache, coil=coil_bin)
+    return fns, ins, skipped
+
+
+def bench_model(name, threads_list, rounds, cache, coil_bin):
+    rows = []
+    for nt in threads_list:
+        torch.set_num_threads(nt)
+        fns, ins, skipped = build(name, nt, cache, coil_bin)
+        with torch.no_grad():
+            ref = fns["eager"](*ins)
+            acc = {e: sqnr(ref, fns[e](*ins)) for e in ("coil f32", "coil fx", "torch int8", "coil q") if e in fns}
+            q = fns["coil q"].info["quantize"]
+            for e, f in fns.items():
+                f(*ins)  # warm
+            times = {e: [] for e in fns}
+            for _ in range(rounds):
+                for e, f in fns.items():
+                    times[e].append(timed(f, ins))
+        med = {e: sorted(v)[len(v) // 2] for e, v in times.items()}
+        rows.append({"model": name, "threads": nt, "ms": med, "sqnr_db": acc, "skipped": skipped,
+                     "int8_layers": len(q["quantized"]), "f32_layers": len(q["float"])})
+        print("%-20s %dT  " % (name, nt) + "  ".join("%s %.2f" % (e, med[e]) for e in fns) +
+              "  SQNR " + " ".join("%s %.1f" % kv for kv in acc.items()), flush=True)
+    return rows
+
+
+def geomean(xs):
+    xs = [x for x in xs if x and x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def report(rows, path_md, path_json, meta):
+    with open(path_json, "w") as f:
+        json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    lines = ["# int8: coil against f32 eager, coil f32 and PyTorch's int8 engine", "",
+             "Written by `bench/int8/run.py` (%s). Batch 1, medians of %d paired rounds (ms); ratios are "
+             "speedups of coil's int8 (`coil fx`: PyTorch's FX reference model compiled by coil; `coil q`: "
+             "coil.quantize). SQNR: logits against eager f32 (dB)." % (meta["when"], meta["rounds"]), "",
+             "| model | T | eager | coil f32 | coil fx | torch int8 | coil q | fx / coil f32 | fx / eager | "
+             "fx / torch int8 | q / coil f32 | SQNR fx | SQNR torch | SQNR q |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def f(v):
+        return "%.2f" % v if v is not None else "—"
+
+    def r(a, b):
+        return "%.2fx" % (a / b) if a and b else "—"
+    for row in rows:
+        ms, s = row["ms"], row["sqnr_db"]
+        fx = ms.get("coil fx")
+        lines.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            row["model"], row["threads"], f(ms.get("eager")), f(ms.get("coil f32")), f(fx), f(ms.get("torch int8")),
+            f(ms.get("coil q")), r(ms.get("coil f32"), fx), r(ms.get("eager"), fx), r(ms.get("torch int8"), fx),
+            r(ms.get("coil f32"), ms.get("coil q")),
+            "%.1f" % s["coil fx"] if "coil fx" in s else "—", "%.1f" % s["torch int8"] if "torch int8" in s else "—",
+            "%.1f" % s["coil q"]))
+    lines.append("")
+    for nt in sorted({r_["threads"] for r_ in rows}):
+        cnn = [x for x in rows if x["threads"] == nt and x["model"] in CNNS]
+        best = [min(v for k, v in x["ms"].items() if k in ("coil fx", "coil q")) for x in cnn]
+        lines.append("- %dT, CNNs: geomean coil int8 (the faster of fx and q) over coil f32 %.2fx, over eager %.2fx; "
+                     "coil fx over torch int8 %.2fx (where FX runs)." % (
+                         nt, geomean([x["ms"]["coil f32"] / b for x, b in zip(cnn, best)]),
+                         geomean([x["ms"]["eager"] / b for x, b in zip(cnn, best)]),
+                         geomean([x["ms"]["torch int8"] / x["ms"]["coil fx"] for x in cnn if "coil fx" in x["ms"]])))
+    for x in rows:
+        if x["skipped"] and x["threads"] == rows[0]["threads"]:
+            lines.append("- %s: %s" % (x["model"], "; ".join("%s not run (%s)" % kv for kv in sorted(set(
+                (k, v) for k, v in x["skipped"].items())))))
+    lines.append("")
+    lines.append("Machine: %s; torch %s; %s." % (meta["machine"], meta["torch"], meta["coil"]))
+    with open(path_md, "w") as fo:
+        fo.write("\n".join(lines) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--coil", default=None)
+    ap.add_argument("--results", default=os.path.join(ROOT, "bench", "results"))
+    a = ap.parse_args()
+    threads = [int(t) for t in a.threads.split(",")]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="coil-int8-") as cache:
+        for name in a.models.split(","):
+            try:
+                rows += bench_model(name, threads, a.rounds, cache, a.coil)
+            except Exception as e:  # noqa: BLE001
+                print("%s: failed: %s: %s" % (name, type(e).__name__, str(e).splitlines()[0][:200]), flush=True)
+    meta = {"when": time.strftime("%Y-%m-%d"), "rounds": a.rounds, "machine": platform.processor() or platform.machine(),
+            "torch": torch.__version__, "coil": coil.coil_cli(a.coil)}
+    os.makedirs(a.results, exist_ok=True)
+    report(rows, os.path.join(a.results, "int8.md"), os.path.join(a.results, "int8.json"), meta)
+
+
+if __name__ == "__main__":
+    main()
