@@ -107,6 +107,25 @@ class Mlp(nn.Module):
         return self.b(torch.relu(self.a(x)))
 
 
+class CatBn(nn.Module):
+    """densenet's form: a cat of differently quantized features, then batch norm and relu
+    (the cat then moves u8: codegen/quant.c pushes the cat's quantize into its inputs)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(8, 8, 3, padding=1)
+        self.b = nn.Conv2d(8, 4, 1)
+        self.bn = nn.BatchNorm2d(20)
+        self.c = nn.Conv2d(20, 8, 1)
+        g = torch.Generator().manual_seed(2)
+        self.bn.running_mean.copy_(torch.randn(20, generator=g) * 0.1)
+        self.bn.running_var.copy_(torch.rand(20, generator=g) + 0.5)
+
+    def forward(self, x):
+        y = torch.cat([x, self.a(x), self.b(x)], 1)
+        return self.c(torch.relu(self.bn(y)))
+
+
 class Pt2eResidual(nn.Module):
     """conv -> add of a dequantized residual -> relu -> quantize, as PT2E's x86 quantizer
     annotates it, written with quantized_decomposed ops."""
@@ -142,6 +161,8 @@ def test_patterns(t, cache, tmp):
     check_pattern(t, "conv stride 2 5x5", ConvRelu(k=5, stride=2), x, calib, cache, tmp, 1)
     check_pattern(t, "depthwise conv relu", ConvRelu(cout=8, groups=8), x, calib, cache, tmp, 1)
     xl = torch.randn(3, 40, generator=g)
+    check_pattern(t, "cat of differently quantized features, batch norm, relu, conv", CatBn(), x, calib, cache,
+                  tmp, 3)
     check_pattern(t, "linear relu linear", Mlp(), xl, [torch.randn(8, 40, generator=g) for _ in range(4)],
                   cache, tmp, 2)
 
