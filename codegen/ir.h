@@ -140,6 +140,9 @@ int ir_scatter_index(coil_graph **g, coil_arena *a, coil_err *err);
 /* rewrite.c: reads of each value by g's nodes and outputs (uses[nvals]); nodes
  * none of whose results is read dropped (uses recounted), values' indices kept. */
 void graph_count_uses(const coil_graph *g, int *uses);
+/* Reads of each value by g's nodes only (uses) and the last node reading it (last, -1 if
+ * none); either may be NULL. */
+void graph_node_reads(const coil_graph *g, int *uses, int *last);
 int graph_drop_dead(coil_graph *g, int *uses, coil_arena *a);
 coil_graph *graph_copy(const coil_graph *g0, coil_arena *a);
 coil_arg *node_reargs(coil_node *n, coil_op op, int keep, coil_arena *a);

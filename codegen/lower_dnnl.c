@@ -454,21 +454,10 @@ static int q_fusion(pctx *c, int h, dn_fuse *f, int *at)
 static void count_uses(pctx *c)
 {
 	const coil_graph *g = c->g;
-	memset(c->nuse, 0, (size_t)(g->nvals + 1) * sizeof(int));
 	memset(c->is_out, 0, (size_t)g->nvals + 1);
 	for (int i = 0; i < g->noutputs; i++)
 		c->is_out[g->outputs[i]] = 1;
-	for (int i = 0; i < g->nnodes; i++) {
-		const coil_node *n = &g->nodes[i];
-		const op_info *oi = op_get(n->op);
-		for (int k = 0; k < oi->nargs; k++)
-			if (n->args[k].kind == ARG_TENSOR || n->args[k].kind == ARG_TENSORS)
-				for (int j = 0; j < n->args[k].n; j++)
-					if (n->args[k].v[j] >= 0) {
-						c->nuse[n->args[k].v[j]]++;
-						c->user[n->args[k].v[j]] = i;
-					}
-	}
+	graph_node_reads(g, c->nuse, c->user);
 }
 
 int dn_q_weights(coil_graph *g, char *mark)

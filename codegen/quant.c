@@ -129,17 +129,7 @@ static int push_into_cats(coil_graph *g, int *uses, coil_arena *a, coil_err *err
 	int *reader = arena_alloc(a, (size_t)(g->nvals + 1) * sizeof(int)), extra = 0;
 	if (!reader)
 		return coil_err_oom(err);
-	for (int v = 0; v < g->nvals; v++)
-		reader[v] = -1;
-	for (int i = 0; i < g->nnodes; i++) {
-		const coil_node *n = &g->nodes[i];
-		const op_info *oi = op_get(n->op);
-		for (int k = 0; k < oi->nargs; k++)
-			if (n->args[k].kind == ARG_TENSOR || n->args[k].kind == ARG_TENSORS)
-				for (int j = 0; j < n->args[k].n; j++)
-					if (n->args[k].v[j] >= 0)
-						reader[n->args[k].v[j]] = i;
-	}
+	graph_node_reads(g, NULL, reader);
 	for (int i = 0; i < g->nnodes; i++)
 		if (cat_quantize(g, &g->nodes[i], uses, reader) >= 0)
 			extra += g->nodes[i].args[0].n;

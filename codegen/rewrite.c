@@ -4,19 +4,31 @@
 
 #include "codegen/ir.h"
 
-/* Reads of each value by g's nodes and outputs. */
-void graph_count_uses(const coil_graph *g, int *uses)
+void graph_node_reads(const coil_graph *g, int *uses, int *last)
 {
-	memset(uses, 0, (size_t)g->nvals * sizeof *uses);
+	if (uses)
+		memset(uses, 0, (size_t)g->nvals * sizeof *uses);
+	for (int v = 0; last && v < g->nvals; v++)
+		last[v] = -1;
 	for (int i = 0; i < g->nnodes; i++) {
 		const coil_node *n = &g->nodes[i];
 		const op_info *oi = op_get(n->op);
 		for (int k = 0; k < oi->nargs; k++)
 			if (n->args[k].kind == ARG_TENSOR || n->args[k].kind == ARG_TENSORS)
-				for (int j = 0; j < n->args[k].n; j++)
-					if (n->args[k].v[j] >= 0)
-						uses[n->args[k].v[j]]++;
+				for (int j = 0; j < n->args[k].n; j++) {
+					const int v = n->args[k].v[j];
+					if (v >= 0 && uses)
+						uses[v]++;
+					if (v >= 0 && last)
+						last[v] = i;
+				}
 	}
+}
+
+/* Reads of each value by g's nodes and outputs. */
+void graph_count_uses(const coil_graph *g, int *uses)
+{
+	graph_node_reads(g, uses, NULL);
 	for (int o = 0; o < g->noutputs; o++)
 		uses[g->outputs[o]]++;
 }
