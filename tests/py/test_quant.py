@@ -75,14 +75,14 @@ def int8_fusions(m, x, tmp, name):
     return sum(1 for ln in r.stdout.splitlines() if ", int8 (" in ln), r.stdout + r.stderr
 
 
-def check_pattern(t, name, m, x, calib, cache, tmp, want_int8, ref=None):
+def check_pattern(t, name, m, x, calib, cache, tmp, want_int8, ref=None, min_exact=0.999):
     ref = ref or ptq(m, x, calib)
     with torch.no_grad():
         want = ref(x)
     got = coil.compile(ref, (x,), threads=2, cache_dir=cache, coil=COIL)(x)
     exact, worst = steps(got, want, out_scale(ref) if ref is not None and hasattr(ref, "graph") else 1.0)
-    t.ok(exact >= 0.999 and worst <= 1, "%s: equal to the reference model in quantized units" % name,
-         "%.4f exact, worst %g steps" % (exact, worst))
+    t.ok(exact >= min_exact and worst <= 1, "%s: equal to the reference model in quantized units (>= %g%%, "
+         "never a step away)" % (name, 100 * min_exact), "%.4f exact, worst %g steps" % (exact, worst))
     n, dump = int8_fusions(ref, x, tmp, name.replace(" ", "_"))
     t.ok(n == want_int8, "%s: %d int8 primitive(s)" % (name, want_int8), "found %d:\n%s" % (n, dump))
 
@@ -199,7 +199,9 @@ class ConvAct(nn.Module):
 def test_requant_chains(t, cache, tmp):
     """An activation between two quantizes fuses into the conv before it: ReLU6 exactly (the
     clamp commutes with the rounding), SiLU, hardswish and sigmoid through the first
-    quantize's rounding computed on the way."""
+    quantize's rounding computed on the way; there oneDNN's activation (its exp) is not
+    ATen's to the bit, and a value the activation puts on a rounding boundary may land a step
+    apart (measured 0-0.8% of the elements): >= 99% equal, never more than a step."""
     g = torch.Generator().manual_seed(3)
     calib = [torch.randn(2, 8, 10, 10, generator=g) for _ in range(4)]
     x = torch.randn(2, 8, 10, 10, generator=g)
@@ -207,7 +209,8 @@ def test_requant_chains(t, cache, tmp):
                       ("sigmoid", nn.Sigmoid())):
         m = ConvAct(act).eval()
         ref = ptq(m, x, calib)
-        check_pattern(t, "conv %s conv" % name, None, x, None, cache, tmp, 2, ref=ref)
+        check_pattern(t, "conv %s conv" % name, None, x, None, cache, tmp, 2, ref=ref,
+                      min_exact=0.999 if name == "relu6" else 0.99)
         d = os.path.join(tmp, "act_" + name)
         coil_export.export(ref, (x,), d, coil=COIL)
         r = subprocess.run([COIL, "compile", os.path.join(d, "graph.json"), "--dump-after", "dnnl"], capture_output=True,
