@@ -9,6 +9,10 @@ Engines, all on the same input:
               qconfig, 4 random calibration batches, convert_to_reference_fx)
   torch int8  PyTorch's int8 kernels on the same calibrated model (convert_fx, 'onednn' engine)
   coil q      coil.quantize of the f32 module (coil's own calibration, same 4 batches)
+  ort qdq     ONNX Runtime 1.30 on the FX reference model exported to ONNX (opset 13:
+              QuantizeLinear/DequantizeLinear with the same scales; all graph optimizations,
+              intra-op threads N, sequential; bench/dynamic's runner, timed inside it,
+              50 ms of quiet after each call for its spinning threads)
 Each round times every engine once, in turn, so that each ratio pairs times taken within the
 same round (these machines are shared and noisy); medians over the rounds. Accuracy: each
 int8 engine's logit SQNR against eager f32 (10 log10 |y|^2 / |y - y8|^2, dB).
@@ -42,7 +46,19 @@ import zoo  # noqa: E402
 CNNS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0", "shufflenet_v2_x1_0",
         "densenet121"]
 MODELS = CNNS + ["bert_mini"]
-ENGINES = ["eager", "coil f32", "coil fx", "torch int8", "coil q"]
+ENGINES = ["eager", "coil f32", "coil fx", "torch int8", "coil q", "ort qdq"]
+
+
+def _dynamic_bench():
+    """bench/dynamic/run.py (its ONNX Runtime runner), as a module."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("dynamic_run", os.path.join(ROOT, "bench", "dynamic", "run.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+DYN = _dynamic_bench()
 
 
 def sqnr(ref, got):
@@ -70,8 +86,14 @@ def build(name, nt, cache, coil_bin):
             p = prepare_fx(m, get_default_qconfig_mapping("onednn"), ins)
             for c in calib:
                 p(*c)
-            fns["coil fx"] = coil.compile(convert_to_reference_fx(p), ins, threads=nt, cache_dir=cache, coil=coil_bin)
+            ref = convert_to_reference_fx(p)
+            fns["coil fx"] = coil.compile(ref, ins, threads=nt, cache_dir=cache, coil=coil_bin)
             fns["torch int8"] = convert_fx(p)
+            ort = ort_engine(ref, ins, nt, cache, name)
+            if isinstance(ort, str):
+                skipped["ort qdq"] = ort
+            else:
+                fns["ort qdq"] = ort
         except Exception as e:  # noqa: BLE001
             msg = str(e).splitlines()[0][:120]
             skipped["coil fx"] = skipped["torch int8"] = "FX: %s: %s" % (type(e).__name__, msg)
@@ -79,6 +101,53 @@ def build(name, nt, cache, coil_bin):
             warnings.simplefilter("ignore")
             fns["coil q"] = coil.quantize(m, calib, ins, threads=nt, cache_dir=cache, coil=coil_bin)
     return fns, ins, skipped
+
+
+def ort_engine(ref, ins, nt, d, name):
+    """ONNX Runtime on the reference model's QDQ export: a callable that runs it once and
+    returns (ms, output 0), or why it cannot run."""
+    why = DYN.ort_available()
+    if why:
+        return why
+    import numpy
+    path = os.path.join(d, "%s_qdq.onnx" % name)
+    # the reference modules' state holds their qscheme (not a tensor), which the exporter
+    # cannot name: left out of state_dict while exporting
+    orig = torch.nn.Module.state_dict
+
+    def tensors_only(self, *a, **k):
+        sd = orig(self, *a, **k)
+        for key in [key for key, v in sd.items() if not isinstance(v, torch.Tensor)]:
+            del sd[key]
+        return sd
+    torch.nn.Module.state_dict = tensors_only
+    try:
+        torch.onnx.export(ref, tuple(ins), path, opset_version=13, do_constant_folding=True)
+    except Exception as e:  # noqa: BLE001
+        msg = str(e).splitlines()[0]
+        return "QDQ export: %s" % (msg[:msg.find(". Please")] if ". Please" in msg else msg[:120])
+    finally:
+        torch.nn.Module.state_dict = orig
+    files = []
+    for i, t in enumerate(ins):
+        fn = os.path.join(d, "%s_in%d.bin" % (name, i))
+        t.contiguous().numpy().tofile(fn)
+        files.append(fn)
+    shapes, dts = [list(t.shape) for t in ins], ["float32"] * len(ins)
+    try:
+        o = DYN.Ort(path, nt)
+        outf = os.path.join(d, "%s_out.bin" % name)
+        o.run(shapes, dts, reps=1, warmup=1, inputs=files, out=outf)
+    except Exception as e:  # noqa: BLE001
+        return "ONNX Runtime: %s" % str(e).splitlines()[0][:160]
+
+    def run(*_):
+        ms = o.run(shapes, dts, reps=1, inputs=files)["times_ms"][0]
+        time.sleep(0.05)
+        return ms
+    run.ort = o
+    run.output = lambda: torch.from_numpy(numpy.fromfile(outf, dtype="float32"))
+    return run
 
 
 def bench_model(name, threads_list, rounds, cache, coil_bin):
@@ -89,13 +158,17 @@ def bench_model(name, threads_list, rounds, cache, coil_bin):
         with torch.no_grad():
             ref = fns["eager"](*ins)
             acc = {e: sqnr(ref, fns[e](*ins)) for e in ("coil f32", "coil fx", "torch int8", "coil q") if e in fns}
+            if "ort qdq" in fns:
+                acc["ort qdq"] = sqnr(ref.reshape(-1), fns["ort qdq"].output())
             q = fns["coil q"].info["quantize"]
             for e, f in fns.items():
                 f(*ins)  # warm
             times = {e: [] for e in fns}
             for _ in range(rounds):
                 for e, f in fns.items():
-                    times[e].append(timed(f, ins))
+                    times[e].append(f() if e == "ort qdq" else timed(f, ins))
+        if "ort qdq" in fns:
+            fns["ort qdq"].ort.close()
         med = {e: sorted(v)[len(v) // 2] for e, v in times.items()}
         rows.append({"model": name, "threads": nt, "ms": med, "sqnr_db": acc, "skipped": skipped,
                      "int8_layers": len(q["quantized"]), "f32_layers": len(q["float"])})
@@ -116,9 +189,10 @@ def report(rows, path_md, path_json, meta):
              "Written by `bench/int8/run.py` (%s). Batch 1, medians of %d paired rounds (ms); ratios are "
              "speedups of coil's int8 (`coil fx`: PyTorch's FX reference model compiled by coil; `coil q`: "
              "coil.quantize). SQNR: logits against eager f32 (dB)." % (meta["when"], meta["rounds"]), "",
-             "| model | T | eager | coil f32 | coil fx | torch int8 | coil q | fx / coil f32 | fx / eager | "
-             "fx / torch int8 | q / coil f32 | SQNR fx | SQNR torch | SQNR q |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| model | T | eager | coil f32 | coil fx | torch int8 | ORT QDQ | coil q | fx / coil f32 | fx / eager | "
+             "fx / torch int8 | fx / ORT | q / coil f32 | SQNR fx | SQNR torch | SQNR ORT | SQNR q |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    has_ort = any("ort qdq" in x["ms"] for x in rows)
 
     def f(v):
         return "%.2f" % v if v is not None else "—"
@@ -128,12 +202,18 @@ def report(rows, path_md, path_json, meta):
     for row in rows:
         ms, s = row["ms"], row["sqnr_db"]
         fx = ms.get("coil fx")
-        lines.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        def db(k):
+            return "%.1f" % s[k] if k in s else "—"
+        lines.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             row["model"], row["threads"], f(ms.get("eager")), f(ms.get("coil f32")), f(fx), f(ms.get("torch int8")),
-            f(ms.get("coil q")), r(ms.get("coil f32"), fx), r(ms.get("eager"), fx), r(ms.get("torch int8"), fx),
-            r(ms.get("coil f32"), ms.get("coil q")),
-            "%.1f" % s["coil fx"] if "coil fx" in s else "—", "%.1f" % s["torch int8"] if "torch int8" in s else "—",
-            "%.1f" % s["coil q"]))
+            f(ms.get("ort qdq")), f(ms.get("coil q")), r(ms.get("coil f32"), fx), r(ms.get("eager"), fx),
+            r(ms.get("torch int8"), fx), r(ms.get("ort qdq"), fx), r(ms.get("coil f32"), ms.get("coil q")),
+            db("coil fx"), db("torch int8"), db("ort qdq"), db("coil q")))
+    if not has_ort:  # no ORT column at all (the reason is listed below)
+        for i, ln in enumerate(lines):
+            if ln.startswith("|"):
+                cells = ln.split("|")
+                lines[i] = "|".join(c for k, c in enumerate(cells) if k not in (7, 12, 16))
     lines.append("")
     for nt in sorted({r_["threads"] for r_ in rows}):
         cnn = [x for x in rows if x["threads"] == nt and x["model"] in CNNS]
@@ -143,10 +223,17 @@ def report(rows, path_md, path_json, meta):
                          nt, geomean([x["ms"]["coil f32"] / b for x, b in zip(cnn, best)]),
                          geomean([x["ms"]["eager"] / b for x, b in zip(cnn, best)]),
                          geomean([x["ms"]["torch int8"] / x["ms"]["coil fx"] for x in cnn if "coil fx" in x["ms"]])))
+        ort = [x for x in cnn if "ort qdq" in x["ms"]]
+        if ort:
+            lines.append("- %dT: coil fx over ONNX Runtime QDQ (same scales) %.2fx geomean over %d CNNs." % (
+                nt, geomean([x["ms"]["ort qdq"] / x["ms"]["coil fx"] for x in ort]), len(ort)))
+    why = {}
     for x in rows:
-        if x["skipped"] and x["threads"] == rows[0]["threads"]:
-            lines.append("- %s: %s" % (x["model"], "; ".join("%s not run (%s)" % kv for kv in sorted(set(
-                (k, v) for k, v in x["skipped"].items())))))
+        if x["threads"] == rows[0]["threads"]:
+            for k, v in sorted(x["skipped"].items()):
+                why.setdefault((k, v), []).append(x["model"])
+    for (k, v), models in sorted(why.items()):
+        lines.append("- %s not run on %s: %s." % (k, ", ".join(models), v))
     lines.append("")
     lines.append("Machine: %s; torch %s; %s." % (meta["machine"], meta["torch"], meta["coil"]))
     with open(path_md, "w") as fo:
@@ -160,7 +247,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--coil", default=None)
     ap.add_argument("--results", default=os.path.join(ROOT, "bench", "results"))
+    ap.add_argument("--report-only", action="store_true", help="rewrite int8.md from int8.json")
     a = ap.parse_args()
+    if a.report_only:
+        with open(os.path.join(a.results, "int8.json")) as f:
+            j = json.load(f)
+        report(j["rows"], os.path.join(a.results, "int8.md"), os.path.join(a.results, "int8.json"), j["meta"])
+        return
     threads = [int(t) for t in a.threads.split(",")]
     rows = []
     with tempfile.TemporaryDirectory(prefix="coil-int8-") as cache:
