@@ -264,7 +264,7 @@ static int q_head(const coil_graph *g, int h, int cst, int *xdq, int *wdq, int *
 {
 	const coil_node *n = &g->nodes[h];
 	*btrans = 0;
-	if ((&g->vals[n->outs[0]])->dtype != COIL_F32)
+	if (g->vals[n->outs[0]].dtype != COIL_F32)
 		return 0;
 	if (n->op == OP_CONVOLUTION) {
 		const coil_value *x = qin(g, n, 0);

@@ -35,16 +35,7 @@ import coil  # noqa: E402
 import zoo  # noqa: E402
 
 
-def _dynamic_bench():
-    """bench/dynamic/run.py (its ONNX Runtime runner), as a module."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("dynamic_run", os.path.join(ROOT, "bench", "dynamic", "run.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-DYN = _dynamic_bench()
+DYN = zoo.dynamic_bench()
 
 MODELS = ["bert_base", "vit_b_16", "resnet50"]
 

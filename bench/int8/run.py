@@ -49,16 +49,7 @@ MODELS = CNNS + ["bert_mini"]
 ENGINES = ["eager", "coil f32", "coil fx", "torch int8", "coil q", "ort qdq"]
 
 
-def _dynamic_bench():
-    """bench/dynamic/run.py (its ONNX Runtime runner), as a module."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("dynamic_run", os.path.join(ROOT, "bench", "dynamic", "run.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-DYN = _dynamic_bench()
+DYN = zoo.dynamic_bench()
 
 
 def sqnr(ref, got):

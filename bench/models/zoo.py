@@ -54,6 +54,15 @@ AUDIO = ["wav2vec2_base", "hubert_base", "conv_tasnet_base", "deepspeech", "wav2
 GNN = ["gcn", "sage", "gat"]
 
 
+def dynamic_bench():
+    """bench/dynamic/run.py as a module (its ONNX Runtime runner: Ort, ort_available)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("dynamic_run", os.path.join(ROOT, "bench", "dynamic", "run.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def classification_models():
     import torchvision
     return list(torchvision.models.list_models(module=torchvision.models))
