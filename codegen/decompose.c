@@ -549,6 +549,21 @@ static void composite(dctx *c, int *res)
 		res[0] = cast(c, q, (coil_dtype)ARG(lo + 2).i);
 		return;
 	}
+	case OP_CHOOSE_QPARAMS: {
+		/* f32 math, as PyTorch's observers (see ops.h) */
+		const unsigned all = r ? (1u << r) - 1 : 0;
+		const double qmin = (double)ARG(1).i, qmax = (double)ARG(2).i;
+		int zero = fill(c, 0, COIL_F32);
+		int lo = bin(c, PR_MIN, reduce(c, RD_MIN, x, all, COIL_F32), zero);
+		int hi = bin(c, PR_MAX, reduce(c, RD_MAX, x, all, COIL_F32), zero);
+		int s = bin(c, PR_DIV, bin(c, PR_SUB, hi, lo), fill(c, qmax - qmin, COIL_F32));
+		s = bin(c, PR_MAX, s, fill(c, (float)ARG(3).f, COIL_F32));
+		int z = bin(c, PR_SUB, fill(c, qmin, COIL_F32), un(c, PR_ROUND, bin(c, PR_DIV, lo, s)));
+		z = bin(c, PR_MIN, bin(c, PR_MAX, z, fill(c, qmin, COIL_F32)), fill(c, qmax, COIL_F32));
+		res[0] = squeeze_to(c, s, o0);
+		res[1] = squeeze_to(c, cast(c, z, COIL_I64), node_out(c->g, n, 1));
+		return;
+	}
 	case OP_PRELU: {
 		int w = cast(c, in(c, 1), o->dtype);
 		int64_t k;

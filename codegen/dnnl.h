@@ -87,6 +87,9 @@ typedef struct dn_fuse {
 	 * computes in s32 with the scales folded in at create (rt_quant).  q_rdq: the
 	 * dequantize of the residual (the sum post-op reads its quantized value), else -1. */
 	int q, q_xdq, q_wdq, q_rdq;
+	/* q = 2, dynamic: q_xdq dequantizes a quantize of an f32 x with qparams from
+	 * choose_qparams (lower_dnnl.c's dq_dyn); the head reads x, which the rt quantizes at
+	 * each run, and the chain is a float one (real values out, no final quantize). */
 	int q_sdiv;      /* the quantize whose scale divides the accumulator (last, or the first
 			  * of a chain through requantized activations: q_requant) */
 	int emitted;     /* set by emit: its kernel is live */

@@ -148,7 +148,8 @@ void dnnl_dump(const coil_ir *ir, FILE *f)
 		if (z->b_trans)
 			fprintf(f, ", B transposed");
 		if (z->q)
-			fprintf(f, ", int8 (%s in, %s out%s)", dtype_name(g->vals[g->nodes[z->q_xdq].args[0].v[0]].dtype),
+			fprintf(f, ", int8 (%s%s in, %s out%s)", z->q == 2 ? "dynamic " : "",
+				dtype_name(g->vals[g->nodes[z->q_xdq].args[0].v[0]].dtype),
 				dtype_name(g->vals[g->nodes[z->last].outs[0]].dtype), z->q_rdq >= 0 ? ", residual sum" : "");
 		fprintf(f, "\n");
 	}

@@ -69,6 +69,7 @@ static char *flit(nctx *c, double v)
 }
 
 static int tensor_arg(const coil_node *n, int i) { return n->args[i].kind == ARG_TENSOR ? n->args[i].v[0] : -1; }
+static int producer_of(const coil_graph *g, int v) { return g->vals[v].index; }
 
 static int is_const_val(const coil_graph *g, int v)
 {
@@ -322,7 +323,7 @@ static void make_quant(nctx *c, const dn_fuse *fz, const char *nch, int has_bias
 {
 	coil_graph *g = c->ir->g;
 	const coil_node *xq = &g->nodes[fz->q_xdq], *wq = &g->nodes[fz->q_wdq], *yq = &g->nodes[fz->last];
-	const double sx = (float)xq->args[1].f, sy = (float)g->nodes[fz->q_sdiv].args[1].f;
+	const double sx = fz->q == 2 ? 0 : (float)xq->args[1].f, sy = fz->q == 2 ? 0 : (float)g->nodes[fz->q_sdiv].args[1].f;
 	const int pc = wq->op == OP_DEQUANTIZE_PC;
 	out(c, "\tconst int64_t nch = %s;\n", nch);
 	out(c, "\tfloat *sc = malloc((size_t)nch * sizeof(float)), *bq = %s;\n",
@@ -341,6 +342,19 @@ static void make_quant(nctx *c, const dn_fuse *fz, const char *nch, int has_bias
 		    g->vals[wq->args[1].v[0]].dtype == COIL_BF16 ? "coil_bf16_f32(sw[o])" : "sw[o]");
 	else
 		out(c, "\t\tconst double w_s = (double)(float)%.17g;\n", wq->args[1].f);
+	if (fz->q == 2) { /* dynamic: the rt multiplies in the src's scale at each run */
+		const coil_node *cq = &g->nodes[producer_of(g, xq->args[1].v[0])];
+		out(c, "\t\tsc[o] = (float)w_s;\n");
+		if (has_bias)
+			out(c, "\t\tbq[o] = b[o];\n");
+		out(c, "\t}\n");
+		out(c, "\trt_quant qq;\n\tmemset(&qq, 0, sizeof qq);\n");
+		out(c, "\tqq.dst = RT_F32;\n\tqq.scale = sc;\n\tqq.dynamic = 1;\n\tqq.qmin = %lld;\n\tqq.qmax = %lld;\n"
+		    "\tqq.eps = %s;\n\tqq.sum_scale = 1;\n", (long long)cq->args[1].i, (long long)cq->args[2].i,
+		    flit(c, (float)cq->args[3].f));
+		out(c, "\tdd.q = &qq;\n\tdd.dtype = %s;\n", (coil_dtype)cq->args[4].i == COIL_U8 ? "RT_U8" : "RT_S8");
+		return;
+	}
 	out(c, "\t\tsc[o] = (float)(%.17g * w_s / %.17g);\n", sx, sy);
 	if (has_bias)
 		out(c, "\t\tbq[o] = (float)((double)b[o] / (%.17g * w_s));\n", sx);

@@ -221,6 +221,44 @@ static int dq_act(const coil_graph *g, int v)
 	return t == COIL_U8 || t == COIL_I8 ? p : -1;
 }
 
+static int is_reshape_op(const coil_node *n);
+
+/* v seen through reshapes (views that keep every element in order). */
+static int unview(const coil_graph *g, int v)
+{
+	int p;
+	while ((p = producer(g, v)) >= 0 && is_reshape_op(&g->nodes[p]))
+		v = g->nodes[p].args[0].v[0];
+	return v;
+}
+
+/* v = dequantize_per_tensor.tensor(quantize_per_tensor.tensor(x, s, z), s, z), (s, z) =
+ * choose_qparams(x, or a reshape of it), one range and dtype throughout: x (f32)
+ * quantized dynamically.  That dequantize node, else -1. */
+static int dq_dyn(const coil_graph *g, int v)
+{
+	int d = producer(g, v), q, c;
+	if (d < 0 || g->nodes[d].op != OP_DEQUANTIZE_PT_T || (q = producer(g, g->nodes[d].args[0].v[0])) < 0 ||
+	    g->nodes[q].op != OP_QUANTIZE_PT_T || (c = producer(g, g->nodes[d].args[1].v[0])) < 0 ||
+	    g->nodes[c].op != OP_CHOOSE_QPARAMS)
+		return -1;
+	const coil_node *dn = &g->nodes[d], *qn = &g->nodes[q], *cn = &g->nodes[c];
+	const coil_dtype t = (coil_dtype)qn->args[5].i;
+	if (dn->args[1].v[0] != cn->outs[0] || dn->args[2].v[0] != cn->outs[1] || qn->args[1].v[0] != cn->outs[0] ||
+	    qn->args[2].v[0] != cn->outs[1] || (t != COIL_U8 && t != COIL_I8) || qin(g, qn, 0)->dtype != COIL_F32)
+		return -1;
+	for (int k = 3; k <= 5; k++)
+		if (dn->args[k].i != qn->args[k].i || cn->args[k - 2 + (k == 5)].i != qn->args[k].i)
+			return -1;
+	return unview(g, qn->args[0].v[0]) == unview(g, cn->args[0].v[0]) ? d : -1;
+}
+
+/* The f32 input of a dynamic fusion's head (the q_xdq its dq_dyn found). */
+static int dyn_src(const coil_graph *g, int xdq)
+{
+	return g->nodes[producer(g, g->nodes[xdq].args[0].v[0])].args[0].v[0];
+}
+
 /* v = a dequantize of an s8 weight: per tensor (scalar qparams, zero point 0) or per
  * channel along axis (zero points 0); with `cst`, of constants (after fold).  That node,
  * else -1. */
@@ -288,7 +326,8 @@ static int q_head(const coil_graph *g, int h, int cst, int *xdq, int *wdq, int *
 		    bias->rank < 1 || bias->rank > 2 || (bias->rank == 2 && !dim_eq_const(&bias->shape[0], 1)))
 			return 0;
 	}
-	*xdq = dq_act(g, n->args[base].v[0]);
+	if ((*xdq = dq_act(g, n->args[base].v[0])) < 0) /* dynamic: under a linear's flattening view too */
+		*xdq = dq_dyn(g, unview(g, n->args[base].v[0]));
 	int bv = n->args[base + 1].v[0], t = producer(g, bv);
 	if (t >= 0 && (g->nodes[t].op == OP_T || g->nodes[t].op == OP_TRANSPOSE || g->nodes[t].op == OP_PERMUTE) &&
 	    qin(g, &g->nodes[t], 0)->rank == 2) {
@@ -431,6 +470,8 @@ static int q_chain(pctx *c, dn_fuse *f, int *at)
 	}
 }
 
+static void chain(pctx *c, dn_fuse *f, int *at);
+
 /* Head h as an int8 fusion when its pattern holds to the end: 1, else 0 (f left clean). */
 static int q_fusion(pctx *c, int h, dn_fuse *f, int *at)
 {
@@ -438,14 +479,19 @@ static int q_fusion(pctx *c, int h, dn_fuse *f, int *at)
 	if (!q_head(c->g, h, 1, &xdq, &wdq, &bt))
 		return 0;
 	dn_fuse t = *f;
-	t.q = 1, t.q_xdq = xdq, t.q_wdq = wdq;
+	t.q = 1, t.q_xdq = xdq, t.q_wdq = wdq, t.q_rdq = -1;
 	t.is_conv = c->g->nodes[h].op == OP_CONVOLUTION;
 	if (!t.is_conv) {
 		t.b_param = c->g->nodes[wdq].args[0].v[0];
 		t.b_trans = bt;
 	}
-	if (q_chain(c, &t, at))
+	if (c->g->nodes[xdq].op == OP_DEQUANTIZE_PT_T) {
+		/* dynamic: real values out, the f32 chain of any matmul */
+		t.q = 2;
+		chain(c, &t, at);
+	} else if (q_chain(c, &t, at)) {
 		return 0;
+	}
 	*f = t;
 	return 1;
 }
@@ -485,7 +531,7 @@ int dn_q_weights(coil_graph *g, char *mark)
 		memset(&f, 0, sizeof f);
 		f.head = f.last = i, f.q = 1, f.q_xdq = xdq, f.q_wdq = wdq;
 		f.is_conv = g->nodes[i].op == OP_CONVOLUTION;
-		if (q_chain(&c, &f, at))
+		if (g->nodes[xdq].op != OP_DEQUANTIZE_PT_T && q_chain(&c, &f, at))
 			continue;
 		at[f.last] = 0, at[i] = -2;
 		mark[wdq] = 1;
@@ -1033,7 +1079,9 @@ int dn_decompose_node(coil_ir *ir, int i, int *res, coil_err *err)
 			continue;
 		if (!f->is_conv && a == (h->op == OP_ADDMM ? 2 : 1) && f->b_param >= 0)
 			v = f->b_param;
-		if (f->q && v == g->nodes[f->q_xdq].outs[0]) /* int8: the quantized input */
+		if (f->q == 2 && !f->is_conv && a == (h->op == OP_ADDMM)) /* int8 dynamic: the f32 input (same bytes) */
+			v = dyn_src(g, f->q_xdq);
+		else if (f->q && v == g->nodes[f->q_xdq].outs[0]) /* int8: the quantized input */
 			v = g->nodes[f->q_xdq].args[0].v[0];
 		else if (f->q && f->is_conv && a == 1)
 			v = g->nodes[f->q_wdq].args[0].v[0];

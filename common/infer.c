@@ -482,16 +482,13 @@ static int infer_prelu(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
-/* quantize / dequantize (ops.h): per tensor with scalar or one-element tensor
- * qparams, or per channel along axis; u8/i8 (and i32) storage. */
-static int infer_quant(coil_graph *g, coil_node *n, coil_err *err)
+/* The quant_min, quant_max (at lo, lo + 1) and dtype (at dt) arguments of a
+ * quantization op: a storage type and a range inside it. */
+static int quant_range(coil_graph *g, coil_node *n, int lo, int dt, coil_err *err)
 {
-	coil_value *x = node_in(g, n, 0);
-	const int dq = op_is_dequant(n->op), pc = op_quant_pc(n->op), lo = op_quant_min_arg(n->op);
-	const coil_dtype t = (coil_dtype)n->args[lo + 2].i;
-	char b1[200];
+	const coil_dtype t = (coil_dtype)n->args[dt].i;
 	if (t != COIL_U8 && t != COIL_I8 && t != COIL_I32)
-		return ARGERR(lo + 2, "dtype %s is not a quantized storage type (u8, i8 or i32)", dtype_name(t));
+		return ARGERR(dt, "dtype %s is not a quantized storage type (u8, i8 or i32)", dtype_name(t));
 	const int64_t tmin = t == COIL_U8 ? 0 : t == COIL_I8 ? -128 : INT32_MIN;
 	const int64_t tmax = t == COIL_U8 ? 255 : t == COIL_I8 ? 127 : INT32_MAX;
 	const int64_t qmin = n->args[lo].i, qmax = n->args[lo + 1].i;
@@ -501,6 +498,20 @@ static int infer_quant(coil_graph *g, coil_node *n, coil_err *err)
 	if (qmax < qmin || qmax > tmax)
 		return ARGERR(lo + 1, "%lld is outside [quant_min %lld, %lld]", (long long)qmax, (long long)qmin,
 			      (long long)tmax);
+	return 0;
+}
+
+/* quantize / dequantize (ops.h): per tensor with scalar or one-element tensor
+ * qparams, or per channel along axis; u8/i8 (and i32) storage. */
+static int infer_quant(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	const int dq = op_is_dequant(n->op), pc = op_quant_pc(n->op), lo = op_quant_min_arg(n->op);
+	const coil_dtype t = (coil_dtype)n->args[lo + 2].i;
+	const int64_t qmin = n->args[lo].i, qmax = n->args[lo + 1].i;
+	char b1[200];
+	if (quant_range(g, n, lo, lo + 2, err))
+		return -1;
 	if (dq ? x->dtype != t : !dtype_is_float(x->dtype))
 		return ARGERR(0, dq ? "dtype %s does not match the dtype argument %s"
 				    : "dtype %s is not supported (a floating dtype is required)",
@@ -536,6 +547,25 @@ static int infer_quant(coil_graph *g, coil_node *n, coil_err *err)
 		}
 	}
 	set_out(g, n, 0, dq ? COIL_F32 : t, x->rank, x->shape);
+	return 0;
+}
+
+/* choose_qparams (ops.h): the input's range gives [1] f32 scale, [1] i64 zero point. */
+static int infer_choose_qparams(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	if (quant_range(g, n, 1, 4, err))
+		return -1;
+	if (n->args[2].i == n->args[1].i)
+		return ARGERR(2, "equals quant_min: the range has no steps");
+	if (!dtype_is_float(x->dtype))
+		return ARGERR(0, "dtype %s is not supported (a floating dtype is required)", dtype_name(x->dtype));
+	const double eps = n->args[3].f;
+	if (!(eps > 0) || !isfinite(eps) || (float)eps == 0 || !isfinite((float)eps))
+		return ARGERR(3, "%g is not a positive finite f32 value", eps);
+	const coil_dim one = dim_const(1);
+	set_out(g, n, 0, COIL_F32, 1, &one);
+	set_out(g, n, 1, COIL_I64, 1, &one);
 	return 0;
 }
 

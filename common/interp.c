@@ -1275,6 +1275,26 @@ static int eval_quant(ictx *c, coil_node *n)
 	return 0;
 }
 
+/* As PyTorch's observers, in f32 (an empty input's range is [0, 0]). */
+static int eval_choose_qparams(ictx *c, coil_node *n)
+{
+	(void)c;
+	itensor *x = IN(n, 0);
+	const int64_t qmin = n->args[1].i, qmax = n->args[2].i;
+	float lo = 0, hi = 0;
+	for (int64_t e = 0; e < x->numel; e++) {
+		float v = (float)x->d[e];
+		lo = v < lo ? v : lo; /* a NaN is passed over */
+		hi = v > hi ? v : hi;
+	}
+	float s = (hi - lo) / (float)(qmax - qmin), eps = (float)n->args[3].f;
+	s = s > eps ? s : eps;
+	real z = (real)qmin - (real)rintf(lo / s);
+	OUT(n, 0)->d[0] = s;
+	OUT(n, 1)->d[0] = z < (real)qmin ? (real)qmin : z > (real)qmax ? (real)qmax : z;
+	return 0;
+}
+
 static int eval_layer_norm(ictx *c, coil_node *n)
 {
 	itensor *x = IN(n, 0), *o = OUT(n, 0);

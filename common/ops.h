@@ -75,6 +75,11 @@
 	X(DEQUANTIZE_PT, "quantized_decomposed.dequantize_per_tensor.default", "Tensor input, float scale, int zero_point, int quant_min, int quant_max, ScalarType dtype", 1, COMP, quant, quant) \
 	X(DEQUANTIZE_PT_T, "quantized_decomposed.dequantize_per_tensor.tensor", "Tensor input, Tensor scale, Tensor zero_point, int quant_min, int quant_max, ScalarType dtype", 1, COMP, quant, quant) \
 	X(DEQUANTIZE_PC, "quantized_decomposed.dequantize_per_channel.default", "Tensor input, Tensor scales, Tensor zero_points, int axis, int quant_min, int quant_max, ScalarType dtype", 1, COMP, quant, quant) \
+	/* per-tensor affine qparams from the input's range (dynamic quantization), in f32 as
+	 * PyTorch's observers: lo = min(min(x), 0), hi = max(max(x), 0), scale = max((hi - lo) /
+	 * (quant_max - quant_min), eps), zero_point = clamp(quant_min - rint(lo / scale)); results
+	 * [1] f32 and [1] i64 */                                                                    \
+	X(CHOOSE_QPARAMS, "quantized_decomposed.choose_qparams.tensor", "Tensor input, int quant_min, int quant_max, float eps, ScalarType dtype", 2, COMP, choose_qparams, choose_qparams) \
 	/* round half to even */                                                                       \
 	X(ROUND, "aten.round.default", "Tensor self", 1, PW, unary, pointwise)                          \
 	X(SOFTPLUS, "aten.softplus.default", "Tensor self, Scalar beta=1, Scalar threshold=20", 1, PW, unary_float, pointwise) \

@@ -1015,6 +1015,71 @@ static void test_matmul_runtime_m(void **state)
 	free(w);
 }
 
+/* int8 dynamic (rt_quant.dynamic): a in f32, quantized by the rt at each run from its own
+ * range; against the same math written out here (qparams in f32, integer products). */
+static void dyn_ref(const float *a, const int8_t *w, const float *ws, const float *bias, int64_t m, int64_t k,
+		    int64_t n, double *want)
+{
+	float lo = 0, hi = 0;
+	for (int64_t i = 0; i < m * k; ++i)
+		lo = a[i] < lo ? a[i] : lo, hi = a[i] > hi ? a[i] : hi;
+	float s = (hi - lo) / 255.0f;
+	s = s > 1e-7f ? s : 1e-7f;
+	float z = fminf(fmaxf(0.0f - rintf(lo / s), 0), 255);
+	for (int64_t r = 0; r < m; ++r)
+		for (int64_t o = 0; o < n; ++o) {
+			int64_t acc = 0;
+			for (int64_t j = 0; j < k; ++j) {
+				float q = fminf(fmaxf(rintf(a[r * k + j] * (1.0f / s)) + z, 0), 255);
+				acc += ((int64_t)q - (int64_t)z) * w[o * k + j]; /* W [n, k] */
+			}
+			want[r * n + o] = (double)s * ws[o] * (double)acc + bias[o];
+		}
+}
+
+static void test_matmul_int8_dynamic(void **state)
+{
+	const int64_t m = 6, k = 37, n = 11;
+	float *a = rnd((size_t)(m * k)), *ws = rnd((size_t)n), *bias = rnd((size_t)n);
+	float *c = malloc((size_t)(m * n) * sizeof *c);
+	double *want = malloc((size_t)(m * n) * sizeof *want);
+	int8_t *w = malloc((size_t)(n * k));
+	assert_non_null(c), assert_non_null(want), assert_non_null(w);
+	for (int64_t i = 0; i < n * k; ++i)
+		w[i] = (int8_t)(frand() * 127);
+	for (int64_t o = 0; o < n; ++o)
+		ws[o] = 0.01f + fabsf(ws[o]) * 0.01f;
+	rt_quant q = {.dst = RT_F32, .scale = ws, .dynamic = 1, .qmin = 0, .qmax = 255, .eps = 1e-7f};
+	rt_matmul_desc d = mdesc(m, k, n);
+	d.dtype = RT_U8, d.q = &q, d.b_trans = 1, d.b_const = 1, d.has_bias = 1, d.bias_const = 1;
+	rt_matmul *mm = NULL;
+	char err[256];
+	if (rt_matmul_create(*state, &d, w, bias, &mm, err, sizeof err))
+		fail_msg("int8 dynamic: rt_matmul_create: %s", err);
+	/* one object, inputs of very different ranges: each run's own scale and zero point */
+	static const float gain[] = {1, 100, 0.001f, -3};
+	for (size_t g = 0; g < sizeof gain / sizeof *gain; ++g) {
+		float *x = malloc((size_t)(m * k) * sizeof *x);
+		assert_non_null(x);
+		for (int64_t i = 0; i < m * k; ++i)
+			x[i] = (a[i] + (g == 3 ? 1.0f : 0.0f)) * gain[g]; /* the last: all <= 0 */
+		if (rt_matmul_run(mm, 0, x, NULL, NULL, c, NULL, err, sizeof err))
+			fail_msg("int8 dynamic: rt_matmul_run: %s", err);
+		dyn_ref(x, w, ws, bias, m, k, n, want);
+		char nm[64];
+		snprintf(nm, sizeof nm, "int8 dynamic, input x %g", (double)gain[g]);
+		check_close(nm, c, want, (size_t)(m * n));
+		free(x);
+	}
+	rt_matmul_destroy(mm);
+	q.dst = RT_U8; /* dynamic gives real values only */
+	assert_int_equal(rt_matmul_create(*state, &d, w, bias, &mm, err, sizeof err), RT_EINVAL);
+	assert_null(mm);
+	q.dst = RT_F32, q.qmax = 300;
+	assert_int_equal(rt_matmul_create(*state, &d, w, bias, &mm, err, sizeof err), RT_EINVAL);
+	free(a), free(ws), free(bias), free(c), free(want), free(w);
+}
+
 static void test_threads_same_result(void **state)
 {
 	(void)state;
@@ -1311,6 +1376,7 @@ int main(void)
 		cmocka_unit_test(test_bmm),
 		cmocka_unit_test(test_matmul_post),
 		cmocka_unit_test(test_matmul_runtime_m),
+		cmocka_unit_test(test_matmul_int8_dynamic),
 		cmocka_unit_test(test_threads_same_result),
 		cmocka_unit_test(test_invalid),
 		cmocka_unit_test(test_conv_winograd),

@@ -312,6 +312,8 @@ def _quant_ops():
         lib.define(k + "_per_tensor(Tensor input, float scale, int zero_point, " + tail)
         lib.define(k + "_per_tensor.tensor(Tensor input, Tensor scale, Tensor zero_point, " + tail)
         lib.define(k + "_per_channel(Tensor input, Tensor scales, Tensor zero_points, int axis, " + tail)
+    lib.define("choose_qparams.tensor(Tensor input, int quant_min, int quant_max, float eps, ScalarType dtype) "
+               "-> (Tensor, Tensor)")
 
     def qparams(x, s, z, axis=None):
         s = torch.as_tensor(s, dtype=torch.float32)
@@ -329,6 +331,15 @@ def _quant_ops():
     def dq(x, s, z, lo, hi, dt, axis=None):
         s, z = qparams(x, s, z, axis)
         return (x.to(torch.float32) - z) * s
+    def cq(x, lo, hi, eps, dt):  # as PyTorch's observers, in f32 (per-tensor affine)
+        zero = torch.zeros((), dtype=torch.float32)
+        x = x.to(torch.float32)
+        mn = torch.minimum(x.min(), zero) if x.numel() else zero
+        mx = torch.maximum(x.max(), zero) if x.numel() else zero
+        s = torch.maximum((mx - mn) / float(hi - lo), torch.tensor(eps, dtype=torch.float32))
+        z = torch.clamp(lo - torch.round(mn / s), lo, hi).to(torch.int64)
+        return s.reshape(1), z.reshape(1)
+    lib.impl("choose_qparams.tensor", cq, "CPU")
     lib.impl("quantize_per_tensor", q, "CPU")
     lib.impl("quantize_per_tensor.tensor", q, "CPU")
     lib.impl("quantize_per_channel", lambda x, s, z, a, lo, hi, dt: q(x, s, z, lo, hi, dt, a), "CPU")
@@ -342,7 +353,8 @@ def _quant_as_ops(gm):
     """The trace gm with aten's quantize/dequantize as quantized_decomposed ops (in place)."""
     aten = torch.ops.aten
     per_tensor = {aten.quantize_per_tensor.default, aten.quantize_per_tensor.tensor_qparams}
-    quant = per_tensor | {aten.quantize_per_channel.default, aten.dequantize.self}
+    dynamic = aten.quantize_per_tensor_dynamic.default
+    quant = per_tensor | {aten.quantize_per_channel.default, aten.dequantize.self, dynamic}
     if not any(n.op == "call_function" and n.target in quant for n in gm.graph.nodes):
         return gm
     _quant_ops()
@@ -368,14 +380,23 @@ def _quant_as_ops(gm):
                                   "the model convert_to_reference_fx gives (not convert_fx's)" % (n.name, src))
             op, qp = params[src]
             op = {qd.quantize_per_tensor.default: qd.dequantize_per_tensor.default,
+                  qd.quantize_per_tensor.tensor: qd.dequantize_per_tensor.tensor,
                   qd.quantize_per_channel.default: qd.dequantize_per_channel.default}[op]
             new_args = (src,) + qp
         else:
-            dt = args[-1]
+            dt = args[1] if n.target == dynamic else args[-1]
             if dt not in _QDTYPES:
                 raise ExportError("%s: quantized dtype %s is not supported" % (n.name, dt))
             sd, lo, hi = _QDTYPES[dt]
-            if n.target in per_tensor:
+            if n.target == dynamic:  # qparams from this call's range: PyTorch 2's choose_qparams
+                if len(args) > 2 and args[2]:  # reduce_range
+                    lo, hi = lo // 2, hi // 2
+                with gm.graph.inserting_before(n):
+                    cq = gm.graph.call_function(qd.choose_qparams.tensor,
+                                                (args[0], lo, hi, torch.finfo(torch.float32).eps, sd))
+                    s, z = (gm.graph.call_function(operator.getitem, (cq, k)) for k in (0, 1))
+                op, qp = qd.quantize_per_tensor.tensor, (s, z, lo, hi, sd)
+            elif n.target in per_tensor:
                 s = float(torch.as_tensor(value(args[1], "scale", n)).reshape(-1)[0])
                 z = int(torch.as_tensor(value(args[2], "zero point", n)).reshape(-1)[0])
                 op, qp = qd.quantize_per_tensor.default, (s, z, lo, hi, sd)

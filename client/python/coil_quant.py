@@ -217,9 +217,56 @@ def _fold_batch_norms(g, params):
         g["nodes"].remove(n)
 
 
-def quantize_graph(graph, params, calibration, method="histogram", percentile=99.99):
+def _quantize_weight(g, G, params, w, wr, wi):
+    """Param w, read by node wr at arg wi, through a per-channel s8 quantize and dequantize."""
+    s, z = _weight_qparams(params[w])
+    sname, zname = G.fresh(w + ".coil_scale"), G.fresh(w + ".coil_zero_point")
+    params[sname] = s
+    g["params"].append({"name": sname, "dtype": "f32", "shape": [int(s.shape[0])]})
+    g["constants"].append({"name": zname, "dtype": "i64", "shape": [int(z.shape[0])], "data": [0] * int(z.shape[0])})
+    wq, wd = G.fresh(w + "_q"), G.fresh(w + "_dq")
+    wa = [sname, zname, 0, -128, 127, "i8"]
+    wnodes = [{"id": G.fresh("quant_w"), "op": "quantized_decomposed.quantize_per_channel.default",
+               "args": [w] + wa, "outputs": [wq]},
+              {"id": G.fresh("dequant_w"), "op": "quantized_decomposed.dequantize_per_channel.default",
+               "args": [wq] + wa, "outputs": [wd]}]
+    wr["args"][wi] = wd
+    at = g["nodes"].index(wr)
+    g["nodes"][at:at] = wnodes
+
+
+def _dynamic(g, G, params, layers, report):
+    """Dynamic quantization: each layer's weight per channel; its input through
+    choose_qparams -> quantize -> dequantize (one per input value, whoever reads it)."""
+    eps = float(torch.finfo(torch.float32).eps)
+    nodes = g["nodes"]
+    done = {}
+    for n, x, w, wr, wi, e in layers:
+        _quantize_weight(g, G, params, w, wr, wi)
+        base = 1 if n["op"] == "aten.addmm.default" else 0
+        xin = n["args"][base]
+        if xin not in done:
+            tag = n["id"] + "_in"
+            s, z, q, d = (G.fresh("%s_%s" % (tag, k)) for k in ("scale", "zp", "q", "dq"))
+            qa = [s, z, 0, 255, "u8"]
+            new = [{"id": G.fresh("qparams_" + tag), "op": "quantized_decomposed.choose_qparams.tensor",
+                    "args": [xin, 0, 255, eps, "u8"], "outputs": [s, z]},
+                   {"id": G.fresh("quant_" + tag), "op": "quantized_decomposed.quantize_per_tensor.tensor",
+                    "args": [xin] + qa, "outputs": [q]},
+                   {"id": G.fresh("dequant_" + tag), "op": "quantized_decomposed.dequantize_per_tensor.tensor",
+                    "args": [q] + qa, "outputs": [d]}]
+            at = nodes.index(G.prod[xin]) + 1 if xin in G.prod else 0
+            nodes[at:at] = new
+            done[xin] = d
+        n["args"][base] = done[xin]
+        report["quantized"].append({"node": n["id"], "op": n["op"], "weight": w})
+    return g, params, report
+
+
+def quantize_graph(graph, params, calibration, method="histogram", percentile=99.99, dynamic=False):
     """(quantized graph, params with the weights' scales added, report) for an f32 coil graph;
-    calibration: a list of {input name: tensor} feeds."""
+    calibration: a list of {input name: tensor} feeds (unused with dynamic: linear layers only,
+    each input quantized at each run from its own range, the outputs f32)."""
     import copy
     ce._quant_ops()
     g = copy.deepcopy(graph)
@@ -227,12 +274,14 @@ def quantize_graph(graph, params, calibration, method="histogram", percentile=99
     _fold_batch_norms(g, params)
     graph = copy.deepcopy(g)  # what calibration runs: the folded f32 graph
     G = _Graph(g)
-    report = {"quantized": [], "float": [], "method": method}
+    report = {"quantized": [], "float": [], "method": "dynamic" if dynamic else method}
     layers = []
     for n in g["nodes"]:
         if n["op"] not in LAYERS:
             continue
         got, why = _layer(G, n)
+        if dynamic and n["op"] == "aten.convolution.default":
+            got, why = None, "a convolution (dynamic quantization covers linear layers; the static mode takes both)"
         if got is None:
             report["float"].append({"node": n["id"], "op": n["op"], "reason": why})
             continue
@@ -243,6 +292,8 @@ def quantize_graph(graph, params, calibration, method="histogram", percentile=99
         layers.append((n, x, w, wr, wi, _chain_end(G, n)))
     if not layers:
         return None, params, report
+    if dynamic:
+        return _dynamic(g, G, params, layers, report)
 
     # calibration: the layers' inputs and chain ends
     watch = {}
@@ -274,21 +325,7 @@ def quantize_graph(graph, params, calibration, method="histogram", percentile=99
                  "args": [q] + qa, "outputs": [d]}], d
 
     for n, x, w, wr, wi, e in layers:
-        # the weight, per channel
-        s, z = _weight_qparams(params[w])
-        sname, zname = G.fresh(w + ".coil_scale"), G.fresh(w + ".coil_zero_point")
-        params[sname] = s
-        g["params"].append({"name": sname, "dtype": "f32", "shape": [int(s.shape[0])]})
-        g["constants"].append({"name": zname, "dtype": "i64", "shape": [int(z.shape[0])], "data": [0] * int(z.shape[0])})
-        wq, wd = G.fresh(w + "_q"), G.fresh(w + "_dq")
-        wa = [sname, zname, 0, -128, 127, "i8"]
-        wnodes = [{"id": G.fresh("quant_w"), "op": "quantized_decomposed.quantize_per_channel.default",
-                   "args": [w] + wa, "outputs": [wq]},
-                  {"id": G.fresh("dequant_w"), "op": "quantized_decomposed.dequantize_per_channel.default",
-                   "args": [wq] + wa, "outputs": [wd]}]
-        wr["args"][wi] = wd
-        at = nodes.index(wr)
-        nodes[at:at] = wnodes
+        _quantize_weight(g, G, params, w, wr, wi)
         # the input: a layer's quantized output as it is, else quantized here for every reader
         # (the residual add after a block reads it quantized too); data movement of a
         # quantized value keeps its quantization (the op then runs on u8: codegen/quant.c)

@@ -235,7 +235,7 @@ static dnnl_status_t md_dense(dnnl_memory_desc_t *md, int nd, const int64_t *dim
 	return dnnl_memory_desc_init_by_strides(md, nd, d, dt, s);
 }
 
-enum { ARG_SRC, ARG_WEI, ARG_BIAS, ARG_DST, ARG_SCRATCH, ARG_ZSRC, ARG_ZDST, ARG_POST0 };
+enum { ARG_SRC, ARG_WEI, ARG_BIAS, ARG_DST, ARG_SCRATCH, ARG_ZSRC, ARG_ZDST, ARG_OSCALE, ARG_POST0 };
 #define MAX_ARGS (ARG_POST0 + RT_MAX_POST)
 
 /* What each user post-op became. */
@@ -366,7 +366,7 @@ static int build_post_ops(dnnl_post_ops_t po, int lead, int npost, const rt_post
 			FAIL(RT_EINVAL, "post-op %d: unknown kind %d", i, (int)q->kind);
 		}
 		if (alg >= dnnl_binary_add && alg <= dnnl_binary_ne) {
-			if (qt)
+			if (qt && !qt->dynamic) /* (a dynamic one's dst is f32: real values) */
 				FAIL(RT_EUNSUP, "post-op %d: no binary post-ops on int8", i);
 			if (q->rank < 1 || q->rank > nd)
 				FAIL(RT_EINVAL, "post-op %d: operand rank %d, dst rank %d", i,
@@ -646,8 +646,12 @@ static int quant_attr(dnnl_primitive_attr_t attr, const rt_quant *q, int64_t nch
 {
 	int rc = RT_OK;
 	const int32_t rtv = DNNL_RUNTIME_S32_VAL;
-	DN(dnnl_primitive_attr_set_output_scales(attr, nch, 1 << ch, q->scale));
-	if (q->src_zp)
+	const float rts = DNNL_RUNTIME_F32_VAL;
+	if (q->dynamic)
+		DN(dnnl_primitive_attr_set_output_scales(attr, 1, 1 << ch, &rts));
+	else
+		DN(dnnl_primitive_attr_set_output_scales(attr, nch, 1 << ch, q->scale));
+	if (q->src_zp || q->dynamic)
 		DN(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &rtv));
 	if (q->dst_zp && q->dst != RT_F32)
 		DN(dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_DST, 1, 0, &rtv));
@@ -660,7 +664,7 @@ static int quant_mems(prim *p, const rt_quant *q, char *err, size_t errlen)
 	int rc = RT_OK;
 	for (int k = 0; k < 2; k++) {
 		const int32_t zp = k ? q->dst_zp : q->src_zp;
-		if (!zp || (k && q->dst == RT_F32))
+		if ((!zp && !(q->dynamic && !k)) || (k && q->dst == RT_F32))
 			continue;
 		dnnl_memory_desc_t md;
 		int64_t one = 1;
@@ -675,10 +679,17 @@ fail:
 	return rc;
 }
 
-static int quant_check(const rt_quant *q, enum rt_dtype src, char *err, size_t errlen)
+static int quant_check(const rt_quant *q, enum rt_dtype src, int matmul, char *err, size_t errlen)
 {
+	if (q->dynamic && !matmul)
+		return seterr(err, errlen, RT_EINVAL, "int8 dynamic: matrix products only");
 	if ((src != RT_U8 && src != RT_S8) || (q->dst != RT_U8 && q->dst != RT_S8 && q->dst != RT_F32) || !q->scale)
 		return seterr(err, errlen, RT_EINVAL, "int8: src must be u8/s8, dst u8/s8/f32, scales given");
+	const int32_t tmin = src == RT_U8 ? 0 : -128, tmax = src == RT_U8 ? 255 : 127;
+	if (q->dynamic && (q->dst != RT_F32 || q->qmin < tmin || q->qmax > tmax || q->qmin >= q->qmax ||
+			   !(q->eps > 0) || !isfinite(q->eps)))
+		return seterr(err, errlen, RT_EINVAL, "int8 dynamic: dst must be f32, [qmin, qmax] a range of the "
+			      "src type, eps positive");
 	return RT_OK;
 }
 
@@ -725,7 +736,9 @@ struct rt_conv {
 static int conv_check(const rt_conv_desc *d, char *err, size_t errlen)
 {
 #define BAD(...) return seterr(err, errlen, RT_EINVAL, "rt_conv: " __VA_ARGS__)
-	if (d->q ? quant_check(d->q, d->dtype, err, errlen) != RT_OK : d->dtype != RT_F32 && d->dtype != RT_BF16)
+	if (d->q && quant_check(d->q, d->dtype, 0, err, errlen) != RT_OK)
+		return RT_EINVAL;
+	if (!d->q && d->dtype != RT_F32 && d->dtype != RT_BF16)
 		return seterr(err, errlen, RT_EUNSUP, "rt_conv: dtype %d not supported",
 			      (int)d->dtype);
 	if (d->q && d->transposed)
@@ -1160,7 +1173,55 @@ struct rt_matmul {
 	int nd, a_order[6];
 	int64_t adims[6], cdims[6];
 	dnnl_data_type_t dt, cdt;
+	/* int8 dynamic (rt_quant.dynamic): the weights' scales and the bias (real units), the
+	 * per-run output scales and bias in the accumulator's units, the quantized a */
+	int dyn, dyn_s8;
+	int32_t dyn_qmin, dyn_qmax, dyn_zp;
+	int64_t dyn_n;
+	float dyn_eps;
+	float *dyn_wscale, *dyn_bias, *dyn_oscale, *dyn_bq;
+	void *dyn_a;
+	size_t dyn_elems;
 };
+
+/* A dynamic matmul's src: its qparams from its range and its quantized copy
+ * in mm->dyn_a; the output scales and bias in the accumulator's units. */
+static void mm_quantize(rt_matmul *mm, const float *a, int64_t n)
+{
+	const size_t ne = mm->dyn_elems;
+	float lo = 0, hi = 0;
+	for (size_t i = 0; i < ne; ++i) {
+		lo = a[i] < lo ? a[i] : lo; /* a NaN is passed over */
+		hi = a[i] > hi ? a[i] : hi;
+	}
+	const float qmin = (float)mm->dyn_qmin, qmax = (float)mm->dyn_qmax;
+	float s = (hi - lo) / (qmax - qmin);
+	s = s > mm->dyn_eps ? s : mm->dyn_eps;
+	float z = qmin - rintf(lo / s);
+	z = z < qmin ? qmin : z > qmax ? qmax : z;
+	mm->dyn_zp = (int32_t)z;
+	const float inv = 1.0f / s;
+	if (mm->dyn_s8) {
+		int8_t *q = mm->dyn_a;
+		for (size_t i = 0; i < ne; ++i) {
+			float v = rintf(a[i] * inv) + z;
+			v = v >= qmin ? v : qmin; /* NaN: qmin */
+			q[i] = (int8_t)(v <= qmax ? v : qmax);
+		}
+	} else {
+		uint8_t *q = mm->dyn_a;
+		for (size_t i = 0; i < ne; ++i) {
+			float v = rintf(a[i] * inv) + z;
+			v = v >= qmin ? v : qmin;
+			q[i] = (uint8_t)(v <= qmax ? v : qmax);
+		}
+	}
+	for (int64_t o = 0; o < n; ++o) {
+		mm->dyn_oscale[o] = s * mm->dyn_wscale[o];
+		if (mm->dyn_bias)
+			mm->dyn_bq[o] = (float)((double)mm->dyn_bias[o] / ((double)s * mm->dyn_wscale[o]));
+	}
+}
 
 /* An m_runtime matmul's a and c memories for m rows. */
 static int mm_bind_m(rt_matmul *mm, int64_t m, char *err, size_t errlen)
@@ -1198,7 +1259,9 @@ RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const void *b_
 	*out = NULL;
 	if (!ctx || !d)
 		return seterr(err, errlen, RT_EINVAL, "rt_matmul_create: NULL ctx or desc");
-	if (d->q ? quant_check(d->q, d->dtype, err, errlen) != RT_OK : d->dtype != RT_F32 && d->dtype != RT_BF16)
+	if (d->q && quant_check(d->q, d->dtype, 1, err, errlen) != RT_OK)
+		return RT_EINVAL;
+	if (!d->q && d->dtype != RT_F32 && d->dtype != RT_BF16)
 		return seterr(err, errlen, RT_EUNSUP, "rt_matmul: dtype %d not supported",
 			      (int)d->dtype);
 	if (d->q && (!d->b_const || d->m_runtime || (d->has_bias && !d->bias_const) || d->nbatch))
@@ -1344,7 +1407,33 @@ RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const void *b_
 	} else {
 		DN(dnnl_memory_create(&mm->p.mem[ARG_WEI], &b_md, ctx->engine, DNNL_MEMORY_NONE));
 	}
-	if (d->has_bias) {
+	if (d->q && d->q->dynamic) {
+		/* the output scales, zero point and bias change with each run's src */
+		dnnl_memory_desc_t s_md;
+		mm->dyn = 1, mm->dyn_s8 = d->dtype == RT_S8;
+		mm->dyn_qmin = d->q->qmin, mm->dyn_qmax = d->q->qmax, mm->dyn_eps = d->q->eps;
+		mm->dyn_elems = (size_t)d->m * (size_t)d->k;
+		mm->dyn_n = d->n;
+		mm->dyn_wscale = malloc((size_t)d->n * sizeof(float));
+		mm->dyn_oscale = malloc((size_t)d->n * sizeof(float));
+		mm->dyn_a = malloc(mm->dyn_elems);
+		if (d->has_bias) {
+			mm->dyn_bias = malloc((size_t)d->n * sizeof(float));
+			mm->dyn_bq = malloc((size_t)d->n * sizeof(float));
+		}
+		if (!mm->dyn_wscale || !mm->dyn_oscale || !mm->dyn_a || (d->has_bias && (!mm->dyn_bias || !mm->dyn_bq)))
+			FAIL(RT_ENOMEM, "rt_matmul: out of memory");
+		memcpy(mm->dyn_wscale, d->q->scale, (size_t)d->n * sizeof(float));
+		if (d->has_bias)
+			memcpy(mm->dyn_bias, bias_const, (size_t)d->n * sizeof(float));
+		DN(md_dense(&s_md, 1, &d->n, NULL, dnnl_f32));
+		DN(dnnl_memory_create(&mm->p.mem[ARG_OSCALE], &s_md, ctx->engine, DNNL_MEMORY_NONE));
+		mm->p.arg_id[ARG_OSCALE] = DNNL_ARG_ATTR_OUTPUT_SCALES;
+	}
+	if (d->has_bias && mm->dyn) {
+		mm->p.arg_id[ARG_BIAS] = DNNL_ARG_BIAS;
+		DN(dnnl_memory_create(&mm->p.mem[ARG_BIAS], &bias_md, ctx->engine, DNNL_MEMORY_NONE));
+	} else if (d->has_bias) {
 		mm->p.arg_id[ARG_BIAS] = DNNL_ARG_BIAS;
 		mm->bias_elems = (size_t)biasdims[nb] * (size_t)biasdims[nb + 1];
 		if (d->bias_const) {
@@ -1416,6 +1505,13 @@ RT_API int rt_matmul_run(rt_matmul *mm, int64_t m, const void *a, const void *b,
 	bind_posts(&mm->p, post_src, c, ptr);
 	ptr[ARG_SRC] = (void *)a;
 	ptr[ARG_DST] = c;
+	if (mm->dyn) {
+		mm_quantize(mm, a, mm->dyn_n);
+		ptr[ARG_SRC] = mm->dyn_a;
+		ptr[ARG_ZSRC] = &mm->dyn_zp;
+		ptr[ARG_OSCALE] = mm->dyn_oscale;
+		ptr[ARG_BIAS] = mm->dyn_bq;
+	}
 	if (!mm->b_const)
 		ptr[ARG_WEI] = (void *)b;
 	if (mm->bias_rt) {
@@ -1441,6 +1537,7 @@ RT_API void rt_matmul_destroy(rt_matmul *mm)
 		mm->p.mem[ARG_WEI] = NULL;
 	prim_free(&mm->p);
 	free(mm->bias_buf);
+	free(mm->dyn_wscale), free(mm->dyn_bias), free(mm->dyn_oscale), free(mm->dyn_bq), free(mm->dyn_a);
 	free(mm);
 }
 

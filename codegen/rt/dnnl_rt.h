@@ -117,13 +117,24 @@ enum rt_dtype { RT_F32 = 0, RT_BF16 = 1, RT_U8 = 2, RT_S8 = 3 };
  * quantization parameters in: scale[o] = s_src * s_wei[o] / s_dst, bias[o] =
  * b[o] / (s_src * s_wei[o]), sum_scale = s_r / s_dst.  No binary post-ops,
  * no Winograd, no run-time m; convs run NHWC (an NCHW caller's side is
- * reordered, as for floats). */
+ * reordered, as for floats).
+ *
+ * Dynamic (matmul only, dst RT_F32): src is given in f32 at each run and
+ * quantized there to the src type from its own range, in f32 as PyTorch's
+ * observers (and quantized_decomposed.choose_qparams) do: lo = min(min(a),
+ * 0), hi = max(max(a), 0), s = max((hi - lo) / (qmax - qmin), eps), zp =
+ * clamp(qmin - rint(lo / s)), q = clamp(rint(a * (1 / s)) + zp); then
+ * scale[o] is s_wei[o] (the rt multiplies in s), the bias b[o] is in real
+ * units, and the post-ops see real values (RT_ADD_SAME: y += r, r f32). */
 typedef struct rt_quant {
 	enum rt_dtype dst;
 	const float *scale;      /* [oc] (conv) or [n] (matmul); read by create only */
 	int32_t src_zp, dst_zp;
 	float sum_scale;
 	int32_t sum_zp;
+	int dynamic;             /* src quantized at each run (see above) */
+	int32_t qmin, qmax;      /* dynamic: the src's range, inside its type's */
+	float eps;               /* dynamic: the smallest scale */
 } rt_quant;
 
 #define RT_MAX_POST 8

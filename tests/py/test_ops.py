@@ -1238,6 +1238,15 @@ def dq_ref(q, s, z, lo, hi, dt, axis=None):
     return torch._make_per_channel_quantized_tensor(q, s.double(), z.long(), axis).dequantize()
 
 
+def cq_ref(x, lo, hi, eps, dt):
+    """PyTorch's own observer (per-tensor affine), its zero point as i64."""
+    from torch.ao.quantization.observer import MinMaxObserver
+    ob = MinMaxObserver(dtype=QTYPES[dt], quant_min=lo, quant_max=hi, eps=eps)
+    ob(x.float())
+    s, z = ob.calculate_qparams()
+    return s.reshape(1).float(), z.reshape(1).long()
+
+
 def quant_cases():
     qpt, dqpt = QD + "quantize_per_tensor", QD + "dequantize_per_tensor"
     qpc, dqpc = QD + "quantize_per_channel", QD + "dequantize_per_channel"
@@ -1284,6 +1293,19 @@ def quant_cases():
     case(dqpc, qw, ws, wz, 0, -128, 127, i8, ref=pdq)
     case(dqpc, R(4, 6, dt=u8, lo=0, hi=255), R(6, lo=0.01, hi=0.1), R(6, dt=i64, lo=0, hi=255), 1, 0, 255, u8,
          ref=pdq, name="dequantize_per_channel axis 1")
+    cq = QD + "choose_qparams.tensor"
+    eps = torch.finfo(torch.float32).eps
+    case(cq, x, 0, 255, eps, u8, ref=cq_ref, covers=cq)
+    case(cq, R(4, 8, lo=0.5, hi=2), 0, 255, eps, u8, ref=cq_ref, name="choose_qparams all positive")
+    case(cq, R(4, 8, lo=-3, hi=-1), 0, 255, eps, u8, ref=cq_ref, name="choose_qparams all negative")
+    case(cq, R(5, 9, lo=-7, hi=2), -128, 127, eps, i8, ref=cq_ref, name="choose_qparams i8")
+    case(cq, R(5, 9), 0, 127, eps, u8, ref=cq_ref, name="choose_qparams reduce_range")
+    case(cq, torch.zeros(3, 4), 0, 255, 1e-5, u8, ref=cq_ref, name="choose_qparams all zeros (scale eps)")
+    case(cq, R(257, 33, dt=bf16), 0, 255, eps, u8, ref=cq_ref, name="choose_qparams bf16, odd sizes")
+    case(cq, Sym(R(3, 6), ["b", 6]), 0, 255, eps, u8, ref=cq_ref, name="choose_qparams symbolic")
+    case(cq, x, 7, 7, eps, u8, unsupported=True, name="choose_qparams empty range (refused)")
+    case(cq, x, 0, 255, 0.0, u8, unsupported=True, name="choose_qparams eps 0 (refused)")
+    case(cq, R(3, 4, dt=i32), 0, 255, eps, u8, unsupported=True, name="choose_qparams of ints (refused)")
     case("aten.round", T([0.5, 1.5, 2.5, -0.5, -1.5, 2.4999, 1e10, float("nan"), float("inf")]))
     case("aten.round", R(3, 4, dt=bf16))
     case("aten.round", R(3, 4, dt=f64))

@@ -17,6 +17,10 @@ fusions, codegen/rt's u8s8 primitives) against PyTorch's own reference quantized
   * coil.quantize (calibration in coil, no PyTorch quantization code): the digits CNN within
     0.5 points, its layers all int8; a channel shuffle (which FX cannot trace) close to f32; a
     transposed conv left in f32 and reported with the reason; a model without layers refused;
+  * dynamic quantization: FX's dynamic reference models (per-tensor and per-channel weights)
+    equal their reference at inputs of any scale, each linear one int8 primitive that quantizes
+    its input per call; coil.quantize(dynamic=True) on a transformer encoder as close to f32 as
+    PyTorch's quantize_dynamic, a digits MLP within 0.5 points, convolutions reported f32;
   * convert_fx's model (PyTorch's own quantized kernels, not the reference form) is refused
     with an error that says which form to export.
 A private cache directory keeps the user's cache untouched.
@@ -286,12 +290,13 @@ def digits():
     return x[:1400], y[:1400], x[1400:], y[1400:]
 
 
-def train_digits(seed, xtr, ytr, xte, yte):
-    """The digits CNN trained here (8 epochs of Adam), in eval mode, and its f32 test accuracy (%)."""
+def train_digits(seed, xtr, ytr, xte, yte, make=None, epochs=8):
+    """A digits classifier (the CNN, or make()) trained here with Adam, in eval mode, and its f32
+    test accuracy (%)."""
     torch.manual_seed(seed)
-    m = Digits()
+    m = make() if make else Digits()
     opt = torch.optim.Adam(m.parameters(), lr=3e-3)
-    for epoch in range(8):
+    for epoch in range(epochs):
         for i in range(0, len(ytr), 64):
             loss = nn.functional.cross_entropy(m(xtr[i:i + 64]), ytr[i:i + 64])
             opt.zero_grad()
@@ -393,6 +398,85 @@ def test_refusals(t, cache, tmp):
              msg)
 
 
+def sqnr(ref, got):
+    ref, got = ref.double(), got.double()
+    return 10 * torch.log10((ref ** 2).sum() / ((ref - got) ** 2).sum().clamp_min(1e-30)).item()
+
+
+def test_dynamic(t, cache, tmp):
+    """Dynamic quantization: linear layers with s8 weights and u8 inputs quantized at each call
+    from their own range (choose_qparams), as one oneDNN u8s8 matmul each."""
+    from torch.ao.quantization import QConfigMapping, default_dynamic_qconfig, per_channel_dynamic_qconfig
+    import warnings
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 32)).eval()
+    x = torch.randn(2, 8, 64)
+    for qname, qc in (("per-tensor", default_dynamic_qconfig), ("per-channel", per_channel_dynamic_qconfig)):
+        ref = convert_to_reference_fx(prepare_fx(m, QConfigMapping().set_global(qc), (x,)))
+        cm = coil.compile(ref, (x,), threads=2, cache_dir=cache, coil=COIL)
+        for k in (1.0, 0.01, 100.0):  # each call's own range: a fixed scale would clip or lose these
+            with torch.no_grad():
+                want = ref(x * k)
+            err = ((cm(x * k) - want).abs().max() / want.abs().max()).item()
+            t.ok(err < 1e-5, "FX dynamic (%s weights), input x %g: equal to the reference model" % (qname, k),
+                 "relative error %g" % err)
+        _, dump = int8_fusions(ref, x, tmp, "dynamic_" + qname)
+        t.ok(dump.count("int8 (dynamic u8 in, f32 out)") == 2,
+             "FX dynamic (%s weights): both linears one int8 dynamic primitive each" % qname, dump)
+
+    # coil.quantize(dynamic=True) on a transformer encoder, against PyTorch's quantize_dynamic
+    torch.manual_seed(1)
+    layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, activation="gelu", batch_first=True)
+    enc = nn.TransformerEncoder(layer, 2).eval()
+    x = torch.randn(2, 16, 64)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        cm = coil.quantize(enc, None, (x,), dynamic=True, threads=2, cache_dir=cache, coil=COIL)
+    rep = cm.info["quantize"]
+    t.ok(len(rep["quantized"]) == 8 and not rep["float"] and not w and rep["method"] == "dynamic",
+         "coil.quantize(dynamic=True) encoder: its 8 linear layers int8 (checked in the oneDNN plan), none f32",
+         "%r" % rep)
+    tq = torch.ao.quantization.quantize_dynamic(enc, {nn.Linear}, dtype=torch.qint8)
+    for lay in tq.layers:
+        lay.activation_relu_or_gelu = False  # 1.13's fast path reads quantized weights as tensors
+    with torch.no_grad():
+        want = enc(x)
+        ours, theirs = sqnr(want, cm(x)), sqnr(want, tq(x))
+    t.diag("encoder, SQNR against f32: coil dynamic %.1f dB, PyTorch quantize_dynamic %.1f dB" % (ours, theirs))
+    t.ok(ours >= 25 and ours >= theirs - 1, "coil.quantize(dynamic=True) encoder: as close to f32 as PyTorch's "
+         "quantize_dynamic", "coil %.1f dB, PyTorch %.1f dB" % (ours, theirs))
+
+    # accuracy: a digits MLP
+    try:
+        xtr, ytr, xte, yte = digits()
+    except ImportError as e:
+        t.skip("dynamic digits", "scikit-learn missing: %s" % e)
+        return
+    mlp, acc32 = train_digits(2, xtr, ytr, xte, yte, lambda: nn.Sequential(
+        nn.Flatten(), nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)), epochs=10)
+    cm = coil.quantize(mlp, None, (xte,), dynamic=True, threads=2, cache_dir=cache, coil=COIL)
+    acc8 = (cm(xte).argmax(1) == yte).float().mean().item() * 100
+    t.diag("digits MLP: f32 %.2f%%, coil.quantize(dynamic=True) %.2f%%" % (acc32, acc8))
+    t.ok(acc32 > 90 and acc8 >= acc32 - 0.5 and len(cm.info["quantize"]["quantized"]) == 2,
+         "coil.quantize(dynamic=True) digits MLP: both layers int8, accuracy within 0.5 points of f32",
+         "f32 %.2f, int8 %.2f, %r" % (acc32, acc8, cm.info["quantize"]))
+
+    # convolutions stay f32 in this mode, reported; no inputs at all is an error
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        cm = coil.quantize(nn.Sequential(ConvRelu(), nn.Flatten(), nn.Linear(16 * 36, 4)).eval(), None,
+                           (torch.randn(1, 8, 6, 6),), dynamic=True, cache_dir=cache, coil=COIL)
+    rep = cm.info["quantize"]
+    t.ok(len(rep["quantized"]) == 1 and len(rep["float"]) == 1 and "dynamic" in rep["float"][0]["reason"] and w,
+         "coil.quantize(dynamic=True): the conv stays f32, reported with the reason", "%r" % rep)
+    try:
+        coil.quantize(mlp, None, dynamic=True, cache_dir=cache, coil=COIL)
+        t.ok(False, "coil.quantize(dynamic=True) without example inputs raises")
+    except coil.CoilError as e:
+        t.ok("example_inputs" in str(e), "coil.quantize(dynamic=True) without example inputs says what it needs",
+             str(e))
+
+
 def main():
     t = Tap()
     with tempfile.TemporaryDirectory() as tmp:
@@ -403,6 +487,7 @@ def main():
         t.run("qat", test_qat, t, cache, tmp)
         t.run("digits", test_digits, t, cache, tmp)
         t.run("coil.quantize", test_coil_quantize, t, cache, tmp)
+        t.run("dynamic", test_dynamic, t, cache, tmp)
         t.run("refusals", test_refusals, t, cache, tmp)
     t.done()
 

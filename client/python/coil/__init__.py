@@ -628,8 +628,8 @@ def compile(module, example_inputs=None, server=None, target="native", threads=N
 
 
 def quantize(module, calibration_inputs, example_inputs=None, *, method="histogram", percentile=99.99,
-             server=None, target="native", threads=None, cache_dir=None, workdir=None, coil=None, timeout=None,
-             opt=None, keep_params=True):
+             dynamic=False, server=None, target="native", threads=None, cache_dir=None, workdir=None, coil=None,
+             timeout=None, opt=None, keep_params=True):
     """`module` quantized to int8 by coil and compiled: post-training static quantization with no
     PyTorch quantization code (client/python/coil_quant.py).
 
@@ -640,14 +640,20 @@ def quantize(module, calibration_inputs, example_inputs=None, *, method="histogr
     int8 gets u8 activations (per tensor) and s8 weights (per output channel, symmetric), with the
     activations after it fused; the rest stays f32.
 
+    dynamic=True: dynamic quantization, the mode transformer encoders use. Linear layers get s8
+    weights (per output channel) and u8 activations quantized at each call from that call's own
+    range (min/max, as PyTorch's quantize_dynamic); their outputs stay f32 and convolutions stay
+    f32. Nothing is calibrated: calibration_inputs may be None when example_inputs is given.
+
     The result's .info["quantize"] reports each layer quantized and each left in f32 with the
     reason (a warning lists those); a model with no such layer raises UnsupportedError."""
     import warnings
     _exporter()
     import coil_quant
-    calib = [_as_tuple(c) for c in calibration_inputs]
-    if not calib:
-        raise CoilError("coil.quantize needs at least one calibration input", stage="quantize")
+    calib = [_as_tuple(c) for c in calibration_inputs] if calibration_inputs is not None else []
+    if not calib and not (dynamic and example_inputs is not None):
+        raise CoilError("coil.quantize needs at least one calibration input%s" % (
+            " (or, with dynamic=True, example_inputs)" if dynamic else ""), stage="quantize")
     example = _as_tuple(example_inputs) if example_inputs is not None else calib[0]
     t0 = time.perf_counter()
     graph, params, spec = export_graph(module, example, coil=coil)
@@ -656,10 +662,10 @@ def quantize(module, calibration_inputs, example_inputs=None, *, method="histogr
         if len(c) != len(names):
             raise CoilError("calibration input %d has %d tensors, the module takes %d" % (k, len(c), len(names)),
                             stage="quantize")
-    calib = _rebatch(calib, example)
+    calib = _rebatch(calib, example) if not dynamic else []
     try:
         qg, qparams, report = coil_quant.quantize_graph(graph, params, [dict(zip(names, c)) for c in calib],
-                                                        method, percentile)
+                                                        method, percentile, dynamic=dynamic)
     except _exporter().ExportError as e:
         raise CoilError("coil.quantize: %s" % e, stage="quantize") from None
     if qg is None:
