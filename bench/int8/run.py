@@ -9,6 +9,9 @@ Engines, all on the same input:
               qconfig, 4 random calibration batches, convert_to_reference_fx)
   torch int8  PyTorch's int8 kernels on the same calibrated model (convert_fx, 'onednn' engine)
   coil q      coil.quantize of the f32 module (coil's own calibration, same 4 batches)
+  coil dyn    encoders only: coil.quantize(dynamic=True) (linear layers, inputs quantized per call)
+  torch dyn   encoders only: PyTorch's quantize_dynamic on the same module ('onednn' engine; its
+              1.13 fast path cannot take quantized layers and is switched off)
   ort qdq     ONNX Runtime 1.30 on the FX reference model exported to ONNX (opset 13:
               QuantizeLinear/DequantizeLinear with the same scales; all graph optimizations,
               intra-op threads N, sequential; bench/dynamic's runner, timed inside it,
@@ -21,6 +24,7 @@ FX cannot trace torchvision's shufflenet (it unpacks x.size()): there coil q alo
 Run: OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/int8/run.py [--models a,b] [--threads 1,2]
      [--rounds N]"""
 import argparse
+import copy
 import json
 import math
 import os
@@ -45,8 +49,9 @@ import zoo  # noqa: E402
 
 CNNS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0", "shufflenet_v2_x1_0",
         "densenet121"]
-MODELS = CNNS + ["bert_mini"]
-ENGINES = ["eager", "coil f32", "coil fx", "torch int8", "coil q", "ort qdq"]
+ENCODERS = ["bert_mini", "bert_base"]
+MODELS = CNNS + ENCODERS
+ENGINES = ["eager", "coil f32", "coil fx", "torch int8", "coil q", "ort qdq", "coil dyn", "torch dyn"]
 
 
 DYN = zoo.dynamic_bench()
@@ -91,6 +96,13 @@ def build(name, nt, cache, coil_bin):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fns["coil q"] = coil.quantize(m, calib, ins, threads=nt, cache_dir=cache, coil=coil_bin)
+            if name in ENCODERS:
+                fns["coil dyn"] = coil.quantize(m, None, ins, dynamic=True, threads=nt, cache_dir=cache,
+                                                coil=coil_bin)
+                tq = torch.ao.quantization.quantize_dynamic(copy.deepcopy(m), {torch.nn.Linear}, dtype=torch.qint8)
+                for lay in getattr(tq, "layers", []):
+                    lay.activation_relu_or_gelu = False  # 1.13's fast path reads quantized weights as tensors
+                fns["torch dyn"] = tq
     return fns, ins, skipped
 
 
@@ -148,7 +160,8 @@ def bench_model(name, threads_list, rounds, cache, coil_bin):
         fns, ins, skipped = build(name, nt, cache, coil_bin)
         with torch.no_grad():
             ref = fns["eager"](*ins)
-            acc = {e: sqnr(ref, fns[e](*ins)) for e in ("coil f32", "coil fx", "torch int8", "coil q") if e in fns}
+            acc = {e: sqnr(ref, fns[e](*ins)) for e in ("coil f32", "coil fx", "torch int8", "coil q", "coil dyn",
+                                                         "torch dyn") if e in fns}
             if "ort qdq" in fns:
                 acc["ort qdq"] = sqnr(ref.reshape(-1), fns["ort qdq"].output())
             q = fns["coil q"].info["quantize"]
@@ -205,6 +218,23 @@ def report(rows, path_md, path_json, meta):
             if ln.startswith("|"):
                 cells = ln.split("|")
                 lines[i] = "|".join(c for k, c in enumerate(cells) if k not in (7, 12, 16))
+    dyn = [x for x in rows if "coil dyn" in x["ms"]]
+    if dyn:
+        lines += ["", "Dynamic quantization (linear layers; `coil dyn`: coil.quantize(dynamic=True), `torch dyn`: "
+                  "PyTorch's quantize_dynamic):", "",
+                  "| model | T | eager | coil f32 | coil q | coil dyn | torch dyn | dyn / coil f32 | dyn / eager | "
+                  "dyn / torch dyn | q / coil f32 | SQNR dyn | SQNR torch dyn | SQNR q |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for row in dyn:
+            ms, s = row["ms"], row["sqnr_db"]
+            d = ms["coil dyn"]
+
+            def db(k):
+                return "%.1f" % s[k] if k in s else "—"
+            lines.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                row["model"], row["threads"], f(ms.get("eager")), f(ms.get("coil f32")), f(ms.get("coil q")), f(d),
+                f(ms.get("torch dyn")), r(ms.get("coil f32"), d), r(ms.get("eager"), d), r(ms.get("torch dyn"), d),
+                r(ms.get("coil f32"), ms.get("coil q")), db("coil dyn"), db("torch dyn"), db("coil q")))
     lines.append("")
     for nt in sorted({r_["threads"] for r_ in rows}):
         cnn = [x for x in rows if x["threads"] == nt and x["model"] in CNNS]

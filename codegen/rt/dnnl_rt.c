@@ -11,6 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 
@@ -1189,8 +1193,18 @@ struct rt_matmul {
 static void mm_quantize(rt_matmul *mm, const float *a, int64_t n)
 {
 	const size_t ne = mm->dyn_elems;
+	size_t i = 0;
 	float lo = 0, hi = 0;
-	for (size_t i = 0; i < ne; ++i) {
+#ifdef __AVX512F__
+	/* (min_ps/max_ps return their second operand where the first is NaN: passed over) */
+	__m512 vl = _mm512_setzero_ps(), vh = _mm512_setzero_ps();
+	for (; i + 16 <= ne; i += 16) {
+		const __m512 v = _mm512_loadu_ps(a + i);
+		vl = _mm512_min_ps(v, vl), vh = _mm512_max_ps(v, vh);
+	}
+	lo = _mm512_reduce_min_ps(vl), hi = _mm512_reduce_max_ps(vh);
+#endif
+	for (; i < ne; ++i) {
 		lo = a[i] < lo ? a[i] : lo; /* a NaN is passed over */
 		hi = a[i] > hi ? a[i] : hi;
 	}
@@ -1201,20 +1215,31 @@ static void mm_quantize(rt_matmul *mm, const float *a, int64_t n)
 	z = z < qmin ? qmin : z > qmax ? qmax : z;
 	mm->dyn_zp = (int32_t)z;
 	const float inv = 1.0f / s;
-	if (mm->dyn_s8) {
-		int8_t *q = mm->dyn_a;
-		for (size_t i = 0; i < ne; ++i) {
-			float v = rintf(a[i] * inv) + z;
-			v = v >= qmin ? v : qmin; /* NaN: qmin */
-			q[i] = (int8_t)(v <= qmax ? v : qmax);
-		}
-	} else {
-		uint8_t *q = mm->dyn_a;
-		for (size_t i = 0; i < ne; ++i) {
-			float v = rintf(a[i] * inv) + z;
-			v = v >= qmin ? v : qmin;
-			q[i] = (uint8_t)(v <= qmax ? v : qmax);
-		}
+	uint8_t *qu = mm->dyn_a;
+	int8_t *qs = mm->dyn_a;
+	i = 0;
+#ifdef __AVX512F__
+	const __m512 vi = _mm512_set1_ps(inv), vz = _mm512_set1_ps(z), vmin = _mm512_set1_ps(qmin),
+		     vmax = _mm512_set1_ps(qmax);
+	for (; i + 16 <= ne; i += 16) {
+		__m512 v = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_loadu_ps(a + i), vi),
+						_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+		v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, vz), vmin), vmax); /* NaN: qmin */
+		const __m512i k = _mm512_cvtps_epi32(v);
+		if (mm->dyn_s8)
+			_mm_storeu_si128((__m128i *)(qs + i), _mm512_cvtsepi32_epi8(k));
+		else
+			_mm_storeu_si128((__m128i *)(qu + i), _mm512_cvtusepi32_epi8(k));
+	}
+#endif
+	for (; i < ne; ++i) {
+		float v = rintf(a[i] * inv) + z;
+		v = v >= qmin ? v : qmin; /* NaN: qmin */
+		v = v <= qmax ? v : qmax;
+		if (mm->dyn_s8)
+			qs[i] = (int8_t)v;
+		else
+			qu[i] = (uint8_t)v;
 	}
 	for (int64_t o = 0; o < n; ++o) {
 		mm->dyn_oscale[o] = s * mm->dyn_wscale[o];
