@@ -11,6 +11,7 @@
 #include "cache/compile.h"
 #include "cache/sign.h"
 #include "client/artifact.h"
+#include "client/quantize.h"
 #include "coil/coil.h"
 #include "codegen/codegen.h"
 #include "common/clock.h"
@@ -35,10 +36,12 @@ static int usage_err(const char *msg)
 /* Options: one parser for every command.  A value option is spelled
  * "--name VALUE" or "--name=VALUE" (or its short form "-x VALUE"). */
 typedef struct opts {
-	const char *pos[8];
+	const char *pos[64];
 	int npos;
 	const char *weights, *inputs, *out, *cache_dir, *budget, *target, *threads, *repeat, *opt, *precision;
 	const char *dump_after, *emit_c;
+	const char *method, *percentile; /* quantize */
+	int dynamic;
 	const char *server; /* --server URL or $COIL_SERVER: compile on a coild */
 	const char *trusted_keys_file, *sign_key;
 	char trusted_keys[4096]; /* every --trusted-key, space-separated */
@@ -67,6 +70,9 @@ static const struct option_def {
 	{"--dump-after", NULL, offsetof(opts, dump_after), 0},
 	{"--emit-c", NULL, offsetof(opts, emit_c), 0},
 	{"--repair", NULL, offsetof(opts, repair), 1},
+	{"--method", NULL, offsetof(opts, method), 0},
+	{"--percentile", NULL, offsetof(opts, percentile), 0},
+	{"--dynamic", NULL, offsetof(opts, dynamic), 1},
 	{"--ops", NULL, offsetof(opts, ops), 1},
 	{"--canonical", NULL, offsetof(opts, canonical), 1},
 	{"--trusted-key", NULL, offsetof(opts, trusted_keys), 2},
@@ -79,7 +85,7 @@ static int parse_opts(int argc, char **argv, opts *o)
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
 		if (a[0] != '-' || !a[1]) {
-			if (o->npos == 8)
+			if (o->npos == 64)
 				return fprintf(stderr, "%s: too many arguments\n", prog), -1;
 			o->pos[o->npos++] = a;
 			continue;
@@ -1001,6 +1007,98 @@ out:
 
 /* coil keygen NAME SECRET_FILE PUBLIC_FILE: an Ed25519 key pair for signing
  * artifacts; the public key is printed too. */
+/* coil quantize GRAPH.json [CALIB.safetensors ...] -w W -o DIR: the int8 graph and its
+ * weights (client/quantize.c); calibration runs the folded graph compiled, with the
+ * observed values as extra outputs, on each file's inputs. */
+static int cmd_quantize(opts *o)
+{
+	if (o->npos < 1 || !o->weights || !o->out || (!o->dynamic && o->npos < 2))
+		return usage_err("usage: coil quantize GRAPH.json CALIB.safetensors... -w W.safetensors -o DIR "
+				 "[--method histogram|minmax] [--percentile P] [--threads N] | coil quantize GRAPH.json "
+				 "--dynamic -w W.safetensors -o DIR");
+	coil_err err = {0};
+	st_file wf = {0};
+	loaded l;
+	memset(&l, 0, sizeof l);
+	qz *q = NULL;
+	bound b;
+	memset(&b, 0, sizeof b);
+	coil_tensor *outs = NULL;
+	char *text = NULL;
+	size_t len = 0, clen = 0;
+	int rc = 1, threads = o->threads ? atoi(o->threads) : 1;
+	const double pct = o->percentile ? atof(o->percentile) : 99.99;
+	if (qz_options(o->method ? o->method : "histogram", pct, &err) || graph_read_file(o->pos[0], &text, &len, &err) || st_open(o->weights, &wf, &err) ||
+	    qz_plan(text, len, &wf, o->dynamic, &q, &err))
+		goto out;
+	const char *calib = qz_calib(q, &clen);
+	if (calib && o->npos > 1) {
+		compile_opts co = {.target = o->target};
+		if (!(l.text = malloc(clen + 1)))
+			goto oom;
+		memcpy(l.text, calib, clen + 1);
+		l.len = clen;
+		if (compile_plan_make(l.text, l.len, &co, &l.plan, &err) || compile_and_load(o, o->pos[0], &l, &err))
+			goto out;
+		coil_graph *g = l.plan->g;
+		if (!(b.ins = calloc((size_t)g->ninputs + 1, sizeof *b.ins)) ||
+		    !(b.ps = calloc((size_t)g->nparams + 1, sizeof *b.ps)) ||
+		    !(outs = calloc((size_t)g->noutputs + 1, sizeof *outs)))
+			goto oom;
+		for (int i = 0; i < g->nparams; i++) {
+			const coil_tensor *t = qz_param(q, g->vals[g->params[i]].name);
+			if (!t) {
+				coil_errf(&err, "param '%s' is missing from the weights file", g->vals[g->params[i]].name);
+				goto out;
+			}
+			b.ps[i] = *t;
+		}
+		for (int f = 1; f < o->npos; f++) {
+			double cms, rms;
+			st_close(&b.inf);
+			if (st_open(o->pos[f], &b.inf, &err) ||
+			    bind_list(g, g->inputs, g->ninputs, &b.inf, "input", b.ins, &err)) {
+				coil_err_prefix(&err, "%s", o->pos[f]);
+				goto out;
+			}
+			for (int i = 0; i < g->ninputs; i++) { /* aligned copies, as bind_all makes */
+				size_t nb = tensor_bytes(&b.ins[i]);
+				void *d = bound_alloc(&b, nb);
+				if (!d)
+					goto oom;
+				if (nb)
+					memcpy(d, b.ins[i].data, nb);
+				b.ins[i].data = d;
+			}
+			if (run_artifact(l.art, g, &b, threads, 1, outs, &cms, &rms, &err) ||
+			    qz_observe(q, b.ins, g->ninputs, outs, g->noutputs, &err)) {
+				coil_err_prefix(&err, "%s", o->pos[f]);
+				goto out;
+			}
+			for (int i = 0; i < g->noutputs; i++)
+				tensor_free(&outs[i]);
+		}
+	}
+	if (qz_write(q, o->method ? o->method : "histogram", pct, o->out, stdout, &err))
+		goto out;
+	rc = 0;
+	goto out;
+oom:
+	coil_err_oom(&err);
+out:
+	if (rc)
+		fail(o->pos[0], &err);
+	for (int i = 0; outs && l.plan && i < l.plan->g->noutputs; i++)
+		tensor_free(&outs[i]);
+	free(outs);
+	bound_free(&b);
+	loaded_free(&l);
+	qz_free(q);
+	st_close(&wf);
+	free(text);
+	return rc;
+}
+
 static int cmd_keygen(opts *o)
 {
 	if (o->npos != 3)
@@ -1033,6 +1131,12 @@ static const struct command {
 	{"run", cmd_run, "run GRAPH.json -w W -i I [-o O] [--threads N] [--repeat N]\n"
 			 "                                compile (or hit the cache), load and run; prints each phase's time"},
 	{"check", cmd_check, "check GRAPH.json [-w W] [-i I]   compiled versus the interpreter (random data if none given)"},
+	{"quantize", cmd_quantize, "quantize GRAPH.json CALIB.safetensors... -w W -o DIR [--method histogram|minmax]\n"
+				   "                              [--percentile P] | quantize GRAPH.json --dynamic -w W -o DIR\n"
+				   "                                int8: DIR/graph.json and DIR/weights.safetensors (BN folded,\n"
+				   "                                u8 activations observed on the calibration inputs, s8 weights per\n"
+				   "                                channel; --dynamic: linear layers, inputs quantized per run);\n"
+				   "                                prints each layer, int8 or f32 with the reason"},
 	{"fetch", cmd_fetch, "--server URL fetch KEY          download and verify an artifact into the local cache"},
 	{"cache", cmd_cache, "cache stats|ls|gc|verify       inspect the local artifact cache (--cache-dir, --budget, --repair)"},
 	{"keygen", cmd_keygen, "keygen NAME SECRET_FILE PUBLIC_FILE\n"

@@ -340,6 +340,14 @@ static int q_head(const coil_graph *g, int h, int cst, int *xdq, int *wdq, int *
 }
 
 
+/* A clamp bound b in the units of a quantize with scale s: the integer ATen's quantize gives
+ * b (rint(b * (1.0f / s)) in f32), where b / s itself may round the other way; clamping the
+ * accumulator there commutes with the rounding after it, so the bits are ATen's. */
+static double q_bound(double b, double s)
+{
+	return isinf(b) ? b : (double)rintf((float)b * (1.0f / (float)s));
+}
+
 /* Extends an int8 chain ending in quantize q1 over q1 -> dequantize -> an
  * activation -> quantize q2 (the FX flow's ReLU6, SiLU, hardswish ... after
  * a conv, each between a quantize and a dequantize):
@@ -377,7 +385,7 @@ static void q_requant(pctx *c, dn_fuse *f, int *at)
 		double lo = 0, hi = INFINITY;
 		dn_fuse t = *f;
 		if (same && (u->op == OP_RELU || !clamp_bounds(u, &lo, &hi))) {
-			if (add_post(&t, DN_CLAMP, lo / s1, hi / s1, -1))
+			if (add_post(&t, DN_CLAMP, q_bound(lo, s1), q_bound(hi, s1), -1))
 				return;
 		} else {
 			const double tmin = t2 == COIL_U8 ? 0 : -128, tmax = t2 == COIL_U8 ? 255 : 127;
@@ -427,7 +435,7 @@ static int q_chain(pctx *c, dn_fuse *f, int *at)
 			 * computes on real values (see below) */
 			for (int i = 0; i < f->npost; i++) {
 				if (f->post[i].kind == DN_CLAMP)
-					f->post[i].a /= sy, f->post[i].b /= sy;
+					f->post[i].a = q_bound(f->post[i].a, sy), f->post[i].b = q_bound(f->post[i].b, sy);
 				if (f->post[i].kind == DN_LINEAR && isnan(f->post[i].a))
 					f->post[i].a = sy, f->post[i].b = 0, f->post[i + 1].scale = 1 / sy;
 			}

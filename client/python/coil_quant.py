@@ -223,10 +223,12 @@ def _quantize_weight(g, G, params, w, wr, wi):
     sname, zname = G.fresh(w + ".coil_scale"), G.fresh(w + ".coil_zero_point")
     params[sname] = s
     g["params"].append({"name": sname, "dtype": "f32", "shape": [int(s.shape[0])]})
-    g["constants"].append({"name": zname, "dtype": "i64", "shape": [int(z.shape[0])], "data": [0] * int(z.shape[0])})
     wq, wd = G.fresh(w + "_q"), G.fresh(w + "_dq")
     wa = [sname, zname, 0, -128, 127, "i8"]
-    wnodes = [{"id": G.fresh("quant_w"), "op": "quantized_decomposed.quantize_per_channel.default",
+    # the zero points: a zeros node (any channel count; a graph constant holds at most 4096)
+    wnodes = [{"id": G.fresh("zeros_w"), "op": "aten.zeros.default", "args": [[int(z.shape[0])]],
+               "kwargs": {"dtype": "i64"}, "outputs": [zname]},
+              {"id": G.fresh("quant_w"), "op": "quantized_decomposed.quantize_per_channel.default",
                "args": [w] + wa, "outputs": [wq]},
               {"id": G.fresh("dequant_w"), "op": "quantized_decomposed.dequantize_per_channel.default",
                "args": [wq] + wa, "outputs": [wd]}]
