@@ -16,6 +16,8 @@ typedef struct dctx {
 	int gnode;
 	coil_err *err;
 	int bad;
+	int cl; /* the node is built in the channels-last frame (dn_plan.cl): its NHWC operands
+		 * and its result are [N, H, W, C], per-channel operands broadcast along C */
 } dctx;
 
 static int add(dctx *c, ir_node *p)
@@ -84,6 +86,8 @@ static int num(dctx *c, double v, int like) { return fill(c, v, N(c, like)->dtyp
 
 static int reshape(dctx *c, int a, int rank, const coil_dim *shape)
 {
+	while (N(c, a)->op == IR_VIEW && N(c, a)->sub == V_RESHAPE) /* a reshape of a reshape is one */
+		a = N(c, a)->src[0];
 	ir_node *s = N(c, a);
 	if (s->rank == rank && dims_equal(s->shape, shape, rank))
 		return a;
@@ -320,6 +324,8 @@ static void reduction(dctx *c, int *res)
 	unsigned mask;
 	int keep;
 	reduce_dims(c->g, n, &mask, &keep);
+	if (c->cl) /* over H and W of an NHWC input: dims 1 and 2 of the channels-last frame */
+		mask = 1u << 1 | 1u << 2;
 	int x = in(c, 0), r;
 	const coil_dtype t = compute_t(o->dtype); /* accumulators of bf16 and f16 are f32 */
 	if (dtype_is_half(N(c, x)->dtype))
@@ -609,10 +615,10 @@ static void composite(dctx *c, int *res)
 		return;
 	} else {
 		coil_dim cs[COIL_MAX_RANK];
-		cs[0] = N(c, x)->shape[1];
+		cs[0] = N(c, x)->shape[c->cl ? r - 1 : 1];
 		for (int i = 1; i < r - 1; i++)
 			cs[i] = dim_const(1);
-#define VEC(i) reshape(c, cast(c, in(c, i), o->dtype), r - 1, cs)
+#define VEC(i) reshape(c, cast(c, in(c, i), o->dtype), c->cl ? 1 : r - 1, cs)
 		int s = un(c, PR_RECIP, un(c, PR_SQRT, bin(c, PR_ADD, VEC(4), num(c, ARG(7).f, x))));
 		if (HAS(1))
 			s = bin(c, PR_MUL, s, VEC(1));
@@ -690,6 +696,49 @@ int ir_plan_dnnl(coil_ir *ir, coil_err *err)
 	return 0;
 }
 
+/* The channels-last frame of node c->n (lower_dnnl.c's layout put it in NHWC): an NHWC
+ * value is an [N, C, H, W] IR node over NHWC bytes, so a flat reshape of it to [N, H, W, C]
+ * indexes them right; a per-channel operand [N|1, C|1, 1, 1] or [C|1, 1, 1] becomes
+ * [N|1, 1, 1, C|1] (resp. [1, 1, C|1]), the same bytes, broadcasting along C.  The
+ * operands' IR nodes are replaced in val_node (saved: value, node pairs) until cl_leave. */
+static int cl_enter(dctx *c, int *saved)
+{
+	const coil_node *n = c->n;
+	const op_info *oi = op_get(n->op);
+	const int bn = n->op == OP_NATIVE_BATCH_NORM || n->op == OP_BATCH_NORM;
+	int ns = 0;
+	for (int a = 0; a < oi->nargs && ns < 8; a++) {
+		if (ARG(a).kind != ARG_TENSOR || (bn && a > 0) || (op_get(n->op)->kind == RED && a > 0))
+			continue;
+		const int v = ARG(a).v[0];
+		const coil_value *val = &c->g->vals[v];
+		if (!val->rank)
+			continue;
+		int k;
+		for (k = 0; k < ns && saved[2 * k] != v; k++)
+			;
+		if (k < ns)
+			continue; /* (read twice) */
+		coil_dim s[4];
+		const int r = val->rank;
+		const coil_dim *d = val->shape;
+		if (r == 4) /* [n, c, h, w] -> [n, h, w, c] */
+			s[0] = d[0], s[1] = d[2], s[2] = d[3], s[3] = d[1];
+		else /* [c, h, w] -> [h, w, c] */
+			s[0] = d[1], s[1] = d[2], s[2] = d[0];
+		saved[2 * ns] = v, saved[2 * ns + 1] = c->ir->val_node[v];
+		ns++;
+		c->ir->val_node[v] = reshape(c, c->ir->val_node[v], r, s);
+	}
+	return ns;
+}
+
+static void cl_leave(dctx *c, const int *saved, int ns)
+{
+	for (int k = 0; k < ns; k++)
+		c->ir->val_node[saved[2 * k]] = saved[2 * k + 1];
+}
+
 int ir_decompose(coil_ir *ir, coil_err *err)
 {
 	coil_graph *g = ir->g;
@@ -710,6 +759,10 @@ int ir_decompose(coil_ir *ir, coil_err *err)
 		c.n = n;
 		c.gnode = i;
 		const coil_value *o = node_out(g, n, 0);
+		int saved[16], nsaved = 0;
+		c.cl = ir->dn && ir->dn->cl[i];
+		if (c.cl) /* the channels-last frame: operands reinterpreted, restored below */
+			nsaved = cl_enter(&c, saved);
 		int dz = dn_decompose_node(ir, i, res, err); /* a oneDNN fusion ends or goes on here */
 		if (dz < 0)
 			goto fail;
@@ -739,6 +792,10 @@ int ir_decompose(coil_ir *ir, coil_err *err)
 		}
 		if (c.bad)
 			goto fail;
+		if (c.cl) { /* the result, as every NHWC value: NCHW-shaped over NHWC bytes */
+			cl_leave(&c, saved, nsaved);
+			res[0] = reshape(&c, res[0], o->rank, o->shape);
+		}
 		for (int k = 0; k < n->nout; k++) {
 			const coil_value *ov = node_out(g, n, k);
 			int r = cast(&c, res[k], ov->dtype);

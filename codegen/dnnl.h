@@ -99,6 +99,9 @@ typedef struct dn_plan {
 	int nf;
 	dn_fuse *f;
 	int *at;         /* per graph node: -1, -2 absorbed into a fusion, or the fusion ending there */
+	char *cl;        /* per graph node: computes in NHWC with per-channel operands (a batch
+			  * norm, an SE block's scale): decompose builds it in the channels-last
+			  * frame, its NHWC operands seen as [N, H, W, C] */
 } dn_plan;
 
 /* A pooling node's window as oneDNN takes it (kind: rt_pool_kind's order:

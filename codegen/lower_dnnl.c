@@ -836,29 +836,95 @@ static void chain(pctx *c, dn_fuse *f, int *at)
 	}
 }
 
+/* Whether v, an operand of a node with rank-4 result o, holds one value per channel (and
+ * per batch): [N or 1, C or 1, 1, 1] or [C or 1, 1, 1].  Such a value's bytes are the same
+ * in either layout; against an NHWC operand it broadcasts along the last dim of the
+ * channels-last frame (decompose's frame). */
+static int chan_operand(const coil_value *v, const coil_value *o)
+{
+	if (v->rank != 3 && v->rank != 4)
+		return 0;
+	const int off = 4 - v->rank;
+	for (int i = 0; i < v->rank; i++) {
+		const int d = i + off;
+		if (!dim_eq_const(&v->shape[i], 1) && (d == 2 || d == 3 || !dim_eq(&v->shape[i], &o->shape[d])))
+			return 0;
+	}
+	return 1;
+}
+
+/* An inference batch norm whose statistics results are unread (its [C] operands are
+ * per channel by definition). */
+static int bn_inference(const pctx *c, const coil_node *n)
+{
+	if ((n->op != OP_NATIVE_BATCH_NORM && n->op != OP_BATCH_NORM) || n->args[5].i)
+		return 0;
+	for (int k = 1; k < n->nout; k++)
+		if (n->outs[k] >= 0 && (c->nuse[n->outs[k]] || c->is_out[n->outs[k]]))
+			return 0;
+	return 1;
+}
+
 /* A node that computes the same in either layout when its operands share it:
  * elementwise over one rank-4 shape (pointwise ops, per-tensor quantize and
- * dequantize, identities), every tensor operand of that shape or rank 0. */
-static int transparent(const coil_graph *g, const coil_node *n)
+ * dequantize, identities), every tensor operand of that shape or rank 0: 1.
+ * 2 when some operand is per channel (chan_operand; a batch norm's statistics):
+ * in NHWC it is decomposed in the channels-last frame (dn_plan.cl).  Else 0. */
+static int transparent(const pctx *c, const coil_node *n)
 {
+	const coil_graph *g = c->g;
 	const op_info *oi = op_get(n->op);
+	const int bn = bn_inference(c, n);
 	int ew = oi->kind == PW || n->op == OP_QUANTIZE_PT || n->op == OP_DEQUANTIZE_PT || n->op == OP_ALIAS ||
-		 n->op == OP_DETACH || n->op == OP_CLONE || n->op == OP_CONTIGUOUS;
-	if (!ew || n->nout != 1 || n->outs[0] < 0)
+		 n->op == OP_DETACH || n->op == OP_CLONE || n->op == OP_CONTIGUOUS || bn;
+	if (!ew || (n->nout != 1 && !bn) || n->outs[0] < 0)
 		return 0;
 	const coil_value *o = &g->vals[n->outs[0]];
 	if (o->rank != 4)
 		return 0;
+	int chan = bn;
 	for (int a = 0; a < oi->nargs; a++) {
 		if (n->args[a].kind == ARG_TENSORS)
 			return 0;
 		if (n->args[a].kind != ARG_TENSOR)
 			continue;
 		const coil_value *v = &g->vals[n->args[a].v[0]];
-		if (v->rank && !(v->rank == 4 && dims_equal(v->shape, o->shape, 4)))
-			return 0;
+		if (bn && a > 0)
+			continue;
+		if (v->rank && !(v->rank == 4 && dims_equal(v->shape, o->shape, 4))) {
+			if (!chan_operand(v, o))
+				return 0;
+			chan = 1;
+		}
 	}
-	return 1;
+	return 1 + chan;
+}
+
+/* A sum or mean over dims 2 and 3 (H, W) of a rank-4 float value (an SE block's pool): it
+ * reads either layout (decompose's frame reduces dims 1 and 2 of [N, H, W, C]) and its
+ * result, [N, C, 1, 1] or [N, C], is the same bytes in both. */
+static int hw_reduce(const coil_graph *g, const coil_node *n)
+{
+	if ((n->op != OP_MEAN_DIM && n->op != OP_SUM_DIM) || n->args[3].kind != ARG_NONE || n->args[1].kind != ARG_INTS ||
+	    n->args[1].n != 2)
+		return 0;
+	const coil_value *x = &g->vals[n->args[0].v[0]];
+	if (x->rank != 4 || !dtype_is_float(x->dtype) || dtype_is_half(x->dtype))
+		return 0;
+	unsigned m = 0;
+	for (int k = 0; k < 2; k++) {
+		int64_t d = n->args[1].ints[k];
+		m |= 1u << (d < 0 ? d + 4 : d);
+	}
+	return m == (1u << 2 | 1u << 3);
+}
+
+/* v is operand a of transparent node n that shares its layout (not a per-channel one). */
+static int full_operand(const coil_graph *g, const coil_node *n, int a)
+{
+	const coil_value *v = &g->vals[n->args[a].v[0]], *o = &g->vals[n->outs[0]];
+	return v->rank == 4 && dims_equal(v->shape, o->shape, 4) &&
+	       !((n->op == OP_NATIVE_BATCH_NORM || n->op == OP_BATCH_NORM) && a > 0);
 }
 
 /* Whether node i may read value v (its tensor argument a) in NHWC: a
@@ -909,9 +975,11 @@ static void layout(pctx *c, dn_plan *p, int *owner)
 	}
 	/* candidates: the fusions' results and the transparent nodes' (rank 4, no graph output) */
 	for (int i = 0; i < g->nnodes; i++) {
-		tp[i] = owner[i] < 0 && transparent(g, &g->nodes[i]);
+		tp[i] = owner[i] < 0 ? (char)transparent(c, &g->nodes[i]) : 0;
 		if (tp[i])
 			nhwc[g->nodes[i].outs[0]] = 1;
+		else if (owner[i] < 0 && hw_reduce(g, &g->nodes[i]))
+			tp[i] = 3; /* reads NHWC; its result is no layout's */
 	}
 	for (int j = 0; j < p->nf; j++)
 		nhwc[outv[j]] = ok[j];
@@ -935,20 +1003,20 @@ static void layout(pctx *c, dn_plan *p, int *owner)
 		}
 		/* a transparent node's operands and result share one layout */
 		for (int i = 0; i < g->nnodes; i++) {
-			if (!tp[i])
+			if (!tp[i] || tp[i] == 3)
 				continue;
 			const coil_node *n = &g->nodes[i];
 			const op_info *oi = op_get(n->op);
 			int all = nhwc[n->outs[0]];
 			for (int a = 0; a < oi->nargs; a++)
-				if (n->args[a].kind == ARG_TENSOR && g->vals[n->args[a].v[0]].rank)
+				if (n->args[a].kind == ARG_TENSOR && full_operand(g, n, a))
 					all &= nhwc[n->args[a].v[0]];
 			if (all)
 				continue;
 			changed |= nhwc[n->outs[0]];
 			nhwc[n->outs[0]] = 0;
 			for (int a = 0; a < oi->nargs; a++)
-				if (n->args[a].kind == ARG_TENSOR && nhwc[n->args[a].v[0]])
+				if (n->args[a].kind == ARG_TENSOR && full_operand(g, n, a) && nhwc[n->args[a].v[0]])
 					nhwc[n->args[a].v[0]] = 0, changed = 1;
 		}
 		/* a residual and the dst it is added to agree */
@@ -961,6 +1029,8 @@ static void layout(pctx *c, dn_plan *p, int *owner)
 				}
 			}
 	}
+	for (int i = 0; i < g->nnodes; i++)
+		p->cl[i] = tp[i] == 3 ? nhwc[g->nodes[i].args[0].v[0]] : tp[i] && nhwc[g->nodes[i].outs[0]];
 	for (int j = 0; j < p->nf; j++) {
 		dn_fuse *f = &p->f[j];
 		f->dst_nhwc = nhwc[outv[j]];
@@ -993,13 +1063,15 @@ dn_plan *dn_plan_graph(coil_graph *g, coil_arena *a, coil_err *err)
 	dn_plan *p = arena_alloc(a, sizeof *p);
 	if (!c.nuse || !c.user || !c.is_out || !p ||
 	    !(p->at = arena_alloc(a, (size_t)(g->nnodes + 1) * sizeof(int))) ||
-	    !(p->f = arena_alloc(a, (size_t)(g->nnodes + 1) * sizeof(dn_fuse)))) {
+	    !(p->f = arena_alloc(a, (size_t)(g->nnodes + 1) * sizeof(dn_fuse))) ||
+	    !(p->cl = arena_alloc(a, (size_t)g->nnodes + 1))) {
 		coil_err_oom(err);
 		return NULL;
 	}
 	count_uses(&c);
 	for (int i = 0; i < g->nnodes; i++)
 		p->at[i] = -1;
+	memset(p->cl, 0, (size_t)g->nnodes + 1);
 	p->nf = 0;
 	int *owner = arena_alloc(a, (size_t)(g->nnodes + 1) * sizeof(int));
 	if (!owner) {
@@ -1103,9 +1175,19 @@ int dn_decompose_node(coil_ir *ir, int i, int *res, coil_err *err)
 	ir_node e = {.op = IR_EXTERN, .dtype = o->dtype, .rank = o->rank, .index = 0, .nx = nx, .xsrc = xs,
 		     .gnode = f->head};
 	memcpy(e.shape, o->shape, sizeof e.shape);
+	const int cl = f->dst_nhwc && o->rank == 4;
+	if (cl) /* NHWC bytes: the node is [N, H, W, C], the value an [N, C, H, W] reshape of it */
+		e.shape[1] = o->shape[2], e.shape[2] = o->shape[3], e.shape[3] = o->shape[1];
 	int r = ir_add(ir, &e, err);
 	if (r < 0)
 		return -1;
+	if (cl) {
+		ir_node v = {.op = IR_VIEW, .sub = V_RESHAPE, .dtype = o->dtype, .nsrc = 1, .src = {r}, .rank = 4,
+			     .gnode = f->head};
+		memcpy(v.shape, o->shape, sizeof v.shape);
+		if ((r = ir_add(ir, &v, err)) < 0)
+			return -1;
+	}
 	for (int k = 0; k < g->nodes[f->last].nout; k++)
 		res[k] = r; /* a max pool's unread indices: dead, dropped by fuse */
 	return 1;
