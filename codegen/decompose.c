@@ -659,6 +659,8 @@ static void extern_op(dctx *c, int *res)
 		const coil_value *o = node_out(c->g, n, k);
 		ir_node p = {.op = IR_EXTERN, .dtype = o->dtype, .rank = o->rank, .index = k, .nx = nx, .xsrc = xs};
 		memcpy(p.shape, o->shape, sizeof p.shape);
+		if (c->cl) /* (a cat along the channels) the frame's [N, H, W, C] */
+			p.shape[1] = o->shape[2], p.shape[2] = o->shape[3], p.shape[3] = o->shape[1];
 		res[k] = add(c, &p);
 	}
 }
@@ -701,34 +703,42 @@ int ir_plan_dnnl(coil_ir *ir, coil_err *err)
  * indexes them right; a per-channel operand [N|1, C|1, 1, 1] or [C|1, 1, 1] becomes
  * [N|1, 1, 1, C|1] (resp. [1, 1, C|1]), the same bytes, broadcasting along C.  The
  * operands' IR nodes are replaced in val_node (saved: value, node pairs) until cl_leave. */
-static int cl_enter(dctx *c, int *saved)
+static int cl_enter(dctx *c, int **saved)
 {
 	const coil_node *n = c->n;
 	const op_info *oi = op_get(n->op);
 	const int bn = n->op == OP_NATIVE_BATCH_NORM || n->op == OP_BATCH_NORM;
-	int ns = 0;
-	for (int a = 0; a < oi->nargs && ns < 8; a++) {
-		if (ARG(a).kind != ARG_TENSOR || (bn && a > 0) || (op_get(n->op)->kind == RED && a > 0))
+	int ns = 0, cnt = 0;
+	for (int a = 0; a < oi->nargs; a++)
+		cnt += ARG(a).kind == ARG_TENSOR || ARG(a).kind == ARG_TENSORS ? ARG(a).n : 0;
+	int *sv = *saved = arena_alloc(c->ir->arena, (size_t)(2 * cnt + 2) * sizeof(int));
+	if (!sv)
+		return c->bad = 1, coil_err_oom(c->err), 0;
+	for (int a = 0; a < oi->nargs; a++) {
+		if ((ARG(a).kind != ARG_TENSOR && ARG(a).kind != ARG_TENSORS) || (bn && a > 0) ||
+		    (op_get(n->op)->kind == RED && a > 0))
 			continue;
-		const int v = ARG(a).v[0];
-		const coil_value *val = &c->g->vals[v];
-		if (!val->rank)
-			continue;
-		int k;
-		for (k = 0; k < ns && saved[2 * k] != v; k++)
-			;
-		if (k < ns)
-			continue; /* (read twice) */
-		coil_dim s[4];
-		const int r = val->rank;
-		const coil_dim *d = val->shape;
-		if (r == 4) /* [n, c, h, w] -> [n, h, w, c] */
-			s[0] = d[0], s[1] = d[2], s[2] = d[3], s[3] = d[1];
-		else /* [c, h, w] -> [h, w, c] */
-			s[0] = d[1], s[1] = d[2], s[2] = d[0];
-		saved[2 * ns] = v, saved[2 * ns + 1] = c->ir->val_node[v];
-		ns++;
-		c->ir->val_node[v] = reshape(c, c->ir->val_node[v], r, s);
+		for (int j = 0; j < ARG(a).n; j++) {
+			const int v = ARG(a).v[j];
+			if (v < 0 || !c->g->vals[v].rank)
+				continue;
+			int k;
+			for (k = 0; k < ns && sv[2 * k] != v; k++)
+				;
+			if (k < ns)
+				continue; /* (read twice) */
+			const coil_value *val = &c->g->vals[v];
+			const int r = val->rank;
+			const coil_dim *d = val->shape;
+			coil_dim s[4];
+			if (r == 4) /* [n, c, h, w] -> [n, h, w, c] */
+				s[0] = d[0], s[1] = d[2], s[2] = d[3], s[3] = d[1];
+			else /* [c, h, w] -> [h, w, c] */
+				s[0] = d[1], s[1] = d[2], s[2] = d[0];
+			sv[2 * ns] = v, sv[2 * ns + 1] = c->ir->val_node[v];
+			ns++;
+			c->ir->val_node[v] = reshape(c, c->ir->val_node[v], r, s);
+		}
 	}
 	return ns;
 }
@@ -759,10 +769,10 @@ int ir_decompose(coil_ir *ir, coil_err *err)
 		c.n = n;
 		c.gnode = i;
 		const coil_value *o = node_out(g, n, 0);
-		int saved[16], nsaved = 0;
+		int *saved = NULL, nsaved = 0;
 		c.cl = ir->dn && ir->dn->cl[i];
 		if (c.cl) /* the channels-last frame: operands reinterpreted, restored below */
-			nsaved = cl_enter(&c, saved);
+			nsaved = cl_enter(&c, &saved);
 		int dz = dn_decompose_node(ir, i, res, err); /* a oneDNN fusion ends or goes on here */
 		if (dz < 0)
 			goto fail;

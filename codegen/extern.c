@@ -518,10 +518,12 @@ static void cat(xctx *c)
 	ir_node *o = &c->ir->nodes[outv];
 	int d = (int)(c->n->args[1].i < 0 ? c->n->args[1].i + o->rank : c->n->args[1].i);
 	const int stack = c->n->op == OP_STACK; /* each input one slice of the new dim */
+	if (c->ir->dn && c->ir->dn->cl[o->gnode]) /* NHWC (lower_dnnl.c's layout): the channels are last */
+		d = o->rank - 1;
 	out(c, "\tconst int64_t outer = %s, inner = %s, od = %s;\n\tint64_t at = 0;\n\t(void)inner;\n",
 	    prod(c, o, 0, d), prod(c, o, d + 1, o->rank), dimc(c, &o->shape[d]));
 	for (int k = 0; k < c->n->args[0].n; k++) {
-		int v = c->ir->val_node[c->n->args[0].v[k]];
+		int v = o->xsrc[k]; /* (the inputs as decompose saw them: in the frame, [N, H, W, C]) */
 		ir_node *xk = &c->ir->nodes[v];
 		if (!stack && xk->rank != o->rank)
 			continue;

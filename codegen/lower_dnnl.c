@@ -853,6 +853,20 @@ static int chan_operand(const coil_value *v, const coil_value *o)
 	return 1;
 }
 
+/* A cat of rank-4 values along dim 1. */
+static int cat_channels(const coil_graph *g, const coil_node *n)
+{
+	const coil_value *o = &g->vals[n->outs[0]];
+	if (o->rank != 4 || (n->args[1].i != 1 && n->args[1].i != -3) || n->args[0].n < 1 || n->args[0].n > 256)
+		return 0;
+	for (int k = 0; k < n->args[0].n; k++) {
+		int v = n->args[0].v[k];
+		if (v < 0 || g->vals[v].rank != 4 || g->vals[v].dtype != o->dtype)
+			return 0;
+	}
+	return 1;
+}
+
 /* An inference batch norm whose statistics results are unread (its [C] operands are
  * per channel by definition). */
 static int bn_inference(const pctx *c, const coil_node *n)
@@ -875,6 +889,8 @@ static int transparent(const pctx *c, const coil_node *n)
 	const coil_graph *g = c->g;
 	const op_info *oi = op_get(n->op);
 	const int bn = bn_inference(c, n);
+	if (n->op == OP_CAT) /* along the channels: in the frame, along its last dim */
+		return cat_channels(g, n) ? 2 : 0;
 	int ew = oi->kind == PW || n->op == OP_QUANTIZE_PT || n->op == OP_DEQUANTIZE_PT || n->op == OP_ALIAS ||
 		 n->op == OP_DETACH || n->op == OP_CLONE || n->op == OP_CONTIGUOUS || bn;
 	if (!ew || (n->nout != 1 && !bn) || n->outs[0] < 0)
@@ -919,12 +935,26 @@ static int hw_reduce(const coil_graph *g, const coil_node *n)
 	return m == (1u << 2 | 1u << 3);
 }
 
-/* v is operand a of transparent node n that shares its layout (not a per-channel one). */
-static int full_operand(const coil_graph *g, const coil_node *n, int a)
+/* The operands of transparent node n that share its result's layout (not the per-channel
+ * ones): into vs (capacity cap), their count. */
+static int shared_operands(const coil_graph *g, const coil_node *n, int *vs, int cap)
 {
-	const coil_value *v = &g->vals[n->args[a].v[0]], *o = &g->vals[n->outs[0]];
-	return v->rank == 4 && dims_equal(v->shape, o->shape, 4) &&
-	       !((n->op == OP_NATIVE_BATCH_NORM || n->op == OP_BATCH_NORM) && a > 0);
+	const coil_value *o = &g->vals[n->outs[0]];
+	const op_info *oi = op_get(n->op);
+	int nv = 0;
+	if (n->op == OP_CAT) {
+		for (int k = 0; k < n->args[0].n && nv < cap; k++)
+			vs[nv++] = n->args[0].v[k];
+		return nv;
+	}
+	for (int a = 0; a < oi->nargs && nv < cap; a++) {
+		if (n->args[a].kind != ARG_TENSOR || ((n->op == OP_NATIVE_BATCH_NORM || n->op == OP_BATCH_NORM) && a > 0))
+			continue;
+		const coil_value *v = &g->vals[n->args[a].v[0]];
+		if (v->rank == 4 && dims_equal(v->shape, o->shape, 4))
+			vs[nv++] = n->args[a].v[0];
+	}
+	return nv;
 }
 
 /* Whether node i may read value v (its tensor argument a) in NHWC: a
@@ -1006,18 +1036,16 @@ static void layout(pctx *c, dn_plan *p, int *owner)
 			if (!tp[i] || tp[i] == 3)
 				continue;
 			const coil_node *n = &g->nodes[i];
-			const op_info *oi = op_get(n->op);
-			int all = nhwc[n->outs[0]];
-			for (int a = 0; a < oi->nargs; a++)
-				if (n->args[a].kind == ARG_TENSOR && full_operand(g, n, a))
-					all &= nhwc[n->args[a].v[0]];
+			int vs[256], nv = shared_operands(g, n, vs, 256), all = nhwc[n->outs[0]];
+			for (int k = 0; k < nv; k++)
+				all &= nhwc[vs[k]];
 			if (all)
 				continue;
 			changed |= nhwc[n->outs[0]];
 			nhwc[n->outs[0]] = 0;
-			for (int a = 0; a < oi->nargs; a++)
-				if (n->args[a].kind == ARG_TENSOR && full_operand(g, n, a) && nhwc[n->args[a].v[0]])
-					nhwc[n->args[a].v[0]] = 0, changed = 1;
+			for (int k = 0; k < nv; k++)
+				if (nhwc[vs[k]])
+					nhwc[vs[k]] = 0, changed = 1;
 		}
 		/* a residual and the dst it is added to agree */
 		for (int j = 0; j < p->nf; j++)

@@ -923,6 +923,65 @@ static char *emitted_c_for(const char *j, const char *target)
 	return buf;
 }
 
+/* Channels-last frames (lower_dnnl.c's layout, decompose's cl_enter): nodes with
+ * per-channel operands, H/W means and channel cats between convs keep the activations
+ * NHWC: every conv but the first (NCHW input) and the last (NCHW output) reads and
+ * writes NHWC (the SE block's [n, c, 1, 1] convs are the same bytes either way: the
+ * first reads the mean's result as NCHW). */
+static const char *const cl_graphs[] = {
+	/* an SE block: conv -> silu -> mean over H, W -> 1x1 convs -> sigmoid -> scale -> conv */
+	G(T("x", "f32", "[2,16,7,9]"),
+	  T("w0", "f32", "[16,16,3,3]") "," T("w1", "f32", "[4,16,1,1]") "," T("b1", "f32", "[4]") ","
+	  T("w2", "f32", "[16,4,1,1]") "," T("b2", "f32", "[16]") "," T("w3", "f32", "[16,16,3,3]") ","
+	  T("w4", "f32", "[8,16,1,1]"),
+	  ND("a", "aten.convolution.default", "[\"x\", \"w0\", null, [1,1], [1,1], [1,1], false, [0,0], 1]", "c0") ","
+	  ND("s", "aten.silu.default", "[\"c0\"]", "s0") ","
+	  ND("m", "aten.mean.dim", "[\"s0\", [2,3], true]", "m0") ","
+	  ND("f1", "aten.convolution.default", "[\"m0\", \"w1\", \"b1\", [1,1], [0,0], [1,1], false, [0,0], 1]", "z1") ","
+	  ND("r", "aten.relu.default", "[\"z1\"]", "z2") ","
+	  ND("f2", "aten.convolution.default", "[\"z2\", \"w2\", \"b2\", [1,1], [0,0], [1,1], false, [0,0], 1]", "z3") ","
+	  ND("g", "aten.sigmoid.default", "[\"z3\"]", "z4") ","
+	  ND("k", "aten.mul.Tensor", "[\"s0\", \"z4\"]", "se") ","
+	  ND("b", "aten.convolution.default", "[\"se\", \"w3\", null, [1,1], [1,1], [1,1], false, [0,0], 1]", "c1") ","
+	  ND("c", "aten.convolution.default", "[\"c1\", \"w4\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "y"),
+	  "\"y\""),
+	/* a dense block: conv, cat of its input and result along the channels, pre-activation
+	 * batch norm (its own statistics) and relu, a per-channel shift, conv, conv */
+	G(T("x", "f32", "[2,8,6,5]"),
+	  T("w0", "f32", "[8,8,3,3]") "," T("w1", "f32", "[6,8,1,1]") "," T("g", "f32", "[14]") ","
+	  T("be", "f32", "[14]") "," T("mu", "f32", "[14]") "," T("va", "f32", "[14]") "," T("sh", "f32", "[1,14,1,1]") ","
+	  T("w2", "f32", "[8,14,3,3]") "," T("w3", "f32", "[4,8,1,1]"),
+	  ND("a", "aten.convolution.default", "[\"x\", \"w0\", null, [1,1], [1,1], [1,1], false, [0,0], 1]", "c0") ","
+	  ND("r0", "aten.relu.default", "[\"c0\"]", "h0") ","
+	  ND("d", "aten.convolution.default", "[\"h0\", \"w1\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "c1") ","
+	  ND("k", "aten.cat.default", "[[\"h0\", \"c1\"], 1]", "k0") ","
+	  ND2("n", "aten.native_batch_norm.default", "[\"k0\", \"g\", \"be\", \"mu\", \"va\", false, 0.1, 1e-5]",
+	      "\"n0\"", "null,null") ","
+	  ND("r", "aten.relu.default", "[\"n0\"]", "n1") "," ND("p", "aten.add.Tensor", "[\"n1\", \"sh\"]", "n2") ","
+	  ND("b", "aten.convolution.default", "[\"n2\", \"w2\", null, [1,1], [1,1], [1,1], false, [0,0], 1]", "c2") ","
+	  ND("c", "aten.convolution.default", "[\"c2\", \"w3\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "y"),
+	  "\"y\""),
+};
+
+static void test_dnnl_channels_last(void **state)
+{
+	(void)state;
+	positive_params = 1;
+	const size_t n = sizeof cl_graphs / sizeof *cl_graphs;
+	assert_int_equal(check_close(cl_graphs, n, "channels-last frame"), 0);
+	positive_params = 0;
+	static const int convs_inside[] = {2, 2}; /* convs with both sides NHWC: f2 and b; d and b */
+	for (size_t i = 0; i < n; i++) {
+		char *c = emitted_c(cl_graphs[i]);
+		int k = 0;
+		for (const char *p = c; (p = strstr(p, "dd.channels_last = 1;")); p++)
+			k++;
+		if (k != convs_inside[i])
+			fail_msg("channels-last graph %zu: %d convs NHWC on both sides, want %d", i, k, convs_inside[i]);
+		free(c);
+	}
+}
+
 static void test_dnnl_pooling(void **state)
 {
 	(void)state;
@@ -1861,6 +1920,7 @@ int main(void)
 		cmocka_unit_test(test_dnnl_generic_m),
 		cmocka_unit_test(test_dnnl_fusions),
 		cmocka_unit_test(test_dnnl_pooling),
+		cmocka_unit_test(test_dnnl_channels_last),
 		cmocka_unit_test(test_bn_folding),
 		cmocka_unit_test(test_runtime_errors),
 		cmocka_unit_test(test_random_graphs),
