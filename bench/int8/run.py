@@ -106,6 +106,29 @@ def build(name, nt, cache, coil_bin):
     return fns, ins, skipped
 
 
+_QPC = []
+
+
+def _qpc_symbolic():
+    """aten::quantize_per_channel as ONNX QuantizeLinear with its axis (opset 13): torch 1.13
+    has no symbolic for it. The zero points take the quantized type (int8 for qint8 weights:
+    1.13's quantize_helper would make them uint8 and clip the negative weights)."""
+    if _QPC:
+        return
+    from torch.onnx import register_custom_op_symbolic, symbolic_helper as sh
+    from torch._C import _onnx as onnx_c
+
+    def qpc(g, x, scales, zps, axis, dtype):
+        to = onnx_c.TensorProtoDataType.INT8 if sh._get_const(dtype, "i", "dtype") == 12 else \
+            onnx_c.TensorProtoDataType.UINT8  # ScalarType 12: qint8
+        s = g.op("Cast", scales, to_i=onnx_c.TensorProtoDataType.FLOAT)
+        z = g.op("Cast", zps, to_i=to)
+        q = g.op("QuantizeLinear", x, s, z, axis_i=sh._get_const(axis, "i", "axis"))
+        return g.op("prim::TupleConstruct", q, s, z, axis)
+    register_custom_op_symbolic("aten::quantize_per_channel", qpc, 13)
+    _QPC.append(qpc)
+
+
 def ort_engine(ref, ins, nt, d, name):
     """ONNX Runtime on the reference model's QDQ export: a callable that runs it once and
     returns (ms, output 0), or why it cannot run."""
@@ -124,6 +147,7 @@ def ort_engine(ref, ins, nt, d, name):
             del sd[key]
         return sd
     torch.nn.Module.state_dict = tensors_only
+    _qpc_symbolic()
     try:
         torch.onnx.export(ref, tuple(ins), path, opset_version=13, do_constant_folding=True)
     except Exception as e:  # noqa: BLE001
