@@ -17,7 +17,10 @@
  * build.c writes beside model.c from the copy embedded in libcoil.
  *
  * Layout (lower_dnnl.c, layout()): activations between consecutive 2-d
- * convs stay NHWC; only chain boundaries reorder (inside the rt call).
+ * convs stay NHWC; only chain boundaries reorder (inside the rt call).  The
+ * nodes between them compute in the channels-last frame (dn_plan.cl,
+ * decompose's cl_enter): an NHWC value is an [N, H, W, C] IR node that its
+ * [N, C, H, W] graph value sees through a flat reshape.
  * Pooling between such convs (resnet's stem max pool, a global average pool
  * feeding the classifier) runs on oneDNN too, in NHWC; a pool with NCHW on
  * both sides stays generated code.
