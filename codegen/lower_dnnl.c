@@ -318,7 +318,7 @@ static int q_head(const coil_graph *g, int h, int cst, int *xdq, int *wdq, int *
 		return 0;
 	int base = n->op == OP_ADDMM;
 	const coil_value *a = qin(g, n, base);
-	if (a->rank != 2 || !shape_is_const(a->shape, 2))
+	if (a->rank != 2 || !dim_is_const(&a->shape[1], NULL)) /* (m may be symbolic: objects per binding) */
 		return 0;
 	if (base) {
 		const coil_value *bias = qin(g, n, 0);
