@@ -1188,15 +1188,13 @@ struct rt_matmul {
 	size_t dyn_elems;
 };
 
-/* A dynamic matmul's src: its qparams from its range and its quantized copy
- * in mm->dyn_a; the output scales and bias in the accumulator's units. */
-static void mm_quantize(rt_matmul *mm, const float *a, int64_t n)
+/* The range of a[0..ne), starting from [0, 0] (a NaN is passed over). */
+static void range_f32(const float *a, size_t ne, float *plo, float *phi)
 {
-	const size_t ne = mm->dyn_elems;
 	size_t i = 0;
 	float lo = 0, hi = 0;
 #ifdef __AVX512F__
-	/* (min_ps/max_ps return their second operand where the first is NaN: passed over) */
+	/* (min_ps/max_ps return their second operand where the first is NaN) */
 	__m512 vl = _mm512_setzero_ps(), vh = _mm512_setzero_ps();
 	for (; i + 16 <= ne; i += 16) {
 		const __m512 v = _mm512_loadu_ps(a + i);
@@ -1205,19 +1203,18 @@ static void mm_quantize(rt_matmul *mm, const float *a, int64_t n)
 	lo = _mm512_reduce_min_ps(vl), hi = _mm512_reduce_max_ps(vh);
 #endif
 	for (; i < ne; ++i) {
-		lo = a[i] < lo ? a[i] : lo; /* a NaN is passed over */
+		lo = a[i] < lo ? a[i] : lo;
 		hi = a[i] > hi ? a[i] : hi;
 	}
-	const float qmin = (float)mm->dyn_qmin, qmax = (float)mm->dyn_qmax;
-	float s = (hi - lo) / (qmax - qmin);
-	s = s > mm->dyn_eps ? s : mm->dyn_eps;
-	float z = qmin - rintf(lo / s);
-	z = z < qmin ? qmin : z > qmax ? qmax : z;
-	mm->dyn_zp = (int32_t)z;
-	const float inv = 1.0f / s;
-	uint8_t *qu = mm->dyn_a;
-	int8_t *qs = mm->dyn_a;
-	i = 0;
+	*plo = lo, *phi = hi;
+}
+
+/* q[0..ne) = clamp(rint(a * inv) + z, qmin, qmax) as u8 or s8. */
+static void quantize_f32(const float *a, size_t ne, float inv, float z, float qmin, float qmax, int s8, void *q)
+{
+	uint8_t *qu = q;
+	int8_t *qs = q;
+	size_t i = 0;
 #ifdef __AVX512F__
 	const __m512 vi = _mm512_set1_ps(inv), vz = _mm512_set1_ps(z), vmin = _mm512_set1_ps(qmin),
 		     vmax = _mm512_set1_ps(qmax);
@@ -1226,7 +1223,7 @@ static void mm_quantize(rt_matmul *mm, const float *a, int64_t n)
 						_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 		v = _mm512_min_ps(_mm512_max_ps(_mm512_add_ps(v, vz), vmin), vmax); /* NaN: qmin */
 		const __m512i k = _mm512_cvtps_epi32(v);
-		if (mm->dyn_s8)
+		if (s8)
 			_mm_storeu_si128((__m128i *)(qs + i), _mm512_cvtsepi32_epi8(k));
 		else
 			_mm_storeu_si128((__m128i *)(qu + i), _mm512_cvtusepi32_epi8(k));
@@ -1236,10 +1233,48 @@ static void mm_quantize(rt_matmul *mm, const float *a, int64_t n)
 		float v = rintf(a[i] * inv) + z;
 		v = v >= qmin ? v : qmin; /* NaN: qmin */
 		v = v <= qmax ? v : qmax;
-		if (mm->dyn_s8)
+		if (s8)
 			qs[i] = (int8_t)v;
 		else
 			qu[i] = (uint8_t)v;
+	}
+}
+
+#define DYN_CHUNK 32768 /* elements per task of a dynamic matmul's range and quantize */
+#ifdef _OPENMP /* (artifacts build the rt with -fopenmp; its unit test does not) */
+#define RT_OMP(x) _Pragma(x)
+#else
+#define RT_OMP(x)
+#endif
+
+/* A dynamic matmul's src: its qparams from its range and its quantized copy
+ * in mm->dyn_a (in chunks over the context's threads); the output scales and
+ * bias in the accumulator's units. */
+static void mm_quantize(rt_matmul *mm, const float *a, int64_t n)
+{
+	const size_t ne = mm->dyn_elems;
+	const int64_t nc = (int64_t)((ne + DYN_CHUNK - 1) / DYN_CHUNK);
+	const int nt = nc > 1 && mm->p.ctx->nthreads > 1 ? mm->p.ctx->nthreads : 1;
+	(void)nt;
+	float lo = 0, hi = 0;
+	RT_OMP("omp parallel for num_threads(nt) if (nt > 1) schedule(static) reduction(min : lo) reduction(max : hi)")
+	for (int64_t c = 0; c < nc; ++c) {
+		const size_t b = (size_t)c * DYN_CHUNK, e = b + DYN_CHUNK < ne ? b + DYN_CHUNK : ne;
+		float l, h;
+		range_f32(a + b, e - b, &l, &h);
+		lo = l < lo ? l : lo, hi = h > hi ? h : hi;
+	}
+	const float qmin = (float)mm->dyn_qmin, qmax = (float)mm->dyn_qmax;
+	float s = (hi - lo) / (qmax - qmin);
+	s = s > mm->dyn_eps ? s : mm->dyn_eps;
+	float z = qmin - rintf(lo / s);
+	z = z < qmin ? qmin : z > qmax ? qmax : z;
+	mm->dyn_zp = (int32_t)z;
+	const float inv = 1.0f / s;
+	RT_OMP("omp parallel for num_threads(nt) if (nt > 1) schedule(static)")
+	for (int64_t c = 0; c < nc; ++c) {
+		const size_t b = (size_t)c * DYN_CHUNK, e = b + DYN_CHUNK < ne ? b + DYN_CHUNK : ne;
+		quantize_f32(a + b, e - b, inv, z, qmin, qmax, mm->dyn_s8, (char *)mm->dyn_a + b);
 	}
 	for (int64_t o = 0; o < n; ++o) {
 		mm->dyn_oscale[o] = s * mm->dyn_wscale[o];
