@@ -337,8 +337,8 @@ static void reduction(dctx *c, int *res)
 	case OP_MEAN: case OP_MEAN_DIM:
 		r = mean(c, cast(c, x, t), mask);
 		break;
-	case OP_AMAX: case OP_AMIN:
-		r = reduce(c, n->op == OP_AMAX ? RD_MAX : RD_MIN, x, mask, t);
+	case OP_AMAX: case OP_AMIN: case OP_MAX_ALL: case OP_MIN_ALL:
+		r = reduce(c, n->op == OP_AMAX || n->op == OP_MAX_ALL ? RD_MAX : RD_MIN, x, mask, t);
 		break;
 	case OP_VAR_CORR: case OP_VAR_DIM: case OP_STD_CORR: case OP_STD_DIM: {
 		const int cor = n->op == OP_VAR_CORR || n->op == OP_STD_CORR;
@@ -568,6 +568,19 @@ static void composite(dctx *c, int *res)
 		z = bin(c, PR_MIN, bin(c, PR_MAX, z, fill(c, qmin, COIL_F32)), fill(c, qmax, COIL_F32));
 		res[0] = squeeze_to(c, s, o0);
 		res[1] = squeeze_to(c, cast(c, z, COIL_I64), node_out(c->g, n, 1));
+		return;
+	}
+	case OP_GLU: {
+		const int d = (int)(ARG(1).i < 0 ? ARG(1).i + r : ARG(1).i);
+		coil_dim h = node_out(c->g, n, 0)->shape[d];
+		ir_node p = {.op = IR_VIEW, .sub = V_SLICE, .dtype = o->dtype, .nsrc = 1, .src = {x}, .rank = r, .vdim = d,
+			     .step = 1, .start = dim_const(0)};
+		memcpy(p.shape, N(c, x)->shape, sizeof p.shape);
+		p.shape[d] = h;
+		int a = add(c, &p);
+		p.start = h;
+		int b = add(c, &p);
+		res[0] = bin(c, PR_MUL, a, sigmoid(c, b));
 		return;
 	}
 	case OP_PRELU: {

@@ -1174,6 +1174,22 @@ static void tri(xctx *c)
 
 /* cumsum: each line along dim summed in order, in double (floats: ATen's CPU
  * accumulator) or int64_t, every partial sum stored. */
+/* coil.guard_eq: the run fails unless value is expected; then self, copied. */
+static void guard(xctx *c)
+{
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
+	ir_node *x = argn(c, 0), *v = argn(c, 1);
+	int code = emit_err_code(c->errs, c->ir, c->ir->nodes[outv].gnode,
+				 "this run has %lld where the graph was exported for %lld: export it again for this input");
+	out(c, "\tif ((long long)%s[0] != %lldLL) {\n\t\tcoil_raise(x->st, %d, (long long)%s[0], %lldLL);\n\t\treturn;\n\t}\n",
+	    arg(c, 1), (long long)c->n->args[2].i, code, arg(c, 1), (long long)c->n->args[2].i);
+	(void)v;
+	out(c, "\tmemcpy(%s, %s, (size_t)(%s) * sizeof(%s));\n", buf(c, outv), arg(c, 0), prod(c, x, 0, x->rank),
+	    emit_ctype(x->dtype));
+}
+
 static void cumsum(xctx *c)
 {
 	int outv = result(c, 0);
@@ -1361,6 +1377,7 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 	case OP_SPARSE_MM_REDUCE: spmm(&c); return;
 	case OP_EMBEDDING_BAG_FO: case OP_EMBEDDING_BAG: embedding_bag(&c); return;
 	case OP_CUMSUM: cumsum(&c); return;
+	case OP_GUARD_EQ: guard(&c); return;
 	case OP_PROD: case OP_PROD_DIM: prod_(&c); return;
 	case OP_SORT: case OP_SORT_STABLE: case OP_TOPK: sort(&c); return;
 	default:

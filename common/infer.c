@@ -459,6 +459,24 @@ static int infer_group_norm(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
+static int infer_glu(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	int d;
+	int64_t len;
+	if (need_float(g, n, err, 0) || wrap_dim(g, n, err, 1, n->args[1].i, x->rank, &d))
+		return -1;
+	if (!x->rank)
+		return ARGERR(0, "a 0-d tensor has no dim to halve");
+	if (!dim_is_const(&x->shape[d], &len) || len % 2)
+		return ARGERR(1, "dim %d must have an even static size", d);
+	coil_dim out[COIL_MAX_RANK];
+	memcpy(out, x->shape, sizeof(coil_dim) * (size_t)x->rank);
+	out[d] = dim_const(len / 2);
+	set_out(g, n, 0, x->dtype, x->rank, out);
+	return 0;
+}
+
 static int infer_prelu(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0), *w = node_in(g, n, 1);
@@ -1088,14 +1106,14 @@ static int infer_reduce(coil_graph *g, coil_node *n, coil_err *err)
 		t = COIL_I64;
 		break;
 	default:
-		if (t == COIL_BOOL && (n->op == OP_AMAX || n->op == OP_AMIN))
+		if (t == COIL_BOOL && (n->op == OP_AMAX || n->op == OP_AMIN || n->op == OP_MAX_ALL || n->op == OP_MIN_ALL))
 			return ARGERR(0, "dtype bool is not supported");
 		break;
 	}
 	if (n->op == OP_NORM && has(n, 1) && n->args[1].f != 2 && n->args[1].f != 1)
 		return ARGERR(1, "only p=1 and p=2 are supported");
 	if (n->op == OP_AMAX || n->op == OP_AMIN || n->op == OP_MAX_DIM || n->op == OP_ARGMAX || n->op == OP_MIN_DIM ||
-	    n->op == OP_ARGMIN)
+	    n->op == OP_ARGMIN || n->op == OP_MAX_ALL || n->op == OP_MIN_ALL)
 		for (int i = 0; i < x->rank; i++)
 			if ((mask >> i & 1) && dim_eq_const(&x->shape[i], 0))
 				return ARGERR(0, "cannot take the max/min over an empty dim");
@@ -1624,6 +1642,20 @@ static coil_dtype sum_dtype(const coil_node *n, const coil_value *x, int di)
 	if (has(n, di))
 		return (coil_dtype)n->args[di].i;
 	return dtype_is_float(x->dtype) ? x->dtype : COIL_I64;
+}
+
+static int infer_guard(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0), *v = node_in(g, n, 1);
+	int64_t numel = 1, d;
+	char b1[200];
+	for (int i = 0; i < v->rank; i++)
+		numel = dim_is_const(&v->shape[i], &d) && numel >= 0 ? numel * d : -1;
+	if (numel != 1 || !dtype_is_int(v->dtype))
+		return ARGERR(1, "shape %s, dtype %s: expected one integer element", shp(g, v, b1, sizeof b1),
+			      dtype_name(v->dtype));
+	set_out(g, n, 0, x->dtype, x->rank, x->shape);
+	return 0;
 }
 
 static int infer_cumsum(coil_graph *g, coil_node *n, coil_err *err)

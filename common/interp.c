@@ -929,6 +929,17 @@ static int eval_tri(ictx *c, coil_node *n)
 }
 
 /* cumsum: in f64 (floats: ATen's CPU accumulator) or i64, each partial sum rounded out. */
+static int eval_guard(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *v = IN(n, 1), *o = OUT(n, 0);
+	if (v->d[0] != (real)n->args[2].i)
+		return rterr(c, n, "the graph was exported for the value %lld here, this run has %lld: export it again "
+			     "for this input", (long long)n->args[2].i, (long long)v->d[0]);
+	for (int64_t e = 0; e < x->numel; e++)
+		o->d[e] = x->d[e];
+	return 0;
+}
+
 static int eval_cumsum(ictx *c, coil_node *n)
 {
 	(void)c;
@@ -1084,8 +1095,8 @@ static int eval_reduce(ictx *c, coil_node *n)
 		return rterr(c, n, "out of memory");
 	}
 	const int is_lse = n->op == OP_LOGSUMEXP; /* max first, then sum(exp(x - max)) */
-	int is_max = n->op == OP_AMAX || n->op == OP_MAX_DIM || n->op == OP_ARGMAX || is_lse;
-	int is_min = n->op == OP_AMIN || n->op == OP_MIN_DIM || n->op == OP_ARGMIN;
+	int is_max = n->op == OP_AMAX || n->op == OP_MAX_ALL || n->op == OP_MAX_DIM || n->op == OP_ARGMAX || is_lse;
+	int is_min = n->op == OP_AMIN || n->op == OP_MIN_ALL || n->op == OP_MIN_DIM || n->op == OP_ARGMIN;
 	int is_std = n->op == OP_STD_CORR || n->op == OP_STD_DIM;
 	int is_var = n->op == OP_VAR_CORR || n->op == OP_VAR_DIM || is_std;
 	real p = n->op == OP_NORM && n->args[1].kind == ARG_SCALAR ? n->args[1].f : 2;
@@ -1230,6 +1241,22 @@ static int eval_group_norm(ictx *c, coil_node *n)
 				OUT(n, 2)->d[a * G + k] = rnd(o->dtype, rstd);
 			}
 		}
+	return 0;
+}
+
+static int eval_glu(ictx *c, coil_node *n)
+{
+	(void)c;
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	int64_t outer, L, inner;
+	around(x, wrapd(x, n->args[1].i), &outer, &L, &inner);
+	const int64_t h = L / 2;
+	for (int64_t a = 0; a < outer; a++)
+		for (int64_t j = 0; j < h; j++)
+			for (int64_t b = 0; b < inner; b++) {
+				real u = x->d[(a * L + j) * inner + b], v = x->d[(a * L + j + h) * inner + b];
+				o->d[(a * h + j) * inner + b] = rnd(o->dtype, u / (1 + exp(-v)));
+			}
 	return 0;
 }
 

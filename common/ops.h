@@ -65,6 +65,8 @@
 	X(ELU, "aten.elu.default", "Tensor self, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1", 1, PW, unary_float, pointwise) \
 	/* x > 0 ? x : weight[channel] * x; weight: one value, or one per channel (dim 1) */       \
 	X(PRELU, "aten.prelu.default", "Tensor self, Tensor weight", 1, COMP, prelu, prelu)             \
+	/* a * sigmoid(b), a and b the halves of dim (its size even) */                              \
+	X(GLU, "aten.glu.default", "Tensor self, int dim=-1", 1, COMP, glu, glu)                        \
 	/* affine quantization over plain u8/i8 tensors (PyTorch 2's quantized_decomposed ops):
 	 * quantize: clamp(rint(x * (1 / scale)) + zero_point, quant_min, quant_max) in dtype, in f32
 	 * as ATen; dequantize: (q - zero_point) * scale in f32.  .tensor: scale and zero_point are
@@ -159,6 +161,8 @@
 	X(MEAN_DIM, "aten.mean.dim", "Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None", 1, RED, reduce, reduce) \
 	X(AMAX, "aten.amax.default", "Tensor self, int[1] dim=[], bool keepdim=False", 1, RED, reduce, reduce) \
 	X(AMIN, "aten.amin.default", "Tensor self, int[1] dim=[], bool keepdim=False", 1, RED, reduce, reduce) \
+	X(MAX_ALL, "aten.max.default", "Tensor self", 1, RED, reduce, reduce)                          \
+	X(MIN_ALL, "aten.min.default", "Tensor self", 1, RED, reduce, reduce)                          \
 	X(VAR_CORR, "aten.var.correction", "Tensor self, int[1]? dim, *, int? correction=None, bool keepdim=False", 1, RED, reduce, reduce) \
 	X(VAR_DIM, "aten.var.dim", "Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False", 1, RED, reduce, reduce) \
 	X(STD_CORR, "aten.std.correction", "Tensor self, int[1]? dim, *, int? correction=None, bool keepdim=False", 1, RED, reduce, reduce) \
@@ -235,6 +239,10 @@
 	X(TRIL, "aten.tril.default", "Tensor self, int diagonal=0", 1, MOVE, tri, tri)                  \
 	X(TRIU, "aten.triu.default", "Tensor self, int diagonal=0", 1, MOVE, tri, tri)                  \
 	/* running sums along dim: floats accumulate in f64 (ATen's CPU acc type), integers in i64 */   \
+	/* self, unchanged, once value (one integer element) is expected: the exporter's guard on a size
+	 * read from a tensor's values (a lengths tensor's max), which the graph was specialised on;
+	 * another value fails the run, naming the node */                                            \
+	X(GUARD_EQ, "coil.guard_eq.default", "Tensor self, Tensor value, int expected", 1, MOVE, guard, guard) \
 	X(CUMSUM, "aten.cumsum.default", "Tensor self, int dim, *, ScalarType? dtype=None", 1, MOVE, cumsum, cumsum) \
 	X(PROD, "aten.prod.default", "Tensor self, *, ScalarType? dtype=None", 1, MOVE, prod, prod)      \
 	X(PROD_DIM, "aten.prod.dim_int", "Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None", 1, MOVE, prod, prod) \

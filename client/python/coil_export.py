@@ -227,6 +227,7 @@ _RNN_LIB = []
 
 
 def _rnn_ops():
+    """The coil namespace's torch.library ops: the recurrent layers, the size guard."""
     if _RNN_LIB:
         return
     lib = torch.library.Library("coil", "DEF")
@@ -242,6 +243,15 @@ def _rnn_ops():
     def one(f):
         return lambda x, hx, params, has_biases, num_layers, bidirectional, batch_first: f(
             x, hx, params, has_biases, num_layers, 0.0, False, bidirectional, batch_first)
+    # the exporter's guard on a size read from a tensor's values (_SizeGuards)
+    lib.define("guard_eq(Tensor self, Tensor value, int expected) -> Tensor")
+
+    def guard_eq(x, value, expected):
+        if int(value.reshape(-1)[0]) != expected:
+            raise RuntimeError("coil.guard_eq: the graph was exported for the value %d here, this run has %d"
+                               % (expected, int(value.reshape(-1)[0])))
+        return x.clone()
+    lib.impl("guard_eq", guard_eq, "CPU")
     lib.impl("lstm", lstm, "CPU")
     lib.impl("gru", one(torch.gru), "CPU")
     lib.impl("rnn_tanh", one(torch.rnn_tanh), "CPU")
@@ -428,6 +438,55 @@ def _quant_as_ops(gm):
     return gm
 
 
+class _SizeGuards:
+    """While tracing: an integer read from a one-element integer tensor (int(t.item()), a
+    lengths tensor's max made a size) becomes the value it has in this trace, and the trace
+    gets a guard that fails the run where it differs (`guards`: (its fx node, value)).  Other
+    reads of values (floats, a branch on a bool) still fail the trace."""
+
+    def __enter__(self):
+        from torch.fx.experimental import proxy_tensor as pt
+        self.pt, self.orig, self.guards = pt, pt.proxy_call, []
+
+        def proxy_call(mode, func, args, kwargs):
+            t = args[0] if args else None
+            if (func is torch.ops.aten._local_scalar_dense.default and isinstance(t, torch.Tensor) and
+                    t.numel() == 1 and not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool):
+                p = pt.fetch_tensor_proxy(mode.tracer)(t)
+                if isinstance(p, pt._ProxyTensor) and p.constant is None:
+                    with pt.disable_proxy_modes_tracing():
+                        v = int(t.reshape(-1)[0])
+                    self.guards.append((p.proxy.node, v))
+                    return v
+            return self.orig(mode, func, args, kwargs)
+        pt.proxy_call = proxy_call
+        return self
+
+    def __exit__(self, *exc):
+        self.pt.proxy_call = self.orig
+
+
+def _add_guards(gm, guards):
+    """Each guard as coil.guard_eq on the trace's first tensor result (so that it runs)."""
+    if not guards:
+        return gm
+    _rnn_ops()
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    leaves, spec = torch.utils._pytree.tree_flatten(out.args[0])
+    k = next((i for i, v in enumerate(leaves) if isinstance(v, torch.fx.Node)), None)
+    if k is None:
+        raise ExportError("the trace reads a size from a tensor's values but returns no tensor to guard")
+    r = leaves[k]
+    with gm.graph.inserting_before(out):
+        for node, v in guards:
+            r = gm.graph.call_function(torch.ops.coil.guard_eq.default, (r, node, v))
+    leaves[k] = r
+    out.args = (torch.utils._pytree.tree_unflatten(leaves, spec),)
+    gm.graph.lint()
+    gm.recompile()
+    return gm
+
+
 def _trace(module, inputs, functionalize=True, grad=True):
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -435,8 +494,9 @@ def _trace(module, inputs, functionalize=True, grad=True):
     if functionalize:
         from functorch.experimental import functionalize as _functionalize
         fn = _functionalize(module, remove="mutations")
-    with torch.set_grad_enabled(grad), _RnnAsOps():
-        return _quant_as_ops(make_fx(fn)(*inputs))
+    with torch.set_grad_enabled(grad), _RnnAsOps(), _SizeGuards() as sg:
+        gm = make_fx(fn)(*inputs)
+    return _quant_as_ops(_add_guards(gm, sg.guards))
 
 
 class _Names:

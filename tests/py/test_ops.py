@@ -854,6 +854,19 @@ def unary_cases():
     case("aten.prelu", R(2, 3, 4, dt=bf16), R(3, dt=bf16), name="prelu bf16")
     case("aten.prelu", T(SPECIAL).reshape(1, 12), R(12), name="prelu specials")
     case("aten.prelu", Sym(R(2, 3, 4, 5), ["n", 3, "h", "w"]), R(3), name="prelu symbolic")
+    case("aten.glu", R(4, 6))
+    case("aten.glu", R(2, 8, 5), 1, name="glu dim 1")
+    case("aten.glu", R(2, 6, 3, dt=bf16), -2, tolx=2, name="glu bf16")
+    case("aten.glu", Sym(R(3, 10), ["b", 10]), name="glu symbolic batch")
+    case("aten.glu", R(4, 5), unsupported=True, name="glu odd size (refused)")
+    case("aten.glu", R(4, 6, dt=i32), unsupported=True, name="glu of ints (refused)")
+    # the exporter's size guard (coil_export._SizeGuards): self unchanged while value is expected
+    guard = lambda x, v, e: x.clone() if int(v.reshape(-1)[0]) == e else \
+        (_ for _ in ()).throw(RuntimeError("guard"))  # noqa: E731
+    case("coil.guard_eq", R(3, 4), T([5], i64), 5, ref=guard, covers="coil.guard_eq.default")
+    case("coil.guard_eq", R(3, 4, dt=i32), T(7, i64), 7, ref=guard, name="guard_eq 0-d value, int self")
+    case("coil.guard_eq", R(3, 4), T([6], i64), 5, ref=guard, name="guard_eq fails at a run with another value")
+    case("coil.guard_eq", R(3, 4), T([5.0]), 5, unsupported=True, name="guard_eq on a float value (refused)")
     case("aten.prelu", R(2, 3, 4), R(4), expect_error=True, name="prelu weight of the wrong length")
     case("aten.prelu", R(2, 3, 4), R(3, 1), expect_error=True, name="prelu 2-d weight")
     case("aten.prelu", R(2, 3, dt=i64), R(3), expect_error=True, name="prelu i64 input")
@@ -1314,6 +1327,11 @@ def quant_cases():
 
 def reduce_cases():
     x = R(3, 4, 5)
+    for op in ("aten.max", "aten.min"):  # over everything (.default)
+        case(op, x)
+        case(op, R(7, dt=i32), name=op[5:] + " of ints")
+        case(op, T([1.0, float("nan"), 3.0]), name=op[5:] + " with a NaN")
+        case(op, R(0, 3), name=op[5:] + " of an empty tensor (both refuse)")
     for op in ("aten.sum", "aten.mean"):
         case(op, x)
         case(op, R())

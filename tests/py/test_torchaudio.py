@@ -3,7 +3,8 @@
 Small configurations of the real model classes, random weights, one input each: what a user
 leaving torchvision meets first (group norm and PReLU in ConvTasNet, stack/unbind in
 DeepSpeech, (tensor, None) outputs and weight norm in wav2vec2 and HuBERT, index_select and an
-unrolled GRU in WaveRNN). Max abs error <= 1e-4 relative to the output's scale.
+unrolled GRU in WaveRNN, a size read from a lengths tensor in Conformer, under a guard). Max abs
+error <= 1e-4 relative to the output's scale.
 """
 import os
 import sys
@@ -75,17 +76,38 @@ def main():
             errs = [rel_err(a, b) for a, b in zip(w, g) if a is not None and b is not None] if same else [float("inf")]
             t.ok(same and max(errs) <= TOL, "%s matches eager (rel err %.2e; outputs %s; %.1f s)" % (
                 name, max(errs), ["None" if a is None else tuple(a.shape) for a in w], time.time() - t0))
-        # Conformer's padding mask takes int(max(lengths).item()): refused, naming that source line
+        # Conformer's padding mask takes int(max(lengths).item()): specialised to the traced value
+        # with a guard; another max fails the run, saying so
         m = torchaudio.models.Conformer(input_dim=16, num_heads=2, ffn_dim=32, num_layers=1,
                                         depthwise_conv_kernel_size=3).eval()
+        x = torch.randn(2, 9, 16)
+        f = coil.compile(m, (x, torch.tensor([9, 7])), cache_dir=os.path.join(tmp, "cache"), coil=COIL)
+        errs = []
+        for lens in ([9, 7], [4, 9], [9, 9]):
+            with torch.no_grad():
+                want = m(x, torch.tensor(lens))
+            got = f(x, torch.tensor(lens))
+            errs.append(max(rel_err(a, b) for a, b in zip(want, got)))
+        t.ok(max(errs) <= TOL, "Conformer (a size read from its lengths) matches eager for lengths whose max is "
+             "the traced one (rel err %.2e)" % max(errs))
         try:
-            coil.compile(m, (torch.randn(2, 9, 16), torch.tensor([9, 7])), cache_dir=os.path.join(tmp, "cache"),
-                         coil=COIL)
-            t.ok(False, "Conformer (value-dependent lengths) is refused naming the source line")
+            f(x, torch.tensor([8, 7]))
+            t.ok(False, "Conformer with another max length fails its guard")
         except coil.CoilError as e:
-            t.ok(isinstance(e, coil.UnsupportedError) and "conformer.py:" in str(e) and ".item()" in str(e)
+            t.ok("guard_eq" in str(e) and "this run has 8" in str(e) and "exported for 9" in str(e),
+                 "Conformer with another max length fails its guard, naming both values: %s" % str(e)[-200:])
+
+        # a branch on a float value cannot be specialised: refused, naming the source line
+        class Branch(torch.nn.Module):
+            def forward(self, x):
+                return x * 2 if float(x.sum()) > 0 else x
+        try:
+            coil.compile(Branch(), (x,), cache_dir=os.path.join(tmp, "cache"), coil=COIL)
+            t.ok(False, "a branch on a float value is refused naming the source line")
+        except coil.CoilError as e:
+            t.ok(isinstance(e, coil.UnsupportedError) and "test_torchaudio.py:" in str(e)
                  and "depends on a tensor's values" in str(e),
-                 "Conformer (value-dependent lengths) is refused naming the source line: %s" % str(e)[-200:])
+                 "a branch on a float value is refused naming the source line: %s" % str(e)[-200:])
     t.done()
 
 
