@@ -218,9 +218,10 @@ def upto_b(ref):
 def test_requant_chains(t, cache, tmp):
     """An activation between two quantizes fuses into the conv before it: ReLU6 exactly (the
     clamp commutes with the rounding), SiLU, hardswish and sigmoid through the first
-    quantize's rounding computed on the way; there oneDNN's activation (its exp) is not
-    ATen's to the bit, and a value the activation puts on a rounding boundary may land a step
-    apart (measured 0-0.8% of the elements): >= 99% equal, never more than a step."""
+    quantize's rounding computed on the way.  Measured at the activation's own quantize (the
+    model cut before its second conv, which would spread one step of difference over several
+    outputs): equal on >= 99.9% of the elements (8 seeds measured: all of them), never a step
+    away."""
     g = torch.Generator().manual_seed(3)
     calib = [torch.randn(2, 8, 10, 10, generator=g) for _ in range(4)]
     x = torch.randn(2, 8, 10, 10, generator=g)
@@ -228,8 +229,7 @@ def test_requant_chains(t, cache, tmp):
                       ("sigmoid", nn.Sigmoid())):
         m = ConvAct(act).eval()
         ref = upto_b(ptq(m, x, calib))
-        check_pattern(t, "conv %s" % name, None, x, None, cache, tmp, 1, ref=ref,
-                      min_exact=0.999 if name == "relu6" else 0.99)
+        check_pattern(t, "conv %s" % name, None, x, None, cache, tmp, 1, ref=ref)
         d = os.path.join(tmp, "act_" + name)
         coil_export.export(ref, (x,), d, coil=COIL)
         r = subprocess.run([COIL, "compile", os.path.join(d, "graph.json"), "--dump-after", "dnnl"], capture_output=True,
