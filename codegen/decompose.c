@@ -712,10 +712,12 @@ int ir_plan_dnnl(coil_ir *ir, coil_err *err)
 }
 
 /* The channels-last frame of node c->n (lower_dnnl.c's layout put it in NHWC): an NHWC
- * value is an [N, C, H, W] IR node over NHWC bytes, so a flat reshape of it to [N, H, W, C]
- * indexes them right; a per-channel operand [N|1, C|1, 1, 1] or [C|1, 1, 1] becomes
- * [N|1, 1, 1, C|1] (resp. [1, 1, C|1]), the same bytes, broadcasting along C.  The
- * operands' IR nodes are replaced in val_node (saved: value, node pairs) until cl_leave. */
+ * value's IR node is an [N, C, H, W] reshape of its [N, H, W, C] bytes, so reshaping it
+ * back reaches them (a reshape of a reshape is one); a per-channel operand [N|1, C|1, 1, 1]
+ * or [C|1, 1, 1] becomes [N|1, 1, 1, C|1] (resp. [1, 1, C|1]), the same bytes,
+ * broadcasting along C.  (lower_dnnl.c's transparent() admits no other operand ranks.)
+ * The operands' IR nodes are replaced in val_node (saved: value, node pairs) until
+ * cl_leave. */
 static int cl_enter(dctx *c, int **saved)
 {
 	const coil_node *n = c->n;
