@@ -144,6 +144,13 @@ void graph_count_uses(const coil_graph *g, int *uses);
  * none); either may be NULL. */
 void graph_node_reads(const coil_graph *g, int *uses, int *last);
 int graph_drop_dead(coil_graph *g, int *uses, coil_arena *a);
+/* A rewrite pass's loop: fn on each node whose op is op1 or op2 (uses current; recounted
+ * after each change).  fn returns 1 changed, 0 not, -1 error.  1 if any changed, 0, -1. */
+typedef int (*graph_node_fn)(coil_graph *g, coil_node *n, const int *uses, coil_arena *a, coil_err *err);
+int graph_rewrite_each(coil_graph *g, int *uses, coil_op op1, coil_op op2, graph_node_fn fn, coil_arena *a,
+		       coil_err *err);
+/* A rewrite pass's end: when changed, g (a copy of *gp) without its dead nodes replaces *gp. */
+int graph_rewrite_done(coil_graph **gp, coil_graph *g, int changed, int *uses, coil_arena *a, coil_err *err);
 coil_graph *graph_copy(const coil_graph *g0, coil_arena *a);
 coil_arg *node_reargs(coil_node *n, coil_op op, int keep, coil_arena *a);
 int arg_tensor(coil_arg *arg, int v, coil_arena *a);

@@ -215,21 +215,8 @@ int ir_requant(coil_graph **gp, coil_arena *a, coil_err *err)
 			return coil_err_oom(err);
 	}
 	graph_count_uses(g, uses);
-	for (int i = 0; i < g->nnodes; i++) {
-		if (g->nodes[i].op != OP_QUANTIZE_PT)
-			continue;
-		int r = requant(g, &g->nodes[i], uses, a, err);
-		if (r < 0)
-			return -1;
-		if (r) {
-			changed = 1;
-			graph_count_uses(g, uses);
-		}
-	}
-	if (!changed)
-		return 0;
-	if (graph_drop_dead(g, uses, a))
-		return coil_err_oom(err);
-	*gp = g;
-	return 0;
+	int r = graph_rewrite_each(g, uses, OP_QUANTIZE_PT, OP_QUANTIZE_PT, requant, a, err);
+	if (r < 0)
+		return -1;
+	return graph_rewrite_done(gp, g, changed | r, uses, a, err);
 }

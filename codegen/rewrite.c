@@ -106,3 +106,31 @@ int arg_tensor(coil_arg *arg, int v, coil_arena *a)
 	*arg = (coil_arg){.kind = ARG_TENSOR, .n = 1, .v = p};
 	return 0;
 }
+
+int graph_rewrite_each(coil_graph *g, int *uses, coil_op op1, coil_op op2, graph_node_fn fn, coil_arena *a,
+		       coil_err *err)
+{
+	int changed = 0;
+	for (int i = 0; i < g->nnodes; i++) {
+		if (g->nodes[i].op != op1 && g->nodes[i].op != op2)
+			continue;
+		int r = fn(g, &g->nodes[i], uses, a, err);
+		if (r < 0)
+			return -1;
+		if (r) {
+			changed = 1;
+			graph_count_uses(g, uses);
+		}
+	}
+	return changed;
+}
+
+int graph_rewrite_done(coil_graph **gp, coil_graph *g, int changed, int *uses, coil_arena *a, coil_err *err)
+{
+	if (!changed)
+		return 0;
+	if (graph_drop_dead(g, uses, a))
+		return coil_err_oom(err);
+	*gp = g;
+	return 0;
+}

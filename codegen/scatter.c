@@ -169,22 +169,11 @@ int ir_scatter_index(coil_graph **gp, coil_arena *a, coil_err *err)
 		changed = 1;
 	}
 	graph_count_uses(g, uses);
-	for (int i = 0; i < g->nnodes && !fuse_off(); i++) { /* gathers read as the scatter reads them */
-		coil_node *m = &g->nodes[i];
-		if (m->op != OP_INDEX_ADD && m->op != OP_INDEX_REDUCE)
-			continue;
-		int r = fuse_gather(g, m, uses, a, err);
+	if (!fuse_off()) { /* gathers read as the scatter reads them */
+		int r = graph_rewrite_each(g, uses, OP_INDEX_ADD, OP_INDEX_REDUCE, fuse_gather, a, err);
 		if (r < 0)
 			return -1;
-		if (r) {
-			changed = 1;
-			graph_count_uses(g, uses);
-		}
+		changed |= r;
 	}
-	if (!changed)
-		return 0;
-	if (graph_drop_dead(g, uses, a))
-		return coil_err_oom(err);
-	*gp = g;
-	return 0;
+	return graph_rewrite_done(gp, g, changed, uses, a, err);
 }

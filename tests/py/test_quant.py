@@ -316,6 +316,15 @@ def digits():
     return x[:1400], y[:1400], x[1400:], y[1400:]
 
 
+def digits_or_skip(t, what):
+    """digits(), or None with `what` skipped when scikit-learn is missing."""
+    try:
+        return digits()
+    except ImportError as e:
+        t.skip(what, "scikit-learn missing: %s" % e)
+        return None
+
+
 def train_digits(seed, xtr, ytr, xte, yte, make=None, epochs=8):
     """A digits classifier (the CNN, or make()) trained here with Adam, in eval mode, and its f32
     test accuracy (%)."""
@@ -335,11 +344,10 @@ def train_digits(seed, xtr, ytr, xte, yte, make=None, epochs=8):
 
 
 def test_digits(t, cache, tmp):
-    try:
-        xtr, ytr, xte, yte = digits()
-    except ImportError as e:
-        t.skip("digits accuracy", "scikit-learn missing: %s" % e)
+    data = digits_or_skip(t, "digits accuracy")
+    if data is None:
         return
+    xtr, ytr, xte, yte = data
     m, acc32 = train_digits(0, xtr, ytr, xte, yte)
     ref = ptq(m, xtr[:32], [xtr[i:i + 64] for i in range(0, 512, 64)])
     cm = coil.compile(ref, (xte,), threads=2, cache_dir=cache, coil=COIL)
@@ -353,11 +361,10 @@ def test_digits(t, cache, tmp):
 
 def test_coil_quantize(t, cache, tmp):
     """coil.quantize: no PyTorch quantization code on the user's side."""
-    try:
-        xtr, ytr, xte, yte = digits()
-    except ImportError as e:
-        t.skip("coil.quantize digits", "scikit-learn missing: %s" % e)
+    data = digits_or_skip(t, "coil.quantize digits")
+    if data is None:
         return
+    xtr, ytr, xte, yte = data
     m, acc32 = train_digits(1, xtr, ytr, xte, yte)
     import warnings
     with warnings.catch_warnings(record=True) as w:
@@ -497,11 +504,10 @@ def test_dynamic(t, cache, tmp):
          "quantize_dynamic", "coil %.1f dB, PyTorch %.1f dB" % (ours, theirs))
 
     # accuracy: a digits MLP
-    try:
-        xtr, ytr, xte, yte = digits()
-    except ImportError as e:
-        t.skip("dynamic digits", "scikit-learn missing: %s" % e)
+    data = digits_or_skip(t, "dynamic digits")
+    if data is None:
         return
+    xtr, ytr, xte, yte = data
     mlp, acc32 = train_digits(2, xtr, ytr, xte, yte, lambda: nn.Sequential(
         nn.Flatten(), nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)), epochs=10)
     cm = coil.quantize(mlp, None, (xte,), dynamic=True, threads=2, cache_dir=cache, coil=COIL)
