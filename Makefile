@@ -17,7 +17,7 @@ TEST_SRC    := $(wildcard tests/test_*.c)
 TEST_BIN    := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 SERVER_OBJ  := $(patsubst %.c,$(B)/%.o,$(wildcard server/*.c))
 
-.PHONY: all deps test demo asan ubsan clean check-tests bench-load fuzz fuzzers soak bench-crash
+.PHONY: all deps test demo asan ubsan clean check-tests bench-load fuzz fuzzers soak bench-crash install bench-farm
 all: $(B)/coil $(B)/coild $(TEST_BIN)
 
 deps:
@@ -147,6 +147,25 @@ soak: all $(B)/bench/soak
 # Crash safety at length: the kill loop of tests/test_crash.c, 500 rounds.
 bench-crash: all
 	COIL_KILL_ROUNDS=$${COIL_KILL_ROUNDS:-500} CMOCKA_MESSAGE_OUTPUT=TAP $(B)/tests/test_crash
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the CLI and coild, libcoil (header and static
+# library), the Python package, the systemd unit and the nginx farm files (docs/fleet.md).
+PREFIX ?= /usr/local
+PYDIR  ?= $(PREFIX)/lib/python3/dist-packages
+install: $(B)/coil $(B)/coild $(B)/libcoil.a
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include/coil $(DESTDIR)$(PREFIX)/lib \
+		$(DESTDIR)$(PREFIX)/share/coil/nginx $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)$(PYDIR)/coil
+	install -m 755 $(B)/coil $(B)/coild $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 include/coil/*.h $(DESTDIR)$(PREFIX)/include/coil/
+	install -m 644 $(B)/libcoil.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 client/python/coil/*.py $(DESTDIR)$(PYDIR)/coil/
+	install -m 644 client/python/coil_*.py $(DESTDIR)$(PYDIR)/
+	install -m 644 deploy/nginx/*.conf $(DESTDIR)$(PREFIX)/share/coil/nginx/
+	sed 's|/usr/local/bin/coild|$(PREFIX)/bin/coild|' deploy/coild.service >$(DESTDIR)$(PREFIX)/lib/systemd/system/coild.service
+
+# The farm benchmark (bench/farm): 1 coild against 3 behind nginx under the same wrk load.
+bench-farm: all
+	/usr/bin/python3 bench/farm/run.py
 
 # Load test of coild against nginx (wrk); not part of `make test`.
 bench-load: all

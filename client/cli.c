@@ -11,6 +11,7 @@
 #include "cache/compile.h"
 #include "cache/sign.h"
 #include "client/artifact.h"
+#include "client/fleet.h"
 #include "client/quantize.h"
 #include "coil/coil.h"
 #include "codegen/codegen.h"
@@ -630,6 +631,95 @@ static int cmd_fetch(opts *o)
 	return rc;
 }
 
+/* One manifest entry: a key, or a graph (compiled through the tiers, the
+ * last one compiling) with its options; 0 with the artifact in the local
+ * cache, or -1 with msg. */
+static int prefetch_one(coil_client *c, const char *dir, char *line, char *key_out, char *msg, size_t cap)
+{
+	char *save = NULL, *first = strtok_r(line, " \t", &save);
+	if (cache_key_valid(first)) {
+		/* "KEY" or a `coil cache ls` line ("KEY SIZE LAST_USED") */
+		snprintf(key_out, 65, "%s", first);
+		char path[4096];
+		if (coil_fetch(c, first, NULL, path, sizeof path) != 0)
+			return snprintf(msg, cap, "%s", coil_last_error()), -1;
+		return 0;
+	}
+	coil_compile_opts co = {.opt_level = COIL_OPT_DEFAULT};
+	for (char *w; (w = strtok_r(NULL, " \t", &save));) {
+		if (!strncmp(w, "target=", 7))
+			co.target = w + 7;
+		else if (!strncmp(w, "precision=", 10))
+			co.precision = w + 10;
+		else if (!strncmp(w, "opt=", 4) && w[4] >= '0' && w[4] <= '3' && !w[5])
+			co.opt_level = w[4] - '0';
+		else
+			return snprintf(msg, cap, "'%.60s' is not target=T, opt=0..3 or precision=P", w), -1;
+	}
+	char gpath[8192 + 4096];
+	if (first[0] == '/')
+		snprintf(gpath, sizeof gpath, "%s", first);
+	else
+		snprintf(gpath, sizeof gpath, "%s/%s", dir, first);
+	coil_compile_info info;
+	char path[4096];
+	if (coil_compile_file(c, gpath, &co, &info) != 0 || coil_fetch(c, info.key, info.sha256, path, sizeof path) != 0)
+		return snprintf(msg, cap, "%s", coil_last_error()), -1;
+	memcpy(key_out, info.key, 65);
+	return 0;
+}
+
+/* coil --server URL prefetch MANIFEST: every artifact it names, verified,
+ * into the local cache (a client's, or a coild's --cache-dir before it
+ * starts), so that a machine takes traffic warm.  Lines: a key (or `coil
+ * cache ls` output), or a graph path (relative to the manifest) with
+ * target=T opt=N precision=P; '#' comments.  Each entry prints "KEY SOURCE";
+ * a failing one is named on stderr by line and the rest go on. */
+static int cmd_prefetch(opts *o)
+{
+	if (o->npos != 1 || !o->server)
+		return usage_err("usage: coil --server URL prefetch MANIFEST");
+	FILE *f = fopen(o->pos[0], "r");
+	if (!f) {
+		fprintf(stderr, "%s: prefetch: %s: cannot open\n", prog, o->pos[0]);
+		return 1;
+	}
+	char dir[4096];
+	snprintf(dir, sizeof dir, "%s", o->pos[0]);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = 0;
+	else
+		snprintf(dir, sizeof dir, ".");
+	coil_client_opts copts = {.cache_dir = o->cache_dir};
+	client_trust(o, &copts);
+	coil_client *c = NULL;
+	if (coil_client_create(o->server, getenv("COIL_TOKEN"), &copts, &c) != 0) {
+		fclose(f);
+		fprintf(stderr, "%s: prefetch: %s\n", prog, coil_last_error());
+		return 1;
+	}
+	char line[8192], key[65], msg[1200];
+	int lineno = 0, good = 0, bad = 0;
+	while (fgets(line, sizeof line, f)) {
+		lineno++;
+		line[strcspn(line, "#\r\n")] = 0;
+		if (!line[strspn(line, " \t")])
+			continue;
+		if (prefetch_one(c, dir, line, key, msg, sizeof msg) == 0) {
+			printf("%s %s\n", key, coil_client_tier_used(c));
+			good++;
+		} else {
+			fprintf(stderr, "%s: prefetch: %s:%d: %s\n", prog, o->pos[0], lineno, msg);
+			bad++;
+		}
+	}
+	fclose(f);
+	coil_client_destroy(c);
+	fprintf(stderr, "%s: prefetch: %d ready, %d failed\n", prog, good, bad);
+	return bad ? 1 : 0;
+}
+
 static int cmd_compile(opts *o)
 {
 	if (o->npos != 1)
@@ -1138,6 +1228,9 @@ static const struct command {
 				   "                                channel; --dynamic: linear layers, inputs quantized per run);\n"
 				   "                                prints each layer, int8 or f32 with the reason"},
 	{"fetch", cmd_fetch, "--server URL fetch KEY          download and verify an artifact into the local cache"},
+	{"prefetch", cmd_prefetch, "--server URL prefetch MANIFEST  every artifact a manifest names into the local cache\n"
+				   "                                (lines: KEY, or GRAPH.json [target=T] [opt=N] [precision=P]);\n"
+				   "                                --server takes a tier list \"URL URL ...\", nearest first"},
 	{"cache", cmd_cache, "cache stats|ls|gc|verify       inspect the local artifact cache (--cache-dir, --budget, --repair)"},
 	{"keygen", cmd_keygen, "keygen NAME SECRET_FILE PUBLIC_FILE\n"
 			       "                                an Ed25519 key pair for signed artifacts (secret mode 0600);\n"

@@ -27,6 +27,7 @@
 #include "cache/compile.h"
 #include "cache/sign.h"
 #include "client/artifact.h"
+#include "client/fleet.h"
 #include "codegen/codegen.h"
 
 #define DEFAULT_TIMEOUT_MS 600000L
@@ -59,8 +60,14 @@ static int fail(const char *fmt, ...)
 
 /* ---- the client ---- */
 
+#define MAX_TIERS 8
+
 struct coil_client {
-	char *url;           /* no trailing slash */
+	char *tier[MAX_TIERS]; /* server URLs, nearest first, no trailing slash */
+	int ntier;
+	int last_tier;       /* the tier the last compile or fetch was answered by */
+	char *via_header;    /* "X-Coil-Via: ..." (coild asking its upstreams), or NULL */
+	char *ca_file;       /* CURLOPT_CAINFO, or NULL: the system's */
 	char *auth_header;   /* "Authorization: Bearer ..." or NULL */
 	char *cache_dir;
 	uint64_t cache_budget;
@@ -79,11 +86,34 @@ static void curl_init(void)
 	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+/* The URLs of a tier list: separated by spaces or commas, each http(s). */
+static int parse_tiers(coil_client *c, const char *list)
+{
+	const char *p = list;
+	for (;;) {
+		p += strspn(p, " ,\t");
+		if (!*p)
+			break;
+		size_t n = strcspn(p, " ,\t");
+		if (strncmp(p, "http://", 7) && strncmp(p, "https://", 8))
+			return fail("coil_client_create: server URL '%.*s' must start with http:// or https://", (int)(n > 200 ? 200 : n), p);
+		if (c->ntier == MAX_TIERS)
+			return fail("coil_client_create: more than %d server URLs", MAX_TIERS);
+		if (!(c->tier[c->ntier] = strndup(p, n)))
+			return fail("coil_client_create: out of memory");
+		for (char *t = c->tier[c->ntier]; n > 0 && t[n - 1] == '/'; n--)
+			t[n - 1] = 0;
+		c->ntier++;
+		p += n;
+	}
+	return c->ntier ? 0 : fail("coil_client_create: no server URL given");
+}
+
 int coil_client_create(const char *url, const char *token, const coil_client_opts *opts, coil_client **out)
 {
 	*out = NULL;
-	if (!url || (strncmp(url, "http://", 7) && strncmp(url, "https://", 8)))
-		return fail("coil_client_create: server URL '%s' must start with http:// or https://", url ? url : "");
+	if (!url)
+		return fail("coil_client_create: no server URL given");
 	if (token && strpbrk(token, "\r\n"))
 		return fail("coil_client_create: the token contains a line break");
 	pthread_once(&curl_once, curl_init);
@@ -95,11 +125,14 @@ int coil_client_create(const char *url, const char *token, const coil_client_opt
 	coil_client_opts d = {0};
 	if (!opts)
 		opts = &d;
-	c->url = strdup(url);
-	if (c->url)
-		for (size_t n = strlen(c->url); n > 0 && c->url[n - 1] == '/'; n--)
-			c->url[n - 1] = 0;
-	int oom = !c->url;
+	if (parse_tiers(c, url) != 0) {
+		coil_client_destroy(c);
+		return -1;
+	}
+	int oom = 0;
+	const char *ca = opts->ca_file ? opts->ca_file : getenv("COIL_CA_FILE");
+	if (ca && *ca && !(c->ca_file = strdup(ca)))
+		oom = 1;
 	if (token && *token && asprintf(&c->auth_header, "Authorization: Bearer %s", token) < 0) {
 		c->auth_header = NULL;
 		oom = 1;
@@ -137,9 +170,29 @@ void coil_client_destroy(coil_client *c)
 	if (c->auth_header)
 		memset(c->auth_header, 0, strlen(c->auth_header));
 	free(c->auth_header);
-	free(c->url);
+	free(c->via_header);
+	free(c->ca_file);
+	for (int i = 0; i < c->ntier; i++)
+		free(c->tier[i]);
 	free(c->cache_dir);
 	free(c);
+}
+
+int coil_client_set_via(coil_client *c, const char *via)
+{
+	if (strpbrk(via, "\r\n"))
+		return fail("coil_client_set_via: a line break in '%.80s'", via);
+	free(c->via_header);
+	if (asprintf(&c->via_header, "X-Coil-Via: %s", via) < 0) {
+		c->via_header = NULL;
+		return fail("out of memory");
+	}
+	return 0;
+}
+
+const char *coil_client_tier_used(const coil_client *c)
+{
+	return c->tier[c->last_tier];
 }
 
 static coil_cache *local_cache(coil_client *c)
@@ -225,14 +278,15 @@ static int transient(CURLcode rc)
 	       rc == CURLE_GOT_NOTHING || rc == CURLE_PARTIAL_FILE;
 }
 
-/* method path (relative to the server URL): *status and the body into
+/* method path (relative to the URL of tier), with one more header line
+ * extra if given: *status and the body into
  * resp.  Retries 503, 429 and transient failures.  Returns 0 when an HTTP answer
  * arrived (any status), -1 with the error set otherwise. */
-static int http(coil_client *c, const char *method, const char *path, const char *body, size_t blen, long *status,
-		membuf *resp, headers *h)
+static int http(coil_client *c, int tier, const char *method, const char *path, const char *extra, const char *body,
+		size_t blen, long *status, membuf *resp, headers *h)
 {
 	char url[2048];
-	if (snprintf(url, sizeof url, "%s%s", c->url, path) >= (int)sizeof url)
+	if (snprintf(url, sizeof url, "%s%s", c->tier[tier], path) >= (int)sizeof url)
 		return fail("URL too long");
 	long backoff = c->backoff_ms;
 	for (int attempt = 0;; attempt++) {
@@ -241,6 +295,10 @@ static int http(coil_client *c, const char *method, const char *path, const char
 		struct curl_slist *hl = NULL;
 		if (c->auth_header)
 			hl = curl_slist_append(hl, c->auth_header);
+		if (c->via_header)
+			hl = curl_slist_append(hl, c->via_header);
+		if (extra)
+			hl = curl_slist_append(hl, extra);
 		if (body)
 			hl = curl_slist_append(hl, "Content-Type: application/json");
 		hl = curl_slist_append(hl, "Expect:"); /* no 100-continue round trip */
@@ -258,6 +316,8 @@ static int http(coil_client *c, const char *method, const char *path, const char
 		curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, c->connect_timeout_ms);
 		curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 		curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+		if (c->ca_file)
+			curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file);
 		if (!strcmp(method, "HEAD"))
 			curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
 		else if (strcmp(method, "GET"))
@@ -318,6 +378,37 @@ static void copy_str(char *dst, size_t cap, json_t *v)
 
 /* ---- compile ---- */
 
+/* A tier's metadata of key, if it has the artifact this client would build
+ * (its graph hash, target and key): 1 (out filled, a hit), 0 otherwise. */
+static int tier_has(coil_client *c, int t, const char *key, const char *graph_hash, const char *target,
+		    coil_compile_info *out)
+{
+	char path[128];
+	long status;
+	headers h;
+	membuf meta = {0};
+	snprintf(path, sizeof path, "/v1/artifacts/%s/meta", key);
+	int rc = http(c, t, "GET", path, NULL, NULL, 0, &status, &meta, &h);
+	json_t *m = rc == 0 && status == 200 ? json_loadb(meta.p, meta.len, 0, NULL) : NULL;
+	free(meta.p);
+	copy_str(out->key, sizeof out->key, json_object_get(m, "key"));
+	copy_str(out->sha256, sizeof out->sha256, json_object_get(m, "sha256"));
+	copy_str(out->graph_hash, sizeof out->graph_hash, json_object_get(m, "graph_hash"));
+	copy_str(out->target, sizeof out->target, json_object_get(m, "target"));
+	copy_str(out->signature, sizeof out->signature, json_object_get(m, "signature"));
+	out->size = (uint64_t)json_integer_value(json_object_get(m, "size"));
+	json_decref(m);
+	if (!m || strcmp(out->key, key) || !hex64(out->sha256) || strcmp(out->graph_hash, graph_hash) ||
+	    strcmp(out->target, target)) {
+		memset(out, 0, sizeof *out);
+		return 0;
+	}
+	out->hit = 1;
+	snprintf(out->url, sizeof out->url, "%s/v1/artifacts/%s", c->tier[t], key);
+	c->last_tier = t;
+	return 1;
+}
+
 int coil_compile(coil_client *c, const char *graph_json, size_t len, const coil_compile_opts *o,
 		 coil_compile_info *out)
 {
@@ -340,6 +431,22 @@ int coil_compile(coil_client *c, const char *graph_json, size_t len, const coil_
 	if (o && o->opt_level != COIL_OPT_DEFAULT)
 		snprintf(path + strlen(path), sizeof path - strlen(path), "%copt_level=%d", strchr(path, '?') ? '&' : '?',
 			 o->opt_level);
+	/* What the answer must name: this graph's hash, as the server hashes it
+	 * (a graph this client cannot hash is still sent: the server names
+	 * what is wrong with it).  With this client's own build identity it
+	 * makes the key this client expects: the nearer tiers are asked for it,
+	 * and the compile carries it (X-Coil-Key) so that a farm's proxy routes
+	 * the compile to the key's owner. */
+	char graph_hash[65], mine[65] = "", key_header[96] = "";
+	coil_err herr = {0};
+	int hashed = compile_graph_hash(graph_json, len, (coil_dtype)precision, graph_hash, &herr) == 0;
+	if (hashed && compile_key(graph_hash, tg->name, compile_compiler_identity(), compile_codegen_version(),
+				  compile_dnnl_version(), opt, (coil_dtype)precision, mine, &err) == 0) {
+		snprintf(key_header, sizeof key_header, "X-Coil-Key: %s", mine);
+		for (int t = 0; t + 1 < c->ntier; t++)
+			if (tier_has(c, t, mine, graph_hash, tg->name, out))
+				return 0;
+	}
 	/* a precision goes in the request's envelope, around the graph */
 	char *body = NULL;
 	size_t blen = 0;
@@ -354,11 +461,14 @@ int coil_compile(coil_client *c, const char *graph_json, size_t len, const coil_
 		memcpy(body + sizeof pre - 1 + len, post, sizeof post);
 		blen = sizeof pre - 1 + len + sizeof post - 1;
 	}
+	/* the last tier compiles */
+	int t = c->ntier - 1;
 	long status;
 	membuf resp = {0};
 	headers h;
-	int hrc = body ? http(c, "POST", path, body, blen, &status, &resp, &h)
-		       : http(c, "POST", path, graph_json, len, &status, &resp, &h);
+	const char *kh = key_header[0] ? key_header : NULL;
+	int hrc = body ? http(c, t, "POST", path, kh, body, blen, &status, &resp, &h)
+		       : http(c, t, "POST", path, kh, graph_json, len, &status, &resp, &h);
 	free(body);
 	if (hrc != 0) {
 		free(resp.p);
@@ -369,13 +479,10 @@ int coil_compile(coil_client *c, const char *graph_json, size_t len, const coil_
 		free(resp.p);
 		return -1;
 	}
-	/* What the answer must name: this graph's hash, as the server hashes it
-	 * (made after the server accepted it: a graph it refuses is its to name). */
-	char graph_hash[65];
-	if (compile_graph_hash(graph_json, len, (coil_dtype)precision, graph_hash, &err) != 0) {
+	if (!hashed) {
 		free(resp.p);
 		return fail("compile: the server accepted a graph this client cannot hash (%s); refusing its answer",
-			    err.msg);
+			    herr.msg);
 	}
 	json_error_t je;
 	json_t *r = json_loadb(resp.p, resp.len, 0, &je);
@@ -409,7 +516,8 @@ int coil_compile(coil_client *c, const char *graph_json, size_t len, const coil_
 	if (strcmp(out->key, want))
 		return fail("compile: the server answered key %s, not %s, the key of this graph, target and options "
 			    "for its build; refusing it", out->key, want);
-	snprintf(out->url, sizeof out->url, "%s/v1/artifacts/%s", c->url, out->key);
+	snprintf(out->url, sizeof out->url, "%s/v1/artifacts/%s", c->tier[t], out->key);
+	c->last_tier = t;
 	return 0;
 }
 
@@ -468,19 +576,12 @@ static int local_copy(coil_client *c, coil_cache *lc, const char *key, const cha
 	return 1;
 }
 
-int coil_fetch(coil_client *c, const char *key, const char *sha256, char *path_out, size_t cap)
+/* The artifact of key from tier t into the local cache lc: 1 stored (its
+ * path in path_out), 0 the tier does not have it (404), -1 any other failure
+ * (the error set). */
+static int fetch_from(coil_client *c, int t, coil_cache *lc, const char *key, const char *sha256, char *path_out,
+		      size_t cap)
 {
-	if (!hex64(key))
-		return fail("coil_fetch: '%.80s' is not a cache key (64 lowercase hex digits)", key ? key : "");
-	if (sha256 && !hex64(sha256))
-		return fail("coil_fetch: '%.80s' is not a SHA-256 (64 lowercase hex digits)", sha256);
-	coil_cache *lc = local_cache(c);
-	if (!lc)
-		return -1;
-	int have = local_copy(c, lc, key, sha256, path_out, cap);
-	if (have != 0)
-		return have > 0 ? 0 : -1;
-
 	char path[256], announced[65];
 	long status;
 	headers h;
@@ -489,8 +590,12 @@ int coil_fetch(coil_client *c, const char *key, const char *sha256, char *path_o
 
 	/* What the server says the artifact is. */
 	snprintf(path, sizeof path, "/v1/artifacts/%s/meta", key);
-	if (http(c, "GET", path, NULL, 0, &status, &meta, &h) != 0)
+	if (http(c, t, "GET", path, NULL, NULL, 0, &status, &meta, &h) != 0)
 		goto out;
+	if (status == 404) {
+		rc = 0;
+		goto out;
+	}
 	if (status != 200) {
 		http_fail("fetch meta", status, &meta);
 		goto out;
@@ -525,7 +630,7 @@ int coil_fetch(coil_client *c, const char *key, const char *sha256, char *path_o
 	}
 
 	snprintf(path, sizeof path, "/v1/artifacts/%s/graph", key);
-	if (http(c, "GET", path, NULL, 0, &status, &graph, &h) != 0)
+	if (http(c, t, "GET", path, NULL, NULL, 0, &status, &graph, &h) != 0)
 		goto out;
 	if (status != 200) {
 		http_fail("fetch graph", status, &graph);
@@ -533,7 +638,7 @@ int coil_fetch(coil_client *c, const char *key, const char *sha256, char *path_o
 	}
 
 	snprintf(path, sizeof path, "/v1/artifacts/%s", key);
-	if (http(c, "GET", path, NULL, 0, &status, &so, &h) != 0)
+	if (http(c, t, "GET", path, NULL, NULL, 0, &status, &so, &h) != 0)
 		goto out;
 	if (status != 200) {
 		http_fail("fetch artifact", status, &so);
@@ -566,12 +671,47 @@ int coil_fetch(coil_client *c, const char *key, const char *sha256, char *path_o
 		goto out;
 	}
 	memcpy(path_out, p, strlen(p) + 1);
-	rc = 0;
+	rc = 1;
 out:
 	free(meta.p);
 	free(graph.p);
 	free(so.p);
+	if (rc < 0 && c->ntier > 1) {
+		char m[sizeof last_error];
+		snprintf(m, sizeof m, "%s", last_error);
+		fail("%s: %s", c->tier[t], m);
+	}
 	return rc;
+}
+
+int coil_fetch(coil_client *c, const char *key, const char *sha256, char *path_out, size_t cap)
+{
+	if (!hex64(key))
+		return fail("coil_fetch: '%.80s' is not a cache key (64 lowercase hex digits)", key ? key : "");
+	if (sha256 && !hex64(sha256))
+		return fail("coil_fetch: '%.80s' is not a SHA-256 (64 lowercase hex digits)", sha256);
+	coil_cache *lc = local_cache(c);
+	if (!lc)
+		return -1;
+	int have = local_copy(c, lc, key, sha256, path_out, cap);
+	if (have != 0)
+		return have > 0 ? 0 : -1;
+	/* The tiers in order, nearest first: one that lacks it or fails is
+	 * passed over; the first failure is what is reported if none has it. */
+	char first[sizeof last_error] = "";
+	for (int t = 0; t < c->ntier; t++) {
+		int rc = fetch_from(c, t, lc, key, sha256, path_out, cap);
+		if (rc > 0) {
+			c->last_tier = t;
+			return 0;
+		}
+		if (rc < 0 && !first[0])
+			snprintf(first, sizeof first, "%s", last_error);
+	}
+	if (first[0])
+		return fail("%s", first);
+	return fail("fetch %s: HTTP 404 (not_found): no artifact with this key at %s%s", key, c->tier[0],
+		    c->ntier > 1 ? " or any later tier" : "");
 }
 
 /* ---- targets ---- */

@@ -11,8 +11,11 @@
 #include <unistd.h>
 
 /* One setting: its flag, its environment variable, how to read it.  A K_BOOL
- * flag takes no value (--allow-root), or =1/=0; its variable 1 or 0. */
-enum kind { K_STR, K_INT, K_SIZE, K_BOOL };
+ * flag takes no value (--allow-root), or =1/=0; its variable 1 or 0.  A
+ * K_LIST flag is repeatable: its values (and its variable's, separated by
+ * spaces or commas) make a space-separated list; the flags replace the
+ * variable's. */
+enum kind { K_STR, K_INT, K_SIZE, K_BOOL, K_LIST };
 
 typedef struct setting {
 	const char *flag, *env, *help;
@@ -71,6 +74,22 @@ static const setting settings[] = {
 	{"--sign-key", "COILD_SIGN_KEY",
 	 "secret key file (coil keygen; mode 0600): sign every artifact built with it (default: unsigned)", K_STR,
 	 OFF(sign_key), 0, 0},
+	{"--upstream", "COILD_UPSTREAM",
+	 "URL of a tier above (a coild, a farm's nginx, an HTTP cache of one), asked for an artifact on a miss "
+	 "before compiling it or answering 404; repeatable, asked in order",
+	 K_LIST, OFF(upstream), 0, 0},
+	{"--peer", "COILD_PEERS",
+	 "URL of another node of this farm, asked for an artifact on a miss that came from a client (not from "
+	 "another coild); repeatable",
+	 K_LIST, OFF(peers), 0, 0},
+	{"--trusted-key", "COILD_TRUSTED_KEYS",
+	 "NAME:BASE64 public key: an upstream's artifacts must carry a signature by one of these (repeatable)",
+	 K_LIST, OFF(trusted_keys), 0, 0},
+	{"--trusted-keys-file", "COILD_TRUSTED_KEYS_FILE", "a file of trusted public keys, one per line", K_STR,
+	 OFF(trusted_keys_file), 0, 0},
+	{"--node-id", "COILD_NODE_ID",
+	 "this server's name in X-Coil-Node and X-Coil-Via, 1-32 of [A-Za-z0-9._-] (default: a random one)", K_STR,
+	 OFF(node_id), 0, 0},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
@@ -121,6 +140,25 @@ static int set(coild_config *cfg, const setting *st, const char *val, const char
 			return coil_err_input(err, "%s: '%s' is not a size (bytes, or a number with k, M, G or T)", from,
 					 val);
 		return 0;
+	case K_LIST: {
+		size_t have = strlen(p);
+		for (const char *v = val;;) {
+			v += strspn(v, " ,\t");
+			size_t n = strcspn(v, " ,\t");
+			if (!n)
+				break;
+			if (have + n + 2 > CONFIG_LIST_MAX)
+				return coil_err_input(err, "%s: more than %d bytes of values", from, CONFIG_LIST_MAX);
+			if (have)
+				p[have++] = ' ';
+			memcpy(p + have, v, n);
+			p[have += n] = 0;
+			v += n;
+		}
+		if (!have)
+			return coil_err_input(err, "%s: empty value", from);
+		return 0;
+	}
 	case K_BOOL:
 		if (strcmp(val, "1") && strcmp(val, "0"))
 			return coil_err_input(err, "%s: '%s' is not 1 or 0", from, val);
@@ -162,6 +200,7 @@ int config_load(coild_config *cfg, int argc, char **argv, coil_err *err)
 		if (v && *v && set(cfg, &settings[i], v, settings[i].env, err) != 0)
 			return -1;
 	}
+	uint64_t flagged = 0; /* K_LIST settings a flag has set */
 	for (int a = 1; a < argc; a++) {
 		const char *arg = argv[a];
 		if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
@@ -186,8 +225,26 @@ int config_load(coild_config *cfg, int argc, char **argv, coil_err *err)
 				return coil_err_input(err, "option %s needs a value", arg);
 			val = argv[++a];
 		}
+		/* the first flag of a list replaces its variable's values */
+		if (st->kind == K_LIST && !(flagged & (1ull << (st - settings)))) {
+			flagged |= 1ull << (st - settings);
+			((char *)cfg + st->off)[0] = 0;
+		}
 		if (set(cfg, st, val, st->flag, err) != 0)
 			return -1;
+	}
+	for (int l = 0; l < 2; l++)
+		for (const char *u = l ? cfg->peers : cfg->upstream; *u;) {
+			size_t n = strcspn(u, " ");
+			if (strncmp(u, "http://", 7) && strncmp(u, "https://", 8))
+				return coil_err_input(err, "%s: '%.*s' is not an http:// or https:// URL",
+						      l ? "--peer" : "--upstream", (int)(n > 200 ? 200 : n), u);
+			u += n + (u[n] == ' ');
+		}
+	if (cfg->node_id) {
+		size_t n = strlen(cfg->node_id);
+		if (n < 1 || n > 32 || strspn(cfg->node_id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != n)
+			return coil_err_input(err, "--node-id: '%.40s' is not 1-32 of [A-Za-z0-9._-]", cfg->node_id);
 	}
 	if (cfg->max_body < 64)
 		return coil_err_input(err, "--max-body %llu is too small", (unsigned long long)cfg->max_body);

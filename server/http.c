@@ -96,6 +96,7 @@ enum MHD_Result reply(request *r, unsigned status, struct MHD_Response *resp, ui
 		return MHD_NO;
 	if (atomic_load(&r->s->stopping) || r->close)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+	MHD_add_response_header(resp, "X-Coil-Node", r->s->node_id);
 	r->status = status;
 	r->bytes = strcmp(r->method, "HEAD") ? body_bytes : 0;
 	conns_phase(&r->s->conns, r->conn, CONN_BUSY);
@@ -105,6 +106,12 @@ enum MHD_Result reply(request *r, unsigned status, struct MHD_Response *resp, ui
 }
 
 enum MHD_Result reply_json(request *r, unsigned status, json_t *obj)
+{
+	return reply_json_with(r, status, obj, NULL);
+}
+
+enum MHD_Result reply_json_with(request *r, unsigned status, json_t *obj,
+				void (*decorate)(request *r, struct MHD_Response *resp))
 {
 	char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
 	json_decref(obj);
@@ -124,6 +131,8 @@ enum MHD_Result reply_json(request *r, unsigned status, json_t *obj)
 		return MHD_NO;
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	if (decorate)
+		decorate(r, resp);
 	return reply(r, status, resp, n);
 }
 
@@ -599,6 +608,32 @@ static void resolve_native(coild *s)
 	snprintf(s->native_target, sizeof s->native_target, "%s", t ? t->name : "generic");
 }
 
+/* This node's name (--node-id, else 16 random hex digits), and the upstream
+ * trust checked once, so that a bad key fails the start, not a miss. */
+static int node_name(coild *s, coil_err *err)
+{
+	if (s->cfg.node_id) {
+		snprintf(s->node_id, sizeof s->node_id, "%s", s->cfg.node_id);
+	} else {
+		unsigned char r[8];
+		FILE *f = fopen("/dev/urandom", "rb");
+		int ok = f && fread(r, 1, sizeof r, f) == sizeof r;
+		if (f)
+			fclose(f);
+		if (!ok)
+			return coil_errc(err, COIL_E_IO, "/dev/urandom: cannot read a node id");
+		for (int i = 0; i < 8; i++)
+			snprintf(s->node_id + 2 * i, 3, "%02x", r[i]);
+	}
+	if (s->cfg.trusted_keys[0] || s->cfg.trusted_keys_file) {
+		coil_trust *t = NULL;
+		if (trust_resolve(s->cfg.trusted_keys[0] ? s->cfg.trusted_keys : NULL, s->cfg.trusted_keys_file, &t, err))
+			return -1;
+		trust_free(t);
+	}
+	return 0;
+}
+
 int server_start(coild *s, const coild_config *cfg, coil_err *err)
 {
 	memset(s, 0, sizeof *s);
@@ -619,6 +654,8 @@ int server_start(coild *s, const coild_config *cfg, coil_err *err)
 		goto fail;
 	cache_put(s, c);
 	resolve_native(s);
+	if (node_name(s, err) != 0)
+		goto fail;
 	if (jobs_start(&s->jobs, s, err) != 0)
 		goto fail;
 	if (listen_on(cfg->listen, &s->listen_fd, &s->port, err) != 0)

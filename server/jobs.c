@@ -406,6 +406,10 @@ static void *worker(void *arg)
 		compile_result res;
 		coil_err err = {0};
 		memset(&res, 0, sizeof res);
+		/* A miss asks the tiers above first (it then runs as a hit);
+		 * the compile itself is never passed on. */
+		if (!q->test_fail_oom)
+			upstream_fill(q->s, plan->key, NULL);
 		int rc = q->test_fail_oom ? coil_err_oom(&err) : compile_plan_run(c, plan, &res, &err);
 		/* A failure for want of something, on a full disk: the disk. */
 		int64_t room;

@@ -53,6 +53,12 @@ int main(int argc, char **argv)
 		cfg.listen, s->port, cfg.cache_dir ? cfg.cache_dir : "(default)", cfg.workers, cfg.queue, cfg.threads,
 		s->auth.n ? ", tokens required" : "", s->signer ? ", signing with key " : "",
 		s->signer ? sign_key_name(s->signer) : "");
+	fprintf(stderr, "coild: node %s%s%s%s%s%s\n", s->node_id, cfg.peers[0] ? ", peers " : "", cfg.peers,
+		cfg.upstream[0] ? ", upstream " : "", cfg.upstream,
+		(cfg.upstream[0] || cfg.peers[0]) && !cfg.trusted_keys[0] && !cfg.trusted_keys_file &&
+				!getenv("COIL_TRUSTED_KEYS") && !getenv("COIL_TRUSTED_KEYS_FILE")
+			? " (no trusted keys: fetched artifacts are checked by SHA-256 only)"
+			: "");
 
 	int sig = 0;
 	for (;;) {

@@ -130,6 +130,14 @@ char *metrics_render(coild *s)
 		atomic_load(&m->rejected));
 	counter(&b, "coild_bytes_served_total", "Artifact bytes sent in 200 responses.",
 		atomic_load(&m->bytes_served));
+	bprintf(&b, "# HELP coild_upstream_total Misses asked of the --upstream tiers, by outcome: filled (a"
+		    " verified copy stored), miss (no tier had it), error (unreachable, refused, a bad copy).\n"
+		    "# TYPE coild_upstream_total counter\n"
+		    "coild_upstream_total{outcome=\"filled\"} %llu\n"
+		    "coild_upstream_total{outcome=\"miss\"} %llu\n"
+		    "coild_upstream_total{outcome=\"error\"} %llu\n",
+		(unsigned long long)atomic_load(&m->upstream_fills), (unsigned long long)atomic_load(&m->upstream_misses),
+		(unsigned long long)atomic_load(&m->upstream_errors));
 	bprintf(&b, "# HELP coild_connections_closed_total Connections closed for want of headers within"
 		    " --header-timeout, or of a body at --min-body-rate.\n"
 		    "# TYPE coild_connections_closed_total counter\n"

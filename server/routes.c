@@ -230,6 +230,12 @@ static int lookup(request *r, char **meta, char sha[65], uint64_t *size, char *s
 		return -1;
 	}
 	int rc = cache_get_meta(c, r->param, meta, sha, size, &err);
+	/* a fetch that misses asks the tiers above (a delete does not) */
+	if (rc == 0 && r->route != ROUTE_ARTIFACT_DELETE &&
+	    upstream_fill(r->s, r->param, MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-Coil-Via"))) {
+		snprintf(r->note, sizeof r->note, "key=%s upstream=1", r->param);
+		rc = cache_get_meta(c, r->param, meta, sha, size, &err);
+	}
 	if (rc == 1 && cache_entry_paths(c, r->param, so, graph, CACHE_PATH_MAX, &err) != 0)
 		rc = -1;
 	cache_put(r->s, c);
@@ -262,6 +268,16 @@ static struct MHD_Response *file_response(request *r, const char *path, uint64_t
 		*ret = MHD_NO;
 	}
 	return resp;
+}
+
+/* An artifact, its metadata and its graph never change under their key (a
+ * key names one graph, target, build and options; a deleted entry rebuilt
+ * is the same), so HTTP caches may keep them: shared caches (nginx's
+ * proxy_cache) only when no token guards them. */
+static void immutable(request *r, struct MHD_Response *resp)
+{
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL,
+				r->s->auth.n ? "private, max-age=31536000, immutable" : "public, max-age=31536000, immutable");
 }
 
 /* The "signature" of stored metadata into sig ("" if none). */
@@ -304,7 +320,7 @@ enum MHD_Result route_artifact(request *r, int head)
 		return ret;
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+	immutable(r, resp);
 	if (sig[0])
 		MHD_add_response_header(resp, "X-Coil-Signature", sig);
 	if (!head)
@@ -334,7 +350,7 @@ enum MHD_Result route_artifact_meta(request *r)
 	json_object_set_new(o, "url", json_string(url));
 	snprintf(url, sizeof url, "/v1/artifacts/%s/graph", r->param);
 	json_object_set_new(o, "graph_url", json_string(url));
-	return reply_json(r, 200, o);
+	return reply_json_with(r, 200, o, immutable);
 }
 
 enum MHD_Result route_artifact_graph(request *r)
@@ -358,6 +374,7 @@ enum MHD_Result route_artifact_graph(request *r)
 	if (!resp)
 		return ret;
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	immutable(r, resp);
 	return reply(r, 200, resp, (uint64_t)st.st_size);
 }
 

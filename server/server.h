@@ -14,6 +14,7 @@
  *              name and its HTTP status
  *   metrics.c  counters and the Prometheus text of /metrics
  *   auth.c     bearer tokens and their roles
+ *   upstream.c the tiers above (--upstream): a miss asks them first
  *   parse.c    routing, patterns, headers, query and body of a compile
  *              request: pure functions of strings (fuzzed by
  *              tests/fuzz/fuzz_http.c)
@@ -39,6 +40,7 @@
 #include "common/error.h"
 
 /* ---- config.c ---- */
+#define CONFIG_LIST_MAX 4096 /* bytes of a repeatable setting's values */
 typedef struct coild_config {
 	const char *listen;      /* ADDR:PORT; port 0 picks a free one */
 	const char *cache_dir;   /* NULL: cache_open's default */
@@ -61,6 +63,12 @@ typedef struct coild_config {
 	int grace_s;             /* SIGTERM: how long running compiles may take to finish */
 	int allow_root;          /* run even with uid 0 */
 	const char *sign_key;    /* secret key file: sign every artifact built (cache/sign.h) */
+	/* The fleet (docs/fleet.md) */
+	char upstream[CONFIG_LIST_MAX];     /* --upstream URLs, space-separated, in order */
+	char peers[CONFIG_LIST_MAX];        /* --peer URLs: the other nodes of this farm */
+	char trusted_keys[CONFIG_LIST_MAX]; /* --trusted-key NAME:BASE64, space-separated */
+	const char *trusted_keys_file;      /* a file of them */
+	const char *node_id;                /* X-Coil-Node, X-Coil-Via; NULL: a random one */
 } coild_config;
 
 /* Fill cfg from defaults, then COILD_* environment variables, then argv.
@@ -146,6 +154,9 @@ typedef struct coild_metrics {
 	_Atomic uint64_t joins;            /* requests that joined an identical job in flight */
 	_Atomic uint64_t rejected;         /* compile requests refused: queue full (503), tenant's share (429) */
 	_Atomic uint64_t bytes_served;     /* artifact bytes in 200 responses */
+	_Atomic uint64_t upstream_fills;   /* misses an upstream tier filled */
+	_Atomic uint64_t upstream_misses;  /* misses no upstream tier had */
+	_Atomic uint64_t upstream_errors;  /* asks that failed: unreachable, refused, a bad copy */
 } coild_metrics;
 
 void metrics_request(coild_metrics *m, enum route r, unsigned status);
@@ -271,6 +282,7 @@ struct coild {
 	_Atomic int receiving;     /* of those, the ones whose body is still arriving */
 	int64_t started_ms;
 	char native_target[256];   /* what "native" resolves to here */
+	char node_id[40];          /* cfg.node_id, or a random one */
 	coil_signer *signer;       /* cfg.sign_key loaded, or NULL */
 	pthread_mutex_t pool_mu;   /* the handlers' cache handles */
 	coil_cache **pool;
@@ -321,6 +333,9 @@ typedef struct request {
 void request_client(request *r, char *buf, size_t cap);
 /* Queue a JSON response (takes obj's reference); returns MHD_YES/MHD_NO. */
 enum MHD_Result reply_json(request *r, unsigned status, json_t *obj);
+/* The same, with decorate adding headers to the response before it goes. */
+enum MHD_Result reply_json_with(request *r, unsigned status, json_t *obj,
+				void (*decorate)(request *r, struct MHD_Response *resp));
 /* The body of every error: {"error": msg, "code": err_name(code), "node":
  * node} ("node" only when node is set); NULL when out of memory. */
 json_t *error_json(int code, const char *node, const char *msg);
@@ -422,6 +437,19 @@ void compile_request_free(compile_request *cr);
 #define DECISION_MAX_INDEX 64
 #define DECISION_NAME_MAX 32
 int decision_merge(const char *stored, size_t slen, const char *body, size_t blen, char **out, coil_err *err);
+
+/* ---- upstream.c ---- */
+#define UPSTREAM_MAX_HOPS 8
+#define UPSTREAM_TIMEOUT_MS 120000L
+#define UPSTREAM_CONNECT_TIMEOUT_MS 2000L
+/* On a miss: ask the --peer nodes, then the --upstream tiers, in order,
+ * for key's artifact, and store the first verified copy in this server's
+ * cache.  via is the request's X-Coil-Via (NULL: none).  Peers are asked
+ * only for a request no coild has passed on (no via): one hop across a
+ * farm.  Upstreams are asked unless the request has passed this node
+ * already, or UPSTREAM_MAX_HOPS nodes.  1 when the cache now has it, 0 when
+ * nothing asked had it or every ask failed (logged). */
+int upstream_fill(coild *s, const char *key, const char *via);
 
 /* ---- routes.c ---- */
 enum MHD_Result route_compile(request *r);

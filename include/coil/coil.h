@@ -47,11 +47,19 @@ typedef struct coil_client_opts {
 	 * signatures are not checked. */
 	const char *trusted_keys;
 	const char *trusted_keys_file;
+	/* CA certificates (PEM) for https:// servers, e.g. a farm's nginx with a
+	 * private CA; NULL: $COIL_CA_FILE, else the system's. */
+	const char *ca_file;
 } coil_client_opts;
 
 /* A client of the coild at url ("http://127.0.0.1:8470"); token is a bearer
  * token or NULL; opts may be NULL.  Strings are copied.  Free with
- * coil_client_destroy(). */
+ * coil_client_destroy().  url may be a tier list, "URL URL ..." (spaces or
+ * commas, at most 8), nearest first: coil_fetch asks each tier in order (one
+ * that lacks the artifact or fails is passed over), coil_compile asks every
+ * tier but the last for the key this client makes of the graph with its own
+ * build identity, and compiles on the last.  Every compile sends that key as
+ * X-Coil-Key, so that a farm's proxy routes it to the key's owner. */
 int coil_client_create(const char *url, const char *token, const coil_client_opts *opts, coil_client **out);
 void coil_client_destroy(coil_client *c); /* accepts NULL */
 
