@@ -720,6 +720,21 @@ static int cmd_prefetch(opts *o)
 	return bad ? 1 : 0;
 }
 
+/* coil key GRAPH.json: the cache key this build makes of the graph, target
+ * and options: what a compile sends as X-Coil-Key, what `coil cache ls`
+ * lists and a prefetch manifest may name. */
+static int cmd_key(opts *o)
+{
+	if (o->npos != 1)
+		return usage_err("usage: coil key GRAPH.json [--target T] [--opt N] [--precision P]");
+	loaded l;
+	if (plan_file(o, o->pos[0], &l))
+		return 1;
+	printf("%s\n", l.plan->key);
+	loaded_free(&l);
+	return 0;
+}
+
 static int cmd_compile(opts *o)
 {
 	if (o->npos != 1)
@@ -1210,6 +1225,9 @@ static const struct command {
 } commands[] = {
 	{"validate", cmd_validate, "validate GRAPH.json            check a graph; print a summary or the first error"},
 	{"hash", cmd_hash, "hash [--canonical] GRAPH.json  print the canonical graph hash (or the canonical form)"},
+	{"key", cmd_key, "key GRAPH.json [--target T] [--opt N] [--precision P]\n"
+			 "                                the cache key of the graph for this build (what a compile\n"
+			 "                                sends as X-Coil-Key for a farm's nginx to route by)"},
 	{"info", cmd_info, "info GRAPH.json | info --ops   describe a graph, or list every supported op as JSON lines"},
 	{"eval", cmd_eval, "eval GRAPH.json -w W -i I -o O run the reference interpreter (safetensors in and out)"},
 	{"compile", cmd_compile, "compile GRAPH.json [--target T] [--opt N] [-o m.so] [--dump-after PASS] [--emit-c F|DIR]\n"

@@ -120,7 +120,7 @@ class Nginx:
     """nginx in front of coilds: deploy/nginx's maps and locations, consistent hashing on the
     cache key over `ports`, a proxy_cache, and optionally TLS (cert, key) on a second port."""
 
-    def __init__(self, tmp, ports, tls=None, fail_timeout=5):
+    def __init__(self, tmp, ports, tls=None, fail_timeout=5, weight=8):
         if not NGINX:
             raise RuntimeError("nginx is not installed (deploy/install-deps.sh installs it)")
         self.dir = os.path.join(tmp, "nginx")
@@ -130,8 +130,9 @@ class Nginx:
         self.url = "http://127.0.0.1:%d" % self.port
         self.tls_port = free_port() if tls else None
         d = self.dir
-        servers = "".join("\t\tserver 127.0.0.1:%d max_fails=1 fail_timeout=%ds;\n" % (p, fail_timeout)
-                          for p in ports)
+        # weight w: 160 w points per node on nginx's ring (an even split, within a few %)
+        servers = "".join("\t\tserver 127.0.0.1:%d weight=%d max_fails=1 fail_timeout=%ds;\n"
+                          % (p, weight, fail_timeout) for p in ports)
         tls_server = ""
         if tls:
             tls_server = ("\tserver {\n\t\tlisten 127.0.0.1:%d ssl;\n\t\tssl_certificate %s;\n"

@@ -245,6 +245,21 @@ def run(t, tmp, procs):
          "only the dead node's %d keys were compiled again (or found on a peer) elsewhere" % len(dead_keys),
          (before, after, fills, owner_of))
 
+    # the deployed site file itself: nginx -t with its paths pointed here
+    if ngx.tls_port:
+        site = open(os.path.join(ROOT, "deploy", "nginx", "coil-farm.conf")).read()
+        site = (site.replace("/etc/nginx/coil/", os.path.join(ROOT, "deploy", "nginx") + "/")
+                .replace("/etc/ssl/coil/fullchain.pem", cert).replace("/etc/ssl/coil/privkey.pem", key)
+                .replace("/var/cache/nginx/coil", os.path.join(tmp, "site-cache")))
+        open(os.path.join(tmp, "site.conf"), "w").write(site)
+        d = os.path.join(tmp, "site")
+        os.makedirs(d)
+        open(os.path.join(d, "nginx.conf"), "w").write(
+            "pid %s/pid;\nerror_log %s/error.log;\nevents {}\nhttp {\n\tclient_body_temp_path %s;\n"
+            "\tproxy_temp_path %s;\n\tinclude %s/site.conf;\n}\n" % (d, d, d, d, tmp))
+        r = subprocess.run([NGINX, "-t", "-c", os.path.join(d, "nginx.conf"), "-p", d], capture_output=True, text=True)
+        t.ok(r.returncode == 0, "deploy/nginx/coil-farm.conf passes nginx -t", r.stderr)
+
     # make install
     dest = os.path.join(tmp, "dest")
     r = subprocess.run(["make", "-s", "install", "DESTDIR=" + dest, "PREFIX=/usr/local", "B=" + os.path.dirname(COIL)],

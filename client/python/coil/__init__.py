@@ -602,8 +602,9 @@ def compile(module, example_inputs=None, server=None, target="native", threads=N
         fallback="eager" the module runs eagerly for inputs no artifact takes (warned once).
     persist: remember (in the cache dir) which dims went symbolic for this module, so that a
         later process compiles the symbolic artifact at once.
-    server: URL of a coild (None: compile in-process through the local cache, or on
-        $COIL_SERVER when that is set). target: a coil target name or "native".
+    server: URL of a coild, or a tier list "URL URL ..." nearest first (docs/fleet.md)
+        (None: compile in-process through the local cache, or on $COIL_SERVER when that is
+        set). target: a coil target name or "native".
     threads: OpenMP threads per call (None: OpenMP's default).
     cache_dir: local artifact cache ($COIL_CACHE_DIR otherwise).
     workdir: keep graph.json there (and weights.safetensors with save_weights=True);
