@@ -82,11 +82,11 @@ def run(t, tmp, procs):
              for i in range(3)]
     procs.extend(nodes)
     # TLS in nginx: a self-signed certificate for 127.0.0.1
-    cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
-    tls = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+    cert, tls_key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+    tls = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", tls_key, "-out", cert,
                           "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
                          capture_output=True, text=True)
-    ngx = Nginx(tmp, [n.port for n in nodes], tls=(cert, key) if tls.returncode == 0 else None)
+    ngx = Nginx(tmp, [n.port for n in nodes], tls=(cert, tls_key) if tls.returncode == 0 else None)
     procs.append(ngx)
     graphs = [variant(os.path.join(tmp, "g%d.json" % k), k) for k in range(13)]
 
@@ -249,7 +249,7 @@ def run(t, tmp, procs):
     if ngx.tls_port:
         site = open(os.path.join(ROOT, "deploy", "nginx", "coil-farm.conf")).read()
         site = (site.replace("/etc/nginx/coil/", os.path.join(ROOT, "deploy", "nginx") + "/")
-                .replace("/etc/ssl/coil/fullchain.pem", cert).replace("/etc/ssl/coil/privkey.pem", key)
+                .replace("/etc/ssl/coil/fullchain.pem", cert).replace("/etc/ssl/coil/privkey.pem", tls_key)
                 .replace("/var/cache/nginx/coil", os.path.join(tmp, "site-cache")))
         open(os.path.join(tmp, "site.conf"), "w").write(site)
         d = os.path.join(tmp, "site")
