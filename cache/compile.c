@@ -2,6 +2,7 @@
 #include "cache/compile.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -225,6 +226,46 @@ int compile_plan_inspect(compile_plan *p, const char *dump_after, FILE *dump_fil
 	return rc;
 }
 
+/* The oneDNN runtime's object (dnnl_rt.c compiled) depends on nothing of the
+ * graph: one per compiler, coil codegen (which digests the runtime's
+ * source), target and optimisation level, kept in the cache's rt/ directory
+ * and linked into every artifact built with the same.  Its path into path;
+ * 1 when it is there, 0 when not, -1 when it cannot be had. */
+static int rt_object(coil_cache *c, const compile_plan *p, char *path, size_t cap)
+{
+	coil_err e = {0};
+	const coil_target *t = target_get(p->target, &e);
+	char material[1024], hex[65];
+	snprintf(material, sizeof material, "dnnl_rt\ncompiler=%s\ncodegen=%s\ntarget=%s\nflags=%s\nopt=%d\n",
+		 compile_compiler_identity(), CODEGEN_KEY_VERSION, p->target, t ? t->flags : "", p->opt_level);
+	if (!t || cache_sha256_bytes(material, strlen(material), hex, &e) != 0 ||
+	    snprintf(path, cap, "%s/rt", cache_dir(c)) >= (int)cap)
+		return -1;
+	if (mkdir(path, 0755) != 0 && errno != EEXIST)
+		return -1;
+	if (snprintf(path, cap, "%s/rt/%s.o", cache_dir(c), hex) >= (int)cap)
+		return -1;
+	return access(path, R_OK) == 0;
+}
+
+/* The runtime's object built for the cache, before the first compile that
+ * needs it: from coil's own source only (no request reaches it), so outside
+ * the sandbox, under build.c's own confinement; 0 when it is at path. */
+static int rt_build(coil_cache *c, const compile_plan *p, const codegen_opts *co, const char *path)
+{
+	coil_err e = {0};
+	const coil_target *t = target_get(p->target, &e);
+	char tmp[CACHE_PATH_MAX], o[CACHE_PATH_MAX + 16];
+	int fd = -1, rc = -1;
+	if (!t || cache_tmpdir_create(c, tmp, sizeof tmp, &fd, &e) != 0)
+		return -1;
+	snprintf(o, sizeof o, "%s/dnnl_rt.o", tmp);
+	if (build_rt_object(co->cc, co->opt, t->flags, co->werror, p->timeout_s, o, &e) == 0)
+		rc = rename(o, path); /* atomic: a reader sees all of it or none */
+	cache_tmpdir_remove(tmp, fd);
+	return rc;
+}
+
 int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *r, coil_err *err)
 {
 	memset(r, 0, sizeof *r);
@@ -259,10 +300,25 @@ int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *r, coil_err
 		goto out;
 	snprintf(so, sizeof so, "%s/model.so", tmpdir);
 	codegen_opts co = plan_codegen_opts(p);
+	/* the runtime's object: linked in from the cache, made there first when
+	 * it is not (a failure to make it only costs this build its own) */
+	double t0 = clock_ms();
+	char rt[CACHE_PATH_MAX + 80];
+	int have_rt = rt_object(c, p, rt, sizeof rt);
+	if (have_rt == 1 || (have_rt == 0 && rt_build(c, p, &co, rt) == 0))
+		co.rt_in = rt;
 	codegen_result cr;
 	memset(&cr, 0, sizeof cr);
-	double t0 = clock_ms();
-	if (sandbox_compile(p->g, &co, &p->limits, so, &cr, NULL, err)) {
+	int built = sandbox_compile(p->g, &co, &p->limits, so, &cr, NULL, err);
+	if (built != 0 && co.rt_in && err->code == COIL_E_COMPILER) {
+		/* a runtime object the linker refuses (truncated, damaged): dropped,
+		 * and this build makes its own */
+		unlink(co.rt_in);
+		co.rt_in = NULL;
+		memset(err, 0, sizeof *err);
+		built = sandbox_compile(p->g, &co, &p->limits, so, &cr, NULL, err);
+	}
+	if (built != 0) {
 		/* A build that failed on a full disk (the compiler could not
 		 * write its output): make room by evicting, try once more. */
 		int64_t room = cache_free_bytes(c);

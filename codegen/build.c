@@ -340,8 +340,27 @@ static int plain_name(const char *s)
 	return 1;
 }
 
+
+int build_copy_file(const char *from, const char *to)
+{
+	int in = open(from, O_RDONLY | O_CLOEXEC), out = -1, bad = in < 0;
+	if (!bad)
+		bad = (out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0;
+	char buf[65536];
+	ssize_t n = 0;
+	while (!bad && (n = read(in, buf, sizeof buf)) > 0)
+		bad = write(out, buf, (size_t)n) != n;
+	bad |= n < 0;
+	if (in >= 0)
+		close(in);
+	if (out >= 0 && close(out) != 0)
+		bad = 1;
+	return bad ? -1 : 0;
+}
+
 int build_files(const codegen_src *src, const char *cc, const char *opt, const char *tflags, int werror,
-		int timeout_s, int jobs, const char *out_so, double *secs, coil_err *err)
+		int timeout_s, int jobs, const char *rt_in, const char *rt_out, const char *out_so, double *secs,
+		coil_err *err)
 {
 	char dir[PATH_MAX], tmp_so[PATH_MAX + 16], tf[256];
 	char exe[PATH_MAX], env_tmp[PATH_MAX + 16], env_home[PATH_MAX + 16];
@@ -349,7 +368,9 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 	*secs = 0;
 	if (!out_so || !*out_so)
 		return coil_errf(err, "build: no output path");
-	if (!src || src->n < 1 || src->n > CODEGEN_MAX_FILES)
+	/* no files but the runtime: its object alone, into rt_out */
+	int rt_only = src && src->n == 0 && src->rt_unit && rt_out;
+	if (!src || (src->n < 1 && !rt_only) || src->n > CODEGEN_MAX_FILES)
 		return coil_errf(err, "build: no source");
 	for (int i = 0; i < src->n; i++)
 		if (!plain_name(src->name[i]) || !src->text[i] || !strcmp(src->name[i], "dnnl_rt.c") ||
@@ -389,8 +410,16 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 		build_rm_tree(dir);
 		return coil_err_oom(err);
 	}
+	/* the runtime built before for these flags: linked as it is */
+	int rt_given = src->rt_unit && rt_in && !rt_only;
+	if (rt_given) {
+		char p[PATH_MAX + 16];
+		snprintf(p, sizeof p, "%s/dnnl_rt.o", dir);
+		if (build_copy_file(rt_in, p) != 0)
+			rt_given = 0;
+	}
 	for (int i = 0; i <= src->n; i++) {
-		const char *u = i < src->n ? src->name[i] : src->rt_unit ? "dnnl_rt.c" : NULL;
+		const char *u = i < src->n ? src->name[i] : src->rt_unit && !rt_given ? "dnnl_rt.c" : NULL;
 		size_t len = u ? strlen(u) : 0;
 		if (!u || len < 3 || strcmp(u + len - 2, ".c"))
 			continue;
@@ -417,7 +446,8 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 		j->argv[n++] = j->light && !(opt && !strcmp(opt, "-O0")) ? "-O1" : opt ? opt : "-O3";
 		j->argv[n++] = "-std=c11";
 		j->argv[n++] = "-fPIC";
-		j->argv[n++] = nu == 1 ? "-shared" : "-c";
+		int whole = nu == 1 && !rt_given && !rt_only; /* compiled and linked in one run */
+		j->argv[n++] = whole ? "-shared" : "-c";
 		j->argv[n++] = "-fopenmp";
 		j->argv[n++] = "-fno-math-errno";
 		j->argv[n++] = "-fvisibility=hidden";
@@ -434,16 +464,16 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 		snprintf(j->obj, sizeof j->obj, "%.*s.o", (int)strlen(j->unit) - 2, j->unit);
 		snprintf(j->log_path, sizeof j->log_path, "%s/%s.log", dir, j->unit);
 		j->argv[n++] = "-o";
-		j->argv[n++] = nu == 1 ? "model.so" : j->obj;
+		j->argv[n++] = whole ? "model.so" : j->obj;
 		j->argv[n++] = j->unit;
-		if (nu == 1) {
+		if (whole) {
 			j->argv[n++] = "-lm";
 			j->argv[n++] = "-Wl,--as-needed"; /* libdnnl only where the rt is used */
 			j->argv[n++] = "-ldnnl";
 		}
 		j->argv[n] = NULL;
 	}
-	if (nu > 1) {
+	if ((nu > 1 || rt_given) && !rt_only) {
 		/* the link: cc opt -shared -fopenmp -fPIC -o model.so *.o -lm -Wl,--as-needed -ldnnl */
 		L = &J[nu];
 		int n = 0;
@@ -456,6 +486,8 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 		L->argv[n++] = "model.so";
 		for (int u = 0; u < nu; u++)
 			L->argv[n++] = J[u].obj;
+		if (rt_given)
+			L->argv[n++] = "dnnl_rt.o";
 		L->argv[n++] = "-lm";
 		L->argv[n++] = "-Wl,--as-needed";
 		L->argv[n++] = "-ldnnl";
@@ -469,16 +501,30 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 	double t0 = clock_s();
 	int rc = run_jobs(J, nu, L, par, name, exe, envp, dir, limit_s, t0, err);
 	*secs = clock_s() - t0;
-	if (!rc && rename(tmp_so, out_so) != 0)
+	if (!rc && rt_only) {
+		char p[PATH_MAX + 16];
+		snprintf(p, sizeof p, "%s/dnnl_rt.o", dir);
+		if (rename(p, rt_out) != 0)
+			rc = coil_errc(err, COIL_E_COMPILER, "build: %s made no runtime object (%s)", name, strerror(errno));
+	} else if (!rc && rename(tmp_so, out_so) != 0) {
 		rc = coil_errc(err, COIL_E_COMPILER, "build: %s made no shared object (%s)", name, strerror(errno));
+	}
 	free(J);
 	build_rm_tree(dir);
 	return rc;
+}
+
+int build_rt_object(const char *cc, const char *opt, const char *tflags, int werror, int timeout_s, const char *out_o,
+		    coil_err *err)
+{
+	codegen_src none = {.n = 0, .rt_unit = 1};
+	double secs;
+	return build_files(&none, cc, opt, tflags, werror, timeout_s, 1, NULL, out_o, out_o, &secs, err);
 }
 
 int build_so(const char *src, const char *cc, const char *opt, const char *tflags, int werror, int timeout_s,
 	     const char *out_so, double *secs, coil_err *err)
 {
 	codegen_src one = {.n = 1, .name = {"model.c"}, .text = {(char *)src}};
-	return build_files(&one, cc, opt, tflags, werror, timeout_s, 1, out_so, secs, err);
+	return build_files(&one, cc, opt, tflags, werror, timeout_s, 1, NULL, NULL, out_so, secs, err);
 }

@@ -64,6 +64,11 @@ typedef struct codegen_opts {
 	                          * N > 0 split into up to N (emit.h) */
 	int jobs;                /* compilers at once; 0: the CPUs */
 	size_t max_c_bytes;      /* most bytes of C for one graph; 0: CODEGEN_MAX_C_BYTES */
+	/* The oneDNN runtime's object (dnnl_rt.c compiled) is the same for every
+	 * model built with the same compiler, flags and coil: rt_in, if set, is
+	 * one built before for these (build_rt_object), linked instead of
+	 * compiling dnnl_rt.c again. */
+	const char *rt_in;
 } codegen_opts;
 
 /* Fusion keeps the C linear in the graph (fuse.c): a few KiB a node at most,
@@ -123,12 +128,22 @@ int build_so(const char *src, const char *cc, const char *opt, const char *tflag
 	     const char *out_so, double *secs, coil_err *err);
 /* The same for files: one unit is compiled and linked in one run of cc;
  * several are compiled to objects, up to jobs at once (0: one per CPU this
- * thread may run on, at most BUILD_MAX_JOBS), then linked.  The timeout is
+ * thread may run on, at most BUILD_MAX_JOBS), then linked (with rt_in, the
+ * runtime's object built before, instead of compiling dnnl_rt.c; rt_out:
+ * for build_rt_object).  The timeout is
  * the whole build's; the first unit that fails ends it (the others are
  * killed) and names its file.  out_so appears only when all went well. */
 #define BUILD_MAX_JOBS 8
 int build_files(const codegen_src *src, const char *cc, const char *opt, const char *tflags, int werror,
-		int timeout_s, int jobs, const char *out_so, double *secs, coil_err *err);
+		int timeout_s, int jobs, const char *rt_in, const char *rt_out, const char *out_so, double *secs,
+		coil_err *err);
+/* The oneDNN runtime's object alone (what build_files compiles dnnl_rt.c
+ * into, with the same flags: byte for byte the same object) into out_o, for
+ * codegen_opts.rt_in.  Its source is coil's own, never a request's. */
+int build_rt_object(const char *cc, const char *opt, const char *tflags, int werror, int timeout_s, const char *out_o,
+		    coil_err *err);
+/* Copy the file from into to (created 0644); 0 or -1. */
+int build_copy_file(const char *from, const char *to);
 /* CPUs this thread may run on (sched_getaffinity), at least 1. */
 int build_cpus(void);
 /* The directory part of path into buf (cap bytes): "." when it has none,

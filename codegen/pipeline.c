@@ -169,7 +169,8 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 	if (o->keep_c && keep_src(&src, o->keep_c, err))
 		goto out;
 	double secs = 0;
-	if (out_so && build_files(&src, o->cc, o->opt, t->flags, o->werror, o->timeout_s, o->jobs, out_so, &secs, err))
+	if (out_so && build_files(&src, o->cc, o->opt, t->flags, o->werror, o->timeout_s, o->jobs, o->rt_in, NULL, out_so,
+				  &secs, err))
 		goto out;
 	if ((df = dump_to(o, "build"))) {
 		if (out_so)

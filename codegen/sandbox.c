@@ -114,6 +114,7 @@ typedef struct sbx_job {
 	/* codegen_opts, by value ("" for NULL) */
 	char target[64], graph_hash[72], cc[PATH_MAX], opt[16];
 	int werror, units, jobs;
+	int rt_in;             /* codegen_opts.rt_in given: a copy is SANDBOX_RT_IN in the work directory */
 	uint64_t max_c_bytes;
 	uint64_t graph_len;
 } sbx_job;
@@ -390,7 +391,7 @@ static __attribute__((noreturn)) void worker(const sbx_job *j, const char *text,
 	out.type = 'R';
 	codegen_opts o = {.target = or_null(j->target), .graph_hash = or_null(j->graph_hash), .cc = or_null(j->cc),
 			  .opt = or_null(j->opt), .werror = j->werror, .units = j->units, .jobs = j->jobs,
-			  .max_c_bytes = (size_t)j->max_c_bytes};
+			  .max_c_bytes = (size_t)j->max_c_bytes, .rt_in = j->rt_in ? SANDBOX_RT_IN : NULL};
 	o.timeout_s = j->lim.deadline_s + SBX_BUILD_SLACK_S;
 	out.rc = test_hook(&out.err);
 	coil_graph *g = NULL;
@@ -820,6 +821,7 @@ static int job_opts(sbx_job *j, const codegen_opts *o, coil_err *err)
 			return coil_errc(err, COIL_E_LIMIT, "sandbox: the %s is too long (%zu bytes at most)", s[k].what,
 					 s[k].cap - 1);
 	j->werror = o->werror, j->units = o->units, j->jobs = o->jobs;
+	j->rt_in = o->rt_in != NULL;
 	j->max_c_bytes = o->max_c_bytes;
 	return 0;
 }
@@ -848,6 +850,13 @@ int sandbox_compile(coil_graph *g, const codegen_opts *o, const sandbox_limits *
 	int rc = text ? job_opts(&r->job, o, err) : -1;
 	if (rc == 0)
 		rc = make_work(r, out_so, err);
+	/* the runtime's object: a copy the tree may read (and spoil only for
+	 * itself), never the caller's file */
+	if (rc == 0 && r->job.rt_in) {
+		char in[PATH_MAX + 16];
+		snprintf(in, sizeof in, "%s/" SANDBOX_RT_IN, r->job.work);
+		r->job.rt_in = build_copy_file(o->rt_in, in) == 0;
+	}
 	if (rc == 0) {
 		sbx_cg_create(&r->job.cg, &r->job.lim, r->notes, sizeof r->notes);
 		rc = run_tree(r, text, err);

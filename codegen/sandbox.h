@@ -69,6 +69,10 @@ typedef struct sandbox_info {
 	char notes[512]; /* what it could not have and why, "; " between; "" when it had all */
 } sandbox_info;
 
+/* The runtime's object (codegen_opts.rt_in) inside the sandbox: a copy of
+ * o->rt_in under this name in the work directory. */
+#define SANDBOX_RT_IN "rt-in.o"
+
 /* codegen_compile(g, o, out_so, res, err) in the sandbox, under lim (NULL:
  * the defaults).  out_so is required; o->dump_after and o->keep_c are not
  * supported (they write where the sandbox cannot).  0 on success with

@@ -357,7 +357,7 @@ static int build_units(const char *mode, int timeout_s, coil_err *err)
 	snprintf(out, sizeof out, "%s/out.so", dir);
 	unlink(out);
 	double s;
-	return build_files(&UNITS, cc(mode), "-O2", "-march=x86-64", 0, timeout_s, 2, out, &s, err);
+	return build_files(&UNITS, cc(mode), "-O2", "-march=x86-64", 0, timeout_s, 2, NULL, NULL, out, &s, err);
 }
 
 /* Each unit compiles in the sandbox (its own process group, clean
@@ -406,7 +406,7 @@ static void test_units_sandboxed(void **state)
 	char out[PATH_MAX + 16];
 	snprintf(out, sizeof out, "%s/real.so", dir);
 	double secs;
-	if (build_files(&UNITS, NULL, "-O1", NULL, 1, 60, 0, out, &secs, &err))
+	if (build_files(&UNITS, NULL, "-O1", NULL, 1, 60, 0, NULL, NULL, out, &secs, &err))
 		fail_msg("%s", err.msg);
 	void *h = dlopen(out, RTLD_NOW | RTLD_LOCAL);
 	assert_non_null(h);

@@ -222,7 +222,45 @@ def main():
     t.ok(r.returncode != 0 and len(lines) == 1 and "input 'x' dim 1 (seq = 7): guard seq % 2 == 0 fails" in lines[0],
          "a run against a guard: one line naming input, dim and guard", r.stderr)
     subprocess.run(["rm", "-rf", tmp])
+    tmp = tempfile.mkdtemp(prefix="coil-cli-rt-")
+    rt_object_reuse(t, tmp)
+    subprocess.run(["rm", "-rf", tmp])
     t.done()
+
+
+def rt_object_reuse(t, tmp):
+    """The oneDNN runtime's object is built once per compiler, target and options into the
+    cache's rt/, and linked into the next artifacts; a damaged one is dropped, not fatal."""
+    env = dict(os.environ, COIL_CACHE_DIR=os.path.join(tmp, "rtcache"), COIL_CC_UNITS="1")
+    env.pop("COIL_SERVER", None)
+    graphs = []
+    for act in ("aten.gelu", "aten.relu", "aten.sigmoid", "aten.tanh"):
+        g = json.loads(json.dumps(GRAPH))
+        g["nodes"][2]["op"] = act
+        path = os.path.join(tmp, "rt-%s.json" % act)
+        json.dump(g, open(path, "w"))
+        graphs.append(path)
+    rtdir = os.path.join(env["COIL_CACHE_DIR"], "rt")
+
+    def objs():
+        return sorted(os.listdir(rtdir)) if os.path.isdir(rtdir) else []
+    r = coil(["check", graphs[0]], env)
+    first = objs()
+    t.ok(r.returncode == 0 and len(first) == 1 and first[0].endswith(".o"),
+         "the first compile leaves the runtime's object in the cache's rt/", (r.stdout + r.stderr, first))
+    obj = os.path.join(rtdir, first[0]) if first else ""
+    ino = os.stat(obj).st_ino if obj else 0
+    r = coil(["check", graphs[1]], env)
+    t.ok(r.returncode == 0 and objs() == first and os.stat(obj).st_ino == ino,
+         "a second graph links it (matches the interpreter; the object not rebuilt)", r.stdout + r.stderr)
+    if obj:
+        open(obj, "wb").write(b"not an object file")
+    r = coil(["check", graphs[2]], env)
+    t.ok(r.returncode == 0 and "ok" in r.stdout and not os.path.exists(obj),
+         "a damaged runtime object is dropped and the compile builds its own", r.stdout + r.stderr)
+    r = coil(["check", graphs[3]], env)
+    t.ok(r.returncode == 0 and objs() == first and open(obj, "rb").read(4) == b"\x7fELF",
+         "the next compile makes it again", (r.stdout + r.stderr, objs()))
 
 
 main()
