@@ -1068,15 +1068,19 @@ static void embedding_bag(xctx *c)
 			out(c, "\t\t%s *restrict mi = %s + b * D;\n", I, buf(c, mxi));
 		out(c, "\t\tfor (int64_t j = 0; j < Dy; j++)\n\t\t\ty[j] = 0;\n");
 	}
+	/* the rows are random: the one 8 indices ahead is prefetched */
 	out(c, "\t\tfor (int64_t e = lo; e < hi; e++) {\n\t\t\tconst int64_t k = (int64_t)idx[e];\n"
-	       "\t\t\tif (k == %lldLL)\n\t\t\t\tcontinue;\n", (long long)pad);
+	       "\t\t\tif (e + 8 < m)\n\t\t\t\tfor (int64_t q = 0; q < D; q += 64 / (int64_t)sizeof(%s))\n"
+	       "\t\t\t\t\t__builtin_prefetch(wt + (int64_t)idx[e + 8] * D + q);\n"
+	       "\t\t\tif (k == %lldLL)\n\t\t\t\tcontinue;\n", T, (long long)pad);
 	if (outv >= 0 || mxi >= 0) {
 		out(c, "\t\t\tconst %s *restrict r = wt + k * D;\n", T);
 		if (mode == 2)
 			out(c, "\t\t\tfor (int64_t j = 0; j < Dy; j++)\n\t\t\t\tif (!cnt || r[j] > y[j] || r[j] != r[j]) {\n"
 			       "\t\t\t\t\ty[j] = r[j];\n%s\t\t\t\t}\n", mxi >= 0 ? "\t\t\t\t\tmi[j] = k;\n" : "");
 		else
-			out(c, "\t\t\tfor (int64_t j = 0; j < Dy; j++)\n\t\t\t\ty[j] += r[j]%s;\n", has(c, 6) ? " * psw[e]" : "");
+			out(c, "\t\t\t#pragma omp simd\n\t\t\tfor (int64_t j = 0; j < Dy; j++)\n\t\t\t\ty[j] += r[j]%s;\n",
+			    has(c, 6) ? " * psw[e]" : ""); /* vectors: gcc -O2 would not, unsure y and r are apart */
 	}
 	out(c, "\t\t\tcnt++;\n\t\t}\n");
 	if (o2b >= 0 && mode)
