@@ -458,12 +458,38 @@ class _SizeGuards:
                         v = int(t.reshape(-1)[0])
                     self.guards.append((p.proxy.node, v))
                     return v
+            # A value read out of tensors made of the trace's own constants alone (no input,
+            # no parameter reaches them: istft's checks of its window) is the same at every
+            # run: it is computed here, and the branch on it taken as traced.
+            if torch.Tag.data_dependent_output in func.tags:
+                ts = [x for x in torch.utils._pytree.tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
+                ps = [pt.fetch_tensor_proxy(mode.tracer)(x) for x in ts]
+                if ts and all(isinstance(q, pt._ProxyTensor) and _constant_only(q.proxy.node) for q in ps):
+                    with pt.disable_proxy_modes_tracing():
+                        return func(*args, **kwargs)
             return self.orig(mode, func, args, kwargs)
         pt.proxy_call = proxy_call
         return self
 
     def __exit__(self, *exc):
         self.pt.proxy_call = self.orig
+
+
+def _constant_only(node):
+    """Does no placeholder or attribute (an input or a parameter) reach this fx node, nor a
+    random op (torch.rand: another value at every run)?"""
+    seen, todo = set(), [node]
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.op in ("placeholder", "get_attr"):
+            return False
+        if isinstance(n.target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in n.target.tags:
+            return False
+        todo.extend(n.all_input_nodes)
+    return True
 
 
 def _add_guards(gm, guards):

@@ -108,6 +108,34 @@ def main():
             t.ok(isinstance(e, coil.UnsupportedError) and "test_torchaudio.py:" in str(e)
                  and "depends on a tensor's values" in str(e),
                  "a branch on a float value is refused naming the source line: %s" % str(e)[-200:])
+
+        # a value read out of the trace's own constants (istft's window checks) is the same at
+        # every run: read at export, the branch taken; one from a parameter or torch.rand is not
+        class Window(torch.nn.Module):
+            def forward(self, x):
+                w = torch.hann_window(8)
+                return x * w.sum() if float(w.max()) > 0.5 else x
+        cm = coil.compile(Window(), (x,), cache_dir=os.path.join(tmp, "cache"), coil=COIL)
+        t.ok(torch.allclose(cm(x), Window()(x)), "a branch on a value made of constants alone is taken at export")
+
+        class Param(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.p = torch.nn.Parameter(torch.ones(3))
+
+            def forward(self, x):
+                return x * 2 if float(self.p.sum()) > 0 else x
+
+        class Rand(torch.nn.Module):
+            def forward(self, x):
+                return x * 2 if float(torch.rand(1)) > 0.5 else x
+        for m in (Param(), Rand()):
+            try:
+                coil.compile(m, (x,), cache_dir=os.path.join(tmp, "cache"), coil=COIL)
+                t.ok(False, "a branch on %s is refused" % type(m).__name__)
+            except coil.CoilError as e:
+                t.ok(isinstance(e, coil.UnsupportedError) and "depends on a tensor's values" in str(e),
+                     "a branch on a %s's value is refused: %s" % (type(m).__name__, str(e)[-120:]))
     t.done()
 
 
