@@ -11,6 +11,9 @@
 
 #include "coil/coil.h"
 
+/* The most URLs a tier list holds. */
+#define COIL_MAX_TIERS 8
+
 /* Send "X-Coil-Via: via" with every request from now on (a comma-separated
  * list of the coild node ids a fetch has passed through, so that tiers which
  * list each other do not ask in circles). */

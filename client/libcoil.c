@@ -60,10 +60,8 @@ static int fail(const char *fmt, ...)
 
 /* ---- the client ---- */
 
-#define MAX_TIERS 8
-
 struct coil_client {
-	char *tier[MAX_TIERS]; /* server URLs, nearest first, no trailing slash */
+	char *tier[COIL_MAX_TIERS]; /* server URLs, nearest first, no trailing slash */
 	int ntier;
 	int last_tier;       /* the tier the last compile or fetch was answered by */
 	char *via_header;    /* "X-Coil-Via: ..." (coild asking its upstreams), or NULL */
@@ -97,8 +95,8 @@ static int parse_tiers(coil_client *c, const char *list)
 		size_t n = strcspn(p, " ,\t");
 		if (strncmp(p, "http://", 7) && strncmp(p, "https://", 8))
 			return fail("coil_client_create: server URL '%.*s' must start with http:// or https://", (int)(n > 200 ? 200 : n), p);
-		if (c->ntier == MAX_TIERS)
-			return fail("coil_client_create: more than %d server URLs", MAX_TIERS);
+		if (c->ntier == COIL_MAX_TIERS)
+			return fail("coil_client_create: more than %d server URLs", COIL_MAX_TIERS);
 		if (!(c->tier[c->ntier] = strndup(p, n)))
 			return fail("coil_client_create: out of memory");
 		for (char *t = c->tier[c->ntier]; n > 0 && t[n - 1] == '/'; n--)

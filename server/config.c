@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "client/fleet.h"
+
 /* One setting: its flag, its environment variable, how to read it.  A K_BOOL
  * flag takes no value (--allow-root), or =1/=0; its variable 1 or 0.  A
  * K_LIST flag is repeatable: its values (and its variable's, separated by
@@ -233,14 +235,17 @@ int config_load(coild_config *cfg, int argc, char **argv, coil_err *err)
 		if (set(cfg, st, val, st->flag, err) != 0)
 			return -1;
 	}
+	int nurls = 0;
 	for (int l = 0; l < 2; l++)
-		for (const char *u = l ? cfg->peers : cfg->upstream; *u;) {
+		for (const char *u = l ? cfg->peers : cfg->upstream; *u; nurls++) {
 			size_t n = strcspn(u, " ");
 			if (strncmp(u, "http://", 7) && strncmp(u, "https://", 8))
 				return coil_err_input(err, "%s: '%.*s' is not an http:// or https:// URL",
 						      l ? "--peer" : "--upstream", (int)(n > 200 ? 200 : n), u);
 			u += n + (u[n] == ' ');
 		}
+	if (nurls > COIL_MAX_TIERS) /* one tier list, peers first */
+		return coil_err_input(err, "--peer and --upstream: %d URLs, more than %d", nurls, COIL_MAX_TIERS);
 	if (cfg->node_id) {
 		size_t n = strlen(cfg->node_id);
 		if (n < 1 || n > 32 || strspn(cfg->node_id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != n)

@@ -41,6 +41,9 @@ int upstream_fill(coild *s, const char *key, const char *via)
 	int first = !via || !*via, hops = 0;
 	for (const char *p = via; p && *p; p++)
 		hops += *p == ',';
+	char chain[UPSTREAM_MAX_HOPS * 40];
+	if (via && strlen(via) + strlen(s->node_id) + 2 > sizeof chain)
+		return 0; /* a chain that would lose this node's name is not passed on */
 	char list[2 * CONFIG_LIST_MAX + 2] = "";
 	if (first && s->cfg.peers[0])
 		snprintf(list, sizeof list, "%s", s->cfg.peers);
@@ -48,7 +51,6 @@ int upstream_fill(coild *s, const char *key, const char *via)
 		snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? " " : "", s->cfg.upstream);
 	if (!list[0])
 		return 0;
-	char chain[UPSTREAM_MAX_HOPS * 40];
 	snprintf(chain, sizeof chain, "%s%s%s", via && *via ? via : "", via && *via ? "," : "", s->node_id);
 	coil_client_opts o = {
 		.cache_dir = s->cfg.cache_dir,

@@ -183,6 +183,12 @@ def run(t, tmp, procs):
     m = edge.metrics()
     t.ok(s == 404 and m['coild_upstream_total{outcome="miss"}'] == 1, "edge: an unknown key is 404 after asking",
          (s, m))
+    before = edge.metrics()
+    s, h, _ = http_get(edge.url + "/v1/artifacts/%s/meta" % key_of[7], headers={"X-Coil-Via": "hop" * 120})
+    after = edge.metrics()
+    t.ok(s == 404 and all(after['coild_upstream_total{outcome="%s"}' % o] == before['coild_upstream_total{outcome="%s"}' % o]
+                          for o in ("filled", "miss", "error")),
+         "edge: a fetch whose X-Coil-Via is too long to append its name to is not passed on", (s, after))
     r = coil(["--server", edge.url, "compile", graphs[4]], cache=os.path.join(tmp, "ce2"))
     t.ok(r.returncode == 0 and "cache hit" in r.stdout and edge.metrics()['coild_upstream_total{outcome="filled"}'] == 2,
          "edge: the second compile is a local hit", r.stdout)
