@@ -340,7 +340,6 @@ static int plain_name(const char *s)
 	return 1;
 }
 
-
 int build_copy_file(const char *from, const char *to)
 {
 	int in = open(from, O_RDONLY | O_CLOEXEC), out = -1, bad = in < 0;
