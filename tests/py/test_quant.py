@@ -170,18 +170,22 @@ def test_patterns(t, cache, tmp):
     xl = torch.randn(3, 40, generator=g)
     check_pattern(t, "cat of differently quantized features, batch norm, relu, conv", CatBn(), x, calib, cache,
                   tmp, 3)
+    torch.manual_seed(0)  # the weights: a failure must reproduce
     mlp = Mlp().eval()
     ref = ptq(mlp, xl, [torch.randn(8, 40, generator=g) for _ in range(4)])
     check_pattern(t, "linear relu linear", None, xl, None, cache, tmp, 2, ref=ref)
     # at a symbolic batch: int8 objects per binding (a shape seen again reuses its own)
     cm = coil.compile(ref, (xl,), dynamic={0: {0: "b"}}, threads=2, cache_dir=cache, coil=COIL)
-    worst = (1.0, 0.0)
+    # pooled over the four calls (440 outputs): oneDNN requantizes an int32 accumulator where the reference
+    # rounds an f32 sum, so a value that lands on a rounding tie may differ by one step; more than one never
+    got, want = [], []
     for b in (1, 5, 33, 5):
         xb = torch.randn(b, 40, generator=g)
         with torch.no_grad():
-            ex, st = steps(cm(xb), ref(xb), out_scale(ref))
-        worst = (min(worst[0], ex), max(worst[1], st))
-    t.ok(worst[0] >= 0.999 and worst[1] <= 1, "linear relu linear at a symbolic batch (1, 5, 33, 5): equal to the "
+            got.append(cm(xb))
+            want.append(ref(xb))
+    worst = steps(torch.cat(got), torch.cat(want), out_scale(ref))
+    t.ok(worst[0] >= 0.99 and worst[1] <= 1, "linear relu linear at a symbolic batch (1, 5, 33, 5): equal to the "
          "reference model in quantized units", "%.4f exact, worst %g steps" % worst)
 
     # PT2E's residual form: the add fuses as oneDNN's sum with the residual's scale and zero point
