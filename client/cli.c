@@ -47,7 +47,7 @@ typedef struct opts {
 	const char *trusted_keys_file, *sign_key;
 	char trusted_keys[4096]; /* every --trusted-key, space-separated */
 	int ntrusted;
-	int ops, canonical, repair;
+	int ops, canonical, repair, profile;
 	coil_trust *trust;        /* resolved once: the flags', else the environment's */
 	coil_signer *signer;      /* --sign-key or $COIL_SIGN_KEY_FILE: signs in-process builds */
 } opts;
@@ -71,6 +71,7 @@ static const struct option_def {
 	{"--dump-after", NULL, offsetof(opts, dump_after), 0},
 	{"--emit-c", NULL, offsetof(opts, emit_c), 0},
 	{"--repair", NULL, offsetof(opts, repair), 1},
+	{"--profile", NULL, offsetof(opts, profile), 1},
 	{"--method", NULL, offsetof(opts, method), 0},
 	{"--percentile", NULL, offsetof(opts, percentile), 0},
 	{"--dynamic", NULL, offsetof(opts, dynamic), 1},
@@ -896,10 +897,72 @@ static int bind_all(coil_graph *g, opts *o, int allow_random, bound *b, coil_err
 	return 0;
 }
 
-/* Runs a loaded artifact; outputs get malloc'd data.  Times the median of repeat runs. */
-static int run_artifact(coil_artifact *a, coil_graph *g, bound *b, int threads, int repeat, coil_tensor *outs,
-			double *create_ms, double *run_ms, coil_err *err)
+/* The profile of runs runs (acc: 3 doubles a kernel, the run's own part last;
+ * emit_abi.c), slowest kernel first, on stdout. */
+/* A kernel's name with the artifact's canonical node ids ("#k", hash.c) as g
+ * names them. */
+static void print_kernel_name(const char *name, coil_graph *g, const int *order, int norder)
 {
+	while (name && *name) {
+		char *end;
+		long k = *name == '#' ? strtol(name + 1, &end, 10) : -1;
+		if (k >= 0 && k < norder && *end == ':' && g->nodes[order[k]].id) {
+			fputs(g->nodes[order[k]].id, stdout);
+			name = end;
+		}
+		size_t n = strcspn(name, " ");
+		fwrite(name, 1, n + (name[n] == ' '), stdout);
+		name += n + (name[n] == ' ');
+	}
+	putchar('\n');
+}
+
+static void print_profile(coil_artifact *a, coil_graph *g, const double *acc, int nk, int runs)
+{
+	int *ord = malloc(((size_t)nk + 1) * sizeof *ord), *order = malloc(((size_t)g->nnodes + 1) * sizeof *order);
+	double tot = 0, cum = 0;
+	coil_err err = {0};
+	int norder = order ? graph_canonical_order(g, order, &err) : -1;
+	if (!ord || !order) {
+		free(ord);
+		free(order);
+		return;
+	}
+	for (int k = 0; k <= nk; k++) {
+		ord[k] = k;
+		tot += acc[3 * k];
+	}
+	for (int i = 1; i <= nk; i++) /* by time, slowest first */
+		for (int j = i; j > 0 && acc[3 * ord[j]] > acc[3 * ord[j - 1]]; j--) {
+			int t = ord[j];
+			ord[j] = ord[j - 1];
+			ord[j - 1] = t;
+		}
+	printf("profile: %d kernels, %.3f ms a run over %d runs\n", nk, 1e3 * tot / runs, runs);
+	printf("%6s %9s %6s %6s %8s %8s  %s\n", "kernel", "ms", "%", "cum %", "GB/s", "GFLOP/s", "what");
+	for (int i = 0; i <= nk; i++) {
+		const double *p = &acc[3 * ord[i]];
+		char gb[16] = "", gf[16] = "";
+		cum += p[0];
+		if (p[0] > 0 && p[1] > 0)
+			snprintf(gb, sizeof gb, "%.1f", p[1] / p[0] / 1e9);
+		if (p[0] > 0 && p[2] > 0)
+			snprintf(gf, sizeof gf, "%.1f", p[2] / p[0] / 1e9);
+		printf("%6d %9.4f %6.1f %6.1f %8s %8s  ", ord[i], 1e3 * p[0] / runs, tot > 0 ? 100 * p[0] / tot : 0,
+		       tot > 0 ? 100 * cum / tot : 0, gb, gf);
+		print_kernel_name(a->kernel_name(ord[i]), g, order, norder);
+	}
+	free(ord);
+	free(order);
+}
+
+/* Runs a loaded artifact; outputs get malloc'd data.  Times the median of repeat runs;
+ * with profile, prints the kernels' times over them (the first run's too when it is the only one). */
+static int run_artifact(coil_artifact *a, coil_graph *g, bound *b, int threads, int repeat, int profile,
+			coil_tensor *outs, double *create_ms, double *run_ms, coil_err *err)
+{
+	double *acc = NULL;
+	int nk = 0;
 	coil_model *m = NULL;
 	const void **par = calloc((size_t)g->nparams + 1, sizeof *par);
 	const void **in = calloc((size_t)g->ninputs + 1, sizeof *in);
@@ -952,7 +1015,16 @@ static int run_artifact(coil_artifact *a, coil_graph *g, bound *b, int threads, 
 		}
 		outp[i] = t->data;
 	}
+	if (profile) {
+		nk = a->profile(m, NULL);
+		if (!(acc = calloc(3 * ((size_t)nk + 1), sizeof *acc))) {
+			coil_err_oom(err);
+			goto out;
+		}
+	}
 	for (int r = 0; r < repeat; r++) {
+		if (acc && (r == 1 || repeat == 1)) /* the first of several runs makes the arena and oneDNN's objects */
+			a->profile(m, acc);
 		double t1 = clock_ms();
 		if (a->run(m, in, shp, outp)) {
 			coil_errf(err, "run: %s", a->last_error());
@@ -967,8 +1039,11 @@ static int run_artifact(coil_artifact *a, coil_graph *g, bound *b, int threads, 
 			times[j - 1] = t;
 		}
 	*run_ms = times[repeat / 2];
+	if (acc)
+		print_profile(a, g, acc, nk, repeat > 1 ? repeat - 1 : 1);
 	rc = 0;
 out:
+	free(acc);
 	if (m)
 		a->destroy(m);
 	free(par);
@@ -1001,7 +1076,7 @@ static int write_outputs(const char *path, coil_tensor *outs, int n, coil_err *e
 static int cmd_run(opts *o)
 {
 	if (o->npos != 1)
-		return usage_err("usage: coil run GRAPH.json -w W.safetensors -i I.safetensors [-o OUT] [--threads N] [--repeat N]");
+		return usage_err("usage: coil run GRAPH.json -w W.safetensors -i I.safetensors [-o OUT] [--threads N] [--repeat N] [--profile]");
 	coil_err err = {0};
 	loaded l;
 	if (plan_file(o, o->pos[0], &l))
@@ -1016,7 +1091,7 @@ static int cmd_run(opts *o)
 		goto out;
 	}
 	if (!outs || bind_all(g, o, 0, &b, &err) || compile_and_load(o, o->pos[0], &l, &err) ||
-	    run_artifact(l.art, g, &b, threads, repeat, outs, &create_ms, &run_ms, &err) ||
+	    run_artifact(l.art, g, &b, threads, repeat, o->profile, outs, &create_ms, &run_ms, &err) ||
 	    (o->out && write_outputs(o->out, outs, g->noutputs, &err))) {
 		fail(NULL, &err);
 		goto out;
@@ -1057,7 +1132,7 @@ static int cmd_check(opts *o)
 	double create_ms, run_ms;
 	int rc = 1;
 	if (!outs || !ref || bind_all(g, o, 1, &b, &err) || compile_and_load(o, o->pos[0], &l, &err) ||
-	    run_artifact(l.art, g, &b, 1, 1, outs, &create_ms, &run_ms, &err) || interp_run(g, b.ins, b.ps, ref, &err)) {
+	    run_artifact(l.art, g, &b, 1, 1, 0, outs, &create_ms, &run_ms, &err) || interp_run(g, b.ins, b.ps, ref, &err)) {
 		fail(NULL, &err);
 		goto out;
 	}
@@ -1175,7 +1250,7 @@ static int cmd_quantize(opts *o)
 					memcpy(d, b.ins[i].data, nb);
 				b.ins[i].data = d;
 			}
-			if (run_artifact(l.art, g, &b, threads, 1, outs, &cms, &rms, &err) ||
+			if (run_artifact(l.art, g, &b, threads, 1, 0, outs, &cms, &rms, &err) ||
 			    qz_observe(q, b.ins, g->ninputs, outs, g->noutputs, &err)) {
 				coil_err_prefix(&err, "%s", o->pos[f]);
 				goto out;
@@ -1236,8 +1311,9 @@ static const struct command {
 			   "                                --emit-c writes the C (inspection only, unless -o is given);\n"
 			   "                                --precision bf16: convolutions and matrix products in bf16\n"
 			   "                                (autocast's rules; also for run and check)"},
-	{"run", cmd_run, "run GRAPH.json -w W -i I [-o O] [--threads N] [--repeat N]\n"
-			 "                                compile (or hit the cache), load and run; prints each phase's time"},
+	{"run", cmd_run, "run GRAPH.json -w W -i I [-o O] [--threads N] [--repeat N] [--profile]\n"
+			 "                                compile (or hit the cache), load and run; prints each phase's time\n"
+			 "                                (--profile: each kernel's, slowest first, with its GB/s and GFLOP/s)"},
 	{"check", cmd_check, "check GRAPH.json [-w W] [-i I]   compiled versus the interpreter (random data if none given)"},
 	{"quantize", cmd_quantize, "quantize GRAPH.json CALIB.safetensors... -w W -o DIR [--method histogram|minmax]\n"
 				   "                              [--percentile P] | quantize GRAPH.json --dynamic -w W -o DIR\n"

@@ -325,6 +325,29 @@ static void emit_bind(ectx *c, FILE *f)
 	fprintf(f, "\treturn 0;\n}\n\n");
 }
 
+/* The profile switch: coil_model_profile(m, acc) with acc of 3 x (kernels + 1)
+ * doubles makes each run add, per kernel k, its seconds, the bytes of the
+ * buffers it touched and its flops to acc[3k..3k+2]; acc[3 x kernels] gets
+ * what precedes the kernels (binding the sizes, the arena, oneDNN's objects
+ * for a new shape).  NULL turns it off; either way it returns the kernel
+ * count.  coil_model_kernel_name(k) says what kernel k is: its kind and its
+ * graph nodes (id:op). */
+static void emit_profile(ectx *c, FILE *f)
+{
+	coil_ir *ir = c->ir;
+	fprintf(f, "static void coil_prof_mark(double *p, double *t, double bytes, double flops)\n{\n"
+		   "\tconst double now = omp_get_wtime();\n\tp[0] += now - *t;\n\tp[1] += bytes;\n\tp[2] += flops;\n"
+		   "\t*t = now;\n}\n\n");
+	fprintf(f, "static const char *const coil_kname[] = {");
+	for (int k = 0; k < ir->nk; k++)
+		fprintf(f, "%s\n\t\"%s\"", k ? "," : "", c->pname[k]);
+	fprintf(f, "%s\"run: sizes, arena, oneDNN objects\"};\n\n", ir->nk ? ",\n\t" : "");
+	fprintf(f, "COIL_EXPORT int coil_model_profile(coil_model *m, double *acc)\n{\n\tif (m)\n\t\tm->prof = acc;\n"
+		   "\treturn %d;\n}\n\n", ir->nk);
+	fprintf(f, "COIL_EXPORT const char *coil_model_kernel_name(int k)\n{\n\treturn k >= 0 && k <= %d ? coil_kname[k] : NULL;\n}\n\n",
+		ir->nk);
+}
+
 static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 {
 	coil_graph *g = c->ir->g;
@@ -349,8 +372,10 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	}
 	fprintf(f, "static int fail(const char *msg, long long a, long long b)\n{\n"
 		   "\tsnprintf(coil_errbuf, sizeof coil_errbuf, msg, a, b);\n\treturn -1;\n}\n\n");
-	fprintf(f, "struct coil_model {\n\tint nthreads;\n\tvoid *par[%d];\n\tchar *arena;\n\tint64_t arena_cap;\n%s};\n\n",
+	fprintf(f, "struct coil_model {\n\tint nthreads;\n\tvoid *par[%d];\n\tchar *arena;\n\tint64_t arena_cap;\n"
+		   "\tdouble *prof;\n%s};\n\n",
 		npar + 1, dn_used(ir) ? "\tstruct coil_dn *dn;\n" : "");
+	emit_profile(c, f);
 	dn_emit_model(ir, f);
 	fprintf(f, "COIL_EXPORT int coil_abi_version(void) { return %d; }\n", COIL_ABI_VERSION);
 	fprintf(f, "COIL_EXPORT const char *coil_artifact_describe(void) { return describe_json; }\n");
@@ -413,7 +438,9 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	fprintf(f, "\tdefault:\n\t\treturn fail(\"no output %%lld\", output, 0);\n\t}\n}\n\n");
 	fprintf(f, "COIL_EXPORT int coil_model_run(coil_model *m, const void *const *inputs, const int64_t *const *input_shapes, void *const *outputs)\n{\n");
 	fprintf(f, "\tint64_t sym[%d];\n", nsym(g));
-	fprintf(f, "\tif (!m)\n\t\treturn fail(\"no model\", 0, 0);\n\tif (bind(input_shapes, sym))\n\t\treturn -1;\n");
+	fprintf(f, "\tif (!m)\n\t\treturn fail(\"no model\", 0, 0);\n");
+	fprintf(f, "\tdouble pt = m->prof ? omp_get_wtime() : 0;\n");
+	fprintf(f, "\tif (bind(input_shapes, sym))\n\t\treturn -1;\n");
 	for (int s = 0; s < g->syms.n; s++)
 		fprintf(f, "\tconst int64_t s%d = sym[%d];\n", s, s);
 	emit_offsets(c, f, ir, "\t");
@@ -424,10 +451,12 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	fprintf(f, "\tcoil_ctx x = {sym, m->nthreads, inputs, m->par, outputs, m->arena, off, &st, NULL};\n");
 	if (dn_used(ir))
 		fprintf(f, "\tif (coil_dn_prepare(m, sym))\n\t\treturn -1;\n\tx.dn = m->dn;\n");
+	fprintf(f, "\tif (m->prof)\n\t\tcoil_prof_mark(m->prof + %d, &pt, 0, 0);\n", 3 * ir->nk);
 	for (int k = 0; k < ir->nk; k++) {
 		fputs(c->call[k], f);
 		if (c->may_fail[k])
 			fprintf(f, "\tif (st.code)\n\t\treturn fail(coil_errmsg[st.code], st.a, st.b);\n");
+		fprintf(f, "\tif (m->prof)\n\t\tcoil_prof_mark(m->prof + %d, &pt, %s, %s);\n", 3 * k, c->bytes[k], c->flops[k]);
 	}
 	fprintf(f, "\treturn 0;\n}\n");
 }

@@ -437,6 +437,85 @@ static const char *kind_name(const ir_kernel *K)
 	return K->kind == K_POINTWISE ? "pointwise" : K->kind == K_REDUCE ? "reduction" : "extern";
 }
 
+/* k times the elements of a value shaped (rank, shape), a C expression in
+ * double: the constant dims multiplied out here.  *k_out, if given, takes the
+ * constant instead when every dim is constant (and NULL is returned). */
+static char *numel_c(ectx *c, double k, int rank, const coil_dim *shape, double *k_out)
+{
+	char *e = NULL;
+	int64_t d;
+	for (int i = 0; i < rank; i++)
+		if (dim_is_const(&shape[i], &d))
+			k *= (double)d;
+	for (int i = 0; i < rank; i++)
+		if (!dim_is_const(&shape[i], NULL))
+			e = arena_printf(c->a, "%s * (double)(%s)", e ? e : arena_printf(c->a, "%.1f", k), ir_dim_c(c->a, &shape[i]));
+	if (e || !k_out)
+		return e ? e : arena_printf(c->a, "%.1f", k);
+	*k_out += k;
+	return NULL;
+}
+
+/* The bytes of the buffers kernel k touches (c->used), each once, and of an
+ * extern kernel's params (oneDNN holds its weights): what it moves at the
+ * least, for the profile's bandwidth. */
+static char *kernel_bytes(ectx *c, const ir_kernel *K)
+{
+	char *e = "", *t;
+	double k = 0;
+	for (int v = 0; v < c->ir->n; v++) {
+		const ir_node *n = &c->ir->nodes[v];
+		if (c->used[v] && (t = numel_c(c, (double)dtype_size(n->dtype), n->rank, n->shape, &k)))
+			e = arena_printf(c->a, "%s + %s", e, t);
+	}
+	int gn = K->kind == K_EXTERN ? c->ir->nodes[K->ext].gnode : -1;
+	const coil_node *h = gn >= 0 ? &c->ir->g->nodes[gn] : NULL;
+	for (int i = 0; h && i < op_get(h->op)->nargs; i++) {
+		int gv = h->args[i].kind == ARG_TENSOR ? h->args[i].v[0] : -1, tb;
+		if (gv >= 0 && i == (h->op == OP_ADDMM) + 1 && (tb = dn_b_transposed(c->ir->g, h)) >= 0)
+			gv = c->ir->g->nodes[tb].args[0].v[0]; /* B = t(W): oneDNN reads W */
+		const coil_value *v = gv >= 0 ? &c->ir->g->vals[gv] : NULL;
+		int iv = gv >= 0 ? c->ir->val_node[gv] : -1;
+		if (v && (v->kind == VAL_PARAM || v->kind == VAL_CONST) && !(iv >= 0 && c->used[iv]) &&
+		    (t = numel_c(c, (double)dtype_size(v->dtype), v->rank, v->shape, &k)))
+			e = arena_printf(c->a, "%s + %s", e, t);
+	}
+	return arena_printf(c->a, "%.1f%s", k, e);
+}
+
+/* An extern kernel's floating-point work: 2 x the multiply-adds of its
+ * convolution, matrix product or attention; "0.0" for the rest. */
+static char *kernel_flops(ectx *c, const ir_kernel *K)
+{
+	int gn = K->kind == K_EXTERN ? c->ir->nodes[K->ext].gnode : -1;
+	if (gn < 0)
+		return "0.0";
+	coil_graph *g = c->ir->g;
+	const coil_node *n = &g->nodes[gn];
+	const coil_value *o = node_out(g, n, 0), *a;
+	switch (n->op) {
+	case OP_CONVOLUTION: { /* per output (input, transposed) element: Cin/groups x the window */
+		const coil_value *w = node_in(g, n, 1), *x = n->args[6].i ? node_in(g, n, 0) : o;
+		return arena_printf(c->a, "%s * %s", numel_c(c, 2, x->rank, x->shape, NULL), numel_c(c, 1, w->rank - 1, w->shape + 1, NULL));
+	}
+	case OP_MM:
+	case OP_BMM:
+	case OP_ADDMM:
+		a = node_in(g, n, n->op == OP_ADDMM);
+		return numel_c(c, 2, o->rank, o->shape, NULL) && a->rank
+		       ? arena_printf(c->a, "%s * (double)(%s)", numel_c(c, 2, o->rank, o->shape, NULL), ir_dim_c(c->a, &a->shape[a->rank - 1]))
+		       : "0.0";
+	case OP_SDPA: { /* q @ k^T and p @ v: out [.., Lq, Dv], k [.., Lk, D] */
+		const coil_value *q = node_in(g, n, 0), *k = node_in(g, n, 1);
+		return arena_printf(c->a, "%s * (double)(%s) * ((double)(%s) + (double)(%s))",
+				    numel_c(c, 2, q->rank - 1, q->shape, NULL), ir_dim_c(c->a, &k->shape[k->rank - 2]),
+				    ir_dim_c(c->a, &q->shape[q->rank - 1]), ir_dim_c(c->a, &o->shape[o->rank - 1]));
+	}
+	default:
+		return "0.0";
+	}
+}
+
 /* One kernel: its body is rendered with the buffers' own names (only those
  * it touches are parameters), put in canonical form, and looked up among the
  * functions so far; a new form becomes a new function kfn<N>.  The kernel's
@@ -479,6 +558,8 @@ int emit_kernel(ectx *c, int k)
 		free(body);
 		return -1;
 	}
+	c->bytes[k] = kernel_bytes(c, K);
+	c->flops[k] = kernel_flops(c, K);
 	/* the buffers: names in the body, types, and how run points at them */
 	int nn = 0;
 	for (int v = 0; v < c->ir->n; v++)
@@ -554,8 +635,14 @@ int emit_kernel(ectx *c, int k)
 	unsigned long h = hash_str(key);
 	int slot = 0, fi = fn_find(c, key, h, &slot);
 	char *note = arena_printf(c->a, "kernel %d (%s): graph nodes", k, kind_name(K));
-	for (int i = 0; i < K->ncover; i++)
-		note = arena_printf(c->a, "%s %d:%s", note, K->cover[i], op_name(c->ir->g->nodes[K->cover[i]].op));
+	char *pn = arena_printf(c->a, "%s", kind_name(K));
+	for (int i = 0; i < K->ncover; i++) {
+		const coil_node *gn = &c->ir->g->nodes[K->cover[i]];
+		note = arena_printf(c->a, "%s %d:%s", note, K->cover[i], op_name(gn->op));
+		pn = gn->id ? arena_printf(c->a, "%s %s:%s", pn, emit_cstr(c->a, gn->id), op_name(gn->op))
+			    : arena_printf(c->a, "%s %d:%s", pn, K->cover[i], op_name(gn->op));
+	}
+	c->pname[k] = pn;
 	if (fi < 0) {
 		if (c->nfn == c->capfn) {
 			int cap = c->capfn ? 2 * c->capfn : 64;
@@ -625,10 +712,13 @@ int ectx_init(ectx *c, const char *fname, const char *storage)
 	c->may_fail = arena_alloc(c->a, (size_t)ir->nk + 1);
 	c->fn_of = arena_alloc(c->a, (size_t)(ir->nk + 1) * sizeof(int));
 	c->call = arena_alloc(c->a, (size_t)(ir->nk + 1) * sizeof(char *));
+	c->bytes = arena_alloc(c->a, (size_t)(ir->nk + 1) * sizeof(char *));
+	c->flops = arena_alloc(c->a, (size_t)(ir->nk + 1) * sizeof(char *));
+	c->pname = arena_alloc(c->a, (size_t)(ir->nk + 1) * sizeof(char *));
 	for (c->htcap = 64; c->htcap < 2 * ir->nk + 2; c->htcap *= 2)
 		;
 	c->ht = arena_alloc(c->a, (size_t)c->htcap * sizeof(int));
-	if (!c->used || !c->may_fail || !c->fn_of || !c->call || !c->ht)
+	if (!c->used || !c->may_fail || !c->fn_of || !c->call || !c->bytes || !c->flops || !c->pname || !c->ht)
 		return coil_err_oom(c->err);
 	memset(c->may_fail, 0, (size_t)ir->nk + 1);
 	for (int i = 0; i < c->htcap; i++)

@@ -32,6 +32,9 @@ typedef struct ectx {
 	int *ht, htcap;   /* canonical text -> function */
 	int *fn_of;       /* per kernel: its function */
 	char **call;      /* per kernel: its call in run */
+	char **bytes;     /* per kernel: the bytes of the buffers it touches, a C expression (the profile) */
+	char **flops;     /* per kernel: a convolution's or product's multiply-adds times 2, a C expression ("0") */
+	char **pname;     /* per kernel: its kind and graph nodes, the inside of a C string literal */
 	const char *fname;   /* the functions' names: kfn (run), fold_kfn (create) */
 	const char *storage; /* COIL_KFN, or static for create's functions (in model.c) */
 	struct ectx *fold;   /* the create IR's kernels (fold.c), NULL */

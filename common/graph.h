@@ -112,6 +112,10 @@ void graph_free(coil_graph *g);
 /* Canonical text (JSON, see docs/graph-format.md) in the graph's arena, and its
  * SHA-256 as 64 lowercase hex digits. */
 const char *graph_canonical(coil_graph *g, size_t *len, coil_err *err);
+/* The node index in g of each node of its canonical form (node "#k" of a
+ * compiled artifact is g->nodes[order[k]]; order: g->nnodes ints): their
+ * count, or -1 with err. */
+int graph_canonical_order(coil_graph *g, int *order, coil_err *err);
 int graph_hash(coil_graph *g, char hex[65], coil_err *err);
 
 /* Helpers for rules and passes. */

@@ -47,6 +47,7 @@ typedef struct canon {
 	int next;
 	json_t *consts, *nodes;
 	coil_symtab *tab;
+	int *order, norder; /* if order: the graph's node index of each canonical node */
 } canon;
 
 static json_t *jref(canon *c, int v)
@@ -117,6 +118,8 @@ static int name_value(canon *c, int v)
 
 static int emit_node(canon *c, const coil_node *n)
 {
+	if (c->order)
+		c->order[c->norder++] = (int)(n - c->g->nodes);
 	const op_info *oi = op_get(n->op);
 	json_t *args = json_array(), *outs = json_array();
 	for (int i = 0; i < oi->nargs; i++) {
@@ -193,9 +196,9 @@ static json_t *decls(coil_graph *g, const int *list, int n, const coil_symtab *t
 	return a;
 }
 
-const char *graph_canonical(coil_graph *g, size_t *len, coil_err *err)
+static const char *canonical(coil_graph *g, size_t *len, int *order, int *norder, coil_err *err)
 {
-	canon c = {.g = g, .tab = malloc(sizeof(coil_symtab))};
+	canon c = {.g = g, .tab = malloc(sizeof(coil_symtab)), .order = order};
 	int total_stack = 0;
 	for (int i = 0; i < g->nnodes; i++) {
 		const op_info *oi = op_get(g->nodes[i].op);
@@ -238,6 +241,8 @@ const char *graph_canonical(coil_graph *g, size_t *len, coil_err *err)
 	if (!text)
 		goto out;
 	*len = strlen(text);
+	if (norder)
+		*norder = c.norder;
 	res = arena_alloc(g->arena, *len + 1);
 	if (res)
 		memcpy(res, text, *len + 1);
@@ -255,6 +260,15 @@ out:
 	free(state);
 	free(stack);
 	return res;
+}
+
+const char *graph_canonical(coil_graph *g, size_t *len, coil_err *err) { return canonical(g, len, NULL, NULL, err); }
+
+int graph_canonical_order(coil_graph *g, int *order, coil_err *err)
+{
+	size_t len;
+	int n = 0;
+	return canonical(g, &len, order, &n, err) ? n : -1;
 }
 
 int graph_hash(coil_graph *g, char hex[65], coil_err *err)

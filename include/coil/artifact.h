@@ -47,4 +47,11 @@ void coil_model_destroy(coil_model *m);
 /* The last failure of a call on this thread (a static, thread-local string). */
 const char *coil_model_last_error(void);
 
+/* The profile switch (docs/abi.md): with acc (3 x (kernels + 1) doubles) each
+ * later run adds per kernel its seconds, bytes and flops; NULL turns it off.
+ * Returns the kernel count (m may be NULL).  coil_model_kernel_name(k): kernel
+ * k's kind and graph nodes; k = the count names the run's own part. */
+int coil_model_profile(coil_model *m, double *acc);
+const char *coil_model_kernel_name(int k);
+
 #endif

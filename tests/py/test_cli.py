@@ -221,11 +221,51 @@ def main():
     lines = r.stderr.strip().splitlines()
     t.ok(r.returncode != 0 and len(lines) == 1 and "input 'x' dim 1 (seq = 7): guard seq % 2 == 0 fails" in lines[0],
          "a run against a guard: one line naming input, dim and guard", r.stderr)
+    profile(t, tmp, env)
     subprocess.run(["rm", "-rf", tmp])
     tmp = tempfile.mkdtemp(prefix="coil-cli-rt-")
     rt_object_reuse(t, tmp)
     subprocess.run(["rm", "-rf", tmp])
     t.done()
+
+
+def profile(t, tmp, env):
+    """run --profile: one line a kernel and one for the run's own part, slowest first, the
+    user's node ids, the product's flops (2 x 5 x 32 x 64 a call) at a symbolic batch."""
+    import struct
+    gp = os.path.join(tmp, "prof.json")
+    with open(gp, "w") as f:
+        json.dump({"format": "coil-graph", "version": 1,
+                   "inputs": [{"name": "x", "dtype": "f32", "shape": ["b", 64]}],
+                   "params": [{"name": "w", "dtype": "f32", "shape": [32, 64]}],
+                   "nodes": [{"id": "wt", "op": "aten.t", "args": ["w"], "outputs": ["w_t"]},
+                             {"id": "proj", "op": "aten.mm", "args": ["x", "w_t"], "outputs": ["y"]},
+                             {"id": "norm%s", "op": "aten._softmax", "args": ["y", 1, False], "outputs": ["p"]}],
+                   "outputs": ["p"]}, f)
+    ins, ws = os.path.join(tmp, "prof_in.safetensors"), os.path.join(tmp, "prof_w.safetensors")
+    for path, name, shape in ((ins, "x", [5, 64]), (ws, "w", [32, 64])):
+        n = shape[0] * shape[1]
+        hdr = json.dumps({name: {"dtype": "F32", "shape": shape, "data_offsets": [0, 4 * n]}}).encode()
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", len(hdr)) + hdr + struct.pack("<%df" % n, *[(i % 7) * 0.1 for i in range(n)]))
+    r = coil(["run", gp, "-i", ins, "-w", ws, "--repeat", "5", "--profile"], env)
+    lines = r.stdout.splitlines()
+    head = [ln for ln in lines if ln.startswith("profile: ")]
+    rows = [ln.split() for ln in lines if ln[:6].strip().isdigit()]
+    prod = [row for row in rows if row[-2:] == ["extern", "proj:aten.mm.default"]]
+    soft = [row for row in rows if row[-3:-1] == ["reduction", "norm%s:aten._softmax.default"]]
+    ms = [float(row[1]) for row in rows]
+    t.ok(r.returncode == 0 and head and head[0].startswith("profile: 2 kernels") and " over 4 runs" in head[0] and
+         len(rows) == 3 and ms == sorted(ms, reverse=True) and len(prod) == 1 and len(soft) == 1 and
+         sum(1 for row in rows if "run:" in row) == 1,
+         "run --profile: two kernels and the run's part, slowest first, named by the graph's node ids",
+         r.stdout + r.stderr)
+    # GFLOP/s = flops / s: the product's 20480 flops a call over its ms
+    ok = False
+    if prod and len(prod[0]) >= 7 and float(prod[0][1]) > 0:
+        gflops = float(prod[0][5])
+        ok = abs(gflops - 20480 / (float(prod[0][1]) * 1e-3) / 1e9) <= 0.051 + 0.01 * gflops
+    t.ok(ok, "the product's GFLOP/s is 2 x 5 x 32 x 64 flops over its time", r.stdout)
 
 
 def rt_object_reuse(t, tmp):

@@ -464,6 +464,22 @@ def test_dynamic(t, cache):
     t.ok(mem > f.artifact.param_bytes() > 0, "memory_bytes: arena + params = %d bytes" % mem)
 
 
+def test_profile(t, cache):
+    """CompiledModule.profile: one entry a kernel plus the run's own part; a linear's flops
+    and a pointwise kernel's bytes exact at each batch of a symbolic batch."""
+    nn = torch.nn
+    m = nn.Sequential(nn.Linear(64, 32), nn.Softmax(dim=1), nn.GELU()).eval()
+    f = coil.compile(m, (torch.randn(3, 64),), dynamic_batch=True, cache_dir=cache, coil=COIL)
+    for b in (5, 9):
+        p = f.profile(torch.randn(b, 64), runs=3)
+        lin = [e for e in p if "aten.addmm" in e["name"] and e["name"].startswith("extern")]
+        t.ok(len(p) >= 3 and p[-1]["name"].startswith("run:") and all(e["ms"] >= 0 for e in p) and
+             len(lin) == 1 and lin[0]["flops"] == 2 * b * 32 * 64 and
+             lin[0]["bytes"] == 4 * (b * 64 + b * 32 + 32 * 64 + 32),
+             "profile at batch %d: the linear's flops 2 x %d x 32 x 64, its bytes x, y, weight and bias" % (b, b),
+             p)
+
+
 def test_targets(t, fns):
     from coil import _targets
     full = {"avx", "avx2", "fma", "bmi1", "bmi2", "movbe", "avx512f", "avx512dq", "avx512cd",
@@ -678,6 +694,7 @@ def main():
         t.run("instance norm", test_instance_norm, t, cache)
         t.run("rnn", test_rnn, t, cache)
         t.run("dynamic batch", test_dynamic, t, cache)
+        t.run("profile", test_profile, t, cache)
         t.run("targets", test_targets, t, fns)
         t.run("server", test_server, t, cache, fns)
         t.run("verified load", test_verified_load, t, fns)

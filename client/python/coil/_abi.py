@@ -153,6 +153,12 @@ class Artifact:
         lasterr.argtypes = []
         self._lib = lib
         self._create, self._oshape, self._run, self._destroy, self._lasterr = fns
+        self._profile = lib.coil_model_profile
+        self._profile.restype = ctypes.c_int
+        self._profile.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_double)]
+        self._kname = lib.coil_model_kernel_name
+        self._kname.restype = ctypes.c_char_p
+        self._kname.argtypes = [ctypes.c_int]
         self._memory = getattr(lib, "coil_model_memory", None)  # optional: newer artifacts
         if self._memory is not None:
             self._memory.restype = ctypes.c_int
@@ -316,6 +322,24 @@ class Model:
         return st
 
     def __call__(self, *inputs):
+        return self._run(inputs)
+
+    def profile(self, *inputs, runs=10):
+        """Per kernel, in run order, over runs calls after one unprofiled call (it makes the
+        arena and oneDNN's objects): {"kernel", "name" (its kind and graph nodes, "#k:op" with k
+        the node's index in the canonical graph), "ms", "bytes", "flops"} per call; the last
+        entry is the run's own part before the kernels (sizes, arena, oneDNN objects)."""
+        a = self.artifact
+        self._run(inputs)
+        nk = a._profile(None, None)
+        acc = (ctypes.c_double * (3 * (nk + 1)))()
+        for _ in range(runs):
+            self._run(inputs, acc)
+        return [{"kernel": k, "name": (a._kname(k) or b"?").decode("utf-8", "replace"),
+                 "ms": 1e3 * acc[3 * k] / runs, "bytes": acc[3 * k + 1] / runs, "flops": acc[3 * k + 2] / runs}
+                for k in range(nk + 1)]
+
+    def _run(self, inputs, prof=None):
         a = self.artifact
         if len(inputs) != len(a.inputs):
             raise _err_run("expected %d inputs, got %d" % (len(a.inputs), len(inputs)))
@@ -342,9 +366,13 @@ class Model:
             iptr = (ctypes.c_void_p * max(len(xs), 1))(*[x.data_ptr() for x in xs])
             optr = (ctypes.c_void_p * max(len(outs), 1))(*[o.data_ptr() for o in outs])
             # ctypes drops the GIL for the call: other threads run their own handles
+            if prof is not None:
+                a._profile(h.ptr, prof)
             if a._run(h.ptr, iptr, sp, optr) != 0:
                 raise _err_run("coil_model_run: %s" % a.last_error())
         finally:
+            if prof is not None:
+                a._profile(h.ptr, None)
             self._release(h)
         return outs
 
