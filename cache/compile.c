@@ -71,7 +71,8 @@ const char *compile_dnnl_version(void)
 }
 
 int compile_key(const char *graph_hash, const char *target, const char *compiler, const char *codegen,
-		const char *dnnl, int opt_level, coil_dtype precision, char key[65], coil_err *err)
+		const char *dnnl, int opt_level, coil_dtype precision, int mode, int tune_threads, char key[65],
+		coil_err *err)
 {
 	const coil_target *t = target_get(target, err);
 	if (!t)
@@ -80,15 +81,24 @@ int compile_key(const char *graph_hash, const char *target, const char *compiler
 		return coil_errf(err, "compile_key: the target must be resolved, not 'native'");
 	/* key = sha256(graph hash, target and its flags, compiler identity, codegen
 	 * version, options, oneDNN version) */
-	char material[2048];
+	char material[2048], tuned[64] = "";
+	if (mode == COMPILE_MODE_MAX_AUTOTUNE) /* tuned for this many threads */
+		snprintf(tuned, sizeof tuned, "mode=max-autotune\ntune_threads=%d\n", tune_threads);
 	int n = snprintf(material, sizeof material,
-			 "graph=%s\ntarget=%s\nflags=%s\ncompiler=%s\ncodegen=%s\nopt=%d\n%sdnnl=%s\n", graph_hash,
+			 "graph=%s\ntarget=%s\nflags=%s\ncompiler=%s\ncodegen=%s\nopt=%d\n%s%sdnnl=%s\n", graph_hash,
 			 t->name, t->flags, compiler, codegen, opt_level, precision == COIL_BF16 ? "precision=bf16\n" : "",
-			 dnnl);
+			 tuned, dnnl);
 	if (n < 0 || (size_t)n >= sizeof material)
 		return coil_errf(err, "cache key material too long");
 	return cache_sha256_bytes(material, (size_t)n, key, err);
 }
+
+int compile_mode_parse(const char *s)
+{
+	return !s || !strcmp(s, "default") ? COMPILE_MODE_DEFAULT : !strcmp(s, "max-autotune") ? COMPILE_MODE_MAX_AUTOTUNE : -1;
+}
+
+const char *compile_mode_name(int mode) { return mode == COMPILE_MODE_MAX_AUTOTUNE ? "max-autotune" : "default"; }
 
 void compile_plan_free(compile_plan *p)
 {
@@ -127,6 +137,16 @@ static int plan_build(coil_graph *g, const compile_opts *o, int with_key, compil
 	p->timeout_s = o->timeout_s;
 	p->precision = o->precision;
 	p->signer = o->signer;
+	p->mode = o->mode;
+	p->tune_threads = o->tune_threads ? o->tune_threads : build_cpus();
+	if (o->tune_threads < 0 || o->tune_threads > 1024) {
+		coil_err_input(err, "options: tune_threads %d is not in 1..1024", o->tune_threads);
+		goto fail;
+	}
+	if (o->mode != COMPILE_MODE_DEFAULT && o->mode != COMPILE_MODE_MAX_AUTOTUNE) {
+		coil_err_input(err, "options: mode %d is not default or max-autotune", o->mode);
+		goto fail;
+	}
 	if (o->precision != COIL_F32 && o->precision != COIL_BF16) {
 		coil_err_input(err, "options: precision %s is not f32 or bf16", dtype_name(o->precision));
 		goto fail;
@@ -153,8 +173,13 @@ static int plan_build(coil_graph *g, const compile_opts *o, int with_key, compil
 		if (!t)
 			goto fail;
 		snprintf(p->target, sizeof p->target, "%s", t->name);
+		if (p->mode == COMPILE_MODE_MAX_AUTOTUNE && !target_runs_here(t->name)) {
+			coil_errc(err, COIL_E_UNSUPPORTED, "options: mode max-autotune times the kernels on this machine, "
+				  "which cannot run target %s (no %s)", t->name, target_missing(t->name));
+			goto fail;
+		}
 		if (compile_key(p->graph_hash, t->name, compile_compiler_identity(), CODEGEN_KEY_VERSION,
-				compile_dnnl_version(), p->opt_level, p->precision, p->key, err))
+				compile_dnnl_version(), p->opt_level, p->precision, p->mode, p->tune_threads, p->key, err))
 			goto fail;
 	}
 	*out = p;
@@ -181,6 +206,19 @@ int compile_graph_hash(const char *json, size_t len, coil_dtype precision, char 
 	return 0;
 }
 
+/* A max-autotune artifact's metadata ("autotune") in words, "" without. */
+static void tune_summary(json_t *a, char *buf, size_t cap)
+{
+	buf[0] = 0;
+	int sites = (int)json_integer_value(json_object_get(a, "sites"));
+	if (json_is_object(a) && !sites)
+		snprintf(buf, cap, "no convolution to time (none, or symbolic sizes): the heuristics' lowering");
+	else if (json_is_object(a))
+		snprintf(buf, cap, "%d of %d convolutions lowered otherwise than the heuristics would, %.3f ms a run "
+			 "faster as timed, %.1f s of timing", (int)json_integer_value(json_object_get(a, "changed")), sites,
+			 json_number_value(json_object_get(a, "gain_ms")), json_number_value(json_object_get(a, "tune_s")));
+}
+
 static int fill_hit(coil_cache *c, compile_plan *p, compile_result *r, coil_err *err)
 {
 	char *meta = NULL;
@@ -191,6 +229,7 @@ static int fill_hit(coil_cache *c, compile_plan *p, compile_result *r, coil_err 
 	r->arena_bytes = json_is_integer(ab) ? json_integer_value(ab) : -1;
 	const char *sig = json_string_value(json_object_get(j, "signature"));
 	snprintf(r->signature, sizeof r->signature, "%s", sig && strlen(sig) < SIGN_STR_MAX ? sig : "");
+	tune_summary(json_object_get(j, "autotune"), r->autotune, sizeof r->autotune);
 	json_decref(j);
 	free(meta);
 	return 0;
@@ -202,7 +241,8 @@ static codegen_opts plan_codegen_opts(const compile_plan *p)
 {
 	static const char *opt_flags[4] = {"-O0", "-O1", "-O2", "-O3"};
 	codegen_opts co = {.target = p->target, .graph_hash = p->graph_hash, .opt = opt_flags[p->opt_level],
-			   .timeout_s = p->timeout_s};
+			   .timeout_s = p->timeout_s, .autotune = p->mode == COMPILE_MODE_MAX_AUTOTUNE,
+			   .tune_threads = p->tune_threads};
 	return co;
 }
 
@@ -351,6 +391,12 @@ int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *r, coil_err
 			json_object_set_new(m, "arena_bytes", json_integer(ab));
 		if (m && sig[0])
 			json_object_set_new(m, "signature", json_string(sig));
+		if (m && p->mode == COMPILE_MODE_MAX_AUTOTUNE)
+			json_object_set_new(m, "autotune", json_pack("{s:s,s:i,s:i,s:f,s:f}", "mode", "max-autotune", "sites",
+								      cr.tune_sites, "changed", cr.tune_changed, "gain_ms",
+								      cr.tune_gain_ms, "tune_s", cr.tune_s));
+		if (m)
+			tune_summary(json_object_get(m, "autotune"), r->autotune, sizeof r->autotune);
 		meta = m ? json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 		json_decref(m);
 	}

@@ -46,7 +46,20 @@ typedef struct compile_opts {
 	int sandbox_pids;           /* processes at once; SANDBOX_DEFAULT_PIDS (256) */
 	int sandbox_cpu_s;          /* CPU seconds; SANDBOX_CPU_PER_DEADLINE (4) x the deadline */
 	const coil_signer *signer;  /* sign what is built (NULL: unsigned); not part of the key */
+	int mode;                   /* COMPILE_MODE_*; part of the key */
+	int tune_threads;           /* max-autotune: threads to time at, 1..1024 (0: this machine's CPUs);
+	                             * part of its key */
 } compile_opts;
+
+/* How hard a compile tries: "default" (the lowering heuristics choose), or
+ * "max-autotune" (codegen/autotune.c: where more than one lowering is valid
+ * they are timed on this machine, which must run the target, and the
+ * fastest are built into the artifact: every machine of that CPU kind that
+ * fetches it runs them without tuning). */
+enum { COMPILE_MODE_DEFAULT = 0, COMPILE_MODE_MAX_AUTOTUNE = 1 };
+/* "default" or "max-autotune" as COMPILE_MODE_*, -1 for anything else. */
+int compile_mode_parse(const char *s);
+const char *compile_mode_name(int mode);
 
 typedef struct compile_plan {
 	coil_graph *g;
@@ -57,6 +70,7 @@ typedef struct compile_plan {
 	char target[256];     /* resolved feature list, e.g. "x86-64-v4,avx512_bf16" */
 	int opt_level, timeout_s;
 	coil_dtype precision;
+	int mode, tune_threads;
 	sandbox_limits limits; /* the compile's budgets and deadline (timeout_s) */
 	const coil_signer *signer;
 } compile_plan;
@@ -73,6 +87,7 @@ typedef struct compile_result {
 	int64_t arena_bytes;       /* from the artifact's description, -1 if unknown */
 	char signature[SIGN_STR_MAX]; /* "name:base64" from its metadata, "" if unsigned */
 	int built;                 /* 1: built by this call (sha256 taken from the bytes it built) */
+	char autotune[160];        /* max-autotune: what it chose ("" otherwise), from its metadata */
 } compile_result;
 
 /* This build's identity, the parts of a key besides the graph, target and
@@ -85,7 +100,8 @@ const char *compile_dnnl_version(void);
 /* The cache key of graph_hash built for target t with this identity and
  * these options, into key (65 bytes). */
 int compile_key(const char *graph_hash, const char *target, const char *compiler, const char *codegen,
-		const char *dnnl, int opt_level, coil_dtype precision, char key[65], coil_err *err);
+		const char *dnnl, int opt_level, coil_dtype precision, int mode, int tune_threads, char key[65],
+		coil_err *err);
 
 /* The graph hash a compile of json with precision would key on (after
  * autocast for bf16): what a client checks a server's answer against. */

@@ -40,7 +40,7 @@ typedef struct opts {
 	const char *pos[64];
 	int npos;
 	const char *weights, *inputs, *out, *cache_dir, *budget, *target, *threads, *repeat, *opt, *precision;
-	const char *dump_after, *emit_c;
+	const char *dump_after, *emit_c, *mode;
 	const char *method, *percentile; /* quantize */
 	int dynamic;
 	const char *server; /* --server URL or $COIL_SERVER: compile on a coild */
@@ -65,6 +65,7 @@ static const struct option_def {
 	{"--repeat", NULL, offsetof(opts, repeat), 0},
 	{"--opt", NULL, offsetof(opts, opt), 0},
 	{"--precision", NULL, offsetof(opts, precision), 0},
+	{"--mode", NULL, offsetof(opts, mode), 0},
 	{"--cache-dir", NULL, offsetof(opts, cache_dir), 0},
 	{"--budget", NULL, offsetof(opts, budget), 0},
 	{"--server", NULL, offsetof(opts, server), 0},
@@ -514,6 +515,10 @@ static int plan_file(opts *o, const char *path, loaded *l)
 		coil_err_input(&err, "--opt takes 0, 1, 2 or 3, not '%.20s'", o->opt);
 	else if (o->precision && strcmp(o->precision, "f32") && strcmp(o->precision, "bf16"))
 		coil_err_input(&err, "--precision takes f32 or bf16, not '%.20s'", o->precision);
+	else if ((co.mode = compile_mode_parse(o->mode)) < 0)
+		coil_err_input(&err, "--mode takes default or max-autotune, not '%.20s'", o->mode);
+	else if (o->threads && (co.tune_threads = atoi(o->threads)) < 0)
+		coil_err_input(&err, "--threads takes a positive number, not '%.20s'", o->threads);
 	else if (!graph_read_file(path, &l->text, &l->len, &err)) {
 		double t0 = clock_ms();
 		rc = compile_plan_make(l->text, l->len, &co, &l->plan, &err);
@@ -543,7 +548,8 @@ static int compile_remote(opts *o, loaded *l, coil_err *err)
 	client_trust(o, &copts);
 	coil_client *c = NULL;
 	coil_compile_opts co = {.target = o->target, .opt_level = o->opt ? l->plan->opt_level : COIL_OPT_DEFAULT,
-				.precision = o->precision};
+				.precision = o->precision, .mode = o->mode,
+				.tune_threads = o->threads ? atoi(o->threads) : 0};
 	coil_compile_info info;
 	double t0 = clock_ms();
 	if (coil_client_create(o->server, getenv("COIL_TOKEN"), &copts, &c) ||
@@ -654,8 +660,10 @@ static int prefetch_one(coil_client *c, const char *dir, char *line, char *key_o
 			co.precision = w + 10;
 		else if (!strncmp(w, "opt=", 4) && w[4] >= '0' && w[4] <= '3' && !w[5])
 			co.opt_level = w[4] - '0';
+		else if (!strncmp(w, "mode=", 5) && compile_mode_parse(w + 5) >= 0)
+			co.mode = w + 5;
 		else
-			return snprintf(msg, cap, "'%.60s' is not target=T, opt=0..3 or precision=P", w), -1;
+			return snprintf(msg, cap, "'%.60s' is not target=T, opt=0..3, precision=P or mode=M", w), -1;
 	}
 	char gpath[8192 + 4096];
 	if (first[0] == '/')
@@ -739,8 +747,8 @@ static int cmd_key(opts *o)
 static int cmd_compile(opts *o)
 {
 	if (o->npos != 1)
-		return usage_err("usage: coil compile GRAPH.json [--target T] [--opt N] [-o m.so] [--dump-after PASS] "
-				 "[--emit-c F|DIR]");
+		return usage_err("usage: coil compile GRAPH.json [--target T] [--opt N] [--mode M] [-o m.so] "
+				 "[--dump-after PASS] [--emit-c F|DIR]");
 	coil_err err = {0};
 	loaded l;
 	int rc = 0;
@@ -772,6 +780,8 @@ static int cmd_compile(opts *o)
 	       (unsigned long long)l.res.size, l.res.sha256);
 	if (l.res.signature[0])
 		printf("signature %s\n", l.res.signature);
+	if (l.res.autotune[0])
+		printf("autotune %s\n", l.res.autotune);
 	if (o->out) {
 		int bad = 0;
 		FILE *in = fopen(l.res.path, "rb"), *out = fopen(o->out, "wb");
@@ -1305,8 +1315,9 @@ static const struct command {
 			 "                                sends as X-Coil-Key for a farm's nginx to route by)"},
 	{"info", cmd_info, "info GRAPH.json | info --ops   describe a graph, or list every supported op as JSON lines"},
 	{"eval", cmd_eval, "eval GRAPH.json -w W -i I -o O run the reference interpreter (safetensors in and out)"},
-	{"compile", cmd_compile, "compile GRAPH.json [--target T] [--opt N] [-o m.so] [--dump-after PASS] [--emit-c F|DIR]\n"
-			   "                                compile through the local cache; --dump-after prints a pass's\n"
+	{"compile", cmd_compile, "compile GRAPH.json [--target T] [--opt N] [--mode M] [-o m.so] [--dump-after PASS] [--emit-c F|DIR]\n"
+			   "                                compile through the local cache (--mode max-autotune [--threads N]:\n"
+			   "                                time the valid lowerings here, build in the fastest); --dump-after prints a pass's\n"
 			   "                                result (fold dnnl decompose fuse schedule memplan emit_c build),\n"
 			   "                                --emit-c writes the C (inspection only, unless -o is given);\n"
 			   "                                --precision bf16: convolutions and matrix products in bf16\n"

@@ -425,6 +425,12 @@ int coil_compile(coil_client *c, const char *graph_json, size_t len, const coil_
 	int opt = o && o->opt_level != COIL_OPT_DEFAULT ? o->opt_level : COMPILE_OPT_DEFAULT;
 	if (o && o->precision && strcmp(o->precision, "f32") && strcmp(o->precision, "bf16"))
 		return fail("coil_compile: precision '%.20s' is not f32 or bf16", o->precision);
+	int mode = compile_mode_parse(o ? o->mode : NULL);
+	if (mode < 0)
+		return fail("coil_compile: mode '%.20s' is not default or max-autotune", o->mode);
+	int tune_threads = o && o->tune_threads > 0 ? o->tune_threads : build_cpus();
+	if (o && (o->tune_threads < 0 || o->tune_threads > 1024))
+		return fail("coil_compile: tune_threads %d is not in 1..1024", o->tune_threads);
 
 	if (o && o->opt_level != COIL_OPT_DEFAULT)
 		snprintf(path + strlen(path), sizeof path - strlen(path), "%copt_level=%d", strchr(path, '?') ? '&' : '?',
@@ -439,25 +445,30 @@ int coil_compile(coil_client *c, const char *graph_json, size_t len, const coil_
 	coil_err herr = {0};
 	int hashed = compile_graph_hash(graph_json, len, (coil_dtype)precision, graph_hash, &herr) == 0;
 	if (hashed && compile_key(graph_hash, tg->name, compile_compiler_identity(), compile_codegen_version(),
-				  compile_dnnl_version(), opt, (coil_dtype)precision, mine, &err) == 0) {
+				  compile_dnnl_version(), opt, (coil_dtype)precision, mode, tune_threads, mine, &err) == 0) {
 		snprintf(key_header, sizeof key_header, "X-Coil-Key: %s", mine);
 		for (int t = 0; t + 1 < c->ntier; t++)
 			if (tier_has(c, t, mine, graph_hash, tg->name, out))
 				return 0;
 	}
-	/* a precision goes in the request's envelope, around the graph */
+	/* a precision or mode goes in the request's envelope, around the graph */
 	char *body = NULL;
 	size_t blen = 0;
-	if (o && o->precision && strcmp(o->precision, "f32")) {
-		if (strcmp(o->precision, "bf16"))
-			return fail("coil_compile: precision '%.20s' is not f32 or bf16", o->precision);
-		static const char pre[] = "{\"options\": {\"precision\": \"bf16\"}, \"graph\": ", post[] = "}";
-		if (!(body = malloc(sizeof pre + len + sizeof post)))
+	if (precision == COIL_BF16 || mode != COMPILE_MODE_DEFAULT) {
+		char pre[128];
+		static const char post[] = "}";
+		char md[80] = "";
+		if (mode != COMPILE_MODE_DEFAULT)
+			snprintf(md, sizeof md, "\"mode\": \"max-autotune\", \"tune_threads\": %d", tune_threads);
+		int n = snprintf(pre, sizeof pre, "{\"options\": {%s%s%s}, \"graph\": ",
+				 precision == COIL_BF16 ? "\"precision\": \"bf16\"" : "",
+				 precision == COIL_BF16 && mode != COMPILE_MODE_DEFAULT ? ", " : "", md);
+		if (!(body = malloc((size_t)n + len + sizeof post)))
 			return fail("coil_compile: out of memory");
-		memcpy(body, pre, sizeof pre - 1);
-		memcpy(body + sizeof pre - 1, graph_json, len);
-		memcpy(body + sizeof pre - 1 + len, post, sizeof post);
-		blen = sizeof pre - 1 + len + sizeof post - 1;
+		memcpy(body, pre, (size_t)n);
+		memcpy(body + n, graph_json, len);
+		memcpy(body + n + len, post, sizeof post);
+		blen = (size_t)n + len + sizeof post - 1;
 	}
 	/* the last tier compiles */
 	int t = c->ntier - 1;
@@ -498,7 +509,7 @@ int coil_compile(coil_client *c, const char *graph_json, size_t len, const coil_
 	const char *bd = json_string_value(json_object_get(b, "dnnl"));
 	char want[65] = "";
 	int made = bc && bg && bd &&
-		   compile_key(graph_hash, tg->name, bc, bg, bd, opt, (coil_dtype)precision, want, &err) == 0;
+		   compile_key(graph_hash, tg->name, bc, bg, bd, opt, (coil_dtype)precision, mode, tune_threads, want, &err) == 0;
 	json_decref(r);
 	if (!hex64(out->key) || !hex64(out->sha256))
 		return fail("compile: the server's answer lacks a valid key and sha256");

@@ -69,6 +69,11 @@ typedef struct codegen_opts {
 	 * one built before for these (build_rt_object), linked instead of
 	 * compiling dnnl_rt.c again. */
 	const char *rt_in;
+	/* mode "max-autotune" (autotune.c): the artifact built is timed with each
+	 * valid lowering of its oneDNN fusions, on tune_threads threads (0: the
+	 * CPUs), and built again with the fastest as its table */
+	int autotune;
+	int tune_threads;
 } codegen_opts;
 
 /* Fusion keeps the C linear in the graph (fuse.c): a few KiB a node at most,
@@ -85,6 +90,10 @@ typedef struct codegen_result {
 	char target[32];
 	char cflags[256];        /* what the compiler was given: the opt level and the target's flags */
 	char arena_bytes[128];   /* expression over s0..s7 */
+	int tune_sites;          /* autotune: fusions with a choice, */
+	int tune_changed;        /* those that left the heuristics' lowering, */
+	double tune_gain_ms;     /* the time per run that saved (their kernels, as timed), */
+	double tune_s;           /* and the seconds it took (the second build not counted) */
 } codegen_result;
 
 /* g as torch.autocast("cpu", dtype=t) would have traced it (autocast.c):

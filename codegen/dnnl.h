@@ -34,8 +34,10 @@
 #ifndef COIL_CODEGEN_DNNL_H
 #define COIL_CODEGEN_DNNL_H
 
+#include <stdint.h>
 #include <stdio.h>
 
+#include "codegen/codegen.h"
 #include "codegen/emit.h"
 #include "codegen/ir.h"
 
@@ -96,7 +98,49 @@ typedef struct dn_fuse {
 	int q_sdiv;      /* the quantize whose scale divides the accumulator (last, or the first
 			  * of a chain through requantized activations: q_requant) */
 	int emitted;     /* set by emit: its kernel is live */
+	int kernel;      /* set by emit: that kernel */
+	int elt;         /* a float conv's eltwise post-ops (activations) */
+	int act;         /* the activation autotune kept out of the chain (dn_tune.unfuse), -1 */
 } dn_fuse;
+
+/* The lowerings autotuning (codegen/autotune.c) chooses between for a
+ * fusion: bit c of dn_tune_choices is set when choice c is a distinct way
+ * to run it (0 always: the runtime's own heuristics), and the fusion is a
+ * site when another is. */
+enum {
+	DN_TUNE_AUTO = 0,   /* the runtime's heuristics: Winograd where it applies, NHWC or NCHW by shape */
+	DN_TUNE_NO_WINO,    /* the same without Winograd */
+	DN_TUNE_NCHW,       /* oneDNN's NCHW (GEMM) kernel, no Winograd */
+	DN_TUNE_NHWC,       /* through the NHWC primitive, no Winograd */
+	DN_TUNE_N
+};
+unsigned dn_tune_choices(const coil_ir *ir, int j);
+/* Autotuning across the builds of one compile (autotune.c), per node of the
+ * graph the pipeline lowers: a convolution head's choices, and what the
+ * measuring builds found.  Build A keeps the heuristics' fusions, build B
+ * leaves every fused activation out (generated code runs it). */
+typedef struct dn_tune {
+	int nnodes;
+	int build;          /* 0: the final build (nothing timed), 1: A, 2: B */
+	uint8_t *path;      /* the DN_TUNE_* choice the final build takes */
+	uint8_t *unfuse;    /* 1: the activation out of the fusion (read by the plan) */
+	uint8_t *site;      /* A: 2 for a timed conv head, | 1 when its fusion has activations */
+	uint8_t *path_a, *path_b; /* each build's fastest path for the head */
+	double *t_a, *t_b;  /* the head's kernel at that path (B: plus its activation's own cost) */
+	double *t0_a;       /* A: the head's kernel at the heuristics' path */
+	double *t_node;     /* A: per node, the time of a kernel that covers it (-1: none) */
+	double secs;        /* spent timing */
+	int timed;          /* set by ir_autotune: build A was timed */
+} dn_tune;
+
+/* Times so (built from ir, with ir->tune; its ABI takes g's params and
+ * inputs) on nthreads threads: each head's path choices, and per kernel,
+ * into ir->tune (autotune.c).  1 when timed, 0 when g has symbolic sizes or
+ * nothing to choose, -1 with err. */
+int ir_autotune(coil_ir *ir, coil_graph *g, const char *so, int nthreads, coil_err *err);
+/* The choices from builds A and B's measures (ir->tune): how many heads take
+ * a lowering the heuristics did not, and the time per run that saves. */
+int dn_tune_decide(dn_tune *t, double *gain_ms);
 
 typedef struct dn_plan {
 	int nf;
@@ -143,7 +187,7 @@ int dn_q_weights(coil_graph *g, char *mark);
 /* 0 when COIL_DNNL=0 turns the lowering off. */
 int dn_enabled(void);
 /* Plans g (NULL when nothing runs on oneDNN).  Lives in arena a. */
-dn_plan *dn_plan_graph(coil_graph *g, coil_arena *a, coil_err *err);
+dn_plan *dn_plan_graph(coil_graph *g, const uint8_t *unfuse, coil_arena *a, coil_err *err);
 
 /* decompose's hook for graph node i: 0 not ours, 1 res[0] is the fusion's
  * extern node, 2 absorbed (no results), -1 error. */
@@ -157,6 +201,7 @@ int dn_decompose_node(coil_ir *ir, int i, int *res, coil_err *err);
 int dn_used(const coil_ir *ir);
 int dn_emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs);
 void dn_emit_support(coil_ir *ir, FILE *f, int rt_unit);
+void dn_emit_tune(coil_ir *ir, FILE *f);  /* the autotuning table and coil_model_tune */
 void dn_emit_model(coil_ir *ir, FILE *f);
 
 #endif

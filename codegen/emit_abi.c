@@ -376,6 +376,7 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 		   "\tdouble *prof;\n%s};\n\n",
 		npar + 1, dn_used(ir) ? "\tstruct coil_dn *dn;\n" : "");
 	emit_profile(c, f);
+	dn_emit_tune(ir, f);
 	dn_emit_model(ir, f);
 	fprintf(f, "COIL_EXPORT int coil_abi_version(void) { return %d; }\n", COIL_ABI_VERSION);
 	fprintf(f, "COIL_EXPORT const char *coil_artifact_describe(void) { return describe_json; }\n");

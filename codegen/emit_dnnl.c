@@ -166,6 +166,7 @@ int dn_emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs)
 	coil_graph *g = ir->g;
 	const coil_node *h = &g->nodes[fz->head];
 	fz->emitted = 1;
+	fz->kernel = k;
 	/* xsrc: the head's tensor inputs, then the post-ops' operands */
 	int nin = 0;
 	for (int a = 0; a < op_get(h->op)->nargs; a++)
@@ -396,7 +397,13 @@ static void make_conv(nctx *c, int j, const dn_fuse *fz)
 			out(c, "\tdd.out_pad[%d] = %lld;\n", i, LV(7));
 #undef LV
 	}
-	out(c, "\tdd.transposed = %d;\n\tdd.path = RT_PATH_AUTO;\n", tr);
+	out(c, "\tdd.transposed = %d;\n", tr);
+	if (dn_tune_choices(c->ir, j) > 1)
+		out(c, "\tdd.tuned = 1;\n\tdd.path = coil_tune[%d] == %d ? RT_PATH_DIRECT : coil_tune[%d] == %d ? RT_PATH_NHWC : "
+		       "RT_PATH_AUTO;\n\tdd.no_wino = coil_tune[%d] != %d;\n",
+		    j, DN_TUNE_NCHW, j, DN_TUNE_NHWC, j, DN_TUNE_AUTO);
+	else
+		out(c, "\tdd.path = RT_PATH_AUTO;\n");
 	if (fz->src_nhwc && fz->dst_nhwc)
 		out(c, "\tdd.channels_last = 1; /* activations kept NHWC between convs */\n");
 	else if (fz->src_nhwc || fz->dst_nhwc)
@@ -516,6 +523,60 @@ static void make_matmul(nctx *c, int j, const dn_fuse *fz)
 	out(c, "\tdd.m_runtime = gen;\n");
 	out(c, "\treturn rt_matmul_create(d->ctx, &dd, %s, %s, (rt_matmul **)obj, d->err, sizeof d->err);\n",
 	    fz->b_param >= 0 ? const_ptr(c, fz->b_param) : "NULL", bias_ptr);
+}
+
+unsigned dn_tune_choices(const coil_ir *ir, int j)
+{
+	const dn_fuse *fz = ir->dn && j >= 0 && j < ir->dn->nf ? &ir->dn->f[j] : NULL;
+	if (!fz || !fz->emitted || !fz->is_conv || fz->q)
+		return fz ? 1 : 0;
+	const coil_graph *g = ir->g;
+	const coil_node *n = &g->nodes[fz->head];
+	const coil_value *x = &g->vals[n->args[0].v[0]], *w = &g->vals[n->args[1].v[0]];
+	unsigned m = 1;
+	int wino = x->rank == 4 && !n->args[6].i && n->args[8].i == 1 && x->dtype == COIL_F32;
+	for (int i = 0; i < 2 && wino; i++) /* dense 3x3 stride 1: where the runtime may pick Winograd */
+		wino = dim_eq_const(&w->shape[2 + i], 3) &&
+		       (n->args[3].n == 1 ? n->args[3].ints[0] : n->args[3].ints[i]) == 1 &&
+		       (n->args[5].n == 1 ? n->args[5].ints[0] : n->args[5].ints[i]) == 1;
+	if (wino)
+		m |= 1u << DN_TUNE_NO_WINO;
+	if (!n->args[6].i && !fz->src_nhwc && !fz->dst_nhwc) /* an NCHW conv: either primitive */
+		m |= 1u << DN_TUNE_NCHW | 1u << DN_TUNE_NHWC;
+	return m;
+}
+
+/* The autotuning table (the choices the artifact was built with) and
+ * coil_model_tune (docs/abi.md), which autotune.c drives: j < 0 asks for
+ * the fusions' count; else fusion j's choice is set to choice when that is
+ * one of its own (bit set in *choices), and its kernel and choices told. */
+void dn_emit_tune(coil_ir *ir, FILE *f)
+{
+	int nf = ir->dn ? ir->dn->nf : 0;
+	if (nf) {
+		const dn_tune *t = ir->tune && !ir->tune->build ? ir->tune : NULL; /* the final build: its choices */
+		fprintf(f, "static int coil_tune[%d] = {", nf);
+		for (int j = 0; j < nf; j++) {
+			int v = t ? t->path[ir->dn->f[j].head] : DN_TUNE_AUTO;
+			fprintf(f, "%s%d", j ? ", " : "", dn_tune_choices(ir, j) >> v & 1 ? v : DN_TUNE_AUTO);
+		}
+		fprintf(f, "};\nstatic const unsigned coil_tune_choices[%d] = {", nf);
+		for (int j = 0; j < nf; j++)
+			fprintf(f, "%s%uu", j ? ", " : "", dn_tune_choices(ir, j));
+		fprintf(f, "};\nstatic const int coil_tune_kernel[%d] = {", nf);
+		for (int j = 0; j < nf; j++)
+			fprintf(f, "%s%d", j ? ", " : "", ir->dn->f[j].emitted ? ir->dn->f[j].kernel : -1);
+		fprintf(f, "};\n\n");
+	}
+	fprintf(f, "COIL_EXPORT int coil_model_tune(int j, int choice, int *kernel, unsigned *choices)\n{\n");
+	if (!nf) {
+		fprintf(f, "\t(void)j;\n\t(void)choice;\n\t(void)kernel;\n\t(void)choices;\n\treturn 0;\n}\n\n");
+		return;
+	}
+	fprintf(f, "\tif (j < 0 || j >= %d)\n\t\treturn j < 0 ? %d : -1;\n"
+		   "\tif (choice >= 0 && choice < 32 && (coil_tune_choices[j] >> choice & 1))\n\t\tcoil_tune[j] = choice;\n"
+		   "\t*kernel = coil_tune_kernel[j];\n\t*choices = coil_tune_choices[j];\n\treturn coil_tune[j];\n}\n\n",
+		nf, nf);
 }
 
 void dn_emit_model(coil_ir *ir, FILE *f)

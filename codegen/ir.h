@@ -107,6 +107,7 @@ typedef struct coil_ir {
 	int arena_unknown; /* the sum has too many terms to write (arena_bytes is a part) */
 	int64_t fixed_bytes; /* the arena's first part, where static slots lie (ir_slot.at) */
 	struct dn_plan *dn; /* oneDNN fusions (lower_dnnl.c), NULL when none */
+	struct dn_tune *tune; /* autotuning's choices and measures (autotune.c), NULL when not tuning */
 	struct ir_fold *fold; /* what fold.c computed ahead of the run, NULL when nothing */
 	/* set by memplan: per param index (folded ones too), whether a kernel of
 	 * the run reads it (not only oneDNN's create: conv weights, constant B) */

@@ -31,6 +31,7 @@ typedef struct pctx {
 	int *nuse;       /* per value: readers (node args, graph outputs) */
 	int *user;       /* per value: the (last) node reading it */
 	char *is_out;
+	const uint8_t *unfuse; /* per node: a conv head whose activation stays out of its fusion (autotune) */
 } pctx;
 
 /* A param or constant of dtype t (f32 unless said). */
@@ -797,7 +798,15 @@ static int step(pctx *c, dn_fuse *f, const coil_node *u, int cur, int view_free)
 			return -1;
 		return scalar_step(f, u->op, u->args[1].f, can_fold);
 	default:
-		return elt_post(f, u);
+		if (elt_post(f, u))
+			return -1;
+		if (f->is_conv && !f->q && c->unfuse && c->unfuse[f->head]) { /* autotune's choice: generated code */
+			f->npost--;
+			f->act = (int)(u - g->nodes);
+			return -1;
+		}
+		f->elt += f->is_conv && !f->q;
+		return 0;
 	}
 }
 
@@ -1080,11 +1089,11 @@ int dn_enabled(void)
 	return !(sw && !strcmp(sw, "0"));
 }
 
-dn_plan *dn_plan_graph(coil_graph *g, coil_arena *a, coil_err *err)
+dn_plan *dn_plan_graph(coil_graph *g, const uint8_t *unfuse, coil_arena *a, coil_err *err)
 {
 	if (!dn_enabled())
 		return NULL;
-	pctx c = {.g = g};
+	pctx c = {.g = g, .unfuse = unfuse};
 	c.nuse = arena_alloc(a, (size_t)(g->nvals + 1) * sizeof(int));
 	c.user = arena_alloc(a, (size_t)(g->nvals + 1) * sizeof(int));
 	c.is_out = arena_alloc(a, (size_t)g->nvals + 1);
@@ -1112,6 +1121,7 @@ dn_plan *dn_plan_graph(coil_graph *g, coil_arena *a, coil_err *err)
 		dn_fuse *f = &p->f[p->nf];
 		memset(f, 0, sizeof *f);
 		f->head = f->last = i;
+		f->act = -1;
 		if (!q_fusion(&c, i, f, p->at)) {
 			if (!eligible(&c, i, f))
 				continue;

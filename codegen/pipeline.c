@@ -16,8 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "codegen/codegen.h"
+#include "codegen/dnnl.h"
 #include "codegen/emit.h"
 #include "codegen/ir.h"
 
@@ -85,10 +87,13 @@ static int keep_src(const codegen_src *src, const char *path, coil_err *err)
 	return bad ? coil_errc(err, COIL_E_IO, "cannot write %s", path) : 0;
 }
 
-int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, codegen_result *res, coil_err *err)
+/* The passes once, into out_so; with tune, its choices taken and, in a
+ * measuring build (tune->build), the artifact timed (autotune.c). */
+static int tune_alloc(dn_tune *t, int nnodes, coil_err *err);
+
+static int compile_once(coil_graph *g, const codegen_opts *o, dn_tune *tune, const char *out_so, codegen_result *res,
+			coil_err *err)
 {
-	codegen_opts dflt = {0};
-	o = o ? o : &dflt;
 	if (o->dump_after) {
 		int ok = 0;
 		for (int i = 0; i < NPASSES; i++)
@@ -110,6 +115,7 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 	else if (graph_hash(g, hash, err))
 		return -1;
 	ir_fold *fd;
+	coil_graph *g_abi = g; /* the graph whose params and inputs the artifact takes */
 	coil_arena *ga = arena_create();
 	if (!ga)
 		return coil_err_oom(err);
@@ -130,6 +136,9 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 	ir->fold = fd;
 	int rc = -1;
 	codegen_src src;
+	if (tune && tune_alloc(tune, ir->g->nnodes, err))
+		goto out;
+	ir->tune = tune;
 	if (ir_plan_dnnl(ir, err))
 		goto out;
 	if ((df = dump_to(o, "dnnl")))
@@ -172,6 +181,9 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 	if (out_so && build_files(&src, o->cc, o->opt, t->flags, o->werror, o->timeout_s, o->jobs, o->rt_in, NULL, out_so,
 				  &secs, err))
 		goto out;
+	if (out_so && tune && tune->build &&
+	    ir_autotune(ir, g_abi, out_so, o->tune_threads ? o->tune_threads : build_cpus(), err) < 0)
+		goto out;
 	if ((df = dump_to(o, "build"))) {
 		if (out_so)
 			fprintf(df, "%s: %d unit%s, cc %s %s, %.2f s\n", out_so, nunits, nunits == 1 ? "" : "s",
@@ -199,5 +211,77 @@ out:
 	/* Every failure says something (a pass that ran out of memory may not). */
 	if (rc && err && !err->msg[0])
 		coil_err_oom(err);
+	return rc;
+}
+
+/* Autotuning's arrays, per node of the lowered graph (the same in every
+ * build of one compile: the passes before the plan are deterministic). */
+static int tune_alloc(dn_tune *t, int nnodes, coil_err *err)
+{
+	if (t->nnodes)
+		return t->nnodes == nnodes ? 0 : coil_errf(err, "autotune: the builds lower different graphs");
+	size_t n = (size_t)nnodes + 1;
+	t->path = calloc(n, 1), t->unfuse = calloc(n, 1), t->site = calloc(n, 1), t->path_a = calloc(n, 1);
+	t->path_b = calloc(n, 1);
+	t->t_a = calloc(n, sizeof(double)), t->t_b = calloc(n, sizeof(double)), t->t0_a = calloc(n, sizeof(double));
+	t->t_node = calloc(n, sizeof(double));
+	if (!t->path || !t->unfuse || !t->site || !t->path_a || !t->path_b || !t->t_a || !t->t_b || !t->t0_a || !t->t_node)
+		return coil_err_oom(err);
+	t->nnodes = nnodes;
+	return 0;
+}
+
+static void tune_free(dn_tune *t)
+{
+	free(t->path), free(t->unfuse), free(t->site), free(t->path_a), free(t->path_b);
+	free(t->t_a), free(t->t_b), free(t->t0_a), free(t->t_node);
+}
+
+/* max-autotune: build A (the heuristics' lowering) timed; where a
+ * convolution's activation is fused, build B (every such one left to
+ * generated code) timed beside it, into a file of its own; then the final
+ * build with each head's faster lowering, unless that is A as built. */
+int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, codegen_result *res, coil_err *err)
+{
+	codegen_opts dflt = {0};
+	o = o ? o : &dflt;
+	if (!o->autotune || !out_so || o->dump_after || o->keep_c)
+		return compile_once(g, o, NULL, out_so, res, err);
+	dn_tune t = {.build = 1};
+	codegen_result r;
+	double cc_s = 0, gain = 0;
+	int changed = 0, rc = compile_once(g, o, &t, out_so, &r, err);
+	cc_s += r.compile_s;
+	if (!rc && t.timed) {
+		int any_elt = 0;
+		for (int h = 0; h < t.nnodes; h++)
+			any_elt |= (t.unfuse[h] = t.site[h] & 1);
+		if (any_elt) {
+			char so_b[4096];
+			snprintf(so_b, sizeof so_b, "%s.b.so", out_so);
+			t.build = 2;
+			rc = compile_once(g, o, &t, so_b, &r, err);
+			cc_s += r.compile_s;
+			unlink(so_b);
+		}
+		if (!rc) {
+			changed = dn_tune_decide(&t, &gain);
+			t.build = 0;
+			if (changed) {
+				rc = compile_once(g, o, &t, out_so, &r, err);
+				cc_s += r.compile_s;
+			}
+		}
+	}
+	if (!rc && res) {
+		*res = r;
+		res->compile_s = cc_s;
+		for (int h = 0; h < t.nnodes; h++)
+			res->tune_sites += t.site[h] != 0;
+		res->tune_changed = changed;
+		res->tune_gain_ms = gain;
+		res->tune_s = t.secs;
+	}
+	tune_free(&t);
 	return rc;
 }

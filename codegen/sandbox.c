@@ -113,7 +113,7 @@ typedef struct sbx_job {
 	sbx_cgroup cg;
 	/* codegen_opts, by value ("" for NULL) */
 	char target[64], graph_hash[72], cc[PATH_MAX], opt[16];
-	int werror, units, jobs;
+	int werror, units, jobs, autotune, tune_threads;
 	int rt_in;             /* codegen_opts.rt_in given: a copy is SANDBOX_RT_IN in the work directory */
 	uint64_t max_c_bytes;
 	uint64_t graph_len;
@@ -391,6 +391,7 @@ static __attribute__((noreturn)) void worker(const sbx_job *j, const char *text,
 	out.type = 'R';
 	codegen_opts o = {.target = or_null(j->target), .graph_hash = or_null(j->graph_hash), .cc = or_null(j->cc),
 			  .opt = or_null(j->opt), .werror = j->werror, .units = j->units, .jobs = j->jobs,
+			  .autotune = j->autotune, .tune_threads = j->tune_threads,
 			  .max_c_bytes = (size_t)j->max_c_bytes, .rt_in = j->rt_in ? SANDBOX_RT_IN : NULL};
 	o.timeout_s = j->lim.deadline_s + SBX_BUILD_SLACK_S;
 	out.rc = test_hook(&out.err);
@@ -821,6 +822,7 @@ static int job_opts(sbx_job *j, const codegen_opts *o, coil_err *err)
 			return coil_errc(err, COIL_E_LIMIT, "sandbox: the %s is too long (%zu bytes at most)", s[k].what,
 					 s[k].cap - 1);
 	j->werror = o->werror, j->units = o->units, j->jobs = o->jobs;
+	j->autotune = o->autotune, j->tune_threads = o->tune_threads;
 	j->rt_in = o->rt_in != NULL;
 	j->max_c_bytes = o->max_c_bytes;
 	return 0;

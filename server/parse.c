@@ -250,8 +250,21 @@ static int read_envelope(json_t *doc, compile_request *cr, coil_err *err)
 					cr->opts.precision = !strcmp(pv, "bf16") ? COIL_BF16 : COIL_F32;
 					continue;
 				}
+				if (!strcmp(ok, "tune_threads")) {
+					if (!json_is_integer(ov) || json_integer_value(ov) < 1 || json_integer_value(ov) > 1024)
+						return coil_err_input(err, "\"options.tune_threads\" must be an integer in 1..1024");
+					cr->opts.tune_threads = (int)json_integer_value(ov);
+					continue;
+				}
+				if (!strcmp(ok, "mode")) {
+					int mv = json_is_string(ov) ? compile_mode_parse(json_string_value(ov)) : -1;
+					if (mv < 0)
+						return coil_err_input(err, "\"options.mode\" must be \"default\" or \"max-autotune\"");
+					cr->opts.mode = mv;
+					continue;
+				}
 				if (strcmp(ok, "opt_level"))
-					return coil_err_input(err, "unknown option \"options.%.60s\" (known: opt_level, precision)",
+					return coil_err_input(err, "unknown option \"options.%.60s\" (known: opt_level, precision, mode, tune_threads)",
 							      ok);
 				if (!json_is_integer(ov) || json_integer_value(ov) < 0 || json_integer_value(ov) > 3)
 					return coil_err_input(err, "\"options.opt_level\" must be an integer in 0..3");

@@ -247,14 +247,14 @@ static void test_key_has_dnnl(void **state)
 	assert_int_equal(compile_plan_make(GRAPH, strlen(GRAPH), &o, &p, &err), 0);
 	char k1[65], k2[65];
 	assert_int_equal(compile_key(p->graph_hash, "generic", compile_compiler_identity(), compile_codegen_version(),
-				     compile_dnnl_version(), 2, COIL_F32, k1, &err), 0);
+				     compile_dnnl_version(), 2, COIL_F32, 0, 0, k1, &err), 0);
 	assert_string_equal(k1, p->key);
 	assert_int_equal(compile_key(p->graph_hash, "generic", compile_compiler_identity(), compile_codegen_version(),
-				     "0.0.0+other", 2, COIL_F32, k2, &err), 0);
+				     "0.0.0+other", 2, COIL_F32, 0, 0, k2, &err), 0);
 	assert_string_not_equal(k1, k2);
 	assert_non_null(strchr(compile_dnnl_version(), '.'));
 	/* native is never a key's target */
-	assert_int_equal(compile_key(p->graph_hash, "native", "cc", "cg", "d", 2, COIL_F32, k2, &err), -1);
+	assert_int_equal(compile_key(p->graph_hash, "native", "cc", "cg", "d", 2, COIL_F32, 0, 0, k2, &err), -1);
 	compile_plan_free(p);
 }
 

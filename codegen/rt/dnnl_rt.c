@@ -832,7 +832,7 @@ static int conv_via_nhwc(const rt_conv_desc *d)
 static int conv_wino_ok(const rt_conv_desc *d)
 {
 	const char *e = getenv("RT_WINOGRAD");
-	if ((e && !strcmp(e, "0")) || d->path == RT_PATH_DIRECT || d->nsp != 2 || d->transposed ||
+	if ((e && !strcmp(e, "0")) || d->no_wino || d->path == RT_PATH_DIRECT || d->nsp != 2 || d->transposed ||
 	    (d->groups ? d->groups : 1) != 1)
 		return 0;
 	for (int i = 0; i < 2; ++i)
@@ -879,7 +879,7 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight
 	c->via = !d->channels_last && (d->q || conv_via_nhwc(d)); /* int8 runs NHWC */
 	c->src_nhwc = c->via && d->src_nhwc;
 	c->dst_nhwc = c->via && d->dst_nhwc;
-	if (!d->channels_last && (d->path == RT_PATH_NHWC || d->src_nhwc || d->dst_nhwc) && !c->via)
+	if (!d->channels_last && ((d->path == RT_PATH_NHWC && !d->tuned) || d->src_nhwc || d->dst_nhwc) && !c->via)
 		FAIL(RT_EUNSUP, "rt_conv: RT_PATH_NHWC with a binary operand that is not "
 				"scalar, per-channel or dst-shaped");
 	const int nhwc = d->channels_last || c->via; /* the primitive's layout */

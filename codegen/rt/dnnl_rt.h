@@ -219,6 +219,11 @@ typedef struct rt_conv_desc {
 	 * boundaries of a chain of convs kept in NHWC.  Either set forces the
 	 * NHWC primitive (RT_EUNSUP if a binary operand forbids it). */
 	int src_nhwc, dst_nhwc;
+	/* Autotuning's choices (codegen/autotune.c): no_wino keeps Winograd
+	 * out; tuned makes a path that cannot be had (RT_PATH_NHWC with a
+	 * binary operand an NHWC primitive refuses) fall back to RT_PATH_AUTO
+	 * instead of failing. */
+	int no_wino, tuned;
 	int npost;
 	rt_post post[RT_MAX_POST];
 	/* Nonzero: the packed weights are shared with the context's other

@@ -54,4 +54,9 @@ const char *coil_model_last_error(void);
 int coil_model_profile(coil_model *m, double *acc);
 const char *coil_model_kernel_name(int k);
 
+/* Autotuning (docs/abi.md): j < 0 returns the count of oneDNN fusions; else
+ * fusion j's lowering becomes choice (when bit choice of *choices is set) for
+ * models created after, and its kernel, choices and current choice are told. */
+int coil_model_tune(int j, int choice, int *kernel, unsigned *choices);
+
 #endif

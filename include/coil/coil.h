@@ -73,6 +73,11 @@ typedef struct coil_compile_opts {
 	int opt_level;      /* 0..3, or COIL_OPT_DEFAULT; a zeroed struct asks for -O0 */
 	const char *precision; /* NULL or "f32": as the graph says; "bf16": autocast's rules
 	                        * (convolutions and matrix products in bf16) */
+	const char *mode;   /* NULL or "default"; "max-autotune": where more than one lowering is
+	                     * valid, the compiling machine times them and builds in the fastest
+	                     * (a key of its own; the machine must run the target) */
+	int tune_threads;   /* max-autotune: the threads the artifact will run on, which it is
+	                     * timed at (part of the key); 0: this client's CPUs */
 } coil_compile_opts;
 
 /* A signature "name:base64" fits in this (with its NUL). */

@@ -60,6 +60,17 @@ def main():
     t.ok(r4.returncode == 0 and "compiled in" in r4.stdout, "another option is a miss", r4.stdout + r4.stderr)
     r = coil(["check", g], env)
     t.ok(r.returncode == 0 and "ok" in r.stdout, "check: compiled matches the interpreter", r.stdout + r.stderr)
+    # max-autotune: a key of its own that names the threads it was timed at, the key `coil key` makes
+    r = coil(["compile", g, "--mode", "max-autotune", "--threads", "3"], env)
+    k = coil(["key", g, "--mode", "max-autotune", "--threads", "3"], env).stdout.strip()
+    k1 = coil(["key", g, "--mode", "max-autotune", "--threads", "1"], env).stdout.strip()
+    t.ok(r.returncode == 0 and r.stdout.split()[1] == k and k not in (key1, k1) and
+         "autotune no convolution to time" in r.stdout,
+         "--mode max-autotune: its own key per thread count, as `coil key` makes it; nothing to time in a matmul",
+         r.stdout + r.stderr)
+    r = coil(["compile", g, "--mode", "fastest"], env)
+    t.ok(r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "--mode" in r.stderr,
+         "--mode fastest: one line naming --mode", r.stderr)
     out = os.path.join(tmp, "m.so")
     r = coil(["compile", g, "-o", out], env)
     t.ok(r.returncode == 0 and os.path.getsize(out) > 0, "compile -o copies the artifact", r.stderr)
@@ -184,6 +195,21 @@ def main():
         env3 = dict(env, COIL_CACHE_DIR=os.path.join(tmp, "client"))
         r = coil(["--server", url, "compile", g], env3)
         t.ok(r.returncode == 0 and "server: compiled" in r.stdout, "--server compile", r.stdout + r.stderr)
+        ra = coil(["--server", url, "compile", g, "--mode", "max-autotune", "--threads", "2"], env3)
+        ka = coil(["key", g, "--mode", "max-autotune", "--threads", "2"], env).stdout.strip()
+        t.ok(ra.returncode == 0 and "server: compiled" in ra.stdout and ra.stdout.split()[1] == ka,
+             "--server compile --mode max-autotune: the server tunes, under the key the client makes",
+             ra.stdout + ra.stderr)
+        import urllib.error
+        import urllib.request
+        req = urllib.request.Request(url + "/v1/compile", method="POST", data=json.dumps(
+            {"graph": GRAPH, "options": {"mode": "fast"}}).encode(), headers={"Content-Type": "application/json"})
+        try:
+            urllib.request.urlopen(req, timeout=30)
+            code, body = 200, ""
+        except urllib.error.HTTPError as e:
+            code, body = e.code, e.read().decode()
+        t.ok(code == 400 and "options.mode" in body, "options.mode 'fast': 400 naming the field", (code, body))
         rb = coil(["--server", url, "compile", g, "--precision", "bf16"], env3)
         t.ok(rb.returncode == 0 and "server: compiled" in rb.stdout and rb.stdout.split()[1] != r.stdout.split()[1],
              "--server compile --precision bf16: another key (options.precision)", rb.stdout + rb.stderr)

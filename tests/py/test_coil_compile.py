@@ -480,6 +480,49 @@ def test_profile(t, cache):
              p)
 
 
+def test_autotune(t, cache):
+    """mode="max-autotune": a key of its own, the tuned artifact equal to eager, and every
+    lowering it can choose (COIL_AUTOTUNE_FORCE=PATH,UNFUSE) equal to eager too and in the
+    artifact's table (coil_model_tune) or its kernels (the activation as generated code)."""
+    import ctypes
+    nn = torch.nn
+    torch.manual_seed(0)
+    # the softmax keeps the second convolution out of an NHWC chain: every path is open to it
+    m = nn.Sequential(nn.Conv2d(8, 16, 3, padding=1), nn.SiLU(), nn.Softmax(dim=1), nn.Conv2d(16, 16, 3, padding=1),
+                      nn.GELU(), nn.Conv2d(16, 8, 1), nn.Hardswish()).eval()
+    x = torch.randn(2, 8, 12, 12)
+    want = eager(m, (x,))
+    base = coil.compile(m, (x,), threads=1, cache_dir=cache, coil=COIL)
+    cm = coil.compile(m, (x,), threads=1, cache_dir=cache, coil=COIL, mode="max-autotune")
+    got = cm(x)
+    info = cm.compiled.info if hasattr(cm, "compiled") else getattr(cm, "info", {})
+    t.ok(rel_err(want, got) <= TOL and base.artifact_path != cm.artifact_path,
+         "max-autotune: equal to eager, an artifact of its own key (%s)" % info.get("autotune"),
+         (rel_err(want, got), base.artifact_path, cm.artifact_path))
+    try:
+        coil.compile(m, (x,), cache_dir=cache, coil=COIL, mode="fastest")(x)
+        t.ok(False, "mode='fastest' is refused")
+    except coil.CoilError as e:
+        t.ok("mode" in str(e) and "max-autotune" in str(e), "mode='fastest' is refused: %s" % e)
+    for path, unfuse in ((0, 1), (1, 0), (2, 1), (3, 0)):
+        os.environ["COIL_AUTOTUNE_FORCE"] = "%d,%d" % (path, unfuse)
+        try:
+            f = coil.compile(m, (x,), threads=1, cache_dir="%s-force-%d-%d" % (cache, path, unfuse), coil=COIL,
+                             mode="max-autotune")
+            got = f(x)
+        finally:
+            del os.environ["COIL_AUTOTUNE_FORCE"]
+        lib = ctypes.CDLL(f.artifact_path)
+        k, mask = ctypes.c_int(), ctypes.c_uint()
+        chosen = [lib.coil_model_tune(j, -1, ctypes.byref(k), ctypes.byref(mask))
+                  for j in range(lib.coil_model_tune(-1, -1, ctypes.byref(k), ctypes.byref(mask)))]
+        names = [e["name"] for e in f.profile(x, runs=1)]
+        acts = [n for n in names if n.startswith("pointwise") and ("aten.silu" in n or "aten.gelu" in n)]
+        t.ok(rel_err(want, got) <= TOL and path in chosen and bool(acts) == bool(unfuse),
+             "max-autotune forced to path %d, activations %s: equal to eager (%.1e), in the table %s" % (
+                 path, "as generated code" if unfuse else "fused", rel_err(want, got), chosen), names)
+
+
 def test_targets(t, fns):
     from coil import _targets
     full = {"avx", "avx2", "fma", "bmi1", "bmi2", "movbe", "avx512f", "avx512dq", "avx512cd",
@@ -695,6 +738,7 @@ def main():
         t.run("rnn", test_rnn, t, cache)
         t.run("dynamic batch", test_dynamic, t, cache)
         t.run("profile", test_profile, t, cache)
+        t.run("autotune", test_autotune, t, cache)
         t.run("targets", test_targets, t, fns)
         t.run("server", test_server, t, cache, fns)
         t.run("verified load", test_verified_load, t, fns)

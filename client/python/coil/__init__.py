@@ -88,7 +88,7 @@ _UNSUPPORTED_RE = re.compile(r"unknown op|not supported|unsupported|cannot expre
 
 
 def _compile_cli(graph_path, server=None, target="native", coil=None, cache_dir=None,
-                 timeout=None, opt=None, precision=None):
+                 timeout=None, opt=None, precision=None, mode=None, threads=None):
     """Runs `coil [--server URL] compile GRAPH --target T`; returns a dict with
     artifact, key, target, sha256, hit, compile_ms."""
     cmd = [coil_cli(coil)]
@@ -99,6 +99,10 @@ def _compile_cli(graph_path, server=None, target="native", coil=None, cache_dir=
         cmd += ["--opt", str(opt)]
     if precision:
         cmd += ["--precision", precision]
+    if mode and mode != "default":
+        cmd += ["--mode", mode]
+        if threads:
+            cmd += ["--threads", str(threads)]  # tuned for the threads it will run on
     env = dict(os.environ)
     if cache_dir:
         env["COIL_CACHE_DIR"] = cache_dir
@@ -128,6 +132,10 @@ def _compile_cli(graph_path, server=None, target="native", coil=None, cache_dir=
         m = re.match(r"^(key|target|signature) (\S+)$", line)
         if m:
             info[m.group(1)] = m.group(2)
+            continue
+        m = re.match(r"^autotune (.+)$", line)
+        if m:
+            info["autotune"] = m.group(1)
             continue
         m = re.match(r"^(server: )?(cache hit|compiled) in ([0-9.]+) ms$", line)
         if m:
@@ -526,10 +534,11 @@ def _precision(dtype):
 def compile_artifact(module, example_inputs, server=None, target="native", threads=None, *,
                      dynamic_batch=False, dynamic=None, ranges=None, cache_dir=None, workdir=None,
                      save_weights=False, coil=None, timeout=None, opt=None, keep_params=True,
-                     dtype=None):
+                     dtype=None, mode=None):
     """Export (dynamic: as export_graph), compile and load `module` now: one artifact, a
     CompiledModule. compile() builds on this."""
     precision = _precision(dtype)
+    _mode(mode)
     if target not in (None, "native") and target not in TARGETS:
         raise CoilError("unknown target %r (native, %s)" % (target, ", ".join(TARGETS)), stage="compile")
     if target not in (None, "native") and not runs_here(target):
@@ -541,12 +550,19 @@ def compile_artifact(module, example_inputs, server=None, target="native", threa
                                        dynamic=dynamic, ranges=ranges, info=details)
     return _compile_graph(graph, params, spec, t0, details, server=server, target=target, threads=threads,
                           cache_dir=cache_dir, workdir=workdir, save_weights=save_weights, coil=coil,
-                          timeout=timeout, opt=opt, keep_params=keep_params, precision=precision)
+                          timeout=timeout, opt=opt, keep_params=keep_params, precision=precision, mode=mode)
+
+
+def _mode(mode):
+    if mode not in (None, "default", "max-autotune"):
+        raise CoilError("mode=%r: coil.compile takes None, \"default\" or \"max-autotune\"" % (mode,),
+                        stage="compile")
+    return mode
 
 
 def _compile_graph(graph, params, spec, t0, details, *, server=None, target="native", threads=None,
                    cache_dir=None, workdir=None, save_weights=False, coil=None, timeout=None, opt=None,
-                   keep_params=True, precision=None):
+                   keep_params=True, precision=None, mode=None):
     """compile_artifact's second half: an exported graph compiled and loaded."""
     t1 = time.perf_counter()
     ce = _exporter()
@@ -566,7 +582,7 @@ def _compile_graph(graph, params, spec, t0, details, *, server=None, target="nat
                                                       for p in graph["params"]),
                               os.path.join(d, "weights.safetensors"), metadata={"format": "pt"})
         info = _compile_cli(gpath, server=server, target=target, coil=coil, cache_dir=cache_dir,
-                            timeout=timeout, opt=opt, precision=precision)
+                            timeout=timeout, opt=opt, precision=precision, mode=mode, threads=threads)
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -594,7 +610,7 @@ def _compile_graph(graph, params, spec, t0, details, *, server=None, target="nat
 def compile(module, example_inputs=None, server=None, target="native", threads=None, *,
             dynamic=None, dynamic_batch=False, ranges=None, recompile_limit=8, fallback=None,
             cache_dir=None, workdir=None, save_weights=False, coil=None, timeout=None, opt=None,
-            keep_params=True, persist=True, dtype=None):
+            keep_params=True, persist=True, dtype=None, mode=None):
     """A callable that runs `module` compiled by coil (see the module doc and docs/python.md).
 
     example_inputs: compile for them now (None: on the first call).
@@ -619,14 +635,21 @@ def compile(module, example_inputs=None, server=None, target="native", threads=N
         torch.bfloat16: coil applies autocast's rules to the f32 graph (convolutions and
         matrix products in bf16, softmax, norms and reductions in f32); inputs and outputs
         keep their dtypes.
+    mode: None or "default" (the lowering heuristics choose), or "max-autotune": where more
+        than one lowering is valid (a convolution's activation fused into oneDNN or left to
+        generated code, Winograd or not, oneDNN's NCHW or NHWC kernel) the compiling machine
+        times them at `threads` (None: its CPUs) and builds in the fastest; the artifact is
+        cached under a key of its own, so every machine of that CPU kind runs it untuned.
+        Static sizes only (a symbolic artifact keeps the heuristics).
     """
     from ._dynamic import DynamicModule
     _precision(dtype)
+    _mode(mode)
     if target not in (None, "native") and target not in TARGETS:
         raise CoilError("unknown target %r (native, %s)" % (target, ", ".join(TARGETS)), stage="compile")
     opts = dict(server=server, target=target, threads=threads, cache_dir=cache_dir, workdir=workdir,
                 save_weights=save_weights, coil=coil, timeout=timeout, opt=opt, keep_params=keep_params,
-                dtype=dtype)
+                dtype=dtype, mode=mode)
     return DynamicModule(module, example_inputs, dynamic=dynamic, dynamic_batch=dynamic_batch,
                          ranges=ranges, recompile_limit=recompile_limit, fallback=fallback,
                          persist=persist, compile_opts=opts)
