@@ -38,7 +38,6 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
  * type can represent). */
 const char *emit_ctype(coil_dtype t);
 char *emit_cfmt(coil_arena *a, const char *s);
-char *emit_cstr(coil_arena *a, const char *s); /* the same for a plain string: % kept */
 const char *emit_vtype(coil_dtype t);
 /* The scalar conversions of the artifact's prelude (vmath.h): "bf16", "f16". */
 const char *emit_half(coil_dtype t);

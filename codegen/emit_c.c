@@ -639,8 +639,11 @@ int emit_kernel(ectx *c, int k)
 	for (int i = 0; i < K->ncover; i++) {
 		const coil_node *gn = &c->ir->g->nodes[K->cover[i]];
 		note = arena_printf(c->a, "%s %d:%s", note, K->cover[i], op_name(gn->op));
-		pn = gn->id ? arena_printf(c->a, "%s %s:%s", pn, emit_cstr(c->a, gn->id), op_name(gn->op))
-			    : arena_printf(c->a, "%s %d:%s", pn, K->cover[i], op_name(gn->op));
+		/* the canonical graph's ids ("#k", what a compile through the cache lowers: the
+		 * CLI maps them back), else the node's index: no user text in the artifact */
+		int canon = gn->id && gn->id[0] == '#' && gn->id[1] && strspn(gn->id + 1, "0123456789") == strlen(gn->id + 1);
+		pn = canon ? arena_printf(c->a, "%s %s:%s", pn, gn->id, op_name(gn->op))
+			   : arena_printf(c->a, "%s @%d:%s", pn, K->cover[i], op_name(gn->op));
 	}
 	c->pname[k] = pn;
 	if (fi < 0) {

@@ -55,7 +55,9 @@ void emit_kept_index(const ir_node *p, const ir_node *r0, char **outer, char **p
 	}
 }
 
-static char *escape(coil_arena *a, const char *s, int fmt)
+/* s as the inside of a C string literal that is also a printf format:
+ * user text (input names, node ids) never reaches the C unescaped. */
+char *emit_cfmt(coil_arena *a, const char *s)
 {
 	size_t n = strlen(s);
 	char *o = arena_alloc(a, 4 * n + 1), *p = o;
@@ -63,10 +65,10 @@ static char *escape(coil_arena *a, const char *s, int fmt)
 		return "?";
 	for (; *s; s++) {
 		unsigned char ch = (unsigned char)*s;
-		if (ch == '%' && fmt) {
+		if (ch == '%') {
 			*p++ = '%';
 			*p++ = '%';
-		} else if (isalnum(ch) || (ch && strchr(" _-+*/()[]<>=.,:;'%", ch)))
+		} else if (isalnum(ch) || strchr(" _-+*/()[]<>=.,:;'", ch))
 			*p++ = (char)ch;
 		else
 			p += sprintf(p, "\\%03o", ch);
@@ -74,9 +76,3 @@ static char *escape(coil_arena *a, const char *s, int fmt)
 	*p = 0;
 	return o;
 }
-
-/* s as the inside of a C string literal that is also a printf format:
- * user text (input names, node ids) never reaches the C unescaped. */
-char *emit_cfmt(coil_arena *a, const char *s) { return escape(a, s, 1); }
-/* s as the inside of a plain C string literal. */
-char *emit_cstr(coil_arena *a, const char *s) { return escape(a, s, 0); }
