@@ -152,6 +152,23 @@ static void record(coil_ir *ir, int nsites, const int *site, const unsigned *mas
 				best = c;
 		const dn_fuse *f = &p->f[site[s]];
 		int h = f->head;
+		if (getenv("COIL_AUTOTUNE_LOG")) { /* a line per convolution and build, on stderr */
+			const coil_node *n = &ir->g->nodes[h];
+			const coil_value *w = &ir->g->vals[n->args[1].v[0]], *o = node_out(ir->g, n, 0);
+			int64_t d[4] = {0, 0, 0, 0};
+			for (int i = 0; i < 4 && i < w->rank; i++)
+				dim_is_const(&w->shape[i], &d[i]);
+			int64_t oh = 0;
+			if (o->rank > 2)
+				dim_is_const(&o->shape[2], &oh);
+			fprintf(stderr, "autotune %c: node %d conv %lldx%lld k%lld g%lld out %lld, %d post-ops (%d activations)%s:",
+				A ? 'A' : 'B', h, (long long)d[1] * n->args[8].i, (long long)d[0], (long long)d[2], (long long)n->args[8].i,
+				(long long)oh, f->npost, f->elt, f->act >= 0 ? ", activation left out" : "");
+			for (int c = 0; c < DN_TUNE_N; c++)
+				if (med[c] >= 0)
+					fprintf(stderr, " [%d] %.4f ms", c, med[c] * 1e3);
+			fprintf(stderr, "\n");
+		}
 		if (A) {
 			tn->path_a[h] = (uint8_t)best, tn->t_a[h] = med[best], tn->t0_a[h] = med[DN_TUNE_AUTO];
 			tn->site[h] = (uint8_t)((f->elt ? 1 : 0) | 2);
@@ -324,6 +341,10 @@ int dn_tune_decide(dn_tune *t, double *gain_ms)
 		} else {
 			gain += t->t0_a[h] - t->t_a[h];
 		}
+		if (getenv("COIL_AUTOTUNE_LOG"))
+			fprintf(stderr, "autotune: node %d: A %.4f ms (path %d), B with its activation %.4f ms (path %d): %s, path %d\n",
+				h, t->t_a[h] * 1e3, t->path_a[h], t->t_b[h] * 1e3, t->path_b[h],
+				t->unfuse[h] ? "activation as generated code" : "fused", t->path[h]);
 		changed += t->unfuse[h] || t->path[h] != DN_TUNE_AUTO;
 	}
 	*gain_ms = gain * 1e3;

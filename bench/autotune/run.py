@@ -119,6 +119,7 @@ def bench_model(name, threads, rounds, calls, cache, work, ort_mod, rates):
         if ort_mod:
             ort = ort_mod.Ort(onnx, t)
             ort.run([list(x.shape)], ["float32"], reps=1, warmup=2, inputs=files)
+            time.sleep(0.3)
         r_def, r_tun, r_ort, gain, vs_ort = [], [], [], [], []
         for r in range(rounds):
             # the order alternates; ONNX Runtime's threads spin after its calls: quiet before the next
