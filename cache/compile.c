@@ -212,9 +212,9 @@ static void tune_summary(json_t *a, char *buf, size_t cap)
 	buf[0] = 0;
 	int sites = (int)json_integer_value(json_object_get(a, "sites"));
 	if (json_is_object(a) && !sites)
-		snprintf(buf, cap, "no convolution to time (none, or symbolic sizes): the heuristics' lowering");
+		snprintf(buf, cap, "nothing to time (no float convolution or product on oneDNN, or symbolic sizes): the heuristics' lowering");
 	else if (json_is_object(a))
-		snprintf(buf, cap, "%d of %d convolutions lowered otherwise than the heuristics would, %.3f ms a run "
+		snprintf(buf, cap, "%d of %d convolutions and products lowered otherwise than the heuristics would, %.3f ms a run "
 			 "faster as timed, %.1f s of timing", (int)json_integer_value(json_object_get(a, "changed")), sites,
 			 json_number_value(json_object_get(a, "gain_ms")), json_number_value(json_object_get(a, "tune_s")));
 }

@@ -152,7 +152,7 @@ static void record(coil_ir *ir, int nsites, const int *site, const unsigned *mas
 				best = c;
 		const dn_fuse *f = &p->f[site[s]];
 		int h = f->head;
-		if (getenv("COIL_AUTOTUNE_LOG")) { /* a line per convolution and build, on stderr */
+		if (getenv("COIL_AUTOTUNE_LOG") && f->is_conv) { /* a line per convolution and build, on stderr */
 			const coil_node *n = &ir->g->nodes[h];
 			const coil_value *w = &ir->g->vals[n->args[1].v[0]], *o = node_out(ir->g, n, 0);
 			int64_t d[4] = {0, 0, 0, 0};
@@ -206,7 +206,7 @@ int ir_autotune(coil_ir *ir, coil_graph *g, const char *so, int nthreads, coil_e
 		return 0; /* nothing to choose, or no sizes to time at */
 	int nsites = 0, rc = -1, nk = 0;
 	for (int j = 0; j < p->nf; j++)
-		nsites += p->f[j].emitted && p->f[j].is_conv && !p->f[j].q;
+		nsites += p->f[j].emitted && !p->f[j].is_pool && !p->f[j].q;
 	if (!nsites)
 		return 0;
 	tune_abi a = {0};
@@ -248,7 +248,7 @@ int ir_autotune(coil_ir *ir, coil_graph *g, const char *so, int nthreads, coil_e
 	for (int j = 0, s = 0; j < p->nf; j++) {
 		int k = -1;
 		unsigned m = 0;
-		if (!p->f[j].emitted || !p->f[j].is_conv || p->f[j].q)
+		if (!p->f[j].emitted || p->f[j].is_pool || p->f[j].q)
 			continue;
 		a.tune(j, -1, &k, &m);
 		if (k < 0 || k >= nk || m != dn_tune_choices(ir, j) || k != p->f[j].kernel) {

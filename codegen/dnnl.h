@@ -99,7 +99,7 @@ typedef struct dn_fuse {
 			  * of a chain through requantized activations: q_requant) */
 	int emitted;     /* set by emit: its kernel is live */
 	int kernel;      /* set by emit: that kernel */
-	int elt;         /* a float conv's eltwise post-ops (activations) */
+	int elt;         /* a float conv's or product's eltwise post-ops (activations) */
 	int act;         /* the activation autotune kept out of the chain (dn_tune.unfuse), -1 */
 } dn_fuse;
 

@@ -800,12 +800,12 @@ static int step(pctx *c, dn_fuse *f, const coil_node *u, int cur, int view_free)
 	default:
 		if (elt_post(f, u))
 			return -1;
-		if (f->is_conv && !f->q && c->unfuse && c->unfuse[f->head]) { /* autotune's choice: generated code */
+		if (!f->is_pool && !f->q && c->unfuse && c->unfuse[f->head]) { /* autotune's choice: generated code */
 			f->npost--;
 			f->act = (int)(u - g->nodes);
 			return -1;
 		}
-		f->elt += f->is_conv && !f->q;
+		f->elt += !f->is_pool && !f->q;
 		return 0;
 	}
 }
