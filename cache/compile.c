@@ -211,7 +211,11 @@ static void tune_summary(json_t *a, char *buf, size_t cap)
 {
 	buf[0] = 0;
 	int sites = (int)json_integer_value(json_object_get(a, "sites"));
-	if (json_is_object(a) && !sites)
+	const char *note = json_string_value(json_object_get(a, "note"));
+	if (json_is_object(a) && note && *note)
+		snprintf(buf, cap, "nothing timed (the artifact did not run on made-up data: %.80s): the heuristics' lowering",
+			 note);
+	else if (json_is_object(a) && !sites)
 		snprintf(buf, cap, "nothing to time (no float convolution or product on oneDNN, or symbolic sizes): the heuristics' lowering");
 	else if (json_is_object(a))
 		snprintf(buf, cap, "%d of %d convolutions and products lowered otherwise than the heuristics would, %.3f ms a run "
@@ -392,9 +396,9 @@ int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *r, coil_err
 		if (m && sig[0])
 			json_object_set_new(m, "signature", json_string(sig));
 		if (m && p->mode == COMPILE_MODE_MAX_AUTOTUNE)
-			json_object_set_new(m, "autotune", json_pack("{s:s,s:i,s:i,s:f,s:f}", "mode", "max-autotune", "sites",
+			json_object_set_new(m, "autotune", json_pack("{s:s,s:i,s:i,s:f,s:f,s:s}", "mode", "max-autotune", "sites",
 								      cr.tune_sites, "changed", cr.tune_changed, "gain_ms",
-								      cr.tune_gain_ms, "tune_s", cr.tune_s));
+								      cr.tune_gain_ms, "tune_s", cr.tune_s, "note", cr.tune_note));
 		if (m)
 			tune_summary(json_object_get(m, "autotune"), r->autotune, sizeof r->autotune);
 		meta = m ? json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS) : NULL;

@@ -87,7 +87,7 @@ typedef struct compile_result {
 	int64_t arena_bytes;       /* from the artifact's description, -1 if unknown */
 	char signature[SIGN_STR_MAX]; /* "name:base64" from its metadata, "" if unsigned */
 	int built;                 /* 1: built by this call (sha256 taken from the bytes it built) */
-	char autotune[160];        /* max-autotune: what it chose ("" otherwise), from its metadata */
+	char autotune[256];        /* max-autotune: what it chose ("" otherwise), from its metadata */
 } compile_result;
 
 /* This build's identity, the parts of a key besides the graph, target and

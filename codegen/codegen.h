@@ -94,6 +94,7 @@ typedef struct codegen_result {
 	int tune_changed;        /* those that left the heuristics' lowering, */
 	double tune_gain_ms;     /* the time per run that saved (their kernels, as timed), */
 	double tune_s;           /* and the seconds it took (the second build not counted) */
+	char tune_note[160];     /* why nothing was timed, when the artifact did not run ("" else) */
 } codegen_result;
 
 /* g as torch.autocast("cpu", dtype=t) would have traced it (autocast.c):

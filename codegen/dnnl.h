@@ -131,6 +131,7 @@ typedef struct dn_tune {
 	double *t_node;     /* A: per node, the time of a kernel that covers it (-1: none) */
 	double secs;        /* spent timing */
 	int timed;          /* set by ir_autotune: build A was timed */
+	char note[160];     /* why it was not, when it could not run */
 } dn_tune;
 
 /* Times so (built from ir, with ir->tune; its ABI takes g's params and

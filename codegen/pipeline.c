@@ -281,6 +281,7 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 		res->tune_changed = changed;
 		res->tune_gain_ms = gain;
 		res->tune_s = t.secs;
+		snprintf(res->tune_note, sizeof res->tune_note, "%s", t.note);
 	}
 	tune_free(&t);
 	return rc;

@@ -504,6 +504,19 @@ def test_autotune(t, cache):
         t.ok(False, "mode='fastest' is refused")
     except coil.CoilError as e:
         t.ok("mode" in str(e) and "max-autotune" in str(e), "mode='fastest' is refused: %s" % e)
+    # a graph that does not run on the tuner's made-up data (zero indices, here out of range)
+    # still compiles, untuned, and says why
+    class Idx(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c, self.e = nn.Conv2d(3, 8, 3), nn.Embedding(10, 4)
+
+        def forward(self, x, i):
+            return self.c(x).sum() + self.e(10 - i).sum()
+    mi, xi = Idx().eval(), (torch.randn(1, 3, 8, 8), torch.tensor([1, 2]))
+    f = coil.compile(mi, xi, threads=1, cache_dir=cache, coil=COIL, mode="max-autotune")
+    t.ok(rel_err(eager(mi, xi), f(*xi)) <= TOL and "did not run on made-up data" in f.info.get("autotune", ""),
+         "max-autotune of a graph its made-up data cannot run: compiled untuned, and says so", f.info)
     for path, unfuse in ((0, 1), (1, 0), (2, 1), (3, 0)):
         os.environ["COIL_AUTOTUNE_FORCE"] = "%d,%d" % (path, unfuse)
         try:
