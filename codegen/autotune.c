@@ -63,6 +63,48 @@ static void *buffer(const coil_value *v, uint32_t *seed)
 	return p;
 }
 
+/* The made-up params, inputs and outputs of a static graph. */
+typedef struct tune_data {
+	void **par, **in, **out;
+	int64_t **shp;
+} tune_data;
+
+static void data_free(const coil_graph *g, tune_data *d)
+{
+	for (int i = 0; d->par && i < g->nparams; i++)
+		free(d->par[i]);
+	for (int i = 0; d->in && i < g->ninputs; i++) {
+		free(d->in[i]);
+		free(d->shp ? d->shp[i] : NULL);
+	}
+	for (int i = 0; d->out && i < g->noutputs; i++)
+		free(d->out[i]);
+	free(d->par), free(d->in), free(d->out), free(d->shp);
+	memset(d, 0, sizeof *d);
+}
+
+/* 0, or -1 when a size is not static or memory is short (d freed). */
+static int data_make(const coil_graph *g, tune_data *d)
+{
+	uint32_t seed = 12345;
+	d->par = calloc((size_t)g->nparams + 1, sizeof *d->par), d->in = calloc((size_t)g->ninputs + 1, sizeof *d->in);
+	d->out = calloc((size_t)g->noutputs + 1, sizeof *d->out), d->shp = calloc((size_t)g->ninputs + 1, sizeof *d->shp);
+	int bad = !d->par || !d->in || !d->out || !d->shp;
+	for (int i = 0; !bad && i < g->nparams; i++)
+		bad = !(d->par[i] = buffer(&g->vals[g->params[i]], &seed));
+	for (int i = 0; !bad && i < g->ninputs; i++) {
+		const coil_value *v = &g->vals[g->inputs[i]];
+		bad = !(d->in[i] = buffer(v, &seed)) || !(d->shp[i] = calloc((size_t)v->rank + 1, sizeof **d->shp));
+		for (int k = 0; !bad && k < v->rank; k++)
+			dim_is_const(&v->shape[k], &d->shp[i][k]);
+	}
+	for (int i = 0; !bad && i < g->noutputs; i++)
+		bad = !(d->out[i] = buffer(&g->vals[g->outputs[i]], &seed));
+	if (bad)
+		data_free(g, d);
+	return bad ? -1 : 0;
+}
+
 static int load(const char *so, tune_abi *a, coil_err *err)
 {
 	char path[4096];
@@ -90,9 +132,12 @@ static int cmp_double(const void *a, const void *b)
  * heuristics; every kernel's time per run into tk[nk].  0, or -1 when the
  * model cannot be made or run so (a choice the runtime refuses). */
 static int round_at(const tune_abi *a, int c, int nsites, const int *site, const unsigned *mask, int nthreads,
-		    const void *const *par, int npar, const void *const *in, const int64_t *const *shp, void *const *out,
-		    double *acc, int nk, double *tk, coil_err *err)
+		    const coil_graph *g, const tune_data *d, double *acc, int nk, double *tk, coil_err *err)
 {
+	const void *const *par = (const void *const *)d->par, *const *in = (const void *const *)d->in;
+	const int64_t *const *shp = (const int64_t *const *)d->shp;
+	void *const *out = d->out;
+	const int npar = g->nparams;
 	int kk;
 	unsigned mm;
 	for (int s = 0; s < nsites; s++)
@@ -210,34 +255,20 @@ int ir_autotune(coil_ir *ir, coil_graph *g, const char *so, int nthreads, coil_e
 	if (!nsites)
 		return 0;
 	tune_abi a = {0};
-	uint32_t seed = 12345;
+	tune_data d = {0};
 	int *site = calloc((size_t)nsites, sizeof *site);
 	unsigned *mask = calloc((size_t)nsites, sizeof *mask);
 	double *t = calloc((size_t)nsites * DN_TUNE_N * TUNE_ROUNDS, sizeof *t), *acc = NULL, *tk = NULL, *tkr = NULL;
-	void **par = calloc((size_t)g->nparams + 1, sizeof *par), **in = calloc((size_t)g->ninputs + 1, sizeof *in);
-	void **out = calloc((size_t)g->noutputs + 1, sizeof *out);
-	int64_t **shp = calloc((size_t)g->ninputs + 1, sizeof *shp);
 	char *failed = calloc(DN_TUNE_N, 1);
-	if (!site || !mask || !t || !par || !in || !out || !shp || !failed) {
+	if (!site || !mask || !t || !failed) {
 		coil_err_oom(err);
 		goto done;
 	}
-	for (int i = 0; i < g->nparams; i++)
-		if (!(par[i] = buffer(&g->vals[g->params[i]], &seed)))
-			goto untimed;
-	for (int i = 0; i < g->ninputs; i++) {
-		const coil_value *v = &g->vals[g->inputs[i]];
-		if (!(in[i] = buffer(v, &seed)) || !(shp[i] = calloc((size_t)v->rank + 1, sizeof **shp)))
-			goto untimed;
-		for (int d = 0; d < v->rank; d++)
-			dim_is_const(&v->shape[d], &shp[i][d]);
-	}
-	for (int i = 0; i < g->noutputs; i++)
-		if (!(out[i] = buffer(&g->vals[g->outputs[i]], &seed)))
-			goto untimed;
+	if (data_make(g, &d))
+		goto untimed;
 	coil_err le = {0};
 	if (load(so, &a, &le)) { /* best effort: a compile that builds does not fail for its timing */
-		snprintf(tn->note, sizeof tn->note, "%.150s", le.msg);
+		snprintf(tn->note, sizeof tn->note, "it could not be loaded: %.120s", le.msg);
 		rc = 0;
 		goto done;
 	}
@@ -270,10 +301,9 @@ int ir_autotune(coil_ir *ir, coil_graph *g, const char *so, int nthreads, coil_e
 			if (!any || failed[c])
 				continue;
 			coil_err e = {0};
-			int bad = round_at(&a, c, nsites, site, mask, nthreads, (const void *const *)par, g->nparams,
-					   (const void *const *)in, (const int64_t *const *)shp, out, acc, nk, tk, &e);
+			int bad = round_at(&a, c, nsites, site, mask, nthreads, g, &d, acc, nk, tk, &e);
 			if (bad && c == DN_TUNE_AUTO) { /* it does not run on made-up data: left as the heuristics built it */
-				snprintf(tn->note, sizeof tn->note, "%.150s", e.msg);
+				snprintf(tn->note, sizeof tn->note, "it did not run on made-up data: %.120s", e.msg);
 				rc = 0;
 				goto done;
 			}
@@ -306,16 +336,61 @@ done:
 	tn->secs += (clock_ms() - t_start) / 1e3;
 	if (a.dl)
 		dlclose(a.dl);
-	for (int i = 0; par && i < g->nparams; i++)
-		free(par[i]);
-	for (int i = 0; in && i < g->ninputs; i++) {
-		free(in[i]);
-		free(shp ? shp[i] : NULL);
+	data_free(g, &d);
+	free(site), free(mask), free(t), free(acc), free(tk), free(tkr), free(failed);
+	return rc;
+}
+
+/* One run's median time of a model over a round of runs, in seconds; < 0 on failure. */
+static double whole_round(const tune_abi *a, const coil_graph *g, const tune_data *d, int nthreads, int runs)
+{
+	void *m = NULL;
+	const void *const *in = (const void *const *)d->in;
+	const int64_t *const *shp = (const int64_t *const *)d->shp;
+	if (a->create((const void *const *)d->par, g->nparams, nthreads, &m) != 0)
+		return -1;
+	double best = -1, ts[TUNE_MAX_RUNS];
+	int rc = a->run(m, in, shp, d->out), n = 0;
+	for (; n < runs && n < TUNE_MAX_RUNS && !rc; n++) {
+		double t0 = clock_ms();
+		rc = a->run(m, in, shp, d->out);
+		ts[n] = (clock_ms() - t0) / 1e3;
 	}
-	for (int i = 0; out && i < g->noutputs; i++)
-		free(out[i]);
-	free(par), free(in), free(out), free(shp), free(site), free(mask), free(t), free(acc), free(tk), free(tkr);
-	free(failed);
+	a->destroy(m);
+	if (!rc && n)
+		best = median(ts, n);
+	return best;
+}
+
+int dn_tune_verify(coil_graph *g, const char *so_a, const char *so_c, int nthreads, double *ta, double *tc)
+{
+	tune_abi a = {0}, c = {0};
+	tune_data d = {0};
+	coil_err e = {0};
+	int rc = -1;
+	double va[TUNE_ROUNDS], vc[TUNE_ROUNDS];
+	if (data_make(g, &d) || load(so_a, &a, &e) || load(so_c, &c, &e))
+		goto out;
+	double once = whole_round(&a, g, &d, nthreads, 1);
+	if (once < 0)
+		goto out;
+	int runs = once > 0 ? (int)(TUNE_ROUND_S / once) : TUNE_MAX_RUNS;
+	runs = runs < 3 ? 3 : runs > TUNE_MAX_RUNS ? TUNE_MAX_RUNS : runs;
+	for (int r = 0; r < TUNE_ROUNDS; r++) { /* alternating which goes first */
+		const tune_abi *x = r % 2 ? &c : &a, *y = r % 2 ? &a : &c;
+		double tx = whole_round(x, g, &d, nthreads, runs), ty = whole_round(y, g, &d, nthreads, runs);
+		if (tx < 0 || ty < 0)
+			goto out;
+		va[r] = r % 2 ? ty : tx, vc[r] = r % 2 ? tx : ty;
+	}
+	*ta = median(va, TUNE_ROUNDS), *tc = median(vc, TUNE_ROUNDS);
+	rc = 0;
+out:
+	if (a.dl)
+		dlclose(a.dl);
+	if (c.dl)
+		dlclose(c.dl);
+	data_free(g, &d);
 	return rc;
 }
 

@@ -142,6 +142,10 @@ int ir_autotune(coil_ir *ir, coil_graph *g, const char *so, int nthreads, coil_e
 /* The choices from builds A and B's measures (ir->tune): how many heads take
  * a lowering the heuristics did not, and the time per run that saves. */
 int dn_tune_decide(dn_tune *t, double *gain_ms);
+/* Builds so_a (the heuristics') and so_c (the tuned) of static graph g timed
+ * whole, interleaved: each one's median seconds a run.  0, or -1 when they
+ * cannot be run. */
+int dn_tune_verify(coil_graph *g, const char *so_a, const char *so_c, int nthreads, double *ta, double *tc);
 
 typedef struct dn_plan {
 	int nf;
