@@ -1089,6 +1089,8 @@ static int cmd_run(opts *o)
 		return usage_err("usage: coil run GRAPH.json -w W.safetensors -i I.safetensors [-o OUT] [--threads N] [--repeat N] [--profile]");
 	coil_err err = {0};
 	loaded l;
+	if (!o->threads)
+		o->threads = "1"; /* what it runs at, and so what max-autotune times at */
 	if (plan_file(o, o->pos[0], &l))
 		return 1;
 	coil_graph *g = l.plan->g;
