@@ -112,6 +112,8 @@ enum {
 	DN_TUNE_NO_WINO,    /* the same without Winograd */
 	DN_TUNE_NCHW,       /* oneDNN's NCHW (GEMM) kernel, no Winograd */
 	DN_TUNE_NHWC,       /* through the NHWC primitive, no Winograd */
+	DN_TUNE_IMPL1,      /* the heuristics' path, no Winograd, oneDNN's second jit implementation */
+	DN_TUNE_IMPL2,      /* ... its third */
 	DN_TUNE_N
 };
 unsigned dn_tune_choices(const coil_ir *ir, int j);

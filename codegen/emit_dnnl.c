@@ -400,8 +400,8 @@ static void make_conv(nctx *c, int j, const dn_fuse *fz)
 	out(c, "\tdd.transposed = %d;\n", tr);
 	if (dn_tune_choices(c->ir, j) > 1)
 		out(c, "\tdd.tuned = 1;\n\tdd.path = coil_tune[%d] == %d ? RT_PATH_DIRECT : coil_tune[%d] == %d ? RT_PATH_NHWC : "
-		       "RT_PATH_AUTO;\n\tdd.no_wino = coil_tune[%d] != %d;\n",
-		    j, DN_TUNE_NCHW, j, DN_TUNE_NHWC, j, DN_TUNE_AUTO);
+		       "RT_PATH_AUTO;\n\tdd.no_wino = coil_tune[%d] != %d;\n\tdd.impl = coil_tune[%d] >= %d ? coil_tune[%d] - %d : 0;\n",
+		    j, DN_TUNE_NCHW, j, DN_TUNE_NHWC, j, DN_TUNE_AUTO, j, DN_TUNE_IMPL1, j, DN_TUNE_IMPL1 - 1);
 	else
 		out(c, "\tdd.path = RT_PATH_AUTO;\n");
 	if (fz->src_nhwc && fz->dst_nhwc)
@@ -543,6 +543,8 @@ unsigned dn_tune_choices(const coil_ir *ir, int j)
 		m |= 1u << DN_TUNE_NO_WINO;
 	if (!n->args[6].i && !fz->src_nhwc && !fz->dst_nhwc) /* an NCHW conv: either primitive */
 		m |= 1u << DN_TUNE_NCHW | 1u << DN_TUNE_NHWC;
+	if (!n->args[6].i) /* oneDNN's other implementations of the direct convolution */
+		m |= 1u << DN_TUNE_IMPL1 | 1u << DN_TUNE_IMPL2;
 	return m;
 }
 

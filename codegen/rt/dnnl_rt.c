@@ -257,6 +257,7 @@ typedef struct prim {
 	int rt_dims; /* src/dst have run-time dims: their memories are made per run */
 	int npost;
 	enum post_role role[RT_MAX_POST];
+	int impl;    /* 0: oneDNN's first implementation; n: its n-th jit one after that (autotuning) */
 } prim;
 
 static void prim_free(prim *p)
@@ -403,13 +404,43 @@ fail:
 /* Creates pd + primitive from an op descriptor; sets up the scratchpad, the
  * memories for src/dst (handles set at run) and for the binary post-op
  * operands.  Weights and bias memories are the caller's business. */
+/* The primitive descriptor: oneDNN's first implementation, or with p->impl =
+ * n its n-th jit one after that (a reference or plain-GEMM one is never
+ * taken); the first where there are not that many. */
+static dnnl_status_t pd_create(prim *p, const void *op_desc, dnnl_primitive_attr_t attr, dnnl_engine_t eng)
+{
+	if (p->impl <= 0)
+		return dnnl_primitive_desc_create(&p->pd, op_desc, attr, eng, NULL);
+	dnnl_primitive_desc_iterator_t it;
+	dnnl_status_t st = dnnl_primitive_desc_iterator_create(&it, op_desc, attr, eng, NULL);
+	if (st != dnnl_success)
+		return st;
+	dnnl_primitive_desc_t first = dnnl_primitive_desc_iterator_fetch(it), pick = NULL;
+	for (int n = 0; first && !pick && dnnl_primitive_desc_iterator_next(it) == dnnl_success;) {
+		dnnl_primitive_desc_t pd = dnnl_primitive_desc_iterator_fetch(it);
+		const char *name = NULL;
+		if (pd && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) == dnnl_success && name &&
+		    (strstr(name, "jit") || strstr(name, "brg") || strstr(name, "brdgmm")) && ++n == p->impl)
+			pick = pd;
+		else if (pd)
+			dnnl_primitive_desc_destroy(pd);
+	}
+	dnnl_primitive_desc_iterator_destroy(it);
+	if (!first)
+		return dnnl_out_of_memory;
+	if (pick)
+		dnnl_primitive_desc_destroy(first);
+	p->pd = pick ? pick : first;
+	return dnnl_success;
+}
+
 static int prim_finish(prim *p, const void *op_desc, dnnl_primitive_attr_t attr,
 		       const dnnl_memory_desc_t *bin_md, const int *bin_idx, char *err,
 		       size_t errlen, const char *what)
 {
 	int rc = RT_OK;
 	dnnl_engine_t eng = p->ctx->engine;
-	dnnl_status_t st = dnnl_primitive_desc_create(&p->pd, op_desc, attr, eng, NULL);
+	dnnl_status_t st = pd_create(p, op_desc, attr, eng);
 	if (st != dnnl_success) {
 		p->pd = NULL;
 		return seterr(err, errlen, st == dnnl_unimplemented ? RT_EUNSUP : RT_EDNNL,
@@ -994,6 +1025,7 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight
 			DN(dnnl_dilated_convolution_forward_desc_init(
 				&od, dnnl_forward_inference, dnnl_convolution_direct, &src_md,
 				&wany_md, bmd, &dst_md, strides, dil, pl, pr));
+			c->p.impl = d->impl;
 			if ((rc = prim_finish(&c->p, &od, attr, bin_md, bin_idx, err, errlen,
 					      "convolution")))
 				goto fail;

@@ -224,6 +224,8 @@ typedef struct rt_conv_desc {
 	 * binary operand an NHWC primitive refuses) fall back to RT_PATH_AUTO
 	 * instead of failing. */
 	int no_wino, tuned;
+	int impl;            /* 0: oneDNN's first implementation; n: its n-th jit one after that, the
+	                      * first where there are not that many (autotuning) */
 	int npost;
 	rt_post post[RT_MAX_POST];
 	/* Nonzero: the packed weights are shared with the context's other

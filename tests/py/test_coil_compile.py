@@ -517,7 +517,7 @@ def test_autotune(t, cache):
     f = coil.compile(mi, xi, threads=1, cache_dir=cache, coil=COIL, mode="max-autotune")
     t.ok(rel_err(eager(mi, xi), f(*xi)) <= TOL and "did not run on made-up data" in f.info.get("autotune", ""),
          "max-autotune of a graph its made-up data cannot run: compiled untuned, and says so", f.info)
-    for path, unfuse in ((0, 1), (1, 0), (2, 1), (3, 0)):
+    for path, unfuse in ((0, 1), (1, 0), (2, 1), (3, 0), (4, 0), (5, 1)):
         os.environ["COIL_AUTOTUNE_FORCE"] = "%d,%d" % (path, unfuse)
         try:
             f = coil.compile(m, (x,), threads=1, cache_dir="%s-force-%d-%d" % (cache, path, unfuse), coil=COIL,
