@@ -293,7 +293,9 @@ int ir_autotune(coil_ir *ir, coil_graph *g, const char *so, int nthreads, coil_e
 		site[s] = j, mask[s++] = m;
 	}
 	/* rounds interleave the choices: each is timed beside the others */
-	for (int r = 0; r < TUNE_ROUNDS; r++)
+	int rounds = 0; /* complete ones: a round is never cut, the deadline stops the next */
+	for (int r = 0; r < TUNE_ROUNDS && ((r == 0 && tn->build == 1) || !tn->deadline_ms || clock_ms() < tn->deadline_ms);
+	     r++, rounds++)
 		for (int c = 0; c < DN_TUNE_N; c++) {
 			int any = c == DN_TUNE_AUTO;
 			for (int s = 0; s < nsites; s++)
@@ -313,19 +315,23 @@ int ir_autotune(coil_ir *ir, coil_graph *g, const char *so, int nthreads, coil_e
 			for (int k = 0; k < nk && c == DN_TUNE_AUTO; k++)
 				tkr[(size_t)k * TUNE_ROUNDS + (size_t)r] = tk[k];
 		}
+	if (!rounds) { /* build B out of time: left unmeasured, so nothing is left out of a fusion */
+		rc = 0;
+		goto done;
+	}
 	/* medians: per site and choice (failed ones out), per kernel */
 	for (int s = 0; s < nsites; s++)
 		for (int c = 0; c < DN_TUNE_N; c++) {
 			double *v = &t[((size_t)s * DN_TUNE_N + (size_t)c) * TUNE_ROUNDS];
 			if (failed[c])
 				mask[s] &= ~(1u << c);
-			v[0] = mask[s] >> c & 1 ? median(v, TUNE_ROUNDS) : -1;
+			v[0] = mask[s] >> c & 1 ? median(v, rounds) : -1;
 		}
 	for (int s = 0; s < nsites; s++) /* compact: the median first of each (site, choice) */
 		for (int c = 0; c < DN_TUNE_N; c++)
 			t[(size_t)s * DN_TUNE_N + (size_t)c] = t[((size_t)s * DN_TUNE_N + (size_t)c) * TUNE_ROUNDS];
 	for (int k = 0; k < nk; k++)
-		tk[k] = median(&tkr[(size_t)k * TUNE_ROUNDS], TUNE_ROUNDS);
+		tk[k] = median(&tkr[(size_t)k * TUNE_ROUNDS], rounds);
 	record(ir, nsites, site, mask, t, tk, nk);
 	tn->timed |= tn->build == 1;
 	rc = 1;

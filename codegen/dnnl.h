@@ -132,6 +132,7 @@ typedef struct dn_tune {
 	double *t0_a;       /* A: the head's kernel at the heuristics' path */
 	double *t_node;     /* A: per node, the time of a kernel that covers it (-1: none) */
 	double secs;        /* spent timing */
+	double deadline_ms; /* clock_ms() past which no more timing starts (0: none) */
 	int timed;          /* set by ir_autotune: build A was timed */
 	char note[160];     /* why it was not, when it could not run */
 } dn_tune;

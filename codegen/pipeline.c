@@ -248,7 +248,12 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 	o = o ? o : &dflt;
 	if (!o->autotune || !out_so || o->dump_after || o->keep_c)
 		return compile_once(g, o, NULL, out_so, res, err);
+	/* timing may take 30% of the compile's deadline: past it no round starts (one round of
+	 * build A always runs) and what was timed decides; a build (B, the final one) starts only
+	 * with room for it, and what follows, before 90% of the deadline */
 	dn_tune t = {.build = 1};
+	const double start = clock_ms(), budget = 1000.0 * (o->timeout_s ? o->timeout_s : BUILD_DEFAULT_TIMEOUT_S);
+	t.deadline_ms = start + 0.3 * budget;
 	codegen_result r, ra;
 	char so_a[4096], so_b[4096];
 	snprintf(so_a, sizeof so_a, "%s.a.so", out_so);
@@ -256,13 +261,16 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 	double cc_s = 0, gain = 0, ta = 0, tc = 0;
 	int nthreads = o->tune_threads ? o->tune_threads : build_cpus();
 	int changed = 0, rc = compile_once(g, o, &t, so_a, &ra, err);
+	const double build_ms = clock_ms() - start - 1000.0 * t.secs; /* one build, its timing aside */
+	/* room for n more builds before 90% of the deadline */
+#define ROOM(n) (clock_ms() + (n) * 1.5 * build_ms < start + 0.9 * budget)
 	cc_s += ra.compile_s;
 	r = ra;
 	if (!rc && t.timed) {
 		int any_elt = 0;
 		for (int h = 0; h < t.nnodes; h++)
 			any_elt |= (t.unfuse[h] = t.site[h] & 1);
-		if (any_elt) {
+		if (any_elt && clock_ms() < t.deadline_ms && ROOM(2)) {
 			t.build = 2;
 			rc = compile_once(g, o, &t, so_b, &r, err);
 			cc_s += r.compile_s;
@@ -271,6 +279,11 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 		if (!rc) {
 			changed = dn_tune_decide(&t, &gain);
 			t.build = 0;
+			if (changed && !ROOM(1)) {
+				changed = 0, gain = 0;
+				snprintf(t.note, sizeof t.note, "out of time for the tuned build (the compile's deadline is %.0f s)",
+					 budget / 1e3);
+			}
 			if (changed) {
 				rc = compile_once(g, o, &t, out_so, &r, err);
 				cc_s += r.compile_s;
@@ -278,7 +291,11 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 			/* the choices were timed kernel by kernel: the tuned build as a whole must beat
 			 * the heuristics' too (a choice can slow its neighbours), else A stands */
 			double t0 = clock_ms();
-			if (!rc && changed && !getenv("COIL_AUTOTUNE_FORCE") &&
+			if (!rc && changed && !getenv("COIL_AUTOTUNE_FORCE") && !ROOM(1)) {
+				changed = 0, gain = 0, r = ra; /* unverified: the heuristics' build stands */
+				snprintf(t.note, sizeof t.note, "out of time before the tuned build could be checked "
+					 "(the compile's deadline is %.0f s)", budget / 1e3);
+			} else if (!rc && changed && !getenv("COIL_AUTOTUNE_FORCE") &&
 			    (dn_tune_verify(g, so_a, out_so, nthreads, &ta, &tc) || tc >= ta * 0.99)) {
 				changed = 0, gain = 0, r = ra;
 				snprintf(t.note, sizeof t.note, "the tuned build, %.3f ms a run, was not faster than the heuristics', "
@@ -304,4 +321,5 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
 	}
 	tune_free(&t);
 	return rc;
+#undef ROOM
 }
