@@ -138,9 +138,12 @@ static int open_as(const char *load_path, const char *path, int memfd, coil_arti
 	SYM(run, "coil_model_run")
 	SYM(destroy, "coil_model_destroy")
 	SYM(last_error, "coil_model_last_error")
-	SYM(profile, "coil_model_profile")
-	SYM(kernel_name, "coil_model_kernel_name")
 #undef SYM
+	/* optional: artifacts built before the profile switch lack them */
+	*(void **)&a->profile = dlsym(a->dl, "coil_model_profile");
+	*(void **)&a->kernel_name = dlsym(a->dl, "coil_model_kernel_name");
+	if (!a->profile || !a->kernel_name)
+		a->profile = NULL, a->kernel_name = NULL;
 	if (a->abi_version() != COIL_ABI_VERSION) {
 		coil_errf(err, "%s: artifact ABI version %d, this coil speaks %d", path, a->abi_version(), COIL_ABI_VERSION);
 		goto fail;

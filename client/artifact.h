@@ -30,7 +30,7 @@ typedef struct coil_artifact {
 	int (*run)(coil_model *, const void *const *, const int64_t *const *, void *const *);
 	void (*destroy)(coil_model *);
 	const char *(*last_error)(void);
-	int (*profile)(coil_model *, double *);   /* the profile switch (emit_abi.c) */
+	int (*profile)(coil_model *, double *);   /* the profile switch (emit_abi.c); NULL in older artifacts */
 	const char *(*kernel_name)(int);
 	char target[64];
 	char graph_hash[65];

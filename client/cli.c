@@ -1025,6 +1025,10 @@ static int run_artifact(coil_artifact *a, coil_graph *g, bound *b, int threads, 
 		}
 		outp[i] = t->data;
 	}
+	if (profile && !a->profile) {
+		coil_errf(err, "the artifact predates the profile switch (coil_model_profile): compile it again");
+		goto out;
+	}
 	if (profile) {
 		nk = a->profile(m, NULL);
 		if (!(acc = calloc(3 * ((size_t)nk + 1), sizeof *acc))) {

@@ -153,12 +153,15 @@ class Artifact:
         lasterr.argtypes = []
         self._lib = lib
         self._create, self._oshape, self._run, self._destroy, self._lasterr = fns
-        self._profile = lib.coil_model_profile
-        self._profile.restype = ctypes.c_int
-        self._profile.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_double)]
-        self._kname = lib.coil_model_kernel_name
-        self._kname.restype = ctypes.c_char_p
-        self._kname.argtypes = [ctypes.c_int]
+        self._profile = getattr(lib, "coil_model_profile", None)  # optional: artifacts since 2026-11-27
+        self._kname = getattr(lib, "coil_model_kernel_name", None)
+        if self._profile is not None and self._kname is not None:
+            self._profile.restype = ctypes.c_int
+            self._profile.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_double)]
+            self._kname.restype = ctypes.c_char_p
+            self._kname.argtypes = [ctypes.c_int]
+        else:
+            self._profile = None
         self._memory = getattr(lib, "coil_model_memory", None)  # optional: newer artifacts
         if self._memory is not None:
             self._memory.restype = ctypes.c_int
@@ -330,6 +333,8 @@ class Model:
         the node's index in the canonical graph), "ms", "bytes", "flops"} per call; the last
         entry is the run's own part before the kernels (sizes, arena, oneDNN objects)."""
         a = self.artifact
+        if a._profile is None:
+            raise _err_run("%s predates the profile switch (coil_model_profile): compile it again" % a.path)
         self._run(inputs)
         nk = a._profile(None, None)
         acc = (ctypes.c_double * (3 * (nk + 1)))()
