@@ -44,7 +44,7 @@ $(B)/gen/rt_source.o: $(B)/gen/rt_source.c
 	$(CC) $(CFLAGS) -c $< -o $@
 
 # vec.c embeds codegen/vmath.h (.incbin) into every artifact.
-$(B)/codegen/vec.o: codegen/vmath.h codegen/attn.h common/upsample.h codegen/rnn.h
+$(B)/codegen/vec.o: codegen/vmath.h codegen/attn.h common/upsample.h codegen/rnn.h codegen/fft.h
 
 $(B)/libcoil.a: $(LIB_OBJ)
 	@rm -f $@

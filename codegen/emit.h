@@ -73,6 +73,7 @@ void vec_prelude(FILE *f);
 const char *vec_vmath_source(void);
 const char *vec_attn_source(void);
 const char *vec_upsample_source(void); /* common/upsample.h */
+const char *vec_fft_source(void);      /* codegen/fft.h */
 const char *vec_rnn_source(void);      /* codegen/rnn.h */
 int vec_emit_kernel(coil_ir *ir, const vec_isa *isa, FILE *f, int k, char *used, coil_err *err);
 

@@ -559,6 +559,12 @@ int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_la
 				break;
 			}
 		for (int i = 0; i < ir->g->nnodes; i++)
+			if (ir->g->nodes[i].op == OP_FFT_R2C || ir->g->nodes[i].op == OP_FFT_C2R ||
+			    ir->g->nodes[i].op == OP_FFT_C2C) {
+				fputs(vec_fft_source(), f);
+				break;
+			}
+		for (int i = 0; i < ir->g->nnodes; i++)
 			if (op_rnn_kind(ir->g->nodes[i].op) >= 0) {
 				fputs(vec_rnn_source(), f);
 				break;

@@ -1319,6 +1319,241 @@ static int spatial_symbolic(xctx *c)
 	return 0;
 }
 
+/* --- strided views, folding, mode padding, Fourier transforms -------------- */
+
+/* flip: each output row (all dims but the last) copies its source row, the
+ * flipped dims mirrored, the last dim reversed when it is flipped. */
+static void flip(xctx *c)
+{
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
+	ir_node *x = argn(c, 0);
+	const int R = x->rank;
+	int fl[COIL_MAX_RANK] = {0};
+	for (int i = 0; i < c->n->args[1].n; i++)
+		fl[c->n->args[1].ints[i] < 0 ? c->n->args[1].ints[i] + R : c->n->args[1].ints[i]] = 1;
+	const char *T = emit_ctype(x->dtype);
+	out(c, "\tconst int64_t rows = %s, L = %s, work = rows * L;\n\t(void)work;\n", prod(c, x, 0, R ? R - 1 : 0),
+	    R ? dimc(c, &x->shape[R - 1]) : "1");
+	out(c, "\tconst %s *restrict src = %s;\n\t%s *restrict dst = %s;\n", T, arg(c, 0), T, buf(c, outv));
+	out(c, PAR(1));
+	out(c, "\tfor (int64_t row = 0; row < rows; row++) {\n\t\tint64_t rem = row, at = 0, st = L;\n\t\t(void)rem;\n");
+	for (int i = R - 2; i >= 0; i--) {
+		const char *D = dimc(c, &x->shape[i]);
+		out(c, "\t\t{\n\t\t\tconst int64_t j = rem %% %s;\n\t\t\trem /= %s;\n\t\t\tat += %s * st;\n\t\t\tst *= %s;\n\t\t}\n",
+		    D, D, fl[i] ? arena_printf(c->ir->arena, "(%s - 1 - j)", D) : "j", D);
+	}
+	out(c, "\t\tfor (int64_t q = 0; q < L; q++)\n\t\t\tdst[row * L + q] = src[at + %s];\n\t}\n",
+	    R && fl[R - 1] ? "L - 1 - q" : "q");
+}
+
+/* unfold: each output row (every dim but the window's) starts at its
+ * coordinates in self (the window index times step along dim), the window
+ * strided by dim's stride. */
+static void unfold(xctx *c)
+{
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
+	ir_node *x = argn(c, 0), *o = &c->ir->nodes[outv];
+	const int R = x->rank, d = wrapd(x, c->n->args[1].i);
+	const char *T = emit_ctype(x->dtype);
+	out(c, "\tconst int64_t rows = %s, L = %lldLL, work = rows * L;\n\t(void)work;\n", prod(c, o, 0, R),
+	    (long long)c->n->args[2].i);
+	out(c, "\tconst %s *restrict src = %s;\n\t%s *restrict dst = %s;\n", T, arg(c, 0), T, buf(c, outv));
+	out(c, "\tconst int64_t ds = %s;\n", prod(c, x, d + 1, R));
+	out(c, PAR(1));
+	out(c, "\tfor (int64_t row = 0; row < rows; row++) {\n\t\tint64_t rem = row, at = 0, st = 1;\n\t\t(void)rem;\n");
+	for (int i = R - 1; i >= 0; i--)
+		out(c, "\t\t{\n\t\t\tconst int64_t j = rem %% %s;\n\t\t\trem /= %s;\n\t\t\tat += j%s * st;\n"
+		       "\t\t\tst *= %s;\n\t\t}\n",
+		    dimc(c, &o->shape[i]), dimc(c, &o->shape[i]),
+		    i == d ? arena_printf(c->ir->arena, " * %lldLL", (long long)c->n->args[3].i) : "", dimc(c, &x->shape[i]));
+	out(c, "\t\tfor (int64_t q = 0; q < L; q++)\n\t\t\tdst[row * L + q] = src[at + q * ds];\n\t}\n");
+}
+
+/* as_strided: each output row (all dims but the last) starts at its offset in
+ * self's elements, its last dim strided. */
+static void as_strided(xctx *c)
+{
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
+	ir_node *o = &c->ir->nodes[outv];
+	const coil_arg *st = &c->n->args[2];
+	const int R = o->rank;
+	const long long off = c->n->args[3].kind == ARG_INT ? (long long)c->n->args[3].i : 0;
+	const char *T = emit_ctype(o->dtype);
+	out(c, "\tconst int64_t rows = %s, L = %s, work = rows * L;\n\t(void)work;\n", prod(c, o, 0, R ? R - 1 : 0),
+	    R ? dimc(c, &o->shape[R - 1]) : "1");
+	out(c, "\tconst %s *restrict src = %s;\n\t%s *restrict dst = %s;\n", T, arg(c, 0), T, buf(c, outv));
+	out(c, PAR(1));
+	out(c, "\tfor (int64_t row = 0; row < rows; row++) {\n\t\tint64_t rem = row, at = %lldLL;\n\t\t(void)rem;\n", off);
+	for (int i = R - 2; i >= 0; i--)
+		out(c, "\t\tat += rem %% %s * %lldLL;\n\t\trem /= %s;\n", dimc(c, &o->shape[i]), (long long)st->ints[i],
+		    dimc(c, &o->shape[i]));
+	out(c, "\t\tfor (int64_t j = 0; j < L; j++)\n\t\t\tdst[row * L + j] = src[at + j * %lldLL];\n\t}\n",
+	    R ? (long long)st->ints[R - 1] : 0LL);
+}
+
+/* col2im: per image plane (parallel), zeros, then every block's values
+ * added where they land, in the interpreter's order (the same bits at any
+ * thread count); im2col: per (plane, kernel offset) row, the values each
+ * block reads, 0 in the padding. */
+static void col2im(xctx *c)
+{
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
+	ir_node *x = argn(c, 0), *o = &c->ir->nodes[outv];
+	const int fold = c->n->op == OP_COL2IM, a0 = fold ? 2 : 1;
+	const int64_t *k = c->n->args[a0].ints, *dl = c->n->args[a0 + 1].ints, *pd = c->n->args[a0 + 2].ints,
+		      *sd = c->n->args[a0 + 3].ints;
+	const ir_node *img = fold ? o : x;
+	const int R = img->rank;
+	const long long H = sdim(img, R - 2), W = sdim(img, R - 1);
+	const long long nh = (H + 2 * pd[0] - dl[0] * (k[0] - 1) - 1) / sd[0] + 1;
+	const long long nw = (W + 2 * pd[1] - dl[1] * (k[1] - 1) - 1) / sd[1] + 1;
+	const char *T = emit_ctype(o->dtype);
+	out(c, "\tconst int64_t planes = %s, work = planes * %lldLL;\n\t(void)work;\n", prod(c, img, 0, R - 2),
+	    (long long)(k[0] * k[1] * nh * nw));
+	out(c, "\tconst %s *restrict src = %s;\n\t%s *restrict dst = %s;\n", T, arg(c, 0), T, buf(c, outv));
+	out(c, PAR(1));
+	out(c, "\tfor (int64_t pl = 0; pl < planes; pl++) {\n");
+	if (fold)
+		out(c, "\t\t%s *restrict im = dst + pl * %lldLL;\n\t\tconst %s *restrict cl = src + pl * %lldLL;\n"
+		       "\t\tfor (int64_t e = 0; e < %lldLL; e++)\n\t\t\tim[e] = 0;\n",
+		    T, H * W, T, (long long)(k[0] * k[1] * nh * nw), H * W);
+	else
+		out(c, "\t\tconst %s *restrict im = src + pl * %lldLL;\n\t\t%s *restrict cl = dst + pl * %lldLL;\n", T, H * W, T,
+		    (long long)(k[0] * k[1] * nh * nw));
+	out(c, "\t\tfor (int64_t i = 0; i < %lldLL; i++)\n\t\t\tfor (int64_t j = 0; j < %lldLL; j++)\n"
+	       "\t\t\t\tfor (int64_t bh = 0; bh < %lldLL; bh++) {\n"
+	       "\t\t\t\t\tconst int64_t y = bh * %lldLL - %lldLL + i * %lldLL;\n"
+	       "\t\t\t\t\t%s%s *restrict cr = cl + ((i * %lldLL + j) * %lldLL + bh) * %lldLL;\n",
+	    (long long)k[0], (long long)k[1], nh, (long long)sd[0], (long long)pd[0], (long long)dl[0], fold ? "const " : "",
+	    T, (long long)k[1], nh, nw);
+	out(c, "\t\t\t\t\tfor (int64_t bw = 0; bw < %lldLL; bw++) {\n"
+	       "\t\t\t\t\t\tconst int64_t xx = bw * %lldLL - %lldLL + j * %lldLL;\n"
+	       "\t\t\t\t\t\tconst int in = y >= 0 && y < %lldLL && xx >= 0 && xx < %lldLL;\n",
+	    nw, (long long)sd[1], (long long)pd[1], (long long)dl[1], H, W);
+	if (fold)
+		out(c, "\t\t\t\t\t\tif (in)\n\t\t\t\t\t\t\tim[y * %lldLL + xx] += cr[bw];\n", W);
+	else
+		out(c, "\t\t\t\t\t\tcr[bw] = in ? im[y * %lldLL + xx] : 0;\n", W);
+	out(c, "\t\t\t\t\t}\n\t\t\t\t}\n\t}\n");
+}
+
+/* reflection / replication padding: each output row (all dims but the last)
+ * reads its source row at the mirrored (clamped) coordinates, then the last
+ * dim likewise. */
+static void pad_mode(xctx *c)
+{
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
+	ir_node *x = argn(c, 0), *o = &c->ir->nodes[outv];
+	const coil_arg *p = &c->n->args[1];
+	const int refl = c->n->op == OP_REFLECTION_PAD1D || c->n->op == OP_REFLECTION_PAD2D ||
+			 c->n->op == OP_REFLECTION_PAD3D;
+	const int R = x->rank;
+	long long lo[COIL_MAX_RANK] = {0};
+	for (int j = 0; j < p->n / 2; j++)
+		lo[R - 1 - j] = (long long)p->ints[2 * j];
+	const char *T = emit_ctype(o->dtype);
+	/* j: the coordinate in the padded dim less its low pad; m the input size */
+	const char *map = refl ? "(j < 0 ? -j : j >= m ? 2 * (m - 1) - j : j)" : "(j < 0 ? 0 : j >= m ? m - 1 : j)";
+	out(c, "\tconst int64_t rows = %s, L = %s, XL = %s, work = rows * L;\n\t(void)work;\n", prod(c, o, 0, R - 1),
+	    dimc(c, &o->shape[R - 1]), dimc(c, &x->shape[R - 1]));
+	out(c, "\tconst %s *restrict src = %s;\n\t%s *restrict dst = %s;\n", T, arg(c, 0), T, buf(c, outv));
+	out(c, PAR(1));
+	out(c, "\tfor (int64_t row = 0; row < rows; row++) {\n\t\tint64_t rem = row, at = 0, st = XL;\n\t\t(void)rem;\n");
+	for (int i = R - 2; i >= 0; i--)
+		out(c, "\t\t{\n\t\t\tconst int64_t m = %s, j = rem %% %s - %lldLL;\n\t\t\trem /= %s;\n"
+		       "\t\t\tat += %s * st;\n\t\t\tst *= m;\n\t\t}\n",
+		    dimc(c, &x->shape[i]), dimc(c, &o->shape[i]), lo[i], dimc(c, &o->shape[i]), map);
+	out(c, "\t\tconst %s *restrict s = src + at;\n\t\t%s *restrict d = dst + row * L;\n\t\tconst int64_t m = XL;\n"
+	       "\t\tfor (int64_t q = 0; q < L; q++) {\n\t\t\tconst int64_t j = q - %lldLL;\n\t\t\td[q] = s[%s];\n\t\t}\n\t}\n",
+	    T, T, lo[R - 1], map);
+}
+
+/* coil.fft_r2c / c2r / c2c: one coil_fft_lines call (codegen/fft.h) per
+ * transformed dim, in ATen's order: r2c the last dim first (real to
+ * complex), then the others in place; c2r the others first (on a copy of the
+ * input), the last dim last; c2c each dim in place on the result.  The scale
+ * goes with the last call. */
+static void fft(xctx *c)
+{
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
+	ir_node *x = argn(c, 0), *o = &c->ir->nodes[outv];
+	const coil_arg *dm = &c->n->args[1];
+	const int r2c = c->n->op == OP_FFT_R2C, c2r = c->n->op == OP_FFT_C2R;
+	const int R = r2c ? x->rank : x->rank - 1;
+	const int sign = c2r || (c->n->op == OP_FFT_C2C && !c->n->args[3].i) ? 1 : -1;
+	const ir_node *cx = r2c ? o : x; /* a complex shape: the result's for r2c, else the input's */
+	int dims[COIL_MAX_RANK], last = 0;
+	for (int i = 0; i < dm->n; i++)
+		dims[i] = (int)(dm->ints[i] < 0 ? dm->ints[i] + R : dm->ints[i]), last = dims[i];
+	/* n of each transformed dim: the real side's size */
+	const ir_node *real = r2c ? x : c2r ? o : x;
+	char *N = "1";
+	for (int i = 0; i < dm->n; i++)
+		N = arena_printf(c->ir->arena, "%s * %s", N, dimc(c, &real->shape[dims[i]]));
+	const int64_t norm = c->n->args[2].i;
+	out(c, "\tconst double nn = (double)(%s);\n\tconst float scale = %s;\n\tconst float *src = %s;\n"
+	       "\tfloat *dst = %s, *tmp = NULL;\n\tint rc = 0;\n",
+	    N, norm == 0 ? "1.0f" : norm == 1 ? "nn > 0 ? (float)(1.0 / sqrt(nn)) : 1.0f" : "nn > 0 ? (float)(1.0 / nn) : 1.0f",
+	    arg(c, 0), buf(c, outv));
+	int oom = emit_err_code(c->errs, c->ir, o->gnode, "out of memory (a transform of %lld points, %lld)");
+	/* the complex dims other than the last transformed one, in order */
+	int rest[COIL_MAX_RANK], nr = 0;
+	for (int i = 0; i < dm->n; i++)
+		if (dims[i] != last || i != dm->n - 1)
+			rest[nr++] = dims[i];
+	if (c2r && nr) {
+		out(c, "\ttmp = malloc((size_t)(%s) * sizeof(float));\n\tif (!tmp)\n\t\trc = -1;\n\telse\n"
+		       "\t\tmemcpy(tmp, src, (size_t)(%s) * sizeof(float));\n",
+		    prod(c, x, 0, x->rank), prod(c, x, 0, x->rank));
+	}
+	if (c->n->op == OP_FFT_C2C)
+		out(c, "\tif (dst != src)\n\t\tmemcpy(dst, src, (size_t)(%s) * sizeof(float));\n", prod(c, x, 0, x->rank));
+	/* a call along dim d of a complex (or real) shape sh */
+#define LINES(kind, s, d_, sh, lin, lout, n_, sc)                                                             \
+	out(c, "\tif (!rc)\n\t\trc = coil_fft_lines(%s, %s, %s, %s, %s, %s, %s, %s, %d, %s, nt);\n", kind, s, d_,     \
+	    prod(c, sh, 0, dims_at), lin, lout, prod(c, sh, dims_at + 1, R), n_, sign, sc)
+	int dims_at;
+	if (r2c) {
+		dims_at = last;
+		LINES("COIL_FFT_R2C", "src", "dst", x, dimc(c, &x->shape[last]), dimc(c, &o->shape[last]),
+		      dimc(c, &x->shape[last]), nr ? "1.0f" : "scale");
+		for (int i = 0; i < nr; i++) {
+			dims_at = rest[i];
+			LINES("COIL_FFT_C2C", "dst", "dst", cx, dimc(c, &cx->shape[rest[i]]), dimc(c, &cx->shape[rest[i]]),
+			      dimc(c, &cx->shape[rest[i]]), i == nr - 1 ? "scale" : "1.0f");
+		}
+	} else if (c2r) {
+		for (int i = 0; i < nr; i++) {
+			dims_at = rest[i];
+			LINES("COIL_FFT_C2C", "tmp", "tmp", x, dimc(c, &x->shape[rest[i]]), dimc(c, &x->shape[rest[i]]),
+			      dimc(c, &x->shape[rest[i]]), "1.0f");
+		}
+		dims_at = last;
+		LINES("COIL_FFT_C2R", nr ? "tmp" : "src", "dst", x, dimc(c, &x->shape[last]), dimc(c, &o->shape[last]),
+		      dimc(c, &o->shape[last]), "scale");
+	} else {
+		for (int i = 0; i < dm->n; i++) {
+			dims_at = dims[i];
+			LINES("COIL_FFT_C2C", "dst", "dst", x, dimc(c, &x->shape[dims[i]]), dimc(c, &x->shape[dims[i]]),
+			      dimc(c, &x->shape[dims[i]]), i == dm->n - 1 ? "scale" : "1.0f");
+		}
+	}
+#undef LINES
+	out(c, "\tfree(tmp);\n\tif (rc) {\n\t\tcoil_raise(x->st, %d, (long long)nn, 0LL);\n\t\treturn;\n\t}\n", oom);
+}
+
 /* The loops here compute in their buffers' element type: bf16 and f16
  * (uint16_t bits) only move; their convolutions, products and pooling are
  * oneDNN's (lower_dnnl.c); cat converts what it promotes. */
@@ -1343,7 +1578,8 @@ static int half_refused(xctx *c)
 	case OP_CAT: case OP_STACK: case OP_SDPA: /* converts what it promotes; widens as it packs */
 		return 0;
 	case OP_EMBEDDING: case OP_INDEX_SELECT: case OP_GATHER: case OP_CONSTANT_PAD_ND: case OP_ROLL: case OP_TRIL:
-	case OP_INDEX_T:
+	case OP_INDEX_T: case OP_FLIP: case OP_AS_STRIDED: case OP_UNFOLD: case OP_REFLECTION_PAD1D: case OP_REFLECTION_PAD2D:
+	case OP_REFLECTION_PAD3D: case OP_REPLICATION_PAD1D: case OP_REPLICATION_PAD2D: case OP_REPLICATION_PAD3D:
 	case OP_TRIU:
 		if (same)
 			return 0;
@@ -1404,6 +1640,15 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 	case OP_GUARD_EQ: guard(&c); return;
 	case OP_PROD: case OP_PROD_DIM: prod_(&c); return;
 	case OP_SORT: case OP_SORT_STABLE: case OP_TOPK: sort(&c); return;
+	case OP_AS_STRIDED: as_strided(&c); return;
+	case OP_FLIP: flip(&c); return;
+	case OP_UNFOLD: unfold(&c); return;
+	case OP_COL2IM: case OP_IM2COL: col2im(&c); return;
+	case OP_REFLECTION_PAD1D: case OP_REFLECTION_PAD2D: case OP_REFLECTION_PAD3D: case OP_REPLICATION_PAD1D:
+	case OP_REPLICATION_PAD2D: case OP_REPLICATION_PAD3D:
+		pad_mode(&c);
+		return;
+	case OP_FFT_R2C: case OP_FFT_C2R: case OP_FFT_C2C: fft(&c); return;
 	default:
 		*bad = 1;
 		node_errf(err, c.n, "codegen: no extern kernel for this op yet");

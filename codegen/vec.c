@@ -90,6 +90,18 @@ extern const char coil_rnn_src[];
 
 const char *vec_rnn_source(void) { return coil_rnn_src; }
 
+/* codegen/fft.h, embedded likewise: Fourier transforms (extern.c's fft). */
+__asm__(".section .rodata\n"
+	".global coil_fft_src\n"
+	".type coil_fft_src, @object\n"
+	"coil_fft_src:\n"
+	".incbin \"codegen/fft.h\"\n"
+	".byte 0\n"
+	".previous\n");
+extern const char coil_fft_src[];
+
+const char *vec_fft_source(void) { return coil_fft_src; }
+
 struct vec_isa {
 	const char *name;
 	int w;               /* f32 lanes */

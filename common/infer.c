@@ -2277,6 +2277,248 @@ static int infer_fill(coil_graph *g, coil_node *n, coil_err *err)
 }
 
 typedef int (*infer_fn)(coil_graph *, coil_node *, coil_err *);
+
+/* flip: the same shape, each listed dim (once) reversed. */
+static int infer_flip(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	int seen[COIL_MAX_RANK] = {0}, d;
+	for (int i = 0; i < n->args[1].n; i++) {
+		if (wrap_dim(g, n, err, 1, n->args[1].ints[i], x->rank, &d))
+			return -1;
+		if (seen[d]++)
+			return ARGERR(1, "dim %d appears twice", d);
+	}
+	set_out(g, n, 0, x->dtype, x->rank, x->shape);
+	return 0;
+}
+
+/* unfold: dim d of size n becomes (n - size) / step + 1 windows, the window
+ * a new last dim of size (n >= size; guarded when n is symbolic). */
+static int infer_unfold(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	const int64_t size = n->args[2].i, step = n->args[3].i;
+	int d;
+	char b1[200];
+	if (x->rank < 1 || x->rank + 1 > COIL_MAX_RANK)
+		return unsupported(err, ARGERR(0, "rank %d (1 to %d)", x->rank, COIL_MAX_RANK - 1));
+	if (wrap_dim(g, n, err, 1, n->args[1].i, x->rank, &d))
+		return -1;
+	if (size < 0)
+		return ARGERR(2, "must not be negative, got %lld", (long long)size);
+	if (step < 1)
+		return ARGERR(3, "must be positive, got %lld", (long long)step);
+	int64_t v;
+	if (dim_is_const(&x->shape[d], &v) ? v < size : 0)
+		return ARGERR(2, "windows of %lld along dim %d of %s", (long long)size, d, shp(g, x, b1, sizeof b1));
+	if (!dim_is_const(&x->shape[d], &v) && graph_guard(g, n, GUARD_GE, &x->shape[d], size, "size at least the window", err))
+		return -1;
+	coil_dim out[COIL_MAX_RANK], neg = dim_const(-size), one = dim_const(1);
+	memcpy(out, x->shape, sizeof(coil_dim) * (size_t)x->rank);
+	if (dim_add(&out[d], &x->shape[d], &neg, err) || dim_floordiv(&out[d], &out[d], step, &g->syms, err) ||
+	    dim_add(&out[d], &out[d], &one, err))
+		return node_errf(err, n, "%s", err->msg);
+	out[x->rank] = dim_const(size);
+	set_out(g, n, 0, x->dtype, x->rank + 1, out);
+	return 0;
+}
+
+/* as_strided over self's elements in row-major order: static sizes, strides
+ * and offset, every element read inside self. */
+static int infer_as_strided(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	const coil_arg *sz = &n->args[1], *st = &n->args[2], *of = &n->args[3];
+	char b1[200];
+	if (!sz->ints || !st->ints || (of->kind != ARG_NONE && of->kind != ARG_INT))
+		return unsupported(err, ARGERR(sz->ints ? (st->ints ? 3 : 2) : 1, "must be static"));
+	if (sz->n != st->n)
+		return ARGERR(2, "%d strides for %d sizes", st->n, sz->n);
+	if (sz->n > COIL_MAX_RANK)
+		return unsupported(err, ARGERR(1, "rank %d (at most %d)", sz->n, COIL_MAX_RANK));
+	int64_t numel = 1, v, last = of->kind == ARG_INT ? of->i : 0, any = 1;
+	for (int i = 0; i < x->rank; i++) {
+		if (!dim_is_const(&x->shape[i], &v))
+			return unsupported(err, ARGERR(0, "shape %s: as_strided needs static sizes", shp(g, x, b1, sizeof b1)));
+		numel *= v;
+	}
+	if (last < 0)
+		return ARGERR(3, "negative offset %lld", (long long)last);
+	coil_dim out[COIL_MAX_RANK];
+	for (int i = 0; i < sz->n; i++) {
+		if (sz->ints[i] < 0 || st->ints[i] < 0)
+			return ARGERR(sz->ints[i] < 0 ? 1 : 2, "entry %d is negative", i);
+		any &= sz->ints[i] > 0;
+		int64_t span;
+		if (sz->ints[i] > 0 && (__builtin_mul_overflow(sz->ints[i] - 1, st->ints[i], &span) ||
+					__builtin_add_overflow(last, span, &last)))
+			return ARGERR(1, "entry %d: the offsets overflow", i);
+		out[i] = dim_const(sz->ints[i]);
+	}
+	if (any && last >= numel)
+		return ARGERR(1, "reads element %lld of self %s (%lld elements)", (long long)last, shp(g, x, b1, sizeof b1),
+			      (long long)numel);
+	set_out(g, n, 0, x->dtype, sz->n, out);
+	return 0;
+}
+
+/* col2im: [N, C*kh*kw, L] -> [N, C, H, W] (N optional), L = the blocks that
+ * fit; im2col the other way.  Static spatial sizes. */
+static int infer_col2im(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	const int fold = n->op == OP_COL2IM, a0 = fold ? 2 : 1;
+	const int64_t *k = n->args[a0].ints, *dl = n->args[a0 + 1].ints, *pd = n->args[a0 + 2].ints,
+		      *sd = n->args[a0 + 3].ints;
+	char b1[200];
+	const int rk = fold ? 3 : 4, R = x->rank;
+	if (R != rk && R != rk - 1)
+		return ARGERR(0, "expected rank %d or %d, got %d", rk - 1, rk, R);
+	for (int i = 0; i < 2; i++) {
+		if (k[i] < 1 || dl[i] < 1 || sd[i] < 1 || pd[i] < 0)
+			return ARGERR(a0, "kernel_size, dilation and stride must be positive, padding not negative");
+		if (k[i] > (1 << 20) || dl[i] > (1 << 20) || sd[i] > (1 << 20) || pd[i] > (1 << 20))
+			return unsupported(err, ARGERR(a0, "kernel_size, dilation, padding and stride above 2^20"));
+	}
+	int64_t hw[2], nb[2], ch, L;
+	if (fold) {
+		if (!n->args[1].ints)
+			return unsupported(err, ARGERR(1, "must be static"));
+		hw[0] = n->args[1].ints[0], hw[1] = n->args[1].ints[1];
+		if (!dim_is_const(&x->shape[R - 2], &ch) || !dim_is_const(&x->shape[R - 1], &L))
+			return unsupported(err, ARGERR(0, "shape %s: its last two dims must be static", shp(g, x, b1, sizeof b1)));
+	} else if (!dim_is_const(&x->shape[R - 3], &ch) || !dim_is_const(&x->shape[R - 2], &hw[0]) ||
+		   !dim_is_const(&x->shape[R - 1], &hw[1])) {
+		return unsupported(err, ARGERR(0, "shape %s: its last three dims must be static", shp(g, x, b1, sizeof b1)));
+	}
+	if (hw[0] < 0 || hw[1] < 0 || hw[0] > (1LL << 31) || hw[1] > (1LL << 31))
+		return ARGERR(fold ? 1 : 0, "image size %lld x %lld out of range", (long long)hw[0], (long long)hw[1]);
+	for (int i = 0; i < 2; i++) {
+		nb[i] = (hw[i] + 2 * pd[i] - dl[i] * (k[i] - 1) - 1) / sd[i] + 1;
+		if (hw[i] + 2 * pd[i] - dl[i] * (k[i] - 1) - 1 < 0 || nb[i] < 1)
+			return ARGERR(0, "no %s block fits (size %lld, kernel %lld, dilation %lld, padding %lld)",
+				      i ? "horizontal" : "vertical", (long long)hw[i], (long long)k[i], (long long)dl[i],
+				      (long long)pd[i]);
+	}
+	coil_dim out[4];
+	int r = 0;
+	if (R == rk)
+		out[r++] = x->shape[0];
+	if (fold) {
+		if (ch % (k[0] * k[1]) || L != nb[0] * nb[1])
+			return ARGERR(0, "shape %s: expected [N, C*%lld, %lld] for output_size [%lld, %lld]",
+				      shp(g, x, b1, sizeof b1), (long long)(k[0] * k[1]), (long long)(nb[0] * nb[1]),
+				      (long long)hw[0], (long long)hw[1]);
+		out[r++] = dim_const(ch / (k[0] * k[1])), out[r++] = dim_const(hw[0]), out[r++] = dim_const(hw[1]);
+	} else {
+		out[r++] = dim_const(ch * k[0] * k[1]), out[r++] = dim_const(nb[0] * nb[1]);
+	}
+	if (x->dtype == COIL_BOOL)
+		return ARGERR(0, "dtype bool is not supported");
+	set_out(g, n, 0, x->dtype, r, out);
+	return 0;
+}
+
+/* reflection / replication padding of the last 1, 2 or 3 dims (pads in
+ * constant_pad_nd's order: last dim first); reflection needs each pad below
+ * its dim's size, replication a size of 1 at least (guarded when symbolic). */
+static int infer_pad_mode(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	const coil_arg *p = &n->args[1];
+	const int refl = n->op == OP_REFLECTION_PAD1D || n->op == OP_REFLECTION_PAD2D || n->op == OP_REFLECTION_PAD3D;
+	const int k = p->n / 2;
+	char b1[200];
+	if (!p->ints)
+		return unsupported(err, ARGERR(1, "must be static"));
+	if (x->rank < k + 1)
+		return ARGERR(0, "shape %s: expected rank %d or more", shp(g, x, b1, sizeof b1), k + 1);
+	if (x->dtype == COIL_BOOL)
+		return ARGERR(0, "dtype bool is not supported");
+	coil_dim out[COIL_MAX_RANK];
+	memcpy(out, x->shape, sizeof(coil_dim) * (size_t)x->rank);
+	for (int j = 0; j < k; j++) {
+		const int d = x->rank - 1 - j;
+		const int64_t lo = p->ints[2 * j], hi = p->ints[2 * j + 1], need = refl ? (lo > hi ? lo : hi) + 1 : 1;
+		int64_t v;
+		if (refl && (lo < 0 || hi < 0))
+			return ARGERR(1, "negative padding (%lld, %lld)", (long long)lo, (long long)hi);
+		if (dim_is_const(&x->shape[d], &v)) {
+			if (v < need && refl)
+				return ARGERR(1, "padding (%lld, %lld) of dim %d must be below its size %lld", (long long)lo,
+					      (long long)hi, d, (long long)v);
+			if (v < need)
+				return ARGERR(0, "dim %d is empty: replication needs a value to repeat", d);
+		} else if (graph_guard(g, n, GUARD_GE, &x->shape[d], need,
+				       refl ? "size above the reflection's padding" : "size at least 1", err)) {
+			return -1;
+		}
+		coil_dim add = dim_const(lo + hi);
+		if (dim_add(&out[d], &out[d], &add, err))
+			return ARGERR(1, "%s", err->msg);
+		if (dim_min(&out[d]) < 0)
+			return ARGERR(1, "padding makes dim %d negative", d);
+	}
+	set_out(g, n, 0, x->dtype, x->rank, out);
+	return 0;
+}
+
+/* coil.fft_r2c / fft_c2r / fft_c2c over f32, complex values as a last dim
+ * of 2: the transformed dims count over the complex shape (the input's
+ * shape for r2c, less its last dim otherwise). */
+static int infer_fft(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	const coil_arg *dm = &n->args[1];
+	const int r2c = n->op == OP_FFT_R2C, c2r = n->op == OP_FFT_C2R;
+	const int R = r2c ? x->rank : x->rank - 1; /* the complex shape's rank */
+	char b1[200];
+	if (x->dtype != COIL_F32)
+		return unsupported(err, ARGERR(0, "dtype %s: transforms run in f32", dtype_name(x->dtype)));
+	if (!r2c && (x->rank < 1 || !dim_eq_const(&x->shape[x->rank - 1], 2)))
+		return ARGERR(0, "shape %s: complex values need a last dim of 2 (view_as_real)", shp(g, x, b1, sizeof b1));
+	if (dm->n < 1 || R < 1)
+		return ARGERR(1, "no dim to transform");
+	if (n->args[2].i < 0 || n->args[2].i > 2)
+		return ARGERR(2, "must be 0, 1 or 2, got %lld", (long long)n->args[2].i);
+	int seen[COIL_MAX_RANK] = {0}, last = 0;
+	for (int i = 0; i < dm->n; i++) {
+		int d;
+		if (wrap_dim(g, n, err, 1, dm->ints[i], R, &d))
+			return -1;
+		if (seen[d]++)
+			return ARGERR(1, "dim %d appears twice", d);
+		last = d;
+	}
+	coil_dim out[COIL_MAX_RANK];
+	memcpy(out, x->shape, sizeof(coil_dim) * (size_t)x->rank);
+	int rank = x->rank;
+	if (r2c) {
+		if (x->rank + 1 > COIL_MAX_RANK)
+			return unsupported(err, ARGERR(0, "rank %d (the result adds a dim)", x->rank));
+		if (n->args[3].i) {
+			coil_dim one = dim_const(1);
+			if (dim_floordiv(&out[last], &x->shape[last], 2, &g->syms, err) || dim_add(&out[last], &out[last], &one, err))
+				return node_errf(err, n, "%s", err->msg);
+		}
+		out[rank++] = dim_const(2);
+	} else if (c2r) {
+		const coil_arg *ls = &n->args[3];
+		coil_dim nl = ls->kind == ARG_INT ? dim_const(ls->i) : ls->dims[0];
+		int64_t nv, have;
+		if (dim_is_const(&nl, &nv) && nv < 1)
+			return ARGERR(3, "must be positive, got %lld", (long long)nv);
+		if (dim_is_const(&nl, &nv) && dim_is_const(&x->shape[last], &have) && have < nv / 2 + 1)
+			return ARGERR(0, "shape %s: dim %d has %lld points, a real signal of %lld needs %lld", shp(g, x, b1, sizeof b1),
+				      last, (long long)have, (long long)nv, (long long)(nv / 2 + 1));
+		out[last] = nl;
+		rank--;
+	}
+	set_out(g, n, 0, COIL_F32, rank, out);
+	return 0;
+}
+
 static const infer_fn rules[COIL_NOPS] = {
 #define X(e, name, schema, nres, kind, rule, kern) [OP_##e] = infer_##rule,
 	COIL_OPS(X)

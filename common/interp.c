@@ -1693,6 +1693,239 @@ static int eval_sdpa(ictx *c, coil_node *n)
 	return 0;
 }
 
+/* flip: element e of out reads self at its coordinates, the flipped dims' mirrored. */
+static int eval_flip(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	int64_t xs[COIL_MAX_RANK], idx[COIL_MAX_RANK] = {0};
+	int fl[COIL_MAX_RANK] = {0};
+	(void)c;
+	for (int i = 0; i < n->args[1].n; i++)
+		fl[n->args[1].ints[i] < 0 ? n->args[1].ints[i] + x->rank : n->args[1].ints[i]] = 1;
+	strides_of(x->shape, x->rank, xs);
+	for (int64_t e = 0; e < o->numel; e++) {
+		int64_t at = 0;
+		for (int i = 0; i < x->rank; i++)
+			at += (fl[i] ? x->shape[i] - 1 - idx[i] : idx[i]) * xs[i];
+		o->d[e] = x->d[at];
+		for (int i = o->rank - 1; i >= 0 && ++idx[i] == o->shape[i]; i--)
+			idx[i] = 0;
+	}
+	return 0;
+}
+
+/* unfold: out[..., i, ..., j] = self[..., i * step + j, ...]. */
+static int eval_unfold(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	const int d = (int)(n->args[1].i < 0 ? n->args[1].i + x->rank : n->args[1].i);
+	const int64_t step = n->args[3].i;
+	int64_t xs[COIL_MAX_RANK], idx[COIL_MAX_RANK] = {0};
+	(void)c;
+	strides_of(x->shape, x->rank, xs);
+	for (int64_t e = 0; e < o->numel; e++) {
+		int64_t at = idx[x->rank] * xs[d];
+		for (int i = 0; i < x->rank; i++)
+			at += idx[i] * (i == d ? step : 1) * xs[i];
+		o->d[e] = x->d[at];
+		for (int i = o->rank - 1; i >= 0 && ++idx[i] == o->shape[i]; i--)
+			idx[i] = 0;
+	}
+	return 0;
+}
+
+/* as_strided: element e of out reads self's row-major element offset + sum(i_k * stride_k). */
+static int eval_as_strided(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	const coil_arg *st = &n->args[2];
+	const int64_t off = n->args[3].kind == ARG_INT ? n->args[3].i : 0;
+	int64_t idx[COIL_MAX_RANK] = {0};
+	(void)c;
+	for (int64_t e = 0; e < o->numel; e++) {
+		int64_t at = off;
+		for (int i = 0; i < o->rank; i++)
+			at += idx[i] * st->ints[i];
+		o->d[e] = x->d[at];
+		for (int i = o->rank - 1; i >= 0 && ++idx[i] == o->shape[i]; i--)
+			idx[i] = 0;
+	}
+	return 0;
+}
+
+/* col2im sums each block's values into the image (zeros first); im2col
+ * copies them out (0 where a block overhangs the padding). */
+static int eval_col2im(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	const int fold = n->op == OP_COL2IM, a0 = fold ? 2 : 1;
+	const int64_t *k = n->args[a0].ints, *dl = n->args[a0 + 1].ints, *pd = n->args[a0 + 2].ints,
+		      *sd = n->args[a0 + 3].ints;
+	const itensor *img = fold ? o : x, *col = fold ? x : o;
+	const int R = img->rank;
+	const int64_t H = img->shape[R - 2], W = img->shape[R - 1], C = img->shape[R - 3];
+	const int64_t N = R == 4 ? img->shape[0] : 1;
+	const int64_t nh = (H + 2 * pd[0] - dl[0] * (k[0] - 1) - 1) / sd[0] + 1;
+	const int64_t nw = (W + 2 * pd[1] - dl[1] * (k[1] - 1) - 1) / sd[1] + 1;
+	(void)c;
+	if (fold)
+		for (int64_t e = 0; e < o->numel; e++)
+			o->d[e] = 0;
+	for (int64_t b = 0; b < N; b++)
+		for (int64_t ch = 0; ch < C; ch++)
+			for (int64_t i = 0; i < k[0]; i++)
+				for (int64_t j = 0; j < k[1]; j++)
+					for (int64_t bh = 0; bh < nh; bh++)
+						for (int64_t bw = 0; bw < nw; bw++) {
+							const int64_t y = bh * sd[0] - pd[0] + i * dl[0], xx = bw * sd[1] - pd[1] + j * dl[1];
+							const int64_t ce = ((b * C + ch) * k[0] * k[1] + i * k[1] + j) * nh * nw + bh * nw + bw;
+							const int in = y >= 0 && y < H && xx >= 0 && xx < W;
+							const int64_t ie = ((b * C + ch) * H + y) * W + xx;
+							if (fold && in)
+								o->d[ie] = rnd(o->dtype, o->d[ie] + x->d[ce]);
+							else if (!fold)
+								o->d[ce] = in ? x->d[ie] : 0;
+						}
+	(void)col;
+	return 0;
+}
+
+/* reflection / replication padding: each output element reads the input at
+ * its mirrored (clamped) coordinates. */
+static int eval_pad_mode(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	const coil_arg *p = &n->args[1];
+	const int refl = n->op == OP_REFLECTION_PAD1D || n->op == OP_REFLECTION_PAD2D || n->op == OP_REFLECTION_PAD3D;
+	int64_t lo[COIL_MAX_RANK] = {0}, xs[COIL_MAX_RANK], idx[COIL_MAX_RANK] = {0};
+	(void)c;
+	for (int j = 0; j < p->n / 2; j++)
+		lo[x->rank - 1 - j] = p->ints[2 * j];
+	strides_of(x->shape, x->rank, xs);
+	for (int64_t e = 0; e < o->numel; e++) {
+		int64_t at = 0;
+		for (int i = 0; i < o->rank; i++) {
+			int64_t j = idx[i] - lo[i];
+			const int64_t m = x->shape[i];
+			if (refl)
+				j = j < 0 ? -j : j >= m ? 2 * (m - 1) - j : j;
+			else
+				j = j < 0 ? 0 : j >= m ? m - 1 : j;
+			at += j * xs[i];
+		}
+		o->d[e] = x->d[at];
+		for (int i = o->rank - 1; i >= 0 && ++idx[i] == o->shape[i]; i--)
+			idx[i] = 0;
+	}
+	return 0;
+}
+
+/* One discrete Fourier transform along dim d of a complex tensor held as
+ * (re, im) pairs in re[] / im[] of shape sh (rank R): the definition, sum
+ * over j of x[j] exp(sign 2 pi i j k / n), in long double. */
+static void dft_dim(real *re, real *im, const int64_t *sh, int R, int d, int sign, real *tr, real *ti)
+{
+	int64_t outer = 1, inner = 1, n = sh[d];
+	for (int i = 0; i < d; i++)
+		outer *= sh[i];
+	for (int i = d + 1; i < R; i++)
+		inner *= sh[i];
+	const real pi = 3.14159265358979323846264338327950288L;
+	for (int64_t a = 0; a < outer; a++)
+		for (int64_t b = 0; b < inner; b++) {
+			for (int64_t k = 0; k < n; k++) {
+				real sr = 0, si = 0;
+				for (int64_t j = 0; j < n; j++) {
+					const real ang = sign * 2 * pi * (real)((j * k) % n) / (real)n;
+					const real cr = cosl(ang), ci = sinl(ang), xr = re[(a * n + j) * inner + b],
+						   xi = im[(a * n + j) * inner + b];
+					sr += xr * cr - xi * ci, si += xr * ci + xi * cr;
+				}
+				tr[k] = sr, ti[k] = si;
+			}
+			for (int64_t k = 0; k < n; k++)
+				re[(a * n + k) * inner + b] = tr[k], im[(a * n + k) * inner + b] = ti[k];
+		}
+}
+
+/* coil.fft_r2c / c2r / c2c as ATen defines them: r2c the full transform of
+ * the real input over every dim, then the last dim's onesided half; c2c over
+ * every dim; c2r the inverse over every dim but the last, then each line
+ * along the last dim as the Hermitian spectrum its first n/2 + 1 points stand
+ * for (X[n - k] = conj X[k]), transformed, its real part.  Then scaled. */
+static int eval_fft(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	const coil_arg *dm = &n->args[1];
+	const int r2c = n->op == OP_FFT_R2C, c2r = n->op == OP_FFT_C2R;
+	const int R = r2c ? x->rank : x->rank - 1, sign = c2r || (n->op == OP_FFT_C2C && !n->args[3].i) ? 1 : -1;
+	int dims[COIL_MAX_RANK], last = 0;
+	int64_t sh[COIL_MAX_RANK], total = 1, N = 1, maxn = 1;
+	for (int i = 0; i < dm->n; i++)
+		dims[i] = (int)(dm->ints[i] < 0 ? dm->ints[i] + R : dm->ints[i]), last = dims[i];
+	for (int i = 0; i < R; i++) /* c2r: the last dim as long as the output's */
+		sh[i] = c2r && i == last ? o->shape[i] : x->shape[i];
+	for (int i = 0; i < R; i++)
+		total *= sh[i], maxn = sh[i] > maxn ? sh[i] : maxn;
+	for (int i = 0; i < dm->n; i++)
+		N *= sh[dims[i]];
+	real *re = calloc((size_t)(total ? total : 1), sizeof(real)), *im = calloc((size_t)(total ? total : 1), sizeof(real));
+	real *tr = malloc((size_t)maxn * sizeof(real)), *ti = malloc((size_t)maxn * sizeof(real));
+	if (!re || !im || !tr || !ti) {
+		free(re), free(im), free(tr), free(ti);
+		coil_err_oom(c->err);
+		return -1;
+	}
+	/* the input into sh's layout (c2r: the first n/2 + 1 points of the last dim) */
+	int64_t idx[COIL_MAX_RANK] = {0}, xs[COIL_MAX_RANK];
+	strides_of(x->shape, R, xs);
+	for (int64_t e = 0; e < total; e++) {
+		int64_t at = 0, ok = 1;
+		for (int i = 0; i < R; i++) {
+			ok &= !(c2r && i == last && idx[i] > sh[i] / 2);
+			at += idx[i] * xs[i];
+		}
+		if (r2c)
+			re[e] = x->d[at];
+		else if (ok)
+			re[e] = x->d[2 * at], im[e] = x->d[2 * at + 1];
+		for (int i = R - 1; i >= 0 && ++idx[i] == sh[i]; i--)
+			idx[i] = 0;
+	}
+	for (int i = 0; i < dm->n - c2r; i++)
+		dft_dim(re, im, sh, R, dims[i], sign, tr, ti);
+	if (c2r) { /* each line's Hermitian completion, then its transform */
+		int64_t inner = 1, L = sh[last];
+		for (int i = last + 1; i < R; i++)
+			inner *= sh[i];
+		for (int64_t l = 0; l < total / (L ? L : 1); l++) {
+			const int64_t a = l / inner, b = l % inner;
+			for (int64_t k = L / 2 + 1; k < L; k++)
+				re[(a * L + k) * inner + b] = re[(a * L + L - k) * inner + b],
+				im[(a * L + k) * inner + b] = -im[(a * L + L - k) * inner + b];
+		}
+		dft_dim(re, im, sh, R, last, sign, tr, ti);
+	}
+	const int64_t norm = n->args[2].i;
+	const real scale = norm == 0 ? 1 : norm == 1 ? 1 / sqrtl((real)N) : 1 / (real)N;
+	int64_t ss[COIL_MAX_RANK], oidx[COIL_MAX_RANK] = {0};
+	strides_of(sh, R, ss);
+	const int64_t on = c2r ? o->numel : o->numel / 2;
+	for (int64_t e = 0; e < on; e++) {
+		int64_t at = 0;
+		for (int i = 0; i < R; i++)
+			at += oidx[i] * ss[i];
+		if (c2r)
+			o->d[e] = rnd(COIL_F32, re[at] * scale);
+		else
+			o->d[2 * e] = rnd(COIL_F32, re[at] * scale), o->d[2 * e + 1] = rnd(COIL_F32, im[at] * scale);
+		for (int i = R - 1; i >= 0 && ++oidx[i] == o->shape[i]; i--)
+			oidx[i] = 0;
+	}
+	free(re), free(im), free(tr), free(ti);
+	return 0;
+}
+
 /* --- driver ------------------------------------------------------------------- */
 
 typedef int (*eval_fn)(ictx *, coil_node *);

@@ -253,6 +253,28 @@
 	/* bags of weight rows: bag b holds indices[offsets[b] .. offsets[b+1]); sum, mean or max */  \
 	X(EMBEDDING_BAG_FO, "aten._embedding_bag_forward_only.default", "Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1", 4, MOVE, embedding_bag, embedding_bag) \
 	X(EMBEDDING_BAG, "aten._embedding_bag.default", "Tensor weight, Tensor indices, Tensor offsets, bool scale_grad_by_freq=False, int mode=0, bool sparse=False, Tensor? per_sample_weights=None, bool include_last_offset=False, int padding_idx=-1", 4, MOVE, embedding_bag, embedding_bag) \
+	/* self's elements (row-major) at storage_offset + sum(i_k * stride_k): a view of a contiguous
+	 * tensor as torch.as_strided makes one (stft's frames); static sizes */                      \
+	X(AS_STRIDED, "aten.as_strided.default", "Tensor self, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None", 1, MOVE, as_strided, as_strided) \
+	/* nn.Fold / nn.Unfold: [N, C*kh*kw, L] blocks summed into [N, C, H, W], and back */        \
+	X(COL2IM, "aten.col2im.default", "Tensor self, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride", 1, MOVE, col2im, col2im) \
+	X(IM2COL, "aten.im2col.default", "Tensor self, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride", 1, MOVE, col2im, col2im) \
+	/* padding of the last 1, 2 or 3 dims by reflection (pad < size) or replication; static pads */ \
+	X(REFLECTION_PAD1D, "aten.reflection_pad1d.default", "Tensor self, SymInt[2] padding", 1, MOVE, pad_mode, pad_mode) \
+	X(REFLECTION_PAD2D, "aten.reflection_pad2d.default", "Tensor self, SymInt[4] padding", 1, MOVE, pad_mode, pad_mode) \
+	X(REFLECTION_PAD3D, "aten.reflection_pad3d.default", "Tensor self, SymInt[6] padding", 1, MOVE, pad_mode, pad_mode) \
+	X(REPLICATION_PAD1D, "aten.replication_pad1d.default", "Tensor self, SymInt[2] padding", 1, MOVE, pad_mode, pad_mode) \
+	X(REPLICATION_PAD2D, "aten.replication_pad2d.default", "Tensor self, SymInt[4] padding", 1, MOVE, pad_mode, pad_mode) \
+	X(REPLICATION_PAD3D, "aten.replication_pad3d.default", "Tensor self, SymInt[6] padding", 1, MOVE, pad_mode, pad_mode) \
+	/* coil's discrete Fourier transforms over dims of f32 tensors whose complex values are real
+	 * tensors with a last dim of 2 (torch.view_as_real's layout): ATen's _fft_r2c, _fft_c2r and
+	 * _fft_c2c with their arguments (normalization 0 none, 1 by sqrt(n), 2 by n) */              \
+	X(FFT_R2C, "coil.fft_r2c.default", "Tensor self, int[] dim, int normalization, bool onesided", 1, MOVE, fft, fft) \
+	X(FFT_C2R, "coil.fft_c2r.default", "Tensor self, int[] dim, int normalization, SymInt last_dim_size", 1, MOVE, fft, fft) \
+	X(FFT_C2C, "coil.fft_c2c.default", "Tensor self, int[] dim, int normalization, bool forward", 1, MOVE, fft, fft) \
+	X(FLIP, "aten.flip.default", "Tensor self, int[] dims", 1, MOVE, flip, flip)                     \
+	/* windows of size elements every step along dimension, as a new last dim (Tensor.unfold) */  \
+	X(UNFOLD, "aten.unfold.default", "Tensor self, int dimension, int size, int step", 1, MOVE, unfold, unfold) \
 	X(ROLL, "aten.roll.default", "Tensor self, int[1] shifts, int[1] dims=[]", 1, MOVE, same, roll) \
 	X(NEW_ZEROS, "aten.new_zeros.default", "Tensor self, SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None", 1, MOVE, fill, fill) \
 	X(FULL, "aten.full.default", "SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None", 1, MOVE, fill, fill) \

@@ -252,6 +252,16 @@ def _rnn_ops():
                                % (expected, int(value.reshape(-1)[0])))
         return x.clone()
     lib.impl("guard_eq", guard_eq, "CPU")
+    # Fourier transforms over complex values held as a last dim of 2 (_complex_as_real)
+    lib.define("fft_r2c(Tensor self, int[] dim, int normalization, bool onesided) -> Tensor")
+    lib.define("fft_c2r(Tensor self, int[] dim, int normalization, int last_dim_size) -> Tensor")
+    lib.define("fft_c2c(Tensor self, int[] dim, int normalization, bool forward) -> Tensor")
+    lib.impl("fft_r2c", lambda x, dim, norm, onesided: torch.view_as_real(
+        torch.ops.aten._fft_r2c(x, dim, norm, onesided)).clone(), "CPU")
+    lib.impl("fft_c2r", lambda x, dim, norm, n: torch.ops.aten._fft_c2r(
+        torch.view_as_complex(x.contiguous()), dim, norm, n), "CPU")
+    lib.impl("fft_c2c", lambda x, dim, norm, fwd: torch.view_as_real(
+        torch.ops.aten._fft_c2c(torch.view_as_complex(x.contiguous()), dim, norm, fwd)).clone(), "CPU")
     lib.impl("lstm", lstm, "CPU")
     lib.impl("gru", one(torch.gru), "CPU")
     lib.impl("rnn_tanh", one(torch.rnn_tanh), "CPU")
@@ -513,6 +523,194 @@ def _add_guards(gm, guards):
     return gm
 
 
+_COMPLEX = {torch.complex64: torch.float32, torch.complex128: torch.float64}
+
+
+def _complex_as_real(gm, inputs):
+    """coil has no complex dtype: a complex value becomes the real tensor torch.view_as_real
+    gives (a last dim of 2), and the ops on it their real forms: ATen's FFTs coil.fft_r2c /
+    fft_c2r / fft_c2c, views and data movement the same op with dims counted over the complex
+    shape, arithmetic written out (complex products, abs, conj).  An op with no such form
+    is left as it was, so that the export names it.  torch.stft / istft / torch.fft trace to
+    these (hdemucs)."""
+    A = torch.ops.aten
+
+    def cplx(x):
+        return isinstance(x, torch.fx.Node) and getattr(x.meta.get("tensor_meta"), "dtype", None) in _COMPLEX
+
+    if not any(cplx(n) for n in gm.graph.nodes):
+        return gm
+    _rnn_ops()
+    C = torch.ops.coil
+    g = gm.graph
+    rep = {}  # complex node -> its real form
+
+    def rank(x):
+        return len(x.meta["tensor_meta"].shape)
+
+    def call(f, *args):
+        return g.call_function(f, tuple(args))
+
+    def parts(z):
+        return call(A.select.int, rep[z], -1, 0), call(A.select.int, rep[z], -1, 1)
+
+    def pack(re, im):
+        return call(A.stack.default, [re, im], -1)
+
+    views = (A.view.default, A._unsafe_view.default, A.reshape.default, A._reshape_alias.default)
+    same = (A.clone.default, A.contiguous.default, A.alias.default, A.detach.default, A.lift_fresh_copy.default,
+            A.resolve_conj.default, A.resolve_neg.default)
+    changed = False
+    for n in list(g.nodes):
+        if n.op == "placeholder" and cplx(n):
+            raise ExportError("input %s is complex: coil takes real tensors (pass torch.view_as_real(x) and "
+                              "call torch.view_as_complex inside the module)" % n.name)
+        if n.op != "call_function":
+            continue
+        ins = [a for a in n.all_input_nodes if cplx(a)]
+        if not ins and not cplx(n):
+            continue
+        if any(a not in rep for a in ins):
+            continue  # its input stayed complex: reported where it was made
+        t, a = n.target, list(n.args)
+        z = a[0] if a else None
+        R = rank(z) if cplx(z) else None
+        new, out_c = None, cplx(n)
+        with g.inserting_before(n):
+            if t == A._fft_r2c.default:
+                new = call(C.fft_r2c.default, *a)
+            elif t == A._fft_c2r.default:
+                new = call(C.fft_c2r.default, rep[z], *a[1:])
+            elif t == A._fft_c2c.default:
+                new = call(C.fft_c2c.default, rep[z], *a[1:])
+            elif t == A.view_as_real.default:
+                new = rep[z]
+            elif t == A.view_as_complex.default:
+                new = z
+            elif t in views:
+                new = call(A.view.default, rep[z], list(a[1]) + [2])
+            elif t in same:
+                new = rep[z]
+            elif t == A._to_copy.default and cplx(z) and cplx(n) and not a[1:] and \
+                    n.meta["tensor_meta"].dtype == z.meta["tensor_meta"].dtype:
+                new = rep[z]
+            elif t == A.transpose.int:
+                new = call(A.transpose.int, rep[z], a[1] % R, a[2] % R)
+            elif t == A.t.default:
+                new = call(A.transpose.int, rep[z], 0, R - 1) if R == 2 else rep[z]
+            elif t == A.permute.default:
+                new = call(A.permute.default, rep[z], [d % R for d in a[1]] + [R])
+            elif t == A.slice.Tensor:
+                new = call(A.slice.Tensor, rep[z], (a[1] if len(a) > 1 else 0) % R, *a[2:])
+            elif t == A.select.int:
+                new = call(A.select.int, rep[z], a[1] % R, a[2])
+            elif t == A.unsqueeze.default:
+                new = call(A.unsqueeze.default, rep[z], a[1] % (R + 1))
+            elif t == A.squeeze.dim:
+                new = call(A.squeeze.dim, rep[z], a[1] % R)
+            elif t == A.squeeze.default:
+                new = call(A.view.default, rep[z], list(n.meta["tensor_meta"].shape) + [2])
+            elif t == A.expand.default:
+                new = call(A.expand.default, rep[z], list(a[1]) + [2])
+            elif t == A.constant_pad_nd.default and (len(a) < 3 or a[2] == 0):
+                new = call(A.constant_pad_nd.default, rep[z], [0, 0] + list(a[1]), 0.0)
+            elif t in (A.cat.default, A.stack.default) and all(cplx(x) for x in a[0]):
+                r = rank(a[0][0]) + (t == A.stack.default)
+                new = call(t, [rep[x] for x in a[0]], (a[1] if len(a) > 1 else 0) % r)
+            elif t in (A.add.Tensor, A.sub.Tensor) and len(a) == 2 and all(cplx(x) for x in a) and not n.kwargs:
+                new = call(t, rep[a[0]], rep[a[1]])
+            elif t == A.neg.default:
+                new = call(A.neg.default, rep[z])
+            elif t in (A.mul.Tensor, A.div.Tensor) and len(a) == 2 and not n.kwargs:
+                x, y = a
+                if cplx(x) and cplx(y) and t == A.mul.Tensor:  # (a + bi)(c + di)
+                    (p, q), (u, v) = parts(x), parts(y)
+                    new = pack(call(A.sub.Tensor, call(A.mul.Tensor, p, u), call(A.mul.Tensor, q, v)),
+                               call(A.add.Tensor, call(A.mul.Tensor, p, v), call(A.mul.Tensor, q, u)))
+                elif cplx(x) != cplx(y) and (t == A.mul.Tensor or cplx(x)):
+                    zc, w = (x, y) if cplx(x) else (y, x)
+                    if isinstance(w, torch.fx.Node):
+                        w = call(A.unsqueeze.default, w, -1)
+                    if isinstance(w, (int, float)) or isinstance(w, torch.fx.Node):
+                        new = call(t, rep[zc], w) if cplx(x) else call(t, w, rep[zc])
+            elif t in (A.real.default, A.imag.default):
+                new = call(A.select.int, rep[z], -1, 0 if t == A.real.default else 1)
+            elif t in (A._conj.default, A.conj_physical.default, A.conj.default):
+                p, q = parts(z)
+                new = pack(p, call(A.neg.default, q))
+            elif t == A.abs.default:
+                p, q = parts(z)
+                new = call(A.sqrt.default, call(A.add.Tensor, call(A.mul.Tensor, p, p), call(A.mul.Tensor, q, q)))
+            elif t == A.complex.default:
+                new = pack(a[0], a[1])
+        if new is None:
+            continue
+        changed = True
+        if out_c:
+            rep[n] = new
+        else:
+            n.replace_all_uses_with(new)
+    if not changed:
+        return gm
+    for n in reversed(list(g.nodes)):  # the complex nodes, now unused
+        if n.op == "call_function" and not n.users and (n in rep or any(x in rep for x in n.all_input_nodes)):
+            g.erase_node(n)
+    g.lint()
+    gm.recompile()
+    from torch.fx.passes.shape_prop import ShapeProp
+    with torch.no_grad():
+        ShapeProp(gm).propagate(*inputs)  # the new nodes' shapes and dtypes
+    return gm
+
+
+def _as_strided_views(gm):
+    """coil's as_strided reads its input's elements in row-major order, its sizes static.  One
+    that takes windows along a dim of a contiguous tensor (torch.stft's frames) becomes
+    aten.unfold, whose sizes may be symbolic; any other is checked: its traced input must have
+    been contiguous, and its offset relative to the input's first element (not a view's)."""
+    changed = False
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or str(n.target) not in ("aten.as_strided.default", "aten.as_strided_copy.default"):
+            continue
+        x = n.args[0]
+        tm = x.meta.get("tensor_meta") if isinstance(x, torch.fx.Node) else None
+        if tm is None:
+            continue
+        shape = [int(d) for d in tm.shape]
+        want, acc = [], 1
+        for d in reversed(shape):
+            want.insert(0, acc)
+            acc *= d
+        if any(d > 1 and int(st) != w for d, st, w in zip(shape, tm.stride, want)):
+            raise ExportError("%s: as_strided of a non-contiguous tensor (strides %s for shape %s): coil reads "
+                              "its input in row-major order" % (n.name, list(tm.stride), shape))
+        size, stride = [int(v) for v in n.args[1]], [int(v) for v in n.args[2]]
+        off = n.args[3] if len(n.args) > 3 else n.kwargs.get("storage_offset")
+        if off and x.op == "call_function" and isinstance(x.target, torch._ops.OpOverload) and \
+                _is_view_schema(x.target._schema):
+            raise ExportError("%s: as_strided with a storage offset over a view (%s): its offset in the storage "
+                              "is not part of the graph" % (n.name, x.name))
+        r = len(shape)
+        if off or len(size) != r + 1 or r == 0:
+            continue
+        for d in range(r):  # windows of size[r] every step along d
+            step = stride[d] // want[d] if want[d] else 0
+            if (step >= 1 and stride[d] == step * want[d] and stride[r] == want[d] and size[r] <= shape[d] and
+                    size[d] == (shape[d] - size[r]) // step + 1 and
+                    all(size[i] == shape[i] and (shape[i] <= 1 or stride[i] == want[i]) for i in range(r) if i != d)):
+                with gm.graph.inserting_before(n):
+                    u = gm.graph.call_function(torch.ops.aten.unfold.default, (x, d, size[r], step))
+                u.meta = dict(n.meta)
+                n.replace_all_uses_with(u)
+                gm.graph.erase_node(n)
+                changed = True
+                break
+    if changed:
+        gm.graph.lint()
+        gm.recompile()
+    return gm
+
+
 def _trace(module, inputs, functionalize=True, grad=True):
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -522,7 +720,8 @@ def _trace(module, inputs, functionalize=True, grad=True):
         fn = _functionalize(module, remove="mutations")
     with torch.set_grad_enabled(grad), _RnnAsOps(), _SizeGuards() as sg:
         gm = make_fx(fn)(*inputs)
-    return _quant_as_ops(_add_guards(gm, sg.guards))
+    _as_strided_views(gm)
+    return _quant_as_ops(_add_guards(_complex_as_real(gm, inputs), sg.guards))
 
 
 class _Names:

@@ -2214,6 +2214,90 @@ def graph_cases():
     gcase("graph relu via where on i64, cast, mean", g, {"x": x}, [wv.float().mean(), wv], "aten.zeros")
 
 
+def signal_cases():
+    """flip, unfold, as_strided, col2im / im2col, reflection and replication padding, and coil's
+    Fourier transforms over view_as_real tensors (#21: what torch.stft / istft trace to)."""
+    fp = "aten.flip"
+    y = R(3, 4, 5)
+    for dims in ([0], [0, 2], [-1], [1, 0, 2], []):
+        case(fp, y, dims)
+    case(fp, R(3, 4, dt=i64), [1])
+    case(fp, R(2, 3, dt=bf16), [1], name="flip bf16")
+    case(fp, R(0, 3), [0], name="flip empty")
+    case(fp, Sym(R(3, 4, 5), ["a", 4, "c"]), [0, 2], name="flip symbolic")
+    case(fp, y, [0, 0], expect_error=True, name="flip a dim twice")
+    case(fp, y, [3], expect_error=True, name="flip dim out of range")
+    uf = "aten.unfold"
+    case(uf, R(3, 20), 1, 8, 3)
+    case(uf, R(3, 20), 0, 2, 1)
+    case(uf, R(10), 0, 10, 1)
+    case(uf, R(2, 5, 7, dt=i32), -2, 3, 2)
+    case(uf, Sym(R(2, 30), ["b", "n"]), 1, 8, 4, name="unfold symbolic length")
+    case(uf, R(3, 5), 1, 6, 1, expect_error=True, name="unfold window above the size")
+    case(uf, R(3, 5), 1, 2, 0, expect_error=True, name="unfold step 0")
+    st = "aten.as_strided"
+    case(st, R(2, 46), [2, 5, 8], [46, 6, 1], name="as_strided frames (stft)")
+    case(st, R(4, 5), [3, 3], [5, 1], 2, name="as_strided with an offset")
+    case(st, R(4, 5), [3, 4], [1, 5], name="as_strided transposed")
+    case(st, R(10), [4, 4], [1, 1], name="as_strided overlapping windows")
+    case(st, R(3), [0, 5], [1, 1], name="as_strided empty")
+    case(st, R(4, 5), [3, 3], [5, 1], 20, expect_error=True, name="as_strided past the end")
+    ci = "aten.col2im"
+    case(ci, R(2, 12, 40), [7, 9], [3, 2], [1, 1], [1, 1], [2, 1])
+    case(ci, R(12, 40), [7, 9], [3, 2], [1, 1], [1, 1], [2, 1], name="col2im unbatched")
+    case(ci, R(1, 4, 9), [5, 5], [2, 2], [2, 2], [0, 0], [1, 1], name="col2im dilated")
+    case(ci, R(1, 1024, 177), [1, 46080], [1, 1024], [1, 1], [0, 0], [1, 256], name="col2im istft's overlap-add")
+    case(ci, R(2, 12, 41), [7, 9], [3, 2], [1, 1], [1, 1], [2, 1], expect_error=True, name="col2im wrong block count")
+    ic = "aten.im2col"
+    case(ic, R(2, 3, 7, 9), [3, 2], [1, 2], [1, 1], [2, 1])
+    case(ic, R(3, 5, 5), [2, 2], [1, 1], [0, 0], [1, 1], name="im2col unbatched")
+    case(ic, R(1, 1, 2, 2), [3, 3], [1, 1], [0, 0], [1, 1], expect_error=True, name="im2col kernel above the image")
+    shapes = {1: ((2, 3, 7), [3, 2]), 2: ((2, 3, 7, 6), [3, 2, 1, 4]), 3: ((1, 2, 4, 7, 6), [3, 2, 1, 3, 0, 2])}
+    for mode in ("reflection", "replication"):
+        for k, (shape, pads) in shapes.items():
+            op = "aten.%s_pad%dd" % (mode, k)
+            case(op, R(*shape), pads)
+            case(op, R(*shape[1:]), pads, name="%s_pad%dd unbatched" % (mode, k))
+            case(op, R(*shape, dt=f64), pads[:2] + [0] * (len(pads) - 2), name="%s_pad%dd f64" % (mode, k))
+        op = "aten.%s_pad1d" % mode
+        case(op, Sym(R(2, 3, 9), ["b", 3, "n"]), [2, 4], name="%s_pad1d symbolic length" % mode)
+    case("aten.reflection_pad1d", R(2, 3), [3, 0], expect_error=True, name="reflection_pad1d pad at the size")
+    case("aten.replication_pad1d", R(2, 3, 1), [2, 2], name="replication_pad1d a single column")
+
+    def wrap(dim, r):  # ATen's _fft ops take wrapped dims (torch.fft wraps them), coil's either
+        return [d % r for d in dim]
+
+    def r2c(x, dim, norm, onesided):
+        return torch.view_as_real(aten._fft_r2c(x, wrap(dim, x.dim()), norm, onesided))
+
+    def c2r(x, dim, norm, n):
+        return aten._fft_c2r(torch.view_as_complex(x), wrap(dim, x.dim() - 1), norm, n)
+
+    def c2c(x, dim, norm, fwd):
+        return torch.view_as_real(aten._fft_c2c(torch.view_as_complex(x), wrap(dim, x.dim() - 1), norm, fwd))
+    fr, fc, fcc = "coil.fft_r2c", "coil.fft_c2r", "coil.fft_c2c"
+    # f32 FFTs (coil's and pocketfft's) round differently: error grows with log n
+    case(fr, R(3, 20), [1], 0, True, ref=r2c, tolx=8, covers="coil.fft_r2c.default")
+    case(fr, R(3, 17), [-1], 1, True, ref=r2c, tolx=8)
+    case(fr, R(12, 5), [0], 2, False, ref=r2c, tolx=8)
+    case(fr, R(2, 6, 10), [1, 2], 0, True, ref=r2c, tolx=8, name="fft_r2c two dims (rfft2)")
+    case(fr, R(2, 97), [1], 0, False, ref=r2c, tolx=16, name="fft_r2c prime length")
+    case(fr, R(2, 1), [1], 0, True, ref=r2c, name="fft_r2c length 1")
+    case(fr, R(4, 1024), [1], 1, True, ref=r2c, tolx=16, name="fft_r2c 1024 (hdemucs' stft)")
+    case(fr, R(2, 360), [1], 0, True, ref=r2c, tolx=16, name="fft_r2c 360 (radix 4, 2, 3, 5)")
+    case(fr, Sym(R(2, 24), ["b", "n"]), [1], 0, True, ref=r2c, tolx=8, name="fft_r2c symbolic length")
+    case(fr, R(3, 4, dt=f64), [1], 0, True, ref=r2c, unsupported=True, name="fft_r2c f64 (refused)")
+    case(fc, R(3, 11, 2), [1], 0, 20, ref=c2r, tolx=8, covers="coil.fft_c2r.default")
+    case(fc, R(3, 11, 2), [1], 2, 21, ref=c2r, tolx=8)
+    case(fc, R(2, 6, 6, 2), [1, 2], 0, 10, ref=c2r, tolx=8, name="fft_c2r two dims (irfft2)")
+    case(fc, R(4, 513, 2), [1], 1, 1024, ref=c2r, tolx=16, name="fft_c2r 1024 (hdemucs' istft)")
+    case(fc, R(3, 4, 3), [1], 0, 6, ref=c2r, expect_error=True, name="fft_c2r without a last dim of 2")
+    case(fcc, R(3, 8, 2), [1], 0, True, ref=c2c, tolx=8, covers="coil.fft_c2c.default")
+    case(fcc, R(3, 8, 2), [0, 1], 1, False, ref=c2c, tolx=8)
+    case(fcc, R(2, 7, 5, 2), [-1], 2, True, ref=c2c, tolx=8)
+    case(fcc, Sym(R(3, 12, 2), [3, "n", 2]), [1], 0, False, ref=c2c, tolx=8, name="fft_c2c symbolic length")
+
+
 def all_cases():
     scan_cases()
     conv_cases()
@@ -2233,6 +2317,7 @@ def all_cases():
     view_cases()
     identity_cases()
     data_cases()
+    signal_cases()
     fill_cases()
     graph_cases()
 

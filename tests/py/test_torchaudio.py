@@ -3,7 +3,8 @@
 Small configurations of the real model classes, random weights, one input each: what a user
 leaving torchvision meets first (group norm and PReLU in ConvTasNet, stack/unbind in
 DeepSpeech, (tensor, None) outputs and weight norm in wav2vec2 and HuBERT, index_select and an
-unrolled GRU in WaveRNN, a size read from a lengths tensor in Conformer, under a guard). Max abs
+unrolled GRU in WaveRNN, a size read from a lengths tensor in Conformer, under a guard, stft and
+istft in HDemucs and a spectral gate: complex values as view_as_real pairs). Max abs
 error <= 1e-4 relative to the output's scale.
 """
 import os
@@ -45,7 +46,29 @@ def models(M):
         ("WaveRNN", lambda: M.WaveRNN(upsample_scales=[2, 2], n_classes=32, hop_length=4, n_res_block=1, n_rnn=16,
                                       n_fc=16, kernel_size=3, n_freq=12, n_hidden=8, n_output=8),
          (torch.randn(1, 1, 4 * 10), torch.randn(1, 1, 12, 12))),
+        # stft and istft (complex values as view_as_real pairs, coil.fft_r2c / fft_c2r, as_strided
+        # frames, reflection padding, col2im's overlap-add)
+        ("HDemucs", lambda: M.HDemucs(["bass", "drums"], channels=16, nfft=256, depth=3), (torch.randn(1, 2, 4000),)),
+        ("a spectral gate (stft, magnitude and phase arithmetic, istft)", Spectral, (torch.randn(2, 3000),)),
     ]
+
+
+class Spectral(torch.nn.Module):
+    """What speech enhancement does around its network: stft, a mask from the magnitude applied
+    to the complex spectrum, istft back (plus torch.fft on the way)."""
+
+    def __init__(self):
+        super().__init__()
+        self.gain = torch.nn.Linear(129, 129)
+
+    def forward(self, x):
+        w = torch.hann_window(256)
+        z = torch.stft(x, 256, 64, window=w, return_complex=True)
+        mag = z.abs()
+        mask = torch.sigmoid(self.gain(mag.transpose(1, 2))).transpose(1, 2)
+        y = torch.istft(z * mask, 256, 64, window=w, length=x.shape[-1])
+        lp = torch.fft.irfft(torch.fft.rfft(x) * (torch.arange(1501) < 400), n=x.shape[-1])
+        return y + 0.1 * lp
 
 
 def main():
@@ -76,6 +99,31 @@ def main():
             errs = [rel_err(a, b) for a, b in zip(w, g) if a is not None and b is not None] if same else [float("inf")]
             t.ok(same and max(errs) <= TOL, "%s matches eager (rel err %.2e; outputs %s; %.1f s)" % (
                 name, max(errs), ["None" if a is None else tuple(a.shape) for a in w], time.time() - t0))
+        # a spectrogram over any batch and length: one artifact (stft's frames become an unfold
+        # of a symbolic length, the FFT's length stays static)
+        class Spectrogram(torch.nn.Module):
+            def forward(self, x):
+                z = torch.stft(x, 64, 16, window=torch.hann_window(64), return_complex=True)
+                return z.abs().log1p()
+        m = Spectrogram()
+        f = coil.compile(m, (torch.randn(2, 500),), dynamic=True, cache_dir=os.path.join(tmp, "cache"), coil=COIL)
+        errs = []
+        for b, n in ((2, 500), (1, 333), (3, 1001), (2, 64)):
+            x = torch.randn(b, n)
+            errs.append(rel_err(m(x), f(x)))
+        t.ok(max(errs) <= TOL and f.stats()["compiles"] == 1, "stft at batch 1..3 and lengths 64..1001 from one "
+             "artifact (rel err %.2e, %d compiles)" % (max(errs), f.stats()["compiles"]))
+
+        class Strided(torch.nn.Module):
+            def forward(self, x):
+                return torch.as_strided(x.t(), (4, 3), (1, 4)) * 2
+        try:
+            coil.compile(Strided(), (torch.randn(4, 5),), cache_dir=os.path.join(tmp, "cache"), coil=COIL)
+            t.ok(False, "as_strided of a non-contiguous tensor is refused")
+        except coil.CoilError as e:
+            t.ok("non-contiguous" in str(e) and "as_strided" in str(e),
+                 "as_strided of a non-contiguous tensor is refused, saying why: %s" % str(e)[-150:])
+
         # Conformer's padding mask takes int(max(lengths).item()): specialised to the traced value
         # with a guard; another max fails the run, saying so
         m = torchaudio.models.Conformer(input_dim=16, num_heads=2, ffn_dim=32, num_layers=1,
