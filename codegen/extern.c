@@ -1144,7 +1144,8 @@ static void spmm(xctx *c)
 }
 
 /* coil.lstm / gru / rnn_tanh / rnn_relu: one coil_rnn call (codegen/rnn.h) with the params'
- * pointers in order; the final states go to scratch when unused. */
+ * pointers in order; the final states go to scratch when unused; lengths,
+ * when given, are checked to lie in [1, T] first. */
 static void rnn(xctx *c)
 {
 	const int lstm = c->n->op == OP_LSTM, nres = lstm ? 3 : 2, kind = op_rnn_kind(c->n->op);
@@ -1157,26 +1158,39 @@ static void rnn(xctx *c)
 	ir_node *x = argn(c, 0);
 	const coil_arg *ps = &c->n->args[2];
 	const int L = (int)c->n->args[4].i, D = c->n->args[5].i ? 2 : 1, bf = (int)c->n->args[6].i;
+	const int nb = c->n->args[3].i ? 4 : 2, proj = lstm && ps->n == L * D * (nb + 1);
 	const coil_value *h0v = lstm ? &c->ir->g->vals[c->n->args[1].v[0]] : node_in(c->ir->g, c->n, 1);
-	out(c, "\tconst int64_t T = %s, B = %s, I = %s, H = %s, DH = %d * H;\n", dimc(c, &x->shape[bf ? 1 : 0]),
-	    dimc(c, &x->shape[bf ? 0 : 1]), dimc(c, &x->shape[2]), dimc(c, &h0v->shape[2]), D);
+	const coil_value *wih = &c->ir->g->vals[ps->v[0]];
+	out(c, "\tconst int64_t T = %s, B = %s, I = %s, H = %s / %d, HO = %s, P = %s, DH = %d * HO;\n",
+	    dimc(c, &x->shape[bf ? 1 : 0]), dimc(c, &x->shape[bf ? 0 : 1]), dimc(c, &x->shape[2]), dimc(c, &wih->shape[0]),
+	    op_rnn_gates(c->n->op), dimc(c, &h0v->shape[2]), proj ? "HO" : "0", D);
 	out(c, "\tconst float *const w[%d] = {", ps->n);
 	for (int k = 0; k < ps->n; k++)
 		out(c, "%s%s", k ? ", " : "", buf(c, c->ir->val_node[ps->v[k]]));
 	out(c, "};\n");
+	const char *len = "NULL";
+	if (has(c, 7)) {
+		len = arg(c, 7);
+		int bad = emit_err_code(c->errs, c->ir, c->ir->nodes[any].gnode,
+					"lengths[%lld] is %lld, outside [1, the sequence's steps]");
+		out(c, "\tfor (int64_t b = 0; b < B; b++)\n\t\tif (%s[b] < 1 || %s[b] > T) {\n"
+		       "\t\t\tcoil_raise(x->st, %d, (long long)b, (long long)%s[b]);\n\t\t\treturn;\n\t\t}\n",
+		    len, len, bad, len);
+	}
 	const char *h0 = lstm ? buf(c, c->ir->val_node[c->n->args[1].v[0]]) : arg(c, 1);
 	const char *c0 = lstm ? buf(c, c->ir->val_node[c->n->args[1].v[1]]) : "NULL";
 	/* results the graph does not read: scratch of their size */
-	out(c, "\tfloat *scr = NULL;\n\tconst int64_t ns = (int64_t)%d * B * H;\n", L * D);
+	out(c, "\tfloat *scr = NULL;\n\tconst int64_t ns = (int64_t)%d * B * H, big = ns > T * B * DH ? ns : T * B * DH;\n",
+	    L * D);
 	if (res[0] < 0 || res[1] < 0 || (lstm && res[2] < 0))
-		out(c, "\tscr = malloc((size_t)(%d * (ns > T * B * DH ? ns : T * B * DH) + 1) * sizeof *scr);\n", nres);
+		out(c, "\tscr = malloc((size_t)(%d * big + 1) * sizeof *scr);\n", nres);
 	int oom = emit_err_code(c->errs, c->ir, c->ir->nodes[any].gnode, "out of memory (%lld steps x %lld rows)");
-	const char *o0 = res[0] >= 0 ? buf(c, res[0]) : "scr", *o1 = res[1] >= 0 ? buf(c, res[1]) : "scr + 1 * (ns > T * B * DH ? ns : T * B * DH)";
-	const char *o2 = !lstm ? "NULL" : res[2] >= 0 ? buf(c, res[2]) : "scr + 2 * (ns > T * B * DH ? ns : T * B * DH)";
-	out(c, "\tif (((%d) && !scr) || coil_rnn(%d, %s, T, B, I, %d, %s, %s, w, %d, %d, %d, H, %s, %s, %s)) {\n"
+	const char *o0 = res[0] >= 0 ? buf(c, res[0]) : "scr", *o1 = res[1] >= 0 ? buf(c, res[1]) : "scr + 1 * big";
+	const char *o2 = !lstm ? "NULL" : res[2] >= 0 ? buf(c, res[2]) : "scr + 2 * big";
+	out(c, "\tif (((%d) && !scr) || coil_rnn(%d, %s, T, B, I, %d, %s, %s, w, %d, %d, %d, H, P, %s, %s, %s, %s)) {\n"
 	       "\t\tfree(scr);\n\t\tcoil_raise(x->st, %d, (long long)T, (long long)B);\n\t\treturn;\n\t}\n\tfree(scr);\n",
-	    res[0] < 0 || res[1] < 0 || (lstm && res[2] < 0), kind, arg(c, 0), bf, h0, c0, ps->n == L * D * 4, L, D, o0,
-	    o1, o2, oom);
+	    res[0] < 0 || res[1] < 0 || (lstm && res[2] < 0), kind, arg(c, 0), bf, h0, c0, nb == 4, L, D, len, o0, o1,
+	    o2, oom);
 }
 
 /* tril / triu over the last two dims. */

@@ -1561,14 +1561,17 @@ static int infer_spmm(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
-/* coil.lstm / coil.gru: input [T, B, I] ([B, T, I] batch first), f32; hx [L*D, B, H]
- * (LSTM: h and c); params per layer and direction w_ih [G*H, in], w_hh [G*H, H]
- * and, with biases, b_ih, b_hh [G*H] (G: 4 gates, GRU 3; in: I, then D*H). */
+/* coil.lstm / gru / rnn_*: input [T, B, I] ([B, T, I] batch first), f32;
+ * G gates (LSTM 4, GRU 3, RNN 1); per layer and direction w_ih [G*H, in], w_hh
+ * [G*H, HO] (and b_ih, b_hh [G*H]; LSTM with a projection w_hr [P, H] last,
+ * HO = P, else HO = H); states [L*D, B, HO] (LSTM's c [L*D, B, H]); the
+ * output [T, B, D*HO] (batch first: [B, T, ...]); lengths (i64 [B]) make
+ * the steps at and past a sequence's length padding. */
 static int infer_rnn(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0);
 	const int lstm = n->op == OP_LSTM, L = (int)n->args[4].i, D = n->args[5].i ? 2 : 1, bf = (int)n->args[6].i;
-	const int np = n->args[3].i ? 4 : 2, G = op_rnn_gates(n->op);
+	const int nb = n->args[3].i ? 4 : 2, G = op_rnn_gates(n->op);
 	const coil_arg *ps = &n->args[2];
 	char b1[200];
 	if (x->rank != 3 || x->dtype != COIL_F32)
@@ -1576,12 +1579,19 @@ static int infer_rnn(coil_graph *g, coil_node *n, coil_err *err)
 					       x->rank));
 	if (L < 1 || L > 64)
 		return ARGERR(4, "%d layers (1 to 64)", L);
+	const int proj = lstm && ps->n == L * D * (nb + 1), np = nb + proj;
 	if (ps->n != L * D * np)
-		return ARGERR(2, "%d tensors, expected %d (%d layers x %d directions x %d)", ps->n, L * D * np, L, D, np);
-	const coil_value *whh = &g->vals[ps->v[1]];
-	if (whh->rank != 2)
-		return ARGERR(2, "params[1] (w_hh) must be 2-d");
-	const coil_dim H = whh->shape[1], B = x->shape[bf ? 0 : 1], T = x->shape[bf ? 1 : 0];
+		return ARGERR(2, "%d tensors, expected %d (%d layers x %d directions x %d%s)", ps->n, L * D * nb, L, D, nb,
+			      lstm ? ", or one more each with a projection" : "");
+	const coil_value *wih = &g->vals[ps->v[0]], *whr = proj ? &g->vals[ps->v[np - 1]] : NULL;
+	int64_t gh, hv, pv = 0;
+	if (wih->rank != 2 || !dim_is_const(&wih->shape[0], &gh) || gh % G || gh < G)
+		return ARGERR(2, "params[0] (w_ih) must be 2-d with a static multiple of %d rows", G);
+	hv = gh / G;
+	if (proj && (whr->rank != 2 || !dim_is_const(&whr->shape[0], &pv) || pv < 1 || pv >= hv))
+		return ARGERR(2, "params[%d] (w_hr) must be 2-d [P, H] with 0 < P < H = %lld", np - 1, (long long)hv);
+	const int64_t ho = proj ? pv : hv;
+	const coil_dim B = x->shape[bf ? 0 : 1], T = x->shape[bf ? 1 : 0];
 	int64_t tv;
 	if (dim_is_const(&T, &tv)) {
 		if (tv < 1)
@@ -1589,40 +1599,46 @@ static int infer_rnn(coil_graph *g, coil_node *n, coil_err *err)
 	} else if (graph_guard(g, n, GUARD_GE, &T, 1, "a sequence of at least one step", err)) {
 		return -1;
 	}
-	int64_t hv;
-	if (!dim_is_const(&H, &hv))
-		return ARGERR(2, "w_hh's sizes must be static");
-	const coil_dim gh = dim_const(G * hv), dh = dim_const(D * hv), dl = dim_const(L * D);
+	const coil_dim H = dim_const(hv), HO = dim_const(ho), GH = dim_const(gh), dh = dim_const(D * ho),
+		       dl = dim_const(L * D);
+	static const char *const names[] = {"w_ih", "w_hh", "b_ih", "b_hh"};
 	for (int l = 0; l < L; l++)
 		for (int d = 0; d < D; d++)
 			for (int k = 0; k < np; k++) {
 				const coil_value *p = &g->vals[ps->v[(l * D + d) * np + k]];
-				const coil_dim want[2] = {gh, k == 0 ? (l ? dh : x->shape[2]) : H};
-				const int rank = k < 2 ? 2 : 1;
+				const int pk = proj && k == np - 1; /* w_hr */
+				const coil_dim want[2] = {pk ? HO : GH, pk ? H : k == 0 ? (l ? dh : x->shape[2]) : HO};
+				const int rank = k < 2 || pk ? 2 : 1;
 				int ok = p->rank == rank && p->dtype == COIL_F32;
 				for (int i = 0; ok && i < rank; i++)
 					ok = dim_eq(&p->shape[i], &want[i]);
 				if (!ok)
 					return ARGERR(2, "params[%d] (layer %d%s %s) has shape %s, expected %s f32", (l * D + d) * np + k,
-						      l, d ? " reverse" : "", k == 0 ? "w_ih" : k == 1 ? "w_hh" : k == 2 ? "b_ih" : "b_hh",
-						      shp(g, p, b1, sizeof b1), rank == 2 ? "[G*H, in]" : "[G*H]");
+						      l, d ? " reverse" : "", pk ? "w_hr" : names[k], shp(g, p, b1, sizeof b1),
+						      pk ? "[P, H]" : rank == 2 ? (k ? "[G*H, P or H]" : "[G*H, in]") : "[G*H]");
 			}
-	const coil_dim hs[3] = {dl, B, H};
 	for (int k = 0; k < (lstm ? 2 : 1); k++) {
 		const coil_value *h = lstm ? &g->vals[n->args[1].v[k]] : node_in(g, n, 1);
 		if (lstm && n->args[1].n != 2)
 			return ARGERR(1, "needs h and c, got %d tensors", n->args[1].n);
+		const coil_dim hs[3] = {dl, B, k ? H : HO};
 		int ok = h->rank == 3 && h->dtype == COIL_F32;
 		for (int i = 0; ok && i < 3; i++)
 			ok = dim_eq(&h->shape[i], &hs[i]);
 		if (!ok)
-			return ARGERR(1, "%s has shape %s, expected [layers x directions, batch, hidden] f32", k ? "c" : "h",
-				      shp(g, h, b1, sizeof b1));
+			return ARGERR(1, "%s has shape %s, expected [layers x directions, batch, %s] f32", k ? "c" : "h",
+				      shp(g, h, b1, sizeof b1), k || !proj ? "hidden" : "projection");
+	}
+	if (has(n, 7)) {
+		const coil_value *ln = node_in(g, n, 7);
+		if (ln->dtype != COIL_I64 || ln->rank != 1 || !dim_eq(&ln->shape[0], &B))
+			return ARGERR(7, "has shape %s %s, expected [batch] i64", shp(g, ln, b1, sizeof b1), dtype_name(ln->dtype));
 	}
 	coil_dim os[3] = {x->shape[0], x->shape[1], dh};
 	set_out(g, n, 0, COIL_F32, 3, os);
+	const coil_dim hs[3] = {dl, B, HO}, cs[3] = {dl, B, H};
 	for (int k = 1; k < n->nout; k++)
-		set_out(g, n, k, COIL_F32, 3, hs);
+		set_out(g, n, k, COIL_F32, 3, k == 2 ? cs : hs);
 	return 0;
 }
 

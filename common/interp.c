@@ -844,16 +844,24 @@ static int eval_rnn(ictx *c, coil_node *n)
 {
 	itensor *x = IN(n, 0), *o = OUT(n, 0);
 	const int lstm = n->op == OP_LSTM, L = (int)n->args[4].i, D = n->args[5].i ? 2 : 1, bf = (int)n->args[6].i;
-	const int np = n->args[3].i ? 4 : 2, G = op_rnn_gates(n->op), kind = op_rnn_kind(n->op);
+	const int nb = n->args[3].i ? 4 : 2, G = op_rnn_gates(n->op), kind = op_rnn_kind(n->op);
 	const coil_arg *ps = &n->args[2];
+	const int proj = lstm && ps->n == L * D * (nb + 1), np = nb + proj;
 	const itensor *h0 = lstm ? &c->t[n->args[1].v[0]] : IN(n, 1), *c0 = lstm ? &c->t[n->args[1].v[1]] : NULL;
-	const int64_t T = x->shape[bf ? 1 : 0], B = x->shape[bf ? 0 : 1], H = h0->shape[2], DH = D * H;
+	const itensor *len = n->args[7].kind == ARG_TENSOR ? IN(n, 7) : NULL;
+	const int64_t T = x->shape[bf ? 1 : 0], B = x->shape[bf ? 0 : 1], H = c->t[ps->v[0]].shape[0] / G;
+	const int64_t HO = h0->shape[2], DH = D * HO;
+	for (int64_t b = 0; len && b < B; b++)
+		if (len->d[b] < 1 || len->d[b] > T)
+			return rterr(c, n, "lengths[%lld] is %lld, outside [1, %lld] (the sequence's steps)", (long long)b,
+				     (long long)len->d[b], (long long)T);
 	const int64_t wide = x->shape[2] > DH ? x->shape[2] : DH; /* the input's features, then a layer's */
 	real *seq = malloc((size_t)(T * B * wide + 1) * sizeof *seq), *nxt = malloc((size_t)(T * B * wide + 1) * sizeof *nxt);
-	real *h = malloc((size_t)(B * H + 1) * sizeof *h), *cs = malloc((size_t)(B * H + 1) * sizeof *cs);
+	real *h = malloc((size_t)(B * HO + 1) * sizeof *h), *cs = malloc((size_t)(B * H + 1) * sizeof *cs);
 	real *gv = malloc((size_t)(G * H + 1) * sizeof *gv), *hv = malloc((size_t)(G * H + 1) * sizeof *hv);
-	if (!seq || !nxt || !h || !cs || !gv || !hv) {
-		free(seq), free(nxt), free(h), free(cs), free(gv), free(hv);
+	real *hf = malloc((size_t)(H + 1) * sizeof *hf);
+	if (!seq || !nxt || !h || !cs || !gv || !hv || !hf) {
+		free(seq), free(nxt), free(h), free(cs), free(gv), free(hv), free(hf);
 		return rterr(c, n, "out of memory");
 	}
 	int64_t inf = x->shape[2];
@@ -865,27 +873,38 @@ static int eval_rnn(ictx *c, coil_node *n)
 		for (int d = 0; d < D; d++) {
 			const int k = l * D + d;
 			const real *wih = c->t[ps->v[k * np]].d, *whh = c->t[ps->v[k * np + 1]].d;
-			const real *bih = np == 4 ? c->t[ps->v[k * np + 2]].d : NULL, *bhh = np == 4 ? c->t[ps->v[k * np + 3]].d : NULL;
+			const real *bih = nb == 4 ? c->t[ps->v[k * np + 2]].d : NULL, *bhh = nb == 4 ? c->t[ps->v[k * np + 3]].d : NULL;
+			const real *whr = proj ? c->t[ps->v[k * np + np - 1]].d : NULL;
+			for (int64_t e = 0; e < B * HO; e++)
+				h[e] = h0->d[k * B * HO + e];
 			for (int64_t e = 0; e < B * H; e++)
-				h[e] = h0->d[k * B * H + e], cs[e] = lstm ? c0->d[k * B * H + e] : 0;
+				cs[e] = lstm ? c0->d[k * B * H + e] : 0;
 			for (int64_t s = 0; s < T; s++) {
 				const int64_t t = d ? T - 1 - s : s;
 				for (int64_t b = 0; b < B; b++) {
+					real *y = nxt + (t * B + b) * DH + d * HO;
+					if (len && t >= (int64_t)len->d[b]) { /* padding: no step, a zero output */
+						for (int64_t j = 0; j < HO; j++)
+							y[j] = 0;
+						continue;
+					}
 					const real *xt = seq + (t * B + b) * inf;
 					for (int64_t q = 0; q < G * H; q++) {
 						real a = bih ? bih[q] : 0, e = bhh ? bhh[q] : 0;
 						for (int64_t i = 0; i < inf; i++)
 							a += wih[q * inf + i] * xt[i];
-						for (int64_t i = 0; i < H; i++)
-							e += whh[q * H + i] * h[b * H + i];
+						for (int64_t i = 0; i < HO; i++)
+							e += whh[q * HO + i] * h[b * HO + i];
 						gv[q] = a, hv[q] = e;
 					}
 					for (int64_t j = 0; j < H; j++) {
-						real *hb = &h[b * H + j], *cb = &cs[b * H + j];
+						real *hb = &h[b * HO + j], *cb = &cs[b * H + j];
 						if (lstm) {
 							*cb = isig(gv[H + j] + hv[H + j]) * *cb +
 							      isig(gv[j] + hv[j]) * tanh(gv[2 * H + j] + hv[2 * H + j]);
-							*hb = isig(gv[3 * H + j] + hv[3 * H + j]) * tanh(*cb);
+							hf[j] = isig(gv[3 * H + j] + hv[3 * H + j]) * tanh(*cb);
+							if (!proj)
+								*hb = hf[j];
 						} else if (kind >= 2) { /* tanh or relu of the sum */
 							real a = gv[j] + hv[j];
 							*hb = kind == 2 ? tanh(a) : a > 0 ? a : (isnan(a) ? a : 0);
@@ -894,15 +913,21 @@ static int eval_rnn(ictx *c, coil_node *n)
 							real nn = tanh(gv[2 * H + j] + r * hv[2 * H + j]);
 							*hb = (1 - z) * nn + z * *hb;
 						}
-						nxt[(t * B + b) * DH + d * H + j] = *hb;
 					}
+					for (int64_t j = 0; proj && j < HO; j++) { /* h = w_hr (o * tanh c) */
+						real a = 0;
+						for (int64_t i = 0; i < H; i++)
+							a += whr[j * H + i] * hf[i];
+						h[b * HO + j] = a;
+					}
+					for (int64_t j = 0; j < HO; j++)
+						y[j] = h[b * HO + j];
 				}
 			}
-			for (int64_t e = 0; e < B * H; e++) {
-				OUT(n, 1)->d[k * B * H + e] = rnd(COIL_F32, h[e]);
-				if (lstm)
-					OUT(n, 2)->d[k * B * H + e] = rnd(COIL_F32, cs[e]);
-			}
+			for (int64_t e = 0; e < B * HO; e++)
+				OUT(n, 1)->d[k * B * HO + e] = rnd(COIL_F32, h[e]);
+			for (int64_t e = 0; lstm && e < B * H; e++)
+				OUT(n, 2)->d[k * B * H + e] = rnd(COIL_F32, cs[e]);
 		}
 		real *tmp = seq;
 		seq = nxt, nxt = tmp;
@@ -912,7 +937,7 @@ static int eval_rnn(ictx *c, coil_node *n)
 		for (int64_t b = 0; b < B; b++)
 			for (int64_t j = 0; j < DH; j++)
 				o->d[(bf ? b * T + t : t * B + b) * DH + j] = rnd(COIL_F32, seq[(t * B + b) * DH + j]);
-	free(seq), free(nxt), free(h), free(cs), free(gv), free(hv);
+	free(seq), free(nxt), free(h), free(cs), free(gv), free(hv), free(hf);
 	return 0;
 }
 

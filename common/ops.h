@@ -226,10 +226,10 @@
 	X(SPARSE_MM_REDUCE, "coil.sparse_mm_reduce.default", "Tensor crow_indices, Tensor col_indices, Tensor? values, Tensor other, str reduce='sum'", 1, MOVE, spmm, spmm) \
 	/* recurrent layers as nn.LSTM / nn.GRU run them (the exporter's coil::lstm / coil::gru, which
 	 * make_fx would otherwise unroll step by step): f32, inference */                         \
-	X(LSTM, "coil.lstm.default", "Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, bool bidirectional, bool batch_first", 3, MOVE, rnn, rnn) \
-	X(GRU, "coil.gru.default", "Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, bool bidirectional, bool batch_first", 2, MOVE, rnn, rnn) \
-	X(RNN_TANH, "coil.rnn_tanh.default", "Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, bool bidirectional, bool batch_first", 2, MOVE, rnn, rnn) \
-	X(RNN_RELU, "coil.rnn_relu.default", "Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, bool bidirectional, bool batch_first", 2, MOVE, rnn, rnn) \
+	X(LSTM, "coil.lstm.default", "Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, bool bidirectional, bool batch_first, Tensor? lengths=None", 3, MOVE, rnn, rnn) \
+	X(GRU, "coil.gru.default", "Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, bool bidirectional, bool batch_first, Tensor? lengths=None", 2, MOVE, rnn, rnn) \
+	X(RNN_TANH, "coil.rnn_tanh.default", "Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, bool bidirectional, bool batch_first, Tensor? lengths=None", 2, MOVE, rnn, rnn) \
+	X(RNN_RELU, "coil.rnn_relu.default", "Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, bool bidirectional, bool batch_first, Tensor? lengths=None", 2, MOVE, rnn, rnn) \
 	/* message passing in one: out = self; out[dst[e]] (reduce)= x[src[e]] (* weight[e]) along dim 0
 	 * (scatter.c fuses index_select [* per-edge weight] into index_add/index_reduce this way) */   \
 	X(GATHER_SCATTER, "coil.gather_scatter.default", "Tensor self, Tensor x, Tensor src, Tensor dst, Tensor? weight, str reduce='sum', bool include_self=True", 1, MOVE, gather_scatter, scatter) \

@@ -224,6 +224,8 @@ def _shape_json(shape):
 # ops that run torch.lstm, ...), which the trace records as one node each.
 
 _RNN_LIB = []
+# PyTorch's own, kept from _RnnAsOps' replacements (coil.lstm's reference runs while tracing)
+_PACK, _PAD = torch.nn.utils.rnn.pack_padded_sequence, torch.nn.utils.rnn.pad_packed_sequence
 
 
 def _rnn_ops():
@@ -232,17 +234,31 @@ def _rnn_ops():
         return
     lib = torch.library.Library("coil", "DEF")
     lib.define("lstm(Tensor input, Tensor[] hx, Tensor[] params, bool has_biases, int num_layers, "
-               "bool bidirectional, bool batch_first) -> (Tensor, Tensor, Tensor)")
+               "bool bidirectional, bool batch_first, Tensor? lengths=None) -> (Tensor, Tensor, Tensor)")
     for k in ("gru", "rnn_tanh", "rnn_relu"):
         lib.define(k + "(Tensor input, Tensor hx, Tensor[] params, bool has_biases, int num_layers, "
-                   "bool bidirectional, bool batch_first) -> (Tensor, Tensor)")
+                   "bool bidirectional, bool batch_first, Tensor? lengths=None) -> (Tensor, Tensor)")
 
-    def lstm(x, hx, params, has_biases, num_layers, bidirectional, batch_first):
-        return torch.lstm(x, hx, params, has_biases, num_layers, 0.0, False, bidirectional, batch_first)
+    def run(f, x, hx, params, has_biases, num_layers, bidirectional, batch_first, lengths):
+        """PyTorch's own kernel, over a PackedSequence where lengths are given (the padding's
+        outputs 0, each state from its sequence's last step)."""
+        if lengths is None:
+            return f(x, hx, params, has_biases, num_layers, 0.0, False, bidirectional, batch_first)
+        rnn = torch.nn.utils.rnn
+        p = _PACK(x, lengths.cpu(), batch_first=batch_first, enforce_sorted=False)
+        hs = [h.index_select(1, p.sorted_indices) for h in (hx if isinstance(hx, (list, tuple)) else [hx])]
+        r = f(p.data, p.batch_sizes, hs if isinstance(hx, (list, tuple)) else hs[0], params, has_biases,
+              num_layers, 0.0, False, bidirectional)
+        y, _ = _PAD(rnn.PackedSequence(r[0], p.batch_sizes, p.sorted_indices, p.unsorted_indices),
+                                       batch_first=batch_first, total_length=x.shape[1 if batch_first else 0])
+        return (y,) + tuple(h.index_select(1, p.unsorted_indices) for h in r[1:])
+
+    def lstm(x, hx, params, has_biases, num_layers, bidirectional, batch_first, lengths=None):
+        return run(torch.lstm, x, hx, params, has_biases, num_layers, bidirectional, batch_first, lengths)
 
     def one(f):
-        return lambda x, hx, params, has_biases, num_layers, bidirectional, batch_first: f(
-            x, hx, params, has_biases, num_layers, 0.0, False, bidirectional, batch_first)
+        return lambda x, hx, params, has_biases, num_layers, bidirectional, batch_first, lengths=None: run(
+            f, x, hx, params, has_biases, num_layers, bidirectional, batch_first, lengths)
     # the exporter's guard on a size read from a tensor's values (_SizeGuards)
     lib.define("guard_eq(Tensor self, Tensor value, int expected) -> Tensor")
 
@@ -269,31 +285,76 @@ def _rnn_ops():
     _RNN_LIB.append(lib)
 
 
+class _Padded:
+    """While tracing: what pack_padded_sequence returns instead of a PackedSequence, the padded
+    tensor itself with its lengths (coil.lstm and friends take lengths and treat the steps past
+    them as padding, as packing does; no sorting: results come in the batch's own order)."""
+
+    def __init__(self, data, lengths, batch_first):
+        self.padded, self.lengths, self.batch_first = data, lengths, batch_first
+
+
+def _pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True):
+    if not isinstance(lengths, torch.Tensor):
+        lengths = torch.as_tensor(lengths, dtype=torch.int64)
+    return _Padded(input, lengths.to(torch.int64), batch_first)
+
+
+def _pad_packed_sequence(orig):
+    def pad(sequence, batch_first=False, padding_value=0.0, total_length=None):
+        if not isinstance(sequence, _Padded):
+            return orig(sequence, batch_first, padding_value, total_length)
+        y, lengths = sequence.padded, sequence.lengths
+        if sequence.batch_first != batch_first:
+            y = y.transpose(0, 1)
+        t = y.shape[1 if batch_first else 0]
+        # the longest sequence's steps: a size read from lengths' values (guarded, _SizeGuards)
+        n = int(total_length) if total_length is not None else int(lengths.max())
+        if n > t:
+            y = torch.nn.functional.pad(y, (0, 0, 0, n - t) if batch_first else (0, 0, 0, 0, 0, n - t))
+        elif n < t:
+            y = y[:, :n] if batch_first else y[:n]
+        if padding_value != 0.0:
+            steps = torch.arange(n).unsqueeze(0 if batch_first else 1)
+            keep = steps < (lengths.unsqueeze(1) if batch_first else lengths.unsqueeze(0))
+            y = torch.where(keep.unsqueeze(-1), y, torch.full_like(y, padding_value))
+        return y, lengths
+    return pad
+
+
 def _rnn_forward(orig):
-    """nn.LSTM / nn.GRU forward through coil::lstm / coil::gru where it means the same: a 3-d
-    float32 input (not a PackedSequence), no projection, no dropout at work."""
+    """nn.LSTM / nn.GRU / nn.RNN forward through coil::lstm / coil::gru / ... where it means the
+    same: a 3-d float32 input or a packed one (_Padded), no dropout at work; LSTM's projection
+    (proj_size) too."""
     def forward(self, input, hx=None):
         lstm = isinstance(self, torch.nn.LSTM)
-        if (not isinstance(input, torch.Tensor) or input.dim() != 3 or input.dtype != torch.float32
-                or getattr(self, "proj_size", 0) or (self.training and self.dropout)):
+        packed = isinstance(input, _Padded)
+        x = input.padded if packed else input
+        if (not isinstance(x, torch.Tensor) or x.dim() != 3 or x.dtype != torch.float32
+                or (self.training and self.dropout)):
             return orig(self, input, hx)
+        bf = input.batch_first if packed else self.batch_first
+        lengths = input.lengths if packed else None
         d = 2 if self.bidirectional else 1
-        b = input.shape[0 if self.batch_first else 1]
+        b = x.shape[0 if bf else 1]
         if hx is None:
-            z = input.new_zeros(self.num_layers * d, b, self.hidden_size)
-            hx = (z, z) if lstm else z
+            hs = getattr(self, "proj_size", 0) or self.hidden_size
+            z = x.new_zeros(self.num_layers * d, b, hs)
+            hx = (z, x.new_zeros(self.num_layers * d, b, self.hidden_size)) if lstm else z
         params = list(self._flat_weights)
         if lstm:
-            out, h, c = torch.ops.coil.lstm(input, list(hx), params, self.bias, self.num_layers, self.bidirectional,
-                                            self.batch_first)
-            return out, (h, c)
+            out, h, c = torch.ops.coil.lstm(x, list(hx), params, self.bias, self.num_layers, self.bidirectional,
+                                            bf, lengths)
+            return (_Padded(out, lengths, bf) if packed else out), (h, c)
         op = {"GRU": torch.ops.coil.gru, "RNN_TANH": torch.ops.coil.rnn_tanh, "RNN_RELU": torch.ops.coil.rnn_relu}[self.mode]
-        return op(input, hx, params, self.bias, self.num_layers, self.bidirectional, self.batch_first)
+        out, h = op(x, hx, params, self.bias, self.num_layers, self.bidirectional, bf, lengths)
+        return (_Padded(out, lengths, bf) if packed else out), h
     return forward
 
 
 class _RnnAsOps:
-    """While tracing: nn.LSTM and nn.GRU as one op each (COIL_RNN_UNROLL=1: as make_fx unrolls them)."""
+    """While tracing: nn.LSTM, nn.GRU and nn.RNN as one op each, and pack_padded_sequence /
+    pad_packed_sequence around them as lengths (COIL_RNN_UNROLL=1: as make_fx unrolls them)."""
 
     def __enter__(self):
         self.saved = []
@@ -301,13 +362,18 @@ class _RnnAsOps:
             return self
         _rnn_ops()
         for cls in (torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN):
-            self.saved.append((cls, cls.forward))
+            self.saved.append((cls, "forward", cls.forward))
             cls.forward = _rnn_forward(cls.forward)
+        rnn = torch.nn.utils.rnn
+        self.saved.append((rnn, "pack_padded_sequence", rnn.pack_padded_sequence))
+        self.saved.append((rnn, "pad_packed_sequence", rnn.pad_packed_sequence))
+        rnn.pad_packed_sequence = _pad_packed_sequence(rnn.pad_packed_sequence)
+        rnn.pack_padded_sequence = _pack_padded_sequence
         return self
 
     def __exit__(self, *exc):
-        for cls, f in self.saved:
-            cls.forward = f
+        for owner, name, f in reversed(self.saved):
+            setattr(owner, name, f)
 
 
 # ---------------------------------------------------------------- quantized models

@@ -1961,6 +1961,54 @@ def data_cases():
              1, False, False, ref=refuse, nout=3 if g == 4 else 2, name=op[5:] + " a param missing")
         case(op, R(5, 3, 7), [R(1, 4, 9), R(1, 4, 9)] if g == 4 else R(1, 4, 9), rnn_params(g, 7, 9, 1, 1, True), True,
              1, False, False, ref=refuse, nout=3 if g == 4 else 2, name=op[5:] + " state of another batch")
+    # lengths (pack_padded_sequence around the layer) and LSTM's projection (proj_size): the
+    # reference runs PyTorch's kernel over a PackedSequence
+    def packed(f, nstates):
+        def ref(x, hx, ps, bias, layers, bi, bf, lengths=None):
+            if lengths is None:
+                return f(x, hx, ps, bias, layers, 0.0, False, bi, bf)
+            rnn = torch.nn.utils.rnn
+            p = rnn.pack_padded_sequence(x, lengths, batch_first=bf, enforce_sorted=False)
+            hs = [h.index_select(1, p.sorted_indices) for h in (hx if nstates == 2 else [hx])]
+            r = f(p.data, p.batch_sizes, hs if nstates == 2 else hs[0], ps, bias, layers, 0.0, False, bi)
+            y, _ = rnn.pad_packed_sequence(rnn.PackedSequence(r[0], p.batch_sizes, p.sorted_indices,
+                                                              p.unsorted_indices), batch_first=bf,
+                                           total_length=x.shape[1 if bf else 0])
+            return (y,) + tuple(h.index_select(1, p.unsorted_indices) for h in r[1:])
+        return ref
+
+    def proj_params(i, h, p, layers, d):
+        ps = []
+        for l in range(layers):
+            for _ in range(d):
+                ps += [R(4 * h, i if l == 0 else d * p, lo=-0.3, hi=0.3), R(4 * h, p, lo=-0.3, hi=0.3),
+                       R(4 * h, lo=-0.3, hi=0.3), R(4 * h, lo=-0.3, hi=0.3), R(p, h, lo=-0.3, hi=0.3)]
+        return ps
+    lens = T([5, 2, 4], i64)
+    for op, g, f in (("coil.lstm", 4, torch.lstm), ("coil.gru", 3, torch.gru), ("coil.rnn_tanh", 1, torch.rnn_tanh)):
+        ns = 2 if g == 4 else 1
+        for layers, bi, bf in ((2, True, True), (1, False, False)):
+            d = 2 if bi else 1
+            h0 = [R(layers * d, 3, 9), R(layers * d, 3, 9)] if g == 4 else R(layers * d, 3, 9)
+            case(op, R(3, 5, 7) if bf else R(5, 3, 7), h0, rnn_params(g, 7, 9, layers, d, True), True, layers, bi, bf,
+                 lens, ref=packed(f, ns), nout=3 if g == 4 else 2,
+                 name="%s %d layers%s%s, lengths [5, 2, 4] (packed)" % (op[5:], layers, ", bidirectional" * bi,
+                                                                        ", batch first" * bf))
+    h0 = [R(2, 3, 9), R(2, 3, 9)]
+    case("coil.lstm", R(5, 3, 7), h0, rnn_params(4, 7, 9, 1, 2, True), True, 1, True, False, T([0, 5, 5], i64),
+         ref=packed(torch.lstm, 2), nout=3, expect_error=True, name="lstm a sequence of length 0")
+    case("coil.lstm", R(5, 3, 7), h0, rnn_params(4, 7, 9, 1, 2, True), True, 1, True, False, T([6, 5, 5], i64),
+         ref=packed(torch.lstm, 2), nout=3, expect_error=True, name="lstm a length past the steps")
+    case("coil.lstm", R(5, 3, 7), h0, rnn_params(4, 7, 9, 1, 2, True), True, 1, True, False, T([5, 2, 4], i32),
+         ref=packed(torch.lstm, 2), nout=3, unsupported=True, name="lstm i32 lengths (refused: i64)")
+    for layers, bi, ln in ((1, False, None), (2, True, None), (2, True, lens)):
+        d = 2 if bi else 1
+        args = [R(5, 3, 7), [R(layers * d, 3, 4), R(layers * d, 3, 9)], proj_params(7, 9, 4, layers, d), True, layers, bi,
+                False] + ([ln] if ln is not None else [])
+        case("coil.lstm", *args, ref=packed(torch.lstm, 2), nout=3,
+             name="lstm projection 9 -> 4, %d layers%s%s" % (layers, ", bidirectional" * bi, ", lengths" * (ln is not None)))
+    case("coil.lstm", R(5, 3, 7), [R(1, 3, 9), R(1, 3, 9)], proj_params(7, 9, 4, 1, 1), True, 1, False, False,
+         ref=packed(torch.lstm, 2), nout=3, expect_error=True, name="lstm projection with h of the hidden size")
     it = "aten.index.Tensor"
     y = R(5, 4, 3)
     case(it, y, [T([4, 0, -1, 2], i64)], name="index.Tensor x[i] (negative counts from the end)")

@@ -124,6 +124,44 @@ def main():
             t.ok("non-contiguous" in str(e) and "as_strided" in str(e),
                  "as_strided of a non-contiguous tensor is refused, saying why: %s" % str(e)[-150:])
 
+        # recurrent layers over padded batches (pack_padded_sequence / pad_packed_sequence: the
+        # lengths an input, the steps past them padding) and LSTM's projection
+        class Packed(torch.nn.Module):
+            def __init__(self, total):
+                super().__init__()
+                self.total = total
+                self.lstm = torch.nn.LSTM(12, 16, num_layers=2, bidirectional=True, batch_first=True, proj_size=6)
+                self.gru = torch.nn.GRU(12, 8, batch_first=True)
+
+            def forward(self, x, lengths):
+                rnn = torch.nn.utils.rnn
+                p = rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+                o, (h, c) = self.lstm(p)
+                o, _ = rnn.pad_packed_sequence(o, batch_first=True, total_length=x.shape[1] if self.total else None)
+                g, hg = self.gru(rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
+                g, _ = rnn.pad_packed_sequence(g, batch_first=True, padding_value=-1.0,
+                                               total_length=x.shape[1] if self.total else None)
+                return o, h, c, g, hg
+        x = torch.randn(3, 11, 12)
+        for total in (True, False):
+            m = Packed(total).eval()
+            f = coil.compile(m, (x, torch.tensor([11, 4, 7])), cache_dir=os.path.join(tmp, "cache"), coil=COIL)
+            errs = []
+            for lens in ([11, 4, 7], [3, 11, 1], [11, 11, 11]) if not total else ([11, 4, 7], [3, 9, 1], [2, 2, 2]):
+                with torch.no_grad():
+                    want = m(x, torch.tensor(lens))
+                errs.append(max(rel_err(a, b) for a, b in zip(want, f(x, torch.tensor(lens)))))
+            t.ok(max(errs) <= TOL, "packed LSTM (2 layers, bidirectional, proj_size) and GRU, %s, match eager at "
+                 "several lengths (rel err %.2e)" % ("total_length given" if total else "padded to the longest",
+                                                     max(errs)))
+            try:
+                f(x, torch.tensor([0, 4, 7]) if total else torch.tensor([9, 4, 7]))
+                t.ok(False, "a length outside the sequence fails the run")
+            except coil.CoilError as e:
+                t.ok(("lengths[0] is 0" in str(e)) if total else ("exported for 11" in str(e)),
+                     "%s fails the run, saying so: %s" % ("a length of 0" if total else "another longest length",
+                                                          str(e)[-150:]))
+
         # Conformer's padding mask takes int(max(lengths).item()): specialised to the traced value
         # with a guard; another max fails the run, saying so
         m = torchaudio.models.Conformer(input_dim=16, num_heads=2, ffn_dim=32, num_layers=1,
