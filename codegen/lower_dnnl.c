@@ -730,6 +730,12 @@ static int step(pctx *c, dn_fuse *f, const coil_node *u, int cur, int view_free)
 	}
 	if (uo->dtype != T)
 		return -1;
+	/* oneDNN 2.6's deconvolution with any post-op (relu, gelu, a residual
+	 * sum) runs 4-6x slower than without (jit:avx512_core, hdemucs' and a
+	 * U-Net's shapes: ic96 oc48 32x173 k8x1 s4x1 8.7 ms bare, 53 ms with a
+	 * relu): a transposed conv's readers stay generated code */
+	if (tr)
+		return -1;
 	for (int k = 1; k < u->nout; k++)
 		if (u->outs[k] >= 0 && (c->nuse[u->outs[k]] || c->is_out[u->outs[k]]))
 			return -1;

@@ -451,6 +451,48 @@ static void test_conv2d_stride_pad_dil_groups(void **state)
 	run_conv(*state, d, "3x1 dil2");
 }
 
+/* Taps that only ever read padding are dropped (conv_trim): the same results
+ * as the reference, the packed weights that much smaller; one shape of a
+ * weight_key trimmed, another not, each with its own weights. */
+static void test_conv_trim(void **state)
+{
+	rt_conv_desc d = cdesc(2, 2, 8, 16, 1, 9, 3, 1, 1, 1);
+	d.in[0] = 1; /* one row: only the middle row of the kernel reads the image */
+	d.has_bias = 1;
+	conv_out(&d);
+	run_conv(*state, d, "3x3 p1 over 1x9");
+	d.channels_last = 1;
+	run_conv(*state, d, "3x3 p1 over 1x9 NHWC");
+	d = cdesc(3, 1, 4, 8, 1, 6, 3, 1, 1, 1);
+	d.in[0] = d.in[1] = 1;
+	conv_out(&d);
+	run_conv(*state, d, "3x3x3 p1 over 1x1x6");
+	d = cdesc(2, 1, 4, 8, 2, 2, 5, 2, 2, 1); /* 5x5 stride 2 over 2x2: taps 1..3 */
+	d.has_bias = 1;
+	conv_out(&d);
+	run_conv(*state, d, "5x5 s2 p2 over 2x2 g2");
+	d = cdesc(2, 1, 4, 8, 1, 1, 3, 1, 2, 2); /* dilated: the pad would go negative, kept whole */
+	d.in[1] = 6;
+	conv_out(&d);
+	run_conv(*state, d, "3x3 dil2 p2 over 1x6");
+
+	/* the packed weights: 3 of 9 taps */
+	char err[256];
+	rt_conv_desc a = cdesc(2, 1, 16, 32, 1, 12, 3, 1, 1, 1), b = a;
+	a.in[0] = 1, a.weight_key = b.weight_key = 7;
+	conv_out(&a);
+	float *w = rnd(32 * 16 * 9);
+	rt_conv *ca = NULL, *cb = NULL;
+	if (rt_conv_create(*state, &a, w, NULL, &ca, err, sizeof err) ||
+	    rt_conv_create(*state, &b, w, NULL, &cb, err, sizeof err))
+		fail_msg("create: %s", err);
+	assert_true(rt_conv_weight_bytes(ca) * 3 <= rt_conv_weight_bytes(cb) + 64 * 16);
+	assert_true(rt_conv_weight_bytes(ca) >= 32 * 16 * 3 * sizeof(float));
+	rt_conv_destroy(ca);
+	rt_conv_destroy(cb);
+	free(w);
+}
+
 static void test_conv2d_depthwise_1x1(void **state)
 {
 	rt_conv_desc d = cdesc(2, 2, 16, 16, 16, 13, 3, 2, 1, 1);
@@ -1363,6 +1405,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_conv2d_basic),
+		cmocka_unit_test(test_conv_trim),
 		cmocka_unit_test(test_conv2d_stride_pad_dil_groups),
 		cmocka_unit_test(test_conv2d_depthwise_1x1),
 		cmocka_unit_test(test_conv1d_3d),

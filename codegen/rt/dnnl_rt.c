@@ -875,8 +875,85 @@ static int conv_wino_ok(const rt_conv_desc *d)
 	return 1;
 }
 
+static int conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight, const void *bias, rt_conv **out,
+		       char *err, size_t errlen);
+
+/* Kernel taps that only ever read padding (a 3x3 kernel over an image one
+ * row high, the last layers of a U-Net's frequency axis): per spatial dim
+ * the taps [t0, t1) some output reads a real input with; when that is fewer
+ * than k, the conv runs with those taps alone and the padding shrunk to
+ * match (the same sums less terms that were zero).  t gets the trimmed
+ * desc, *wt the trimmed weights (malloc'd); 1 when trimmed, 0 when not (or
+ * when the trimmed desc would need a negative padding), -1 out of memory. */
+static int conv_trim(const rt_conv_desc *d, rt_conv_desc *t, const void *weight, void **wt)
+{
+	int64_t t0[3] = {0}, t1[3] = {0}, any = 0;
+	if (d->transposed || d->nsp < 1 || d->nsp > 3)
+		return 0;
+	*t = *d;
+	for (int i = 0; i < d->nsp; ++i) {
+		const int64_t s = d->stride[i] ? d->stride[i] : 1, dl = d->dil[i] ? d->dil[i] : 1;
+		t0[i] = d->k[i], t1[i] = 0;
+		for (int64_t k = 0; k < d->k[i]; ++k) {
+			/* some output o in [0, out) with 0 <= o*s - pad_l + k*dl < in */
+			const int64_t base = k * dl - d->pad_l[i];
+			const int64_t olo = base >= 0 ? 0 : (-base + s - 1) / s, ohi = (d->in[i] - 1 - base) / s;
+			if (d->in[i] - 1 - base >= 0 && olo <= ohi && olo < d->out[i])
+				t0[i] = k < t0[i] ? k : t0[i], t1[i] = k + 1;
+		}
+		if (t1[i] <= t0[i] || t0[i] * dl > d->pad_l[i])
+			return 0;
+		const int64_t k2 = t1[i] - t0[i], pl = d->pad_l[i] - t0[i] * dl;
+		const int64_t need = (d->out[i] - 1) * s + dl * (k2 - 1) + 1, pr = need - d->in[i] - pl;
+		t->k[i] = k2, t->pad_l[i] = pl, t->pad_r[i] = pr > 0 ? pr : 0;
+		if ((d->in[i] + pl + t->pad_r[i] - dl * (k2 - 1) - 1) / s + 1 != d->out[i])
+			return 0;
+		any |= k2 < d->k[i];
+	}
+	if (!any)
+		return 0;
+	const size_t es = d->q ? 1 : d->dtype == RT_BF16 && !d->wei_f32 ? 2 : 4;
+	const int64_t g = d->groups ? d->groups : 1, rows = d->oc * (d->ic / g);
+	int64_t kk[3] = {1, 1, 1}, nk[3] = {1, 1, 1};
+	for (int i = 0; i < d->nsp; ++i)
+		kk[i] = d->k[i], nk[i] = t->k[i];
+	char *w = malloc((size_t)(rows * nk[0] * nk[1] * nk[2]) * es + 1);
+	if (!w)
+		return -1;
+	const char *src = weight;
+	for (int64_t r = 0; r < rows; ++r)
+		for (int64_t a = 0; a < nk[0]; ++a)
+			for (int64_t b = 0; b < nk[1]; ++b)
+				memcpy(w + (size_t)(((r * nk[0] + a) * nk[1] + b) * nk[2]) * es,
+				       src + (size_t)(((r * kk[0] + a + t0[0]) * kk[1] + b + t0[1]) * kk[2] + t0[2]) * es,
+				       (size_t)nk[2] * es);
+	/* packed weights are shared by key and layout: another trim of the same
+	 * conv (another shape) is other weights */
+	if (d->weight_key)
+		t->weight_key = d->weight_key ^ (0x9e3779b97f4a7c15ull * (uint64_t)(1 + t0[0] + 61 * t0[1] + 3721 * t0[2] +
+										   226981 * (nk[0] + 61 * nk[1] + 3721 * nk[2])));
+	*wt = w;
+	return 1;
+}
+
 RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight,
 			  const void *bias, rt_conv **out, char *err, size_t errlen)
+{
+	rt_conv_desc t;
+	void *wt = NULL;
+	const char *e = getenv("RT_CONV_TRIM"); /* RT_CONV_TRIM=0: every tap (measurement switch) */
+	if (!d || !weight || (e && !strcmp(e, "0")) || conv_check(d, NULL, 0) != RT_OK)
+		return conv_create(ctx, d, weight, bias, out, err, errlen);
+	int tr = conv_trim(d, &t, weight, &wt);
+	if (tr < 0)
+		return seterr(err, errlen, RT_ENOMEM, "rt_conv_create: out of memory");
+	int rc = conv_create(ctx, tr ? &t : d, tr ? wt : weight, bias, out, err, errlen);
+	free(wt);
+	return rc;
+}
+
+static int conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight, const void *bias, rt_conv **out,
+		       char *err, size_t errlen)
 {
 	int rc = RT_OK, prev = 0, entered = 0;
 	dnnl_post_ops_t po = NULL;

@@ -468,6 +468,17 @@ def conv_cases():
     case(cv, Sym(x, ["n", 3, 7, 7]), Param(w), Param(b), [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
          name="convolution 2d weights as params, symbolic batch")
     case(cv, R(2, 3, 13, 11), R(5, 3, 3, 3), R(5), [2, 2], [1, 1], [1, 1], False, [0, 0], 1)
+    # kernel taps that only ever read padding (the runtime drops them): one row, one column, both
+    case(cv, R(2, 3, 1, 9), R(4, 3, 3, 3), R(4), [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
+         name="convolution 3x3 over one row")
+    case(cv, R(1, 4, 7, 1), R(6, 4, 5, 5), None, [1, 1], [2, 2], [1, 1], False, [0, 0], 1,
+         name="convolution 5x5 over one column")
+    case(cv, R(1, 4, 2, 2), R(6, 4, 5, 5), R(6), [2, 2], [2, 2], [1, 1], False, [0, 0], 1,
+         name="convolution 5x5 stride 2 over 2x2")
+    case(cv, R(1, 4, 1, 6), R(6, 2, 3, 3), R(6), [1, 1], [2, 2], [2, 2], False, [0, 0], 2,
+         name="convolution dilated 3x3 over one row, groups 2")
+    case(cv, R(1, 2, 1, 1, 8), R(3, 2, 3, 3, 3), R(3), [1, 1, 1], [1, 1, 1], [1, 1, 1], False, [0, 0, 0], 1,
+         name="convolution 3-d 3x3x3 over 1x1x8")
     case(cv, R(1, 3, 13, 11), R(5, 3, 3, 2), None, [2, 1], [1, 0], [2, 3], False, [0, 0], 1)
     case(cv, R(1, 3, 9, 9), R(2, 3, 1, 1), R(2), [1, 1], [0, 0], [1, 1], False, [0, 0], 1, name="convolution 1x1")
     case(cv, R(2, 4, 8, 8), R(6, 2, 3, 3), R(6), [1, 1], [1, 1], [1, 1], False, [0, 0], 2, name="convolution groups=2")
