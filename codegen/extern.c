@@ -946,9 +946,10 @@ static void pad(xctx *c)
 		return;
 	ir_node *xn = argn(c, 0), *o = &c->ir->nodes[outv];
 	const coil_arg *p = &c->n->args[1];
+	const int R = xn->rank;
 	int64_t lo[COIL_MAX_RANK] = {0};
 	for (int k = 0; k < p->n / 2; k++)
-		lo[xn->rank - 1 - k] = p->ints[2 * k];
+		lo[R - 1 - k] = p->ints[2 * k];
 	double v = c->n->args[2].f;
 	const char *t = emit_ctype(o->dtype);
 	if (o->dtype == COIL_BOOL)
@@ -956,19 +957,37 @@ static void pad(xctx *c)
 	uint16_t bits = 0; /* bf16, f16: the value's bits */
 	if (dtype_is_half(o->dtype))
 		dtype_store(o->dtype, &bits, 0, v);
-	out(c, "\tfor (int64_t e = 0; e < %s; e++)\n\t\t%s[e] = (%s)%s;\n", prod(c, o, 0, o->rank), buf(c, outv), t,
+	out(c, "\tfor (int64_t e = 0; e < %s; e++)\n\t\t%s[e] = (%s)%s;\n", prod(c, o, 0, R), buf(c, outv), t,
 	    dtype_is_half(o->dtype) ? arena_printf(c->ir->arena, "0x%04x", bits)
 	    : isnan(v) ? "NAN" : isinf(v) ? (v > 0 ? "INFINITY" : "-INFINITY")
 				       : arena_printf(c->ir->arena, "%.17g", v));
-	out(c, "\tfor (int64_t e = 0; e < %s; e++) {\n\t\tint64_t r = e, off = 0, ok = 1, st = 1;\n",
-	    prod(c, xn, 0, xn->rank));
-	for (int i = xn->rank - 1; i >= 0; i--) {
-		out(c, "\t\t{\n\t\t\tint64_t j = r %% %s + %lld;\n\t\t\tr /= %s;\n", dimc(c, &xn->shape[i]), (long long)lo[i],
-		    dimc(c, &xn->shape[i]));
-		out(c, "\t\t\tok &= j >= 0 && j < %s;\n\t\t\toff += j * st;\n\t\t\tst *= %s;\n\t\t}\n", dimc(c, &o->shape[i]),
-		    dimc(c, &o->shape[i]));
+	if (R == 0) {
+		out(c, "\t%s[0] = %s[0];\n", buf(c, outv), arg(c, 0));
+		return;
 	}
-	out(c, "\t\tif (ok)\n\t\t\t%s[off] = %s[e];\n\t}\n", buf(c, outv), arg(c, 0));
+	/* dp: the innermost padded dim; the dims after it are whole, one
+	 * contiguous block of inner elements per index of dp.  The input row by
+	 * row over the dims before dp: where it lands, then the part of dp inside
+	 * the result, one memcpy (a negative pad crops) */
+	int dp = R - 1;
+	while (dp > 0 && !lo[dp] && dim_eq(&xn->shape[dp], &o->shape[dp]))
+		dp--;
+	out(c, "\tconst int64_t rows = %s, L = %s, OL = %s, inner = %s, work = rows * L * inner;\n\t(void)work;\n",
+	    prod(c, xn, 0, dp), dimc(c, &xn->shape[dp]), dimc(c, &o->shape[dp]), prod(c, xn, dp + 1, R));
+	out(c, "\tconst int64_t c0 = %lldLL < 0 ? -(%lldLL) : 0, c1e = OL - (%lldLL), c1 = L < c1e ? L : c1e;\n",
+	    (long long)lo[dp], (long long)lo[dp], (long long)lo[dp]);
+	out(c, "\tif (c1 <= c0 || inner == 0)\n\t\treturn;\n");
+	out(c, PAR(1));
+	out(c, "\tfor (int64_t row = 0; row < rows; row++) {\n\t\tint64_t rem = row, orow = 0, st = OL * inner, ok = 1;\n"
+	       "\t\t(void)rem;\n");
+	for (int i = dp - 1; i >= 0; i--)
+		out(c, "\t\t{\n\t\t\tconst int64_t j = rem %% %s + %lldLL;\n\t\t\trem /= %s;\n\t\t\tok &= j >= 0 && j < %s;\n"
+		       "\t\t\torow += j * st;\n\t\t\tst *= %s;\n\t\t}\n",
+		    dimc(c, &xn->shape[i]), (long long)lo[i], dimc(c, &xn->shape[i]), dimc(c, &o->shape[i]),
+		    dimc(c, &o->shape[i]));
+	out(c, "\t\tif (ok)\n\t\t\tmemcpy(%s + orow + (c0 + %lldLL) * inner, %s + (row * L + c0) * inner, "
+	       "(size_t)((c1 - c0) * inner) * sizeof(%s));\n\t}\n",
+	    buf(c, outv), (long long)lo[dp], arg(c, 0), t);
 }
 
 /* roll: element i of each rolled dim moves to (i + shift) mod size.  Without
