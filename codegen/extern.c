@@ -1461,21 +1461,37 @@ static void col2im(xctx *c)
 	else
 		out(c, "\t\tconst %s *restrict im = src + pl * %lldLL;\n\t\t%s *restrict cl = dst + pl * %lldLL;\n", T, H * W, T,
 		    (long long)(k[0] * k[1] * nh * nw));
+	if (fold) {
+		/* tiles of 16 blocks along the row, the kernel's columns inside: the
+		 * tile's 16 output runs stay in cache while its values (16 in a row
+		 * of col per column) are added (istft's overlap-add: 1024 columns at
+		 * a stride of 256) */
+		out(c, "\t\tfor (int64_t i = 0; i < %lldLL; i++)\n\t\t\tfor (int64_t bh = 0; bh < %lldLL; bh++) {\n"
+		       "\t\t\t\tconst int64_t y0 = bh * %lldLL - %lldLL + i * %lldLL;\n"
+		       "\t\t\t\tif (y0 < 0 || y0 >= %lldLL)\n\t\t\t\t\tcontinue;\n"
+		       "\t\t\t\tfor (int64_t b0 = 0; b0 < %lldLL; b0 += 16) {\n"
+		       "\t\t\t\t\tconst int64_t b1 = b0 + 16 < %lldLL ? b0 + 16 : %lldLL;\n"
+		       "\t\t\t\t\tfor (int64_t j = 0; j < %lldLL; j++) {\n"
+		       "\t\t\t\t\t\tconst %s *restrict cr = cl + ((i * %lldLL + j) * %lldLL + bh) * %lldLL;\n"
+		       "\t\t\t\t\t\tfor (int64_t bw = b0; bw < b1; bw++) {\n"
+		       "\t\t\t\t\t\t\tconst int64_t xx = bw * %lldLL - %lldLL + j * %lldLL;\n"
+		       "\t\t\t\t\t\t\tif (xx >= 0 && xx < %lldLL)\n\t\t\t\t\t\t\t\tim[y0 * %lldLL + xx] += cr[bw];\n"
+		       "\t\t\t\t\t\t}\n\t\t\t\t\t}\n\t\t\t\t}\n\t\t\t}\n\t}\n",
+		    (long long)k[0], nh, (long long)sd[0], (long long)pd[0], (long long)dl[0], H, nw, nw, nw, (long long)k[1],
+		    T, (long long)k[1], nh, nw, (long long)sd[1], (long long)pd[1], (long long)dl[1], W, W);
+		return;
+	}
 	out(c, "\t\tfor (int64_t i = 0; i < %lldLL; i++)\n\t\t\tfor (int64_t j = 0; j < %lldLL; j++)\n"
 	       "\t\t\t\tfor (int64_t bh = 0; bh < %lldLL; bh++) {\n"
 	       "\t\t\t\t\tconst int64_t y = bh * %lldLL - %lldLL + i * %lldLL;\n"
-	       "\t\t\t\t\t%s%s *restrict cr = cl + ((i * %lldLL + j) * %lldLL + bh) * %lldLL;\n",
-	    (long long)k[0], (long long)k[1], nh, (long long)sd[0], (long long)pd[0], (long long)dl[0], fold ? "const " : "",
-	    T, (long long)k[1], nh, nw);
+	       "\t\t\t\t\t%s *restrict cr = cl + ((i * %lldLL + j) * %lldLL + bh) * %lldLL;\n",
+	    (long long)k[0], (long long)k[1], nh, (long long)sd[0], (long long)pd[0], (long long)dl[0], T, (long long)k[1],
+	    nh, nw);
 	out(c, "\t\t\t\t\tfor (int64_t bw = 0; bw < %lldLL; bw++) {\n"
 	       "\t\t\t\t\t\tconst int64_t xx = bw * %lldLL - %lldLL + j * %lldLL;\n"
-	       "\t\t\t\t\t\tconst int in = y >= 0 && y < %lldLL && xx >= 0 && xx < %lldLL;\n",
-	    nw, (long long)sd[1], (long long)pd[1], (long long)dl[1], H, W);
-	if (fold)
-		out(c, "\t\t\t\t\t\tif (in)\n\t\t\t\t\t\t\tim[y * %lldLL + xx] += cr[bw];\n", W);
-	else
-		out(c, "\t\t\t\t\t\tcr[bw] = in ? im[y * %lldLL + xx] : 0;\n", W);
-	out(c, "\t\t\t\t\t}\n\t\t\t\t}\n\t}\n");
+	       "\t\t\t\t\t\tconst int in = y >= 0 && y < %lldLL && xx >= 0 && xx < %lldLL;\n"
+	       "\t\t\t\t\t\tcr[bw] = in ? im[y * %lldLL + xx] : 0;\n\t\t\t\t\t}\n\t\t\t\t}\n\t}\n",
+	    nw, (long long)sd[1], (long long)pd[1], (long long)dl[1], H, W, W);
 }
 
 /* reflection / replication padding: each output row (all dims but the last)
