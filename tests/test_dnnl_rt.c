@@ -347,7 +347,7 @@ static void run_conv_ex(rt_ctx *ctx, const rt_conv_desc *d, const char *name, in
 	const void *post_src[RT_MAX_POST] = {0};
 	assert_non_null(dst);
 	assert_non_null(got);
-	if (d->channels_last) {
+	if (d->channels_last || d->src_nhwc) { /* src_nhwc: an NHWC chain's boundary */
 		xin = malloc(ssz * sizeof *xin);
 		assert_non_null(xin);
 		to_cl(x, xin, nd, sdims);
@@ -371,7 +371,7 @@ static void run_conv_ex(rt_ctx *ctx, const rt_conv_desc *d, const char *name, in
 		dst[i] = NAN; /* must be overwritten */
 	if (rt_conv_run(c, xin, dst, post_src, err, sizeof err))
 		fail_msg("%s: rt_conv_run: %s", name, err);
-	if (d->channels_last)
+	if (d->channels_last || d->dst_nhwc)
 		from_cl(dst, got, nd, ddims);
 	else
 		memcpy(got, dst, dsz * sizeof *got);
@@ -570,6 +570,32 @@ static void test_conv_transposed(void **state)
 	d.transposed = 1;
 	conv_out(&d);
 	run_conv(*state, d, "deconv 3d depthwise");
+
+	/* one group, no post-op: the GEMM path (conv_gemm_ok), both layouts */
+	d = cdesc(2, 2, 6, 5, 1, 5, 3, 2, 1, 2);
+	d.transposed = 1;
+	d.out_pad[1] = 1;
+	d.pad_r[0] = 2; /* asymmetric */
+	d.has_bias = 1;
+	conv_out(&d);
+	run_conv(*state, d, "deconv gemm dil2 s2 asym op1");
+	d.src_nhwc = 1;
+	run_conv(*state, d, "deconv gemm dil2 s2 asym op1 NHWC src");
+	d.src_nhwc = 0;
+	d = cdesc(2, 1, 12, 4, 1, 9, 8, 4, 0, 1); /* hdemucs: k 8x1, stride 4x1 */
+	d.transposed = 1;
+	d.k[1] = 1, d.stride[1] = 1, d.in[1] = 11;
+	d.has_bias = 1;
+	conv_out(&d);
+	run_conv(*state, d, "deconv gemm 8x1 s4x1");
+	d.src_nhwc = 1;
+	run_conv(*state, d, "deconv gemm 8x1 s4x1 NHWC src, NCHW dst");
+	d.src_nhwc = 0, d.dst_nhwc = 1;
+	run_conv(*state, d, "deconv 8x1 s4x1 NCHW src, NHWC dst (oneDNN's)");
+	d.dst_nhwc = 0, d.channels_last = 1;
+	run_conv(*state, d, "deconv 8x1 s4x1 NHWC (oneDNN's)");
+	d.npost = 1, d.post[0].kind = RT_RELU; /* a post-op: oneDNN's */
+	run_conv(*state, d, "deconv 8x1 s4x1 NHWC relu");
 }
 
 static void test_conv_post_each(void **state)
