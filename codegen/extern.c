@@ -107,6 +107,46 @@ static void conv(xctx *c)
 	long long cig = CI / G, cog = CO / G, ksz = k[0] * k[1] * k[2], isz = in[0] * in[1] * in[2];
 	out(c, "\tconst int64_t nb = %s, work = nb * %lld;\n", dimc(c, &xn->shape[0]),
 	    CO * on[0] * on[1] * on[2] * cig * ksz);
+	if (!tr && cig == 1 && cog == 1 && o->dtype == COIL_F32) {
+		/* depthwise (what oneDNN 2.6 runs on gemm when dilated, ~250x slower):
+		 * each output row sums its taps in f32, vectors along the row, the
+		 * interpreter's tap order, the bias last */
+		out(c, "\tconst float *restrict src = %s, *restrict wt = %s;\n\tfloat *restrict dst = %s;\n", arg(c, 0),
+		    arg(c, 1), buf(c, ov));
+		out(c, PAR(3));
+		out(c, "\tfor (int64_t bn = 0; bn < nb; bn++)\n\tfor (int64_t oc = 0; oc < %lld; oc++)\n"
+		       "\tfor (int64_t od = 0; od < %lld; od++) {\n", CO, on[0]);
+		out(c, "\t\tconst float *restrict px = src + (bn * %lld + oc) * %lld;\n\t\tconst float *restrict pw = wt + oc * %lld;\n",
+		    CI, isz, ksz);
+		out(c, "\t\tfor (int64_t oh = 0; oh < %lld; oh++) {\n"
+		       "\t\t\tfloat *restrict po = dst + ((bn * %lld + oc) * %lld + od) * %lld + oh * %lld;\n"
+		       "\t\t\tfor (int64_t ow = 0; ow < %lld; ow++)\n\t\t\t\tpo[ow] = 0;\n",
+		    on[1], CO, on[0], on[1] * on[2], on[2], on[2]);
+		out(c, "\t\t\tfor (int64_t kd = 0; kd < %lld; kd++) {\n\t\t\t\tconst int64_t id = od * %lld - %lld + kd * %lld;\n"
+		       "\t\t\t\tif (id < 0 || id >= %lld)\n\t\t\t\t\tcontinue;\n", k[0], s[0], p[0], dl[0], in[0]);
+		out(c, "\t\t\t\tfor (int64_t kh = 0; kh < %lld; kh++) {\n\t\t\t\t\tconst int64_t ih = oh * %lld - %lld + kh * %lld;\n"
+		       "\t\t\t\t\tif (ih < 0 || ih >= %lld)\n\t\t\t\t\t\tcontinue;\n", k[1], s[1], p[1], dl[1], in[1]);
+		out(c, "\t\t\t\t\tconst float *restrict row = px + (id * %lld + ih) * %lld;\n", in[1], in[2]);
+		out(c, "\t\t\t\t\tfor (int64_t kw = 0; kw < %lld; kw++) {\n"
+		       "\t\t\t\t\t\tconst float wv = pw[(kd * %lld + kh) * %lld + kw];\n"
+		       "\t\t\t\t\t\tconst int64_t off = kw * %lld - %lld;\n"
+		       "\t\t\t\t\t\tint64_t lo = -coil_fdiv(off, %lld), hi = coil_fdiv(%lld - 1 - off, %lld);\n"
+		       "\t\t\t\t\t\tlo = lo > 0 ? lo : 0;\n\t\t\t\t\t\thi = hi < %lld ? hi : %lld;\n",
+		    k[2], k[1], k[2], dl[2], p[2], s[2], in[2], s[2], on[2] - 1, on[2] - 1);
+		if (s[2] == 1)
+			out(c, "\t\t\t\t\t\tconst float *restrict rs = row + off;\n"
+			       "\t\t\t\t\t\t#pragma omp simd\n\t\t\t\t\t\tfor (int64_t ow = lo; ow <= hi; ow++)\n"
+			       "\t\t\t\t\t\t\tpo[ow] += wv * rs[ow];\n");
+		else
+			out(c, "\t\t\t\t\t\tfor (int64_t ow = lo; ow <= hi; ow++)\n\t\t\t\t\t\t\tpo[ow] += wv * row[ow * %lld + off];\n",
+			    s[2]);
+		out(c, "\t\t\t\t\t}\n\t\t\t\t}\n\t\t\t}\n");
+		if (has(c, 2))
+			out(c, "\t\t\tconst float bv = %s[oc];\n\t\t\tfor (int64_t ow = 0; ow < %lld; ow++)\n\t\t\t\tpo[ow] += bv;\n",
+			    arg(c, 2), on[2]);
+		out(c, "\t\t}\n\t}\n");
+		return;
+	}
 	out(c, "\tconst %s *restrict src = %s, *restrict wt = %s;\n", t, arg(c, 0), arg(c, 1));
 	if (has(c, 2))
 		out(c, "\tconst %s *restrict bias = %s;\n", t, arg(c, 2));

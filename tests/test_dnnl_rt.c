@@ -523,6 +523,17 @@ static void test_conv1d_3d(void **state)
 	run_conv(*state, d, "1d s2");
 	d = cdesc(1, 1, 6, 4, 2, 13, 3, 1, 2, 2);
 	run_conv(*state, d, "1d g2 dil2");
+	/* 1-d runs as 2-d of height 1 (conv_as_2d): depthwise on oneDNN's depthwise kernel,
+	 * both layouts, with an eltwise and a residual post-op; a broadcast one stays 1-d */
+	d = cdesc(1, 2, 32, 32, 32, 50, 3, 1, 4, 4);
+	d.has_bias = 1;
+	d.npost = 2, d.post[0].kind = RT_RELU, d.post[1].kind = RT_ADD_SAME;
+	run_conv(*state, d, "1d depthwise dil4 relu sum");
+	d.channels_last = 1;
+	run_conv(*state, d, "1d depthwise dil4 relu sum NWC");
+	d.channels_last = 0, d.npost = 1, d.post[0].kind = RT_MUL_BCAST, d.post[0].rank = 3;
+	d.post[0].dims[0] = 1, d.post[0].dims[1] = 32, d.post[0].dims[2] = 1;
+	run_conv(*state, d, "1d depthwise, a per-channel scale post-op (1-d)");
 	d = cdesc(3, 2, 3, 4, 1, 5, 3, 1, 1, 1);
 	d.in[1] = 6, d.in[2] = 7, d.stride[1] = 2;
 	d.has_bias = 1;

@@ -479,6 +479,12 @@ def conv_cases():
          name="convolution dilated 3x3 over one row, groups 2")
     case(cv, R(1, 2, 1, 1, 8), R(3, 2, 3, 3, 3), R(3), [1, 1, 1], [1, 1, 1], [1, 1, 1], False, [0, 0, 0], 1,
          name="convolution 3-d 3x3x3 over 1x1x8")
+    # depthwise, dilated (generated loops: oneDNN 2.6 runs them on gemm) and not (1-d as 2-d)
+    case(cv, R(2, 6, 40), R(6, 1, 3), R(6), [1], [8], [8], False, [0], 6, name="convolution depthwise 1-d dilation 8")
+    case(cv, R(2, 6, 40), R(6, 1, 3), None, [2], [3], [3], False, [0], 6, name="convolution depthwise 1-d stride 2 dilation 3")
+    case(cv, R(1, 4, 9, 11), R(4, 1, 3, 3), R(4), [1, 1], [2, 2], [2, 2], False, [0, 0], 4,
+         name="convolution depthwise 2-d dilation 2")
+    case(cv, R(2, 6, 40), R(6, 1, 5), R(6), [1], [2], [1], False, [0], 6, name="convolution depthwise 1-d (as 2-d)")
     case(cv, R(1, 3, 13, 11), R(5, 3, 3, 2), None, [2, 1], [1, 0], [2, 3], False, [0, 0], 1)
     case(cv, R(1, 3, 9, 9), R(2, 3, 1, 1), R(2), [1, 1], [0, 0], [1, 1], False, [0, 0], 1, name="convolution 1x1")
     case(cv, R(2, 4, 8, 8), R(6, 2, 3, 3), R(6), [1, 1], [1, 1], [1, 1], False, [0, 0], 2, name="convolution groups=2")
