@@ -63,6 +63,12 @@ static inline void coil_fft_plan_free(coil_fft_plan *pl) { free(pl->w); }
 typedef float coil_fv __attribute__((vector_size(4 * COIL_FFT_V)));
 typedef int32_t coil_fvi __attribute__((vector_size(4 * COIL_FFT_V)));
 /* (re, im) pairs in lo, hi <-> the 16 real parts, the 16 imaginary ones */
+#if defined(__clang__)
+#define COIL_FFT_EVEN(lo, hi) __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)
+#define COIL_FFT_ODD(lo, hi) __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)
+#define COIL_FFT_LO(r, i) __builtin_shufflevector(r, i, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23)
+#define COIL_FFT_HI(r, i) __builtin_shufflevector(r, i, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31)
+#else
 #define COIL_FFT_EVEN(lo, hi) \
 	__builtin_shuffle(lo, hi, (coil_fvi){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30})
 #define COIL_FFT_ODD(lo, hi) \
@@ -70,6 +76,7 @@ typedef int32_t coil_fvi __attribute__((vector_size(4 * COIL_FFT_V)));
 #define COIL_FFT_LO(r, i) __builtin_shuffle(r, i, (coil_fvi){0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23})
 #define COIL_FFT_HI(r, i) \
 	__builtin_shuffle(r, i, (coil_fvi){8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31})
+#endif
 
 /* out[k + s*m] for s < p from the p transforms of length m already in
  * out[q*m .. q*m + m): the radix-p butterflies of one stage (fs: the twiddle
