@@ -1786,7 +1786,7 @@ static int eval_col2im(ictx *c, coil_node *n)
 	const int fold = n->op == OP_COL2IM, a0 = fold ? 2 : 1;
 	const int64_t *k = n->args[a0].ints, *dl = n->args[a0 + 1].ints, *pd = n->args[a0 + 2].ints,
 		      *sd = n->args[a0 + 3].ints;
-	const itensor *img = fold ? o : x, *col = fold ? x : o;
+	const itensor *img = fold ? o : x;
 	const int R = img->rank;
 	const int64_t H = img->shape[R - 2], W = img->shape[R - 1], C = img->shape[R - 3];
 	const int64_t N = R == 4 ? img->shape[0] : 1;
@@ -1811,7 +1811,6 @@ static int eval_col2im(ictx *c, coil_node *n)
 							else if (!fold)
 								o->d[ce] = in ? x->d[ie] : 0;
 						}
-	(void)col;
 	return 0;
 }
 
