@@ -810,8 +810,11 @@ class _Names:
         return name
 
 
-def build_graph(gm, module, inputs, input_names, dynamic_batch=False, coil_ops=None):
-    """Turn a make_fx GraphModule into (graph dict, {param name: tensor})."""
+def build_graph(gm, module, inputs, input_names, dynamic_batch=False, coil_ops=None, slice_sizes=None):
+    """Turn a make_fx GraphModule into (graph dict, {param name: tensor}).
+
+    slice_sizes: a dict that gets {node id: size} of each `aten.slice.Tensor`'s input along
+    the sliced dim (the symbolic export's fit guards the bounds it saw within it)."""
     # (a reference quantized module's state also holds its qscheme and dtype: not tensors)
     state = {k: v for k, v in module.state_dict(keep_vars=True).items() if isinstance(v, torch.Tensor)}
     by_id = {}
@@ -991,6 +994,11 @@ def build_graph(gm, module, inputs, input_names, dynamic_batch=False, coil_ops=N
                 if why is None and dt is not None and dt not in DTYPE_NAMES:
                     why = "produces %s" % str(dt).replace("torch.", "")
         rec = {"op": opname, "args": args, "kwargs": kwargs, "bad": why}
+        if slice_sizes is not None and target == torch.ops.aten.slice.Tensor:
+            tm = node.args[0].meta.get("tensor_meta") if isinstance(node.args[0], torch.fx.Node) else None
+            dim = node.args[1] if len(node.args) > 1 else 0
+            if tm is not None and isinstance(dim, int) and len(tm.shape):
+                rec["size"] = int(tm.shape[dim % len(tm.shape)])
         if inplace_why:
             # a mutation that renaming cannot express: reported even if its result is unused
             rec.update(op=str(target), bad=inplace_why, root=True)
@@ -1061,6 +1069,8 @@ def build_graph(gm, module, inputs, input_names, dynamic_batch=False, coil_ops=N
             reasons.setdefault(rec["op"], rec["bad"])
         outs = [nm if (nm is not None and nm in used) else None for nm in rec["outputs"]]
         j = {"id": "n%d" % len(nodes), "op": rec["op"], "args": rec["args"]}
+        if "size" in rec:
+            slice_sizes[j["id"]] = rec["size"]
         if rec["kwargs"]:
             j["kwargs"] = rec["kwargs"]
         j["outputs"] = outs
@@ -1317,7 +1327,10 @@ def build_symbolic(module, inputs, input_names, spec, trace, coil_ops):
     def graph_at(sizes, first):
         ins = coil_symbolic.resize(inputs, sizes)
         gm = trace(ins)
-        return build_graph(gm, module, ins, input_names, False, coil_ops if first else None)
+        sl = {}
+        graph, params = build_graph(gm, module, ins, input_names, False, coil_ops if first else None, sl)
+        graph["slice_sizes"] = sl  # read (and dropped) by coil_symbolic.fit
+        return graph, params
 
     graph, params, info, _ = coil_symbolic.fit(spec, graph_at, op_arg_types, eval_dim_expr)
     return graph, params, info

@@ -817,6 +817,41 @@ def evaluate(fit, p):
     return sum(c * _mono_value(m, p) for c, m in fit)
 
 
+def _slice_bounds(fitter, l0, fits, syms):
+    """{symbol: largest value} that slices with a symbolic bound imply.  A bound that stayed
+    within a static size at every trace (`pos[:, :seq]` of a 512-row table) was not clamped,
+    and a symbolic graph must keep it so, as torch.compile guards `seq <= 512`: otherwise its
+    size is min(512, seq), which no longer broadcasts with seq.  Bounds of the form a*s + b
+    (a > 0) give s <= (size - b) // a; other forms and sizes that vary stay clamped."""
+    out = {}
+    nodes = fitter.graphs[fitter.base]["nodes"]
+    for j, (k, where, typ, v) in enumerate(l0):
+        n = nodes[k]
+        if n["op"] != "aten.slice.Tensor" or j not in fits or "'start'" not in where and "'end'" not in where:
+            continue
+        fit_, deps = fits[j]
+        if len(deps) != 1:
+            continue
+        sizes = {fitter.graphs[p].get("slice_sizes", {}).get(n["id"]) for p in fitter.graphs}
+        if len(sizes) != 1 or None in sizes:
+            continue
+        size = sizes.pop()
+        if any(fitter.flat(p)[1][j][3] > size for p in fitter.graphs):
+            continue
+        i = deps[0]
+        pts = [(p[i], fitter.flat(p)[1][j][3]) for p in fitter.graphs]
+        (x0, y0), (x1, y1) = min(pts), max(pts)
+        if x1 == x0 or (y1 - y0) % (x1 - x0):
+            continue
+        a = (y1 - y0) // (x1 - x0)
+        b = y0 - a * x0
+        if a <= 0 or any(y != a * x + b for x, y in pts):
+            continue
+        s = syms[i]
+        out[s] = min(out.get(s, size), (size - b) // a)
+    return out
+
+
 def fit(spec, graph_at, arg_types, eval_expr):
     """Trace and fit (see the module doc). graph_at(sizes {(i, d): n}, first) -> (graph,
     params) traces the module with those input dims resized; arg_types(op name) -> (types by
@@ -864,9 +899,13 @@ def fit(spec, graph_at, arg_types, eval_expr):
             n["kwargs"] = collections.OrderedDict((kw, walk(a)) for kw, a in n["kwargs"].items())
     for (i, d), s in spec.dims.items():
         graph["inputs"][i]["shape"][d] = s
+    graph.pop("slice_sizes", None)
+    bounds = _slice_bounds(fitter, l0, fits, syms)
     ranges = collections.OrderedDict()
     for s in syms:
         lo, hi = spec.ranges.get(s, (None, None))
+        if s in bounds:
+            hi = bounds[s] if hi is None else min(hi, bounds[s])
         r = collections.OrderedDict()
         if lo is not None:
             r["min"] = lo

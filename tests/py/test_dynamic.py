@@ -414,6 +414,39 @@ def test_bert_positions():
     x = bert_inputs(3, 17, gen)
     err = rel_errs(eager(m, x), f(*x))
     t.ok(err <= TOL, "bert positions: compiled, batch 3 seq 17 matches eager (rel err %.2e)" % err)
+    f.close()
+    # no range given: the slice's end stayed within the 64-row table at every trace, so the
+    # export guards seq <= 64 (as torch.compile does) rather than leaving min(64, seq), which
+    # does not broadcast with the tokens' seq
+    m = TinyBert(positions=True, max_len=64).eval()
+    f = coil.compile_artifact(m, bert_inputs(2, 8, gen), dynamic=True, coil=COIL)
+    seq = f.graph["inputs"][0]["shape"][1]
+    t.ok(isinstance(seq, str) and f.graph.get("symbols", {}).get(seq) == {"max": 64},
+         "bert positions, dynamic=True and no range: the export bounds %s by the table (%s)" % (
+             seq, f.graph.get("symbols")))
+    for b, s in [(3, 1), (1, 37), (2, 64)]:
+        x = bert_inputs(b, s, gen)
+        err = rel_errs(eager(m, x), f(*x))
+        t.ok(err <= TOL, "bert positions, no range: batch %d seq %d matches eager (rel err %.2e)" % (b, s, err))
+    try:
+        f(*bert_inputs(1, 65, gen))
+        msg = "ran"
+    except coil.CoilError as e:
+        msg = str(e)
+    t.ok("dim 1" in msg and "65" in msg and "64" in msg and "range" in msg,
+         "bert positions, no range: seq 65 is refused by the guard: %s" % msg)
+    f.close()
+    # the automatic path: static first, then seq symbolic once it changes, one artifact after
+    g = coil.compile(m, coil=COIL)
+    errs = []
+    for b, s in [(2, 9), (2, 30), (2, 5), (2, 64), (2, 1)]:
+        x = bert_inputs(b, s, gen)
+        errs.append(rel_errs(eager(m, x), g(*x)))
+    st_ = g.stats()
+    t.ok(max(errs) <= TOL and st_["compiles"] == 2 and st_["artifacts"] == 1,
+         "bert positions, automatic: 5 sequence lengths, 2 compiles, 1 artifact (worst rel err %.2e; %s)" % (
+             max(errs), st_))
+    g.close()
 
 
 class Regroup(torch.nn.Module):
