@@ -112,13 +112,14 @@ static int reshape(actx *c, int v, int rank, const coil_dim *shape, const char *
 	a->ints = arena_alloc(c->a, (size_t)(rank + 1) * sizeof *a->ints);
 	if (!a->dims || !a->ints)
 		return -1;
-	for (int i = 0; i < rank; i++)
-		if (!dim_is_const(&shape[i], &a->ints[i]))
-			a->ints = NULL;
-		else
-			a->dims[i] = shape[i];
-	for (int i = 0; i < rank; i++)
+	for (int i = 0; i < rank; i++) { /* ints only where every dim is a number */
+		int64_t k;
 		a->dims[i] = shape[i];
+		if (a->ints && dim_is_const(&shape[i], &k))
+			a->ints[i] = k;
+		else
+			a->ints = NULL;
+	}
 	return done(c, n);
 }
 
