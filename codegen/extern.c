@@ -1421,6 +1421,35 @@ static void flip(xctx *c)
 	    R && fl[R - 1] ? "L - 1 - q" : "q");
 }
 
+/* arange: start + i * step, in int64 for integer dtypes, else in double
+ * rounded to the dtype (the interpreter's, ATen's); a size-expression start
+ * is the symbols' C expression. */
+static void arange(xctx *c)
+{
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
+	ir_node *o = &c->ir->nodes[outv];
+	const coil_arg *s0, *e0;
+	double step;
+	int step_int, dt;
+	arange_args(c->n, &s0, &e0, &step, &step_int, &dt);
+	(void)e0, (void)step_int, (void)dt;
+	const int in = dtype_is_int(o->dtype);
+	const char *start = !s0 ? "0" : s0->kind == ARG_DIMS ? dimc(c, &s0->dims[0])
+		: in ? arena_printf(c->ir->arena, "%lldLL", (long long)(int64_t)s0->f)
+		: arena_printf(c->ir->arena, "%.17g", s0->f);
+	const char *T = emit_ctype(o->dtype);
+	const char *val = in ? arena_printf(c->ir->arena, "(%s)(%s + i * %lldLL)", T, start, (long long)(int64_t)step)
+		: o->dtype == COIL_BF16 ? arena_printf(c->ir->arena, "coil_f32_bf16((float)((double)%s + %.17g * (double)i))", start, step)
+		: o->dtype == COIL_F16 ? arena_printf(c->ir->arena, "coil_f32_f16((float)((double)%s + %.17g * (double)i))", start, step)
+		: arena_printf(c->ir->arena, "(%s)((double)%s + %.17g * (double)i)", T, start, step);
+	out(c, "\tconst int64_t n = %s, work = n;\n\t(void)work;\n\t%s *restrict dst = %s;\n", dimc(c, &o->shape[0]), T,
+	    buf(c, outv));
+	out(c, PAR(1));
+	out(c, "\tfor (int64_t i = 0; i < n; i++)\n\t\tdst[i] = %s;\n", val);
+}
+
 /* unfold: each output row (every dim but the window's) starts at its
  * coordinates in self (the window index times step along dim), the window
  * strided by dim's stride. */
@@ -1669,7 +1698,7 @@ static int half_refused(xctx *c)
 	case OP_EMBEDDING: case OP_INDEX_SELECT: case OP_GATHER: case OP_CONSTANT_PAD_ND: case OP_ROLL: case OP_TRIL:
 	case OP_INDEX_T: case OP_FLIP: case OP_AS_STRIDED: case OP_UNFOLD: case OP_REFLECTION_PAD1D: case OP_REFLECTION_PAD2D:
 	case OP_REFLECTION_PAD3D: case OP_REPLICATION_PAD1D: case OP_REPLICATION_PAD2D: case OP_REPLICATION_PAD3D:
-	case OP_TRIU:
+	case OP_TRIU: case OP_ARANGE: case OP_ARANGE_START: case OP_ARANGE_STEP:
 		if (same)
 			return 0;
 		break;
@@ -1732,6 +1761,7 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 	case OP_AS_STRIDED: as_strided(&c); return;
 	case OP_FLIP: flip(&c); return;
 	case OP_UNFOLD: unfold(&c); return;
+	case OP_ARANGE: case OP_ARANGE_START: case OP_ARANGE_STEP: arange(&c); return;
 	case OP_COL2IM: case OP_IM2COL: col2im(&c); return;
 	case OP_REFLECTION_PAD1D: case OP_REFLECTION_PAD2D: case OP_REFLECTION_PAD3D: case OP_REPLICATION_PAD1D:
 	case OP_REPLICATION_PAD2D: case OP_REPLICATION_PAD3D:

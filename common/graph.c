@@ -573,16 +573,38 @@ static int parse_arg(pstate *ps, coil_node *n, int i, json_t *j)
 			a->ints = NULL;
 		return 0;
 	}
+	case S_SYMSCALAR: {
+		double f;
+		if (json_is_string(j) && get_number(j, &f)) { /* a size expression (not "inf"): ARG_DIMS of one */
+			a->n = 1;
+			a->ints = arena_alloc(ar, sizeof(int64_t));
+			a->dims = arena_alloc(ar, sizeof(coil_dim));
+			if (!a->ints || !a->dims)
+				return oom(ps->err);
+			if (parse_dimval(ps, n, i, j, &a->dims[0]))
+				return -1;
+			if (!dim_is_const(&a->dims[0], &a->ints[0])) {
+				a->kind = ARG_DIMS;
+				return 0;
+			}
+			a->kind = ARG_SCALAR;
+			a->is_int = 1;
+			a->i = a->ints[0];
+			a->f = (double)a->i;
+			return 0;
+		}
+	}
+		/* fall through */
 	case S_FLOAT:
 	case S_SCALAR:
-		if (json_is_boolean(j) && sa->type == S_SCALAR) {
+		if (json_is_boolean(j) && sa->type != S_FLOAT) {
 			a->is_int = 1;
 			a->is_bool = 1;
 			a->i = json_is_true(j);
 			a->f = (double)a->i;
 		} else if (get_number(j, &a->f)) {
 			return arg_errf(ps, n, i, "expected a number");
-		} else if (json_is_integer(j) && sa->type == S_SCALAR) {
+		} else if (json_is_integer(j) && sa->type != S_FLOAT) {
 			a->is_int = 1;
 			a->i = json_integer_value(j);
 		}

@@ -125,7 +125,8 @@ static int emit_node(canon *c, const coil_node *n)
 	for (int i = 0; i < oi->nargs; i++) {
 		const coil_arg *a = &n->args[i];
 		/* a SymInt given as an expression is one value, as it was written */
-		json_array_append_new(args, oi->args[i].type == S_SYMINT && a->kind == ARG_DIMS && a->n == 1
+		json_array_append_new(args, (oi->args[i].type == S_SYMINT || oi->args[i].type == S_SYMSCALAR) &&
+						    a->kind == ARG_DIMS && a->n == 1
 						    ? jdim(&a->dims[0], c->tab) : jarg(c, a));
 	}
 	for (int k = 0; k < n->nout; k++) {

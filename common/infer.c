@@ -2292,6 +2292,78 @@ static int infer_fill(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
+/* arange's arguments by op: *start (NULL: 0), *end, step (1 where absent), dtype's index. */
+void arange_args(const coil_node *n, const coil_arg **start, const coil_arg **end, double *step, int *is_int,
+		 int *dt)
+{
+	const int one = n->op == OP_ARANGE;
+	*start = one ? NULL : &n->args[0];
+	*end = &n->args[one ? 0 : 1];
+	*step = n->op == OP_ARANGE_STEP && n->args[2].kind == ARG_SCALAR ? n->args[2].f : 1;
+	*is_int = n->op != OP_ARANGE_STEP || n->args[2].kind != ARG_SCALAR || n->args[2].is_int;
+	*dt = one ? 1 : n->op == OP_ARANGE_START ? 2 : 3;
+}
+
+/* arange: [ceil((end - start) / step)] as ATen counts it (in double; integer
+ * dtypes truncate the bounds first), an error where the bounds disagree with
+ * step's sign (ATen's).  The dtype: given, else i64 when every bound is an
+ * integer, else f32.  Size expressions as bounds (arange(seq)): integer
+ * start and step, the size (end - start + step - 1) // step (step < 0: the
+ * mirror), guarded not negative. */
+static int infer_arange(coil_graph *g, coil_node *n, coil_err *err)
+{
+	const coil_arg *s0, *e0;
+	double step;
+	int step_int, dt;
+	arange_args(n, &s0, &e0, &step, &step_int, &dt);
+	const int ei = s0 ? 1 : 0, sym = e0->kind == ARG_DIMS || (s0 && s0->kind == ARG_DIMS);
+	int all_int = step_int && (e0->kind == ARG_DIMS || e0->is_int) && (!s0 || s0->kind == ARG_DIMS || s0->is_int);
+	coil_dtype t = has(n, dt) ? (coil_dtype)n->args[dt].i : all_int ? COIL_I64 : COIL_F32;
+	if (t == COIL_BOOL)
+		return ARGERR(dt, "arange has no bool form");
+	if (!(step == step) || step == 0 || step == INFINITY || step == -INFINITY)
+		return ARGERR(2, "step must be finite and nonzero, got %g", step);
+	coil_dim size;
+	if (sym) {
+		if (!step_int || (s0 && s0->kind != ARG_DIMS && !s0->is_int))
+			return unsupported(err, ARGERR(s0 && s0->kind != ARG_DIMS && !s0->is_int ? 0 : 2,
+						       "a size expression bound needs an integer start and step"));
+		const int64_t k = (int64_t)step;
+		coil_dim lo = !s0 ? dim_const(0) : s0->kind == ARG_DIMS ? s0->dims[0] : dim_const(s0->i);
+		coil_dim hi = e0->kind == ARG_DIMS ? e0->dims[0] : dim_const(e0->i), span;
+		if (k > 0 ? dim_sub(&span, &hi, &lo, err) : dim_sub(&span, &lo, &hi, err))
+			return node_errf(err, n, "%s", err->msg);
+		int64_t v;
+		if (dim_is_const(&span, &v) ? v < 0 : 0)
+			return ARGERR(ei, "upper bound and larger bound inconsistent with step sign");
+		if (!dim_is_const(&span, &v) &&
+		    graph_guard(g, n, GUARD_GE, &span, 0, "bounds consistent with the step's sign", err))
+			return -1;
+		coil_dim adj = dim_const((k > 0 ? k : -k) - 1);
+		if (dim_add(&size, &span, &adj, err) || dim_floordiv(&size, &size, k > 0 ? k : -k, &g->syms, err))
+			return node_errf(err, n, "%s", err->msg);
+	} else {
+		double lo = s0 ? s0->f : 0, hi = e0->f;
+		if (!(lo == lo && hi == hi) || lo == INFINITY || lo == -INFINITY || hi == INFINITY || hi == -INFINITY)
+			return ARGERR(lo == lo && lo != INFINITY && lo != -INFINITY ? ei : 0, "bounds must be finite");
+		if (dtype_is_int(t)) { /* ATen's int64 arithmetic: bounds and step truncated */
+			if (fabs(lo) >= 9.2e18 || fabs(hi) >= 9.2e18 || fabs(step) >= 9.2e18)
+				return ARGERR(ei, "bounds out of the integer range");
+			lo = (double)(int64_t)lo, hi = (double)(int64_t)hi, step = (double)(int64_t)step;
+			if (step == 0)
+				return ARGERR(2, "step must be nonzero, got 0 after truncation to an integer");
+		}
+		if (!((step > 0 && hi >= lo) || (step < 0 && hi <= lo)))
+			return ARGERR(ei, "upper bound and larger bound inconsistent with step sign");
+		double cnt = ceil((hi - lo) / step);
+		if (!(cnt >= 0 && cnt <= (double)(COIL_MAX_BYTES / dtype_size(t))))
+			return ARGERR(ei, "%g elements: larger than 2^40 bytes", cnt);
+		size = dim_const((int64_t)cnt);
+	}
+	set_out(g, n, 0, t, 1, &size);
+	return 0;
+}
+
 typedef int (*infer_fn)(coil_graph *, coil_node *, coil_err *);
 
 /* flip: the same shape, each listed dim (once) reversed. */

@@ -19,6 +19,10 @@ int reduce_dims(const coil_graph *g, const coil_node *n, unsigned *mask, int *ke
 /* A fill (full, zeros, new_zeros, zeros_like, ones_like, full_like): 1 and
  * its value in *v (before rounding to the result's dtype); 0 otherwise. */
 int fill_value(const coil_node *n, double *v);
+/* arange's arguments: *start (NULL: 0), *end (ARG_SCALAR or a size expression's
+ * ARG_DIMS), the step, whether it is an integer, the dtype argument's index. */
+void arange_args(const coil_node *n, const coil_arg **start, const coil_arg **end, double *step, int *is_int,
+		 int *dt);
 
 /* Broadcast shape of two operands (numpy rules); -1 with err if incompatible. */
 int broadcast_shapes(const coil_dim *a, int ra, const coil_dim *b, int rb, coil_dim *out, int *rout,

@@ -27,6 +27,7 @@ typedef struct ictx {
 	coil_graph *g;
 	itensor *t; /* one per value */
 	coil_err *err;
+	const int64_t *syms; /* the symbols' values (bind_symbols) */
 } ictx;
 
 void tensor_free(coil_tensor *t)
@@ -1092,6 +1093,34 @@ static int eval_fill(ictx *c, coil_node *n)
 	return 0;
 }
 
+/* arange: start + i * step, in int64 for integer dtypes, else in double
+ * rounded to the dtype (ATen's accumulation type on CPU). */
+static int eval_arange(ictx *c, coil_node *n)
+{
+	itensor *o = OUT(n, 0);
+	const coil_arg *s0, *e0;
+	double step;
+	int step_int, dt;
+	arange_args(n, &s0, &e0, &step, &step_int, &dt);
+	(void)e0, (void)step_int, (void)dt;
+	int64_t is = 0;
+	double fs = 0;
+	if (s0 && s0->kind == ARG_DIMS) {
+		if (dim_eval(&s0->dims[0], c->syms, &is, c->err))
+			return -1;
+		fs = (double)is;
+	} else if (s0) {
+		is = (int64_t)s0->f, fs = s0->f;
+	}
+	if (dtype_is_int(o->dtype))
+		for (int64_t e = 0; e < o->numel; e++)
+			o->d[e] = (real)(is + e * (int64_t)step);
+	else
+		for (int64_t e = 0; e < o->numel; e++)
+			o->d[e] = rnd(o->dtype, fs + step * (double)e);
+	return 0;
+}
+
 /* --- reductions --------------------------------------------------------------- */
 
 static int eval_reduce(ictx *c, coil_node *n)
@@ -2050,6 +2079,7 @@ int interp_run(coil_graph *g, const coil_tensor *inputs, const coil_tensor *para
 	}
 	if (bind_symbols(g, inputs, syms, err))
 		goto out;
+	c.syms = syms;
 	for (int i = 0; i < g->ninputs; i++)
 		if (load_value(&c, g->inputs[i], &inputs[i], "input", syms))
 			goto out;

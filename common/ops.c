@@ -79,6 +79,8 @@ static void parse_arg(sch_arg *a, char *txt, int kw_only, const char *schema)
 		a->type = list ? S_FLOAT_LIST : S_FLOAT;
 	else if (!strcmp(type, "Scalar"))
 		a->type = S_SCALAR;
+	else if (!strcmp(type, "SymScalar")) /* coil's: a Scalar, or a size expression (one dim) */
+		a->type = S_SYMSCALAR;
 	else if (!strcmp(type, "bool"))
 		a->type = S_BOOL;
 	else if (!strcmp(type, "str"))

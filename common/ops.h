@@ -3,8 +3,9 @@
  *   X(ENUM, aten name, ATen schema (arguments), results, kind, shape rule, interpreter kernel)
  *
  * The schema is ATen's own argument list (PyTorch 1.13 native_functions.yaml,
- * alias annotations dropped): it drives argument parsing, defaults and keyword
- * arguments.  `results` is the number of tensors returned (-1: as many as the
+ * alias annotations dropped; `SymScalar`, coil's, is a Scalar that may also be a
+ * size expression, as arange's bounds trace): it drives argument parsing,
+ * defaults and keyword arguments.  `results` is the number of tensors returned (-1: as many as the
  * node names, for split).  `kind` tells later passes what the op is made of:
  *   PW   pointwise (elementwise with broadcasting)
  *   RED  reduction over some dims
@@ -281,7 +282,11 @@
 	X(ZEROS, "aten.zeros.default", "SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None", 1, MOVE, fill, fill) \
 	X(ZEROS_LIKE, "aten.zeros_like.default", "Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None", 1, MOVE, fill, fill) \
 	X(ONES_LIKE, "aten.ones_like.default", "Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None", 1, MOVE, fill, fill) \
-	X(FULL_LIKE, "aten.full_like.default", "Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None", 1, MOVE, fill, fill)
+	X(FULL_LIKE, "aten.full_like.default", "Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None", 1, MOVE, fill, fill) \
+	/* start + i * step, i < ceil((end - start) / step); integer bounds may be size expressions */ \
+	X(ARANGE, "aten.arange.default", "SymScalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None", 1, MOVE, arange, arange) \
+	X(ARANGE_START, "aten.arange.start", "SymScalar start, SymScalar end, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None", 1, MOVE, arange, arange) \
+	X(ARANGE_STEP, "aten.arange.start_step", "SymScalar start, SymScalar end, Scalar step=1, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None", 1, MOVE, arange, arange)
 
 typedef enum coil_op {
 #define X(e, name, schema, nres, kind, rule, kern) OP_##e,
@@ -295,7 +300,7 @@ enum op_kind { PW, RED, VIEW, MOVE, EXT, COMP };
 /* Schema argument types. */
 enum sch_type {
 	S_TENSOR, S_TENSOR_LIST, S_INT, S_SYMINT, S_INT_LIST, S_SYMINT_LIST,
-	S_FLOAT, S_FLOAT_LIST, S_SCALAR, S_BOOL, S_STR, S_DTYPE, S_IGNORED
+	S_FLOAT, S_FLOAT_LIST, S_SCALAR, S_SYMSCALAR, S_BOOL, S_STR, S_DTYPE, S_IGNORED
 };
 
 typedef struct sch_arg {

@@ -1583,7 +1583,8 @@ def _from_json_args(schema, args, kwargs, env, syms=None):
         if t.startswith("Layout") or t.startswith("Device"):
             return None
         if (t.startswith("float") or t.startswith("Scalar")) and isinstance(v, str):
-            return float(v)
+            # "nan", "inf", "-inf", or a size expression (arange's bounds)
+            return float(v) if v in ("nan", "inf", "-inf") else eval_dim_expr(v, syms or {})
         if t.startswith("SymInt"):
             if isinstance(v, list):
                 return [eval_dim_expr(x, syms or {}) if isinstance(x, str) else x for x in v]

@@ -236,7 +236,8 @@ def case(op, *args, **kw):
 
 
 def gcase(name, graph, feeds, expected, covers, tolx=1.0, weights=None):
-    """A hand-built multi-node graph: feeds {input name: tensor}, expected list of tensors."""
+    """A hand-built multi-node graph: feeds {input name: tensor}, expected list of tensors (or the
+    exception PyTorch raises: coil must refuse too)."""
     c = Case("aten.alias", [], name=name, covers=covers, tolx=tolx)
     c.graph = (graph, feeds, expected, weights or {})
     CASES.append(c)
@@ -336,8 +337,8 @@ def half_fallback(c, args, kwargs):
 
 def reference(c):
     """Expected outputs (list of tensors) or the exception PyTorch raised."""
-    if c.graph:
-        return c.graph[2], None
+    if c.graph:  # expected: the tensors, or the exception PyTorch raises
+        return (None, c.graph[2]) if isinstance(c.graph[2], Exception) else (c.graph[2], None)
     args, kwargs = py_args(c)
     try:
         return [r.clone() for r in as_list(c.ref(*args, **kwargs))], None
@@ -2112,6 +2113,30 @@ def fill_cases():
     case(ze, [1, 2, 1], kwargs={"dtype": bf16})
     case(ze, [3], kwargs={"dtype": u8, "layout": None, "device": None, "pin_memory": None})
     case(ze, [2, -3])
+    ar, ars, arst = "aten.arange.default", "aten.arange.start", "aten.arange.start_step"
+    case(ar, 5)
+    case(ar, 5.5, name="arange float end")
+    case(ar, 0, name="arange empty")
+    case(ar, 7, kwargs={"dtype": f64})
+    case(ar, 300, kwargs={"dtype": u8}, name="arange u8 wraps as ATen")
+    case(ar, 1000, kwargs={"dtype": bf16}, name="arange bf16 (rounded)")
+    case(ar, 9, kwargs={"dtype": f16, "layout": None, "device": None, "pin_memory": False})
+    case(ar, -3, expect_error=True, name="arange end below 0")
+    case(ar, float("inf"), expect_error=True, name="arange infinite end")
+    case(ar, 3, kwargs={"dtype": b8}, expect_error=True, name="arange bool")
+    case(ars, -4, 9)
+    case(ars, 2, 2, name="arange.start empty")
+    case(ars, 0.5, 3, kwargs={"dtype": i64}, name="arange.start i64 truncates the bounds")
+    case(ars, 9, -4, expect_error=True, name="arange.start bounds reversed")
+    case(arst, 1, 20, 3)
+    case(arst, 10, -7, -4, kwargs={"dtype": i32})
+    case(arst, 0, 1, 0.1, name="arange 0.1 steps (ATen's count and values)")
+    case(arst, -1.5, 2.5, 0.37, kwargs={"dtype": f64})
+    case(arst, 1e6, 1e6 + 100, 7.5, name="arange large start in f32")
+    case(arst, 0, 5, 0, expect_error=True, name="arange step 0")
+    case(arst, 0, 5, -1, expect_error=True, name="arange step against the bounds")
+    case(arst, 0, 1, 1e-15, expect_error=True, name="arange too many elements")
+    case(arst, 0, 3, 0.5, kwargs={"dtype": i64}, expect_error=True, name="arange i64 step truncated to 0")
 
 
 def scan_cases():
@@ -2200,6 +2225,23 @@ def graph_cases():
 
     def decl(nm, x, shape=None):
         return {"name": nm, "dtype": CNAME[x.dtype], "shape": shape or list(x.shape)}
+
+    # arange over a size expression (torch.arange(seq) traced with seq symbolic): positions
+    # added to a [b, seq] input, 2*seq+1 odd values from -seq, a float ramp counting down
+    x = R(3, 7)
+    g = graph([decl("x", x, [3, "seq"])],
+              [node(0, "aten.arange.default", ["seq"], ["p"]),
+               node(1, "aten.add.Tensor", ["x", "p"], ["y"]),
+               node(2, "aten.arange.start_step", ["-seq", "seq+1", 1], ["o"]),
+               node(3, "aten.arange.start_step", ["2*seq", 0, -2], ["d"], {"dtype": "f32"})], ["y", "o", "d"])
+    gcase("graph arange over a symbolic length", g, {"x": x},
+          [x + torch.arange(7), torch.arange(-7, 8), torch.arange(14, 0, -2, dtype=torch.float32)],
+          "aten.arange.start_step")
+    g = graph([decl("x", x, [3, "seq"])], [node(0, "aten.arange.start", ["seq", 2], ["p"])], ["p"])
+    try:
+        torch.arange(7, 2)
+    except RuntimeError as e:
+        gcase("graph arange from a symbolic start above the end", g, {"x": x}, e, "aten.arange.start")
 
     x = R(2, 3, 4)
     g = graph([decl("x", x)], [node(0, "aten.permute", ["x", [2, 0, 1]], ["p"]),
