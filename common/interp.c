@@ -357,12 +357,18 @@ static int eval_view(ictx *c, coil_node *n)
 		bcast_strides(x, o->rank, o->shape, st);
 		break;
 	case OP_SLICE: case OP_SELECT: {
-		/* bounds are static (checked by inference); resolve them against the
-		 * runtime size, as Python slicing does */
+		/* static bounds resolved against the runtime size as Python slicing
+		 * does; a size-expression start (taken as non-negative, as inference
+		 * does) evaluated for these symbols and clamped to the size */
 		int d = (int)(n->args[1].i < 0 ? n->args[1].i + x->rank : n->args[1].i);
 		int64_t sz = x->shape[d], s0, step = 1;
 		if (n->op == OP_SELECT) {
 			s0 = n->args[2].i < 0 ? n->args[2].i + sz : n->args[2].i;
+		} else if (n->args[2].kind == ARG_DIMS) {
+			if (dim_eval(&n->args[2].dims[0], c->syms, &s0, c->err))
+				return -1;
+			s0 = s0 < 0 ? 0 : s0 > sz ? sz : s0;
+			step = n->args[4].i;
 		} else {
 			s0 = n->args[2].kind == ARG_INT ? n->args[2].i : 0;
 			s0 = s0 < 0 ? s0 + sz : s0;

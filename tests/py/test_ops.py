@@ -1602,6 +1602,8 @@ def view_cases():
     case(sl, Sym(y, ["n", 13]), 0, 2, None, name="slice symbolic dim start 2 (length n-min(2, n))")
     case(sl, Sym(y, ["n", 13]), 0, 1, None, 2, name="slice symbolic dim, step 2")
     case(sl, Sym(y, ["n", 13]), 0, -3, -1, name="slice symbolic dim, negative bounds")
+    case(sl, Sym(y, [5, "n"]), 1, Both("n-4", 9), Both("n-1", 12), name="slice size-expression bounds")
+    case(sl, Sym(y, [5, "n"]), 1, Both("n-6", 7), None, 2, name="slice size-expression start, step 2")
     case(sl, y, 1, 0, 5, 0)  # step 0
     case(sl, y, 2, 0, 5)
     case(sl, R(), 0, 0, 1)
