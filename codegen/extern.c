@@ -1421,6 +1421,35 @@ static void flip(xctx *c)
 	    R && fl[R - 1] ? "L - 1 - q" : "q");
 }
 
+/* slice_scatter / select_scatter: self copied, then src (converted) over the
+ * region the slice reads: outer x L rows of inner elements. */
+static void slice_scatter(xctx *c)
+{
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
+	ir_node *x = argn(c, 0), *s = argn(c, 1);
+	int d;
+	coil_dim start, len;
+	int64_t step;
+	if (view_slice(c->ir->g, c->n, &d, &start, &len, &step, c->err)) {
+		*c->bad = 1;
+		return;
+	}
+	const char *T = emit_ctype(x->dtype), *S = emit_ctype(s->dtype);
+	out(c, "\tconst int64_t numel = %s, outer = %s, D = %s, L = %s, inner = %s, first = %s, work = numel;\n"
+	       "\t(void)work;\n\tconst %s *restrict src = %s;\n\tconst %s *restrict x0 = %s;\n\t%s *restrict dst = %s;\n",
+	    prod(c, x, 0, x->rank), prod(c, x, 0, d), dimc(c, &x->shape[d]),
+	    c->n->op == OP_SLICE_SCATTER ? dimc(c, &s->shape[d]) : "1", prod(c, x, d + 1, x->rank), dimc(c, &start),
+	    S, arg(c, 1), T, arg(c, 0), T, buf(c, outv));
+	out(c, "\tif (dst != x0)\n\t\tmemcpy(dst, x0, (size_t)numel * sizeof *dst);\n");
+	out(c, PAR(2));
+	out(c, "\tfor (int64_t a = 0; a < outer; a++)\n\t\tfor (int64_t j = 0; j < L; j++)\n"
+	       "\t\t\tfor (int64_t k = 0; k < inner; k++)\n"
+	       "\t\t\t\tdst[(a * D + first + j * %lldLL) * inner + k] = (%s)src[(a * L + j) * inner + k];\n",
+	    (long long)step, T);
+}
+
 /* arange: start + i * step, in int64 for integer dtypes, else in double
  * rounded to the dtype (the interpreter's, ATen's); a size-expression start
  * is the symbols' C expression. */
@@ -1698,7 +1727,8 @@ static int half_refused(xctx *c)
 	case OP_EMBEDDING: case OP_INDEX_SELECT: case OP_GATHER: case OP_CONSTANT_PAD_ND: case OP_ROLL: case OP_TRIL:
 	case OP_INDEX_T: case OP_FLIP: case OP_AS_STRIDED: case OP_UNFOLD: case OP_REFLECTION_PAD1D: case OP_REFLECTION_PAD2D:
 	case OP_REFLECTION_PAD3D: case OP_REPLICATION_PAD1D: case OP_REPLICATION_PAD2D: case OP_REPLICATION_PAD3D:
-	case OP_TRIU: case OP_ARANGE: case OP_ARANGE_START: case OP_ARANGE_STEP:
+	case OP_TRIU: case OP_ARANGE: case OP_ARANGE_START: case OP_ARANGE_STEP: case OP_SLICE_SCATTER:
+	case OP_SELECT_SCATTER:
 		if (same)
 			return 0;
 		break;
@@ -1762,6 +1792,7 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 	case OP_FLIP: flip(&c); return;
 	case OP_UNFOLD: unfold(&c); return;
 	case OP_ARANGE: case OP_ARANGE_START: case OP_ARANGE_STEP: arange(&c); return;
+	case OP_SLICE_SCATTER: case OP_SELECT_SCATTER: slice_scatter(&c); return;
 	case OP_COL2IM: case OP_IM2COL: col2im(&c); return;
 	case OP_REFLECTION_PAD1D: case OP_REFLECTION_PAD2D: case OP_REFLECTION_PAD3D: case OP_REPLICATION_PAD1D:
 	case OP_REPLICATION_PAD2D: case OP_REPLICATION_PAD3D:

@@ -1363,27 +1363,30 @@ static int infer_expand(coil_graph *g, coil_node *n, coil_err *err)
 int view_slice(const coil_graph *g, const coil_node *n, int *dim, coil_dim *start, coil_dim *len, int64_t *step,
 	       coil_err *err)
 {
+	/* slice/select(self, dim, ...); slice_scatter/select_scatter(self, src, dim, ...) */
+	const int off = n->op == OP_SLICE_SCATTER || n->op == OP_SELECT_SCATTER;
 	const coil_value *x = &g->vals[n->args[0].v[0]];
-	const coil_arg *a = n->args;
+	const coil_arg *a = n->args + off; /* a[1]: dim, a[2]: start or index, a[3]: end, a[4]: step */
 	int64_t d = a[1].i;
 	if (x->rank == 0)
 		return coil_err_input(err, "args[0] 'self': cannot slice a 0-dim tensor");
 	if (d < -x->rank || d >= x->rank)
-		return coil_err_input(err, "args[1] 'dim': dim %lld out of range for rank %d", (long long)d, x->rank);
+		return coil_err_input(err, "args[%d] 'dim': dim %lld out of range for rank %d", 1 + off, (long long)d,
+				      x->rank);
 	*dim = (int)(d < 0 ? d + x->rank : d);
 	const coil_dim *size = &x->shape[*dim];
 	int64_t sz;
 	int is_static = dim_is_const(size, &sz);
-	if (n->op == OP_SELECT) {
+	if (n->op == OP_SELECT || n->op == OP_SELECT_SCATTER) {
 		*step = 1;
 		*len = dim_const(1);
 		if (a[2].kind != ARG_INT)
-			return coil_err_input(err, "args[2] 'index': must be static");
+			return coil_err_input(err, "args[%d] 'index': must be static", 2 + off);
 		int64_t i = a[2].i;
 		if (is_static) {
 			if (i < -sz || i >= sz)
-				return coil_err_input(err, "args[2] 'index': %lld out of range for size %lld", (long long)i,
-						 (long long)sz);
+				return coil_err_input(err, "args[%d] 'index': %lld out of range for size %lld", 2 + off,
+						      (long long)i, (long long)sz);
 			*start = dim_const(i < 0 ? i + sz : i);
 		} else if (i < 0) {
 			coil_dim c = dim_const(i);
@@ -1394,14 +1397,14 @@ int view_slice(const coil_graph *g, const coil_node *n, int *dim, coil_dim *star
 		return 0;
 	}
 	if (a[4].kind != ARG_INT || a[4].i < 1)
-		return coil_err_input(err, "args[4] 'step': must be a positive static integer");
+		return coil_err_input(err, "args[%d] 'step': must be a positive static integer", 4 + off);
 	*step = a[4].i;
 	int64_t s = a[2].kind == ARG_INT ? a[2].i : 0, e = a[3].kind == ARG_INT ? a[3].i : INT64_MAX;
 	int sym_s = a[2].kind == ARG_DIMS && a[2].n == 1, sym_e = a[3].kind == ARG_DIMS && a[3].n == 1;
 	if (a[2].kind != ARG_INT && a[2].kind != ARG_NONE && !sym_s)
-		return coil_err_input(err, "args[2] 'start': expected an integer or a size expression");
+		return coil_err_input(err, "args[%d] 'start': expected an integer or a size expression", 2 + off);
 	if (a[3].kind != ARG_INT && a[3].kind != ARG_NONE && !sym_e)
-		return coil_err_input(err, "args[3] 'end': expected an integer or a size expression");
+		return coil_err_input(err, "args[%d] 'end': expected an integer or a size expression", 3 + off);
 	if (sym_s && dim_is_const(&a[2].dims[0], &s))
 		sym_s = 0;
 	if (sym_e && dim_is_const(&a[3].dims[0], &e))
@@ -1451,6 +1454,22 @@ int view_slice(const coil_graph *g, const coil_node *n, int *dim, coil_dim *star
 	return 0;
 }
 
+/* A slice's start, a select's index, inside the dim for every binding of the
+ * symbols: guarded where they are not known to be (a size-expression start
+ * below 0, a select index at or past a symbolic size, would address memory
+ * outside the tensor; PyTorch would wrap the first, fail the second). */
+static int slice_in_bounds(coil_graph *g, coil_node *n, int d, const coil_dim *start, coil_err *err)
+{
+	const int sel = n->op == OP_SELECT || n->op == OP_SELECT_SCATTER;
+	const char *why = sel ? "select index inside the dim" : "slice start not negative";
+	if (graph_guard(g, n, GUARD_GE, start, 0, why, err))
+		return -1;
+	coil_dim room;
+	if (sel && (dim_sub(&room, &node_in(g, n, 0)->shape[d], start, err) || graph_guard(g, n, GUARD_GE, &room, 1, why, err)))
+		return -1;
+	return 0;
+}
+
 static int infer_slice(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0);
@@ -1459,6 +1478,8 @@ static int infer_slice(coil_graph *g, coil_node *n, coil_err *err)
 	int64_t step;
 	if (view_slice(g, n, &d, &start, &len, &step, err))
 		return node_errf(err, n, "%s", err->msg);
+	if (slice_in_bounds(g, n, d, &start, err))
+		return -1;
 	coil_dim out[COIL_MAX_RANK];
 	int r = 0;
 	for (int i = 0; i < x->rank; i++)
@@ -1467,6 +1488,35 @@ static int infer_slice(coil_graph *g, coil_node *n, coil_err *err)
 		else if (n->op == OP_SLICE)
 			out[r++] = len;
 	set_out(g, n, 0, x->dtype, r, out);
+	return 0;
+}
+
+/* slice_scatter / select_scatter: self's shape and dtype; src is the slice's
+ * shape exactly (ATen's check), any dtype (converted as copy_ does). */
+static int infer_slice_scatter(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0), *s = node_in(g, n, 1);
+	int d;
+	coil_dim start, len, want[COIL_MAX_RANK];
+	int64_t step;
+	char b1[200], b2[200];
+	if (view_slice(g, n, &d, &start, &len, &step, err))
+		return node_errf(err, n, "%s", err->msg);
+	if (slice_in_bounds(g, n, d, &start, err))
+		return -1;
+	int r = 0;
+	for (int i = 0; i < x->rank; i++)
+		if (i != d)
+			want[r++] = x->shape[i];
+		else if (n->op == OP_SLICE_SCATTER)
+			want[r++] = len;
+	int same = s->rank == r;
+	for (int i = 0; same && i < r; i++)
+		same = dim_eq(&s->shape[i], &want[i]);
+	if (!same)
+		return ARGERR(1, "shape %s is not the %s's %s", shp(g, s, b1, sizeof b1),
+			      n->op == OP_SLICE_SCATTER ? "slice" : "selection", shape_format(want, r, &g->syms, b2, sizeof b2));
+	set_out(g, n, 0, x->dtype, x->rank, x->shape);
 	return 0;
 }
 

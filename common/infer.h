@@ -73,7 +73,8 @@ void upsample_source(const upsample_params *up, int dim, coil_dtype t, int64_t i
 
 /* Views as index arithmetic: output dim i of a permute/transpose/t reads input
  * dim perm[i] (returns the arg index at fault, or 0); a slice/select reads dim
- * *dim from start in steps of step. */
+ * *dim from start in steps of step (slice_scatter/select_scatter: the region
+ * they write). */
 int view_perm(const coil_graph *g, const coil_node *n, int *perm);
 int view_slice(const coil_graph *g, const coil_node *n, int *dim, coil_dim *start, coil_dim *len, int64_t *step,
 	       coil_err *err);

@@ -1099,6 +1099,30 @@ static int eval_fill(ictx *c, coil_node *n)
 	return 0;
 }
 
+/* slice_scatter / select_scatter: self, then src (converted) over the region
+ * the slice reads. */
+static int eval_slice_scatter(ictx *c, coil_node *n)
+{
+	itensor *x = IN(n, 0), *s = IN(n, 1), *o = OUT(n, 0);
+	int d;
+	coil_dim start, len;
+	int64_t step, s0, outer = 1, inner = 1;
+	if (view_slice(c->g, n, &d, &start, &len, &step, c->err) || dim_eval(&start, c->syms, &s0, c->err))
+		return -1;
+	for (int64_t e = 0; e < o->numel; e++)
+		o->d[e] = x->d[e];
+	for (int i = 0; i < d; i++)
+		outer *= x->shape[i];
+	for (int i = d + 1; i < x->rank; i++)
+		inner *= x->shape[i];
+	const int64_t D = x->shape[d], L = n->op == OP_SLICE_SCATTER ? s->shape[d] : 1;
+	for (int64_t a = 0; a < outer; a++)
+		for (int64_t j = 0; j < L; j++)
+			for (int64_t k = 0; k < inner; k++)
+				o->d[(a * D + s0 + j * step) * inner + k] = rnd(o->dtype, s->d[(a * L + j) * inner + k]);
+	return 0;
+}
+
 /* arange: start + i * step, in int64 for integer dtypes, else in double
  * rounded to the dtype (ATen's accumulation type on CPU). */
 static int eval_arange(ictx *c, coil_node *n)

@@ -186,6 +186,9 @@
 	X(EXPAND, "aten.expand.default", "Tensor self, SymInt[] size, *, bool implicit=False", 1, VIEW, expand, view) \
 	X(SLICE, "aten.slice.Tensor", "Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1", 1, VIEW, slice, view) \
 	X(SELECT, "aten.select.int", "Tensor self, int dim, SymInt index", 1, VIEW, slice, view)        \
+	/* self with the slice (select) along dim replaced by src (in-place slice assignment, functionalized) */ \
+	X(SLICE_SCATTER, "aten.slice_scatter.default", "Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1", 1, MOVE, slice_scatter, slice_scatter) \
+	X(SELECT_SCATTER, "aten.select_scatter.default", "Tensor self, Tensor src, int dim, SymInt index", 1, MOVE, slice_scatter, slice_scatter) \
 	X(SQUEEZE, "aten.squeeze.default", "Tensor self", 1, VIEW, squeeze, view)                       \
 	X(SQUEEZE_DIM, "aten.squeeze.dim", "Tensor self, int dim", 1, VIEW, squeeze, view)              \
 	X(UNSQUEEZE, "aten.unsqueeze.default", "Tensor self, int dim", 1, VIEW, squeeze, view)          \

@@ -1605,6 +1605,21 @@ def view_cases():
     case(sl, Sym(y, [5, "n"]), 1, Both("n-4", 9), Both("n-1", 12), name="slice size-expression bounds")
     case(sl, Sym(y, [5, "n"]), 1, Both("n-6", 7), None, 2, name="slice size-expression start, step 2")
     case(sl, y, 1, 0, 5, 0)  # step 0
+    ss, se = "aten.slice_scatter", "aten.select_scatter"
+    case(ss, R(5, 13), R(5, 4), 1, 2, 6)
+    case(ss, R(5, 13), R(5, 3), 1, 2, 9, 3, name="slice_scatter step 3")
+    case(ss, R(5, 13), R(2, 13), 0, -2, None, name="slice_scatter negative start")
+    case(ss, R(4, 6, 3), R(4, 6, 0), 2, 3, 3, name="slice_scatter empty region")
+    case(ss, R(3, 8, dt=i64), R(3, 2), 1, 6, 100, name="slice_scatter f32 src into i64 (truncated)")
+    case(ss, R(3, 8, dt=bf16), R(3, 4, dt=bf16), 1, 0, 8, 2, name="slice_scatter bf16")
+    case(ss, Sym(R(3, 9), ["b", 9]), Sym(R(3, 4), ["b", 4]), 1, 1, 9, 2, name="slice_scatter symbolic batch")
+    case(ss, Sym(R(2, 9), [2, "n"]), Sym(R(2, 2), [2, 2]), 1, Both("n-3", 6), Both("n-1", 8),
+         name="slice_scatter size-expression bounds")
+    case(ss, R(5, 13), R(5, 5), 1, 2, 6, expect_error=True, name="slice_scatter src not the slice's shape")
+    case(se, R(4, 5), R(5), 0, 2)
+    case(se, R(4, 5, 3), R(4, 3), 1, -1, name="select_scatter negative index")
+    case(se, Sym(R(4, 5), ["n", 5]), Sym(R(4), ["n"]), 1, 0, name="select_scatter symbolic")
+    case(se, R(4, 5), R(5), 0, 4, expect_error=True, name="select_scatter index out of range")
     case(sl, y, 2, 0, 5)
     case(sl, R(), 0, 0, 1)
     se = "aten.select.int"
