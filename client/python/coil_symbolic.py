@@ -817,39 +817,65 @@ def evaluate(fit, p):
     return sum(c * _mono_value(m, p) for c, m in fit)
 
 
+def _linear(pts):
+    """(a, b) with y = a*x + b at every point (x, y), a > 0 an integer, else None."""
+    (x0, y0), (x1, y1) = min(pts), max(pts)
+    if x1 == x0 or (y1 - y0) % (x1 - x0):
+        return None
+    a = (y1 - y0) // (x1 - x0)
+    b = y0 - a * x0
+    return (a, b) if a > 0 and all(y == a * x + b for x, y in pts) else None
+
+
 def _slice_bounds(fitter, l0, fits, syms):
-    """{symbol: largest value} that slices with a symbolic bound imply.  A bound that stayed
-    within a static size at every trace (`pos[:, :seq]` of a 512-row table) was not clamped,
-    and a symbolic graph must keep it so, as torch.compile guards `seq <= 512`: otherwise its
-    size is min(512, seq), which no longer broadcasts with seq.  Bounds of the form a*s + b
-    (a > 0) give s <= (size - b) // a; other forms and sizes that vary stay clamped."""
-    out = {}
+    """({symbol: smallest value}, {symbol: largest value}) that slices imply, as torch.compile
+    guards a slice's clamping on the sizes it traced with:
+    - a bound fitted to a*s + b that stayed within a static size K at every trace (`pos[:, :seq]`
+      of a 512-row table) was not clamped: s <= (K - b) // a, so the slice is `seq` long, not
+      min(512, seq), which would not broadcast with seq;
+    - a static bound within a size a*s + b at every trace (`x[:, :3]`, `x[:, -3:]` of a seq-long
+      dim) was not clamped either: a*s + b >= 3, so the slice is 3 long, not min(3, seq).
+    Sizes and bounds of other forms stay clamped (min/max in the graph)."""
+    lo, hi = {}, {}
     nodes = fitter.graphs[fitter.base]["nodes"]
+    slots = collections.defaultdict(dict)  # node index -> {"start"/"end": leaf index}
     for j, (k, where, typ, v) in enumerate(l0):
-        n = nodes[k]
-        if n["op"] != "aten.slice.Tensor" or j not in fits or "'start'" not in where and "'end'" not in where:
+        if nodes[k]["op"] == "aten.slice.Tensor":
+            for nm in ("start", "end"):
+                if "'%s'" % nm in where:
+                    slots[k][nm] = j
+    for k, js in slots.items():
+        nid = nodes[k]["id"]
+        sizes = {p: fitter.graphs[p].get("slice_sizes", {}).get(nid) for p in fitter.graphs}
+        if None in sizes.values():
             continue
-        fit_, deps = fits[j]
-        if len(deps) != 1:
-            continue
-        sizes = {fitter.graphs[p].get("slice_sizes", {}).get(n["id"]) for p in fitter.graphs}
-        if len(sizes) != 1 or None in sizes:
-            continue
-        size = sizes.pop()
-        if any(fitter.flat(p)[1][j][3] > size for p in fitter.graphs):
-            continue
-        i = deps[0]
-        pts = [(p[i], fitter.flat(p)[1][j][3]) for p in fitter.graphs]
-        (x0, y0), (x1, y1) = min(pts), max(pts)
-        if x1 == x0 or (y1 - y0) % (x1 - x0):
-            continue
-        a = (y1 - y0) // (x1 - x0)
-        b = y0 - a * x0
-        if a <= 0 or any(y != a * x + b for x, y in pts):
-            continue
-        s = syms[i]
-        out[s] = min(out.get(s, size), (size - b) // a)
-    return out
+        for nm, j in js.items():
+            vals = {p: fitter.flat(p)[1][j][3] for p in fitter.graphs}
+            if j in fits:  # a fitted bound against a static size
+                fit_, deps = fits[j]
+                if len(deps) != 1 or len(set(sizes.values())) != 1:
+                    continue
+                size = next(iter(sizes.values()))
+                if any(v > size for v in vals.values()):
+                    continue
+                i = deps[0]
+                ab = _linear([(p[i], vals[p]) for p in fitter.graphs])
+                if ab:
+                    hi[syms[i]] = min(hi.get(syms[i], size), (size - ab[1]) // ab[0])
+                continue
+            v = next(iter(vals.values()))
+            if not _is_int(v) or v >= (1 << 62) or (nm == "start" and v == 0) or len(set(sizes.values())) == 1:
+                continue
+            need = abs(v)  # within the size: size >= v, or size >= -v for a bound from the end
+            if any(sz < need for sz in sizes.values()):
+                continue
+            for i in range(len(syms)):  # the one symbol the size follows
+                ab = _linear([(p[i], sizes[p]) for p in fitter.graphs]) if len({p[i] for p in fitter.graphs}) > 1 else None
+                if ab and all(sizes[p] == ab[0] * p[i] + ab[1] for p in fitter.graphs):
+                    a_, b_ = ab
+                    lo[syms[i]] = max(lo.get(syms[i], 1), -((b_ - need) // a_))
+                    break
+    return lo, hi
 
 
 def fit(spec, graph_at, arg_types, eval_expr):
@@ -900,12 +926,14 @@ def fit(spec, graph_at, arg_types, eval_expr):
     for (i, d), s in spec.dims.items():
         graph["inputs"][i]["shape"][d] = s
     graph.pop("slice_sizes", None)
-    bounds = _slice_bounds(fitter, l0, fits, syms)
+    lows, highs = _slice_bounds(fitter, l0, fits, syms)
     ranges = collections.OrderedDict()
     for s in syms:
         lo, hi = spec.ranges.get(s, (None, None))
-        if s in bounds:
-            hi = bounds[s] if hi is None else min(hi, bounds[s])
+        if s in highs:
+            hi = highs[s] if hi is None else min(hi, highs[s])
+        if lows.get(s, 1) > 1:
+            lo = lows[s] if lo is None else max(lo, lows[s])
         r = collections.OrderedDict()
         if lo is not None:
             r["min"] = lo

@@ -535,6 +535,33 @@ def test_inplace_slices():
     f.close()
 
 
+class EdgeSlices(torch.nn.Module):
+    """Static slice bounds on a symbolic dim: the last 3 of the flipped sequence plus the first
+    3, and the top 3 (sizes min(3, s) and s - max(0, s - 3) unless s >= 3 is known)."""
+
+    def forward(self, x):
+        return x.flip(1)[:, -3:] + x[:, :3] + x.topk(3, dim=1).values
+
+
+def test_edge_slices():
+    m = EdgeSlices()
+    f = coil.compile_artifact(m, (torch.randn(2, 9, 4),), dynamic=True, coil=COIL)
+    seq = f.graph["inputs"][0]["shape"][1]
+    t.ok(f.graph.get("symbols", {}).get(seq, {}).get("min") == 3,
+         "edge slices: the export bounds %s below by the slices' 3 (%s)" % (seq, f.graph.get("symbols")))
+    for b, s in [(1, 3), (3, 4), (2, 60)]:
+        x = torch.randn(b, s, 4)
+        err = rel_errs(eager(m, (x,)), f(x))
+        t.ok(err <= TOL, "edge slices: batch %d length %d matches eager (rel err %.2e)" % (b, s, err))
+    try:
+        f(torch.randn(1, 2, 4))
+        msg = "ran"
+    except coil.CoilError as e:
+        msg = str(e)
+    t.ok("outside the range [3," in msg, "edge slices: length 2 is refused by the range: %s" % msg)
+    f.close()
+
+
 def test_bounds_guarded():
     """A size-expression slice start and a select index on a symbolic dim are guarded inside
     the dim: a binding that would address outside the tensor is refused, interpreted and
@@ -983,6 +1010,7 @@ if HAVE_COIL:
     t.run("gpt positions", test_gpt_positions)
     t.run("in-place slices", test_inplace_slices)
     t.run("bounds guarded", test_bounds_guarded)
+    t.run("edge slices", test_edge_slices)
     t.run("regroup", test_regroup)
     t.run("strided", test_strided)
     t.run("branch", test_branch_named)
