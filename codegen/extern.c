@@ -987,9 +987,14 @@ static void pad(xctx *c)
 	ir_node *xn = argn(c, 0), *o = &c->ir->nodes[outv];
 	const coil_arg *p = &c->n->args[1];
 	const int R = xn->rank;
-	int64_t lo[COIL_MAX_RANK] = {0};
-	for (int k = 0; k < p->n / 2; k++)
-		lo[R - 1 - k] = p->ints[2 * k];
+	const char *lo[COIL_MAX_RANK]; /* the low pads as C (size expressions too) */
+	int none[COIL_MAX_RANK];
+	for (int i = 0; i < R; i++)
+		lo[i] = "0", none[i] = 1;
+	for (int k = 0; k < p->n / 2; k++) {
+		lo[R - 1 - k] = dimc(c, &p->dims[2 * k]);
+		none[R - 1 - k] = dim_eq_const(&p->dims[2 * k], 0);
+	}
 	double v = c->n->args[2].f;
 	const char *t = emit_ctype(o->dtype);
 	if (o->dtype == COIL_BOOL)
@@ -1010,24 +1015,23 @@ static void pad(xctx *c)
 	 * row over the dims before dp: where it lands, then the part of dp inside
 	 * the result, one memcpy (a negative pad crops) */
 	int dp = R - 1;
-	while (dp > 0 && !lo[dp] && dim_eq(&xn->shape[dp], &o->shape[dp]))
+	while (dp > 0 && none[dp] && dim_eq(&xn->shape[dp], &o->shape[dp]))
 		dp--;
 	out(c, "\tconst int64_t rows = %s, L = %s, OL = %s, inner = %s, work = rows * L * inner;\n\t(void)work;\n",
 	    prod(c, xn, 0, dp), dimc(c, &xn->shape[dp]), dimc(c, &o->shape[dp]), prod(c, xn, dp + 1, R));
-	out(c, "\tconst int64_t c0 = %lldLL < 0 ? -(%lldLL) : 0, c1e = OL - (%lldLL), c1 = L < c1e ? L : c1e;\n",
-	    (long long)lo[dp], (long long)lo[dp], (long long)lo[dp]);
+	out(c, "\tconst int64_t p0 = %s, c0 = p0 < 0 ? -p0 : 0, c1e = OL - p0, c1 = L < c1e ? L : c1e;\n", lo[dp]);
 	out(c, "\tif (c1 <= c0 || inner == 0)\n\t\treturn;\n");
 	out(c, PAR(1));
 	out(c, "\tfor (int64_t row = 0; row < rows; row++) {\n\t\tint64_t rem = row, orow = 0, st = OL * inner, ok = 1;\n"
 	       "\t\t(void)rem;\n");
 	for (int i = dp - 1; i >= 0; i--)
-		out(c, "\t\t{\n\t\t\tconst int64_t j = rem %% %s + %lldLL;\n\t\t\trem /= %s;\n\t\t\tok &= j >= 0 && j < %s;\n"
+		out(c, "\t\t{\n\t\t\tconst int64_t j = rem %% %s + %s;\n\t\t\trem /= %s;\n\t\t\tok &= j >= 0 && j < %s;\n"
 		       "\t\t\torow += j * st;\n\t\t\tst *= %s;\n\t\t}\n",
-		    dimc(c, &xn->shape[i]), (long long)lo[i], dimc(c, &xn->shape[i]), dimc(c, &o->shape[i]),
+		    dimc(c, &xn->shape[i]), lo[i], dimc(c, &xn->shape[i]), dimc(c, &o->shape[i]),
 		    dimc(c, &o->shape[i]));
-	out(c, "\t\tif (ok)\n\t\t\tmemcpy(%s + orow + (c0 + %lldLL) * inner, %s + (row * L + c0) * inner, "
+	out(c, "\t\tif (ok)\n\t\t\tmemcpy(%s + orow + (c0 + p0) * inner, %s + (row * L + c0) * inner, "
 	       "(size_t)((c1 - c0) * inner) * sizeof(%s));\n\t}\n",
-	    buf(c, outv), (long long)lo[dp], arg(c, 0), t);
+	    buf(c, outv), arg(c, 0), t);
 }
 
 /* roll: element i of each rolled dim moves to (i + shift) mod size.  Without

@@ -2047,8 +2047,11 @@ static int infer_pad(coil_graph *g, coil_node *n, coil_err *err)
 		int d = x->rank - 1 - k;
 		if (dim_add(&out[d], &out[d], &p->dims[2 * k], err) || dim_add(&out[d], &out[d], &p->dims[2 * k + 1], err))
 			return ARGERR(1, "%s", err->msg);
-		if (dim_min(&out[d]) < 0)
+		int64_t v;
+		if (dim_is_const(&out[d], &v) && v < 0)
 			return ARGERR(1, "padding makes dim %d negative", d);
+		if (graph_guard(g, n, GUARD_GE, &out[d], 0, "padding keeps the dim's size", err))
+			return -1;
 	}
 	if (x->dtype == COIL_BOOL)
 		return ARGERR(0, "dtype bool is not supported");

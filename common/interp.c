@@ -521,8 +521,9 @@ static int eval_pad(ictx *c, coil_node *n)
 	itensor *x = IN(n, 0), *o = OUT(n, 0);
 	const coil_arg *p = &n->args[1];
 	int64_t lo[COIL_MAX_RANK] = {0}, ost[COIL_MAX_RANK];
-	for (int k = 0; k < p->n / 2; k++)
-		lo[x->rank - 1 - k] = p->ints[2 * k];
+	for (int k = 0; k < p->n / 2; k++) /* pads may be size expressions */
+		if (dim_eval(&p->dims[2 * k], c->syms, &lo[x->rank - 1 - k], c->err))
+			return -1;
 	real v = rnd(o->dtype, n->args[2].f);
 	for (int64_t e = 0; e < o->numel; e++)
 		o->d[e] = v;

@@ -245,7 +245,8 @@ def resize(inputs, sizes):
 
 class Atom:
     """A function of one symbol: kind "x", "x2", "floor" (a, c, m): (a*x+c)//m, "min"/"max"
-    (a, b, C): min(a*x+b, C)."""
+    (a, b, C): min(a*x+b, C), "floorx" (a, c, m, K, e): K*((a*x+c)//m)+e*x (a size padded to a
+    multiple: (8 - x % 8) % 8 is 8*((x+7)//8)-x)."""
     __slots__ = ("kind", "p")
 
     def __init__(self, kind, p=()):
@@ -261,6 +262,8 @@ class Atom:
             return (p[0] * x + p[1]) // p[2]
         if k == "min":
             return min(p[0] * x + p[1], p[2])
+        if k == "floorx":
+            return p[3] * ((p[0] * x + p[1]) // p[2]) + p[4] * x
         return max(p[0] * x + p[1], p[2])
 
     def render(self, s):
@@ -270,15 +273,19 @@ class Atom:
         if k == "x2":
             return "%s*%s" % (s, s)
         lin = _lin(p[0], p[1], s)
-        if k == "floor":
+        if k in ("floor", "floorx"):
             num = lin if (p[0] == 1 and p[1] == 0) else "(%s)" % lin
-            return "%s//%d" % (num, p[2])
+            fl = "%s//%d" % (num, p[2])
+            if k == "floor":
+                return fl
+            e = _lin(p[4], 0, s)
+            return "%s*(%s)%s" % (p[3], fl, e if e.startswith("-") else "+" + e)
         return "%s(%s,%d)" % (k, lin, p[2])
 
     def wrap(self, s):
         """render() safe as a factor of a product."""
         r = self.render(s)
-        return "(%s)" % r if self.kind == "floor" else r
+        return "(%s)" % r if self.kind in ("floor", "floorx") else r
 
     def __eq__(self, o):
         return isinstance(o, Atom) and (self.kind, self.p) == (o.kind, o.p)
@@ -340,6 +347,30 @@ def _uni_candidates(pts):
                         at = Atom("floor", (a, c, m))
                         out.append(((at,), lambda x, at=at, K=K, d=d: K * at(x) + d))
     if not out and len(xs) >= 4:
+        # K*floor(...) + e*x + d: rounding up to a multiple, less x
+        F = fractions.Fraction
+        for m in range(2, MAX_FLOOR_DIV + 1):
+            for a in (1, 2, 3, 4):
+                for c in range(m):
+                    pts3 = list(zip([(a * x + c) // m for x in xs], xs, ys))
+                    (f0, x0_, y0_), det = pts3[0], 0
+                    for (f1, x1_, y1_), (f2, x2_, y2_) in itertools.combinations(pts3[1:], 2):
+                        det = (f1 - f0) * (x2_ - x0_) - (f2 - f0) * (x1_ - x0_)
+                        if det:  # three points that fix K, e and d
+                            break
+                    if not det:
+                        continue
+                    K = F((y1_ - y0_) * (x2_ - x0_) - (y2_ - y0_) * (x1_ - x0_), det)
+                    e = F((f1 - f0) * (y2_ - y0_) - (f2 - f0) * (y1_ - y0_), det)
+                    if K.denominator != 1 or e.denominator != 1 or not K or not e:
+                        continue
+                    K, e = int(K), int(e)
+                    d = y0_ - K * f0 - e * x0_
+                    at = Atom("floorx", (a, c, m, K, e))
+                    if all(y == at(x) + d for x, y in zip(xs, ys)):
+                        out.append(((at,), lambda x, at=at, d=d: at(x) + d))
+        if out:
+            return out
         for kind in ("min", "max"):
             for C in sorted(set(ys)):
                 free = [(x, y) for x, y in zip(xs, ys) if y != C]
@@ -410,9 +441,13 @@ def _is_int(v):
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+# int[] slots of ATen 1.13 that later releases made SymInt[] and coil takes as sizes
+_SIZE_INTS = {("aten.constant_pad_nd.default", "pad")}
+
+
 def _sizable(typ, op, where):
     """Whether an integer in this slot may become an expression."""
-    if typ.startswith("SymInt"):
+    if typ.startswith("SymInt") or any(op == o and "'%s'" % a in where for o, a in _SIZE_INTS):
         return True
     return op.startswith("aten.arange.") and typ.startswith("Scalar") and ("'end'" in where or "'start'" in where)
 

@@ -562,6 +562,29 @@ def test_edge_slices():
     f.close()
 
 
+class PadTo8(torch.nn.Module):
+    """Pads the length to a multiple of 8 and folds it into groups of 8 (as windowed attention
+    and patching pad): F.pad's amount (8 - t % 8) % 8 is 8*((t+7)//8)-t."""
+
+    def forward(self, x):
+        t = x.shape[-1]
+        y = torch.nn.functional.pad(x, (0, (8 - t % 8) % 8))
+        return y.view(x.shape[0], x.shape[1], -1, 8).sum(-1)
+
+
+def test_pad_to_multiple():
+    m = PadTo8()
+    f = coil.compile_artifact(m, (torch.randn(2, 3, 9),), dynamic=True, coil=COIL)
+    pads = [n["args"][1] for n in f.graph["nodes"] if n["op"].startswith("aten.constant_pad_nd")]
+    t.ok(len(pads) == 1 and isinstance(pads[0][1], str) and "//8" in pads[0][1],
+         "pad to a multiple: the pad is fitted to an expression (%s)" % pads)
+    for b, s in [(1, 1), (2, 8), (3, 13), (1, 64), (2, 100)]:
+        x = torch.randn(b, 3, s)
+        err = rel_errs(eager(m, (x,)), f(x))
+        t.ok(err <= TOL, "pad to a multiple: batch %d length %d matches eager (rel err %.2e)" % (b, s, err))
+    f.close()
+
+
 def test_bounds_guarded():
     """A size-expression slice start and a select index on a symbolic dim are guarded inside
     the dim: a binding that would address outside the tensor is refused, interpreted and
@@ -1011,6 +1034,7 @@ if HAVE_COIL:
     t.run("in-place slices", test_inplace_slices)
     t.run("bounds guarded", test_bounds_guarded)
     t.run("edge slices", test_edge_slices)
+    t.run("pad to a multiple", test_pad_to_multiple)
     t.run("regroup", test_regroup)
     t.run("strided", test_strided)
     t.run("branch", test_branch_named)

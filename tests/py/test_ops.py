@@ -1797,6 +1797,11 @@ def data_cases():
     case(pd, R(3, 4, dt=f64), [1, 1], -0.5)
     case(pd, R(3, 4, dt=bf16), [0, 3], 0.1)
     case(pd, R(3, 4, dt=f16), [2, 0], 1)
+    case(pd, Sym(R(2, 4, 9), [2, 4, "n"]), Both([0, "8*((n+7)//8)-n"], [0, 7]),
+         name="constant_pad_nd to a multiple of 8 (size-expression pads)")
+    case(pd, Sym(R(2, 6, 9), [2, "c", "n"]), Both(["n//3", 1, "c-6", "2*n"], [3, 1, 0, 18]),
+         name="constant_pad_nd size-expression pads on two dims")
+    case(pd, Sym(R(2, 9), [2, "n"]), Both(["1-n", 0], [-8, 0]), name="constant_pad_nd cropping to one column")
     case(pd, R(3, 4, dt=b8), [1, 1], unsupported=True, name="constant_pad_nd bool (coil rejects; PyTorch accepts)")
     case(pd, R(3), [1, 1, 1, 1])
     case(pd, R(3), [-2, -2])
