@@ -2494,25 +2494,95 @@ def merge_cases(op, cases):
     return g, feeds, weights
 
 
+def symbolic_variants(passing, schemas):
+    """Each passing single-node case again with symbolic sizes (#17), two ways: every input dim
+    above 1 a symbol named after its size (`d4`: equal sizes stay equal), and the integers of
+    its SymInt arguments written as size expressions of one more input (`zsym+3` with zsym
+    bound to 1). The interpreter must give the case's outputs or refuse with a one-line
+    message; a crash or another result fails. Returns the variants it ran clean."""
+    variants = []
+    for c in passing:
+        if c.graph or not c.json["outputs"]:
+            continue
+        node = c.json["nodes"][0]
+        sch = schemas.get(op_full_name(node["op"]), [])
+        for kind in ("sizes", "args"):
+            g = json.loads(json.dumps(c.json))
+            n0, changed = g["nodes"][0], False
+            if kind == "sizes":
+                for d in g["inputs"]:
+                    sh = ["d%d" % v if isinstance(v, int) and v > 1 else v for v in d["shape"]]
+                    changed |= sh != d["shape"]
+                    d["shape"] = sh
+            else:
+                def mut(v):
+                    return "zsym+%d" % (v - 1) if isinstance(v, int) and not isinstance(v, bool) else v
+                for k, (typ, name) in enumerate(sch):
+                    if not (typ.startswith("SymInt") or typ == "SymScalar"):
+                        continue
+                    where, key = (n0["args"], k) if k < len(n0["args"]) else (n0.get("kwargs", {}), name)
+                    if key in (where if isinstance(where, dict) else range(len(where))):
+                        v = where[key]
+                        nv = [mut(x) for x in v] if isinstance(v, list) else mut(v)
+                        changed |= nv != v
+                        where[key] = nv
+                g["inputs"].append({"name": "zsym_in", "dtype": "f32", "shape": ["zsym"]})
+            if not changed:
+                continue
+            v = Case(c.op, [], name="%s [symbolic %s]" % (c.name, kind), ref=c.ref, covers=c.covers, tol=c.tol,
+                     tolx=c.tolx)
+            v.null_outs, v.exp, v.terr, v.json = c.null_outs, c.exp, None, g
+            v.paths = [c.paths[0][:-5] + "_%s.json" % kind, c.paths[1][:-3] + "_%s.in" % kind, c.paths[2],
+                       c.paths[3][:-4] + "_%s.out" % kind]
+            with open(v.paths[0], "w") as f:
+                json.dump(g, f)
+            feeds = st_load(c.paths[1]) if os.path.exists(c.paths[1]) else {}
+            if kind == "args":
+                feeds["zsym_in"] = torch.zeros(1)
+            st_save(feeds, v.paths[1])
+            variants.append(v)
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        results = list(pool.map(run_coil, variants))
+    clean, refused, bad = [], 0, 0
+    for v, (rc, err) in zip(variants, results):
+        if rc in (1, 2) and err.strip() and len(err.strip().splitlines()) == 1:
+            refused += 1
+            continue
+        ok, diag, _ = judge(v, rc, err)
+        if ok:
+            clean.append(v)
+        else:
+            bad += 1
+            t.ok(False, v.name, diag)
+    t.ok(bad == 0, "symbolic variants: %d ran, %d matched, %d refused with a message" % (
+        len(variants), len(clean), refused))
+    return clean
+
+
 def compiled_phase(ops, passing):
     """Every op, compiled versus interpreted on the cases that matched PyTorch: one
-    merged graph per op through `coil check` (static shapes, float/int dtypes that
-    codegen supports)."""
+    merged graph per op through `coil check` (float/int dtypes that codegen supports;
+    symbolic sizes only in symbolic_variants', whose symbols mean one size everywhere)."""
     by_op = {}
     for c in passing:
         if c.graph or not c.json["outputs"]:
             continue
         decls = c.json["inputs"] + c.json["params"] + c.json["constants"]
-        if any(d["dtype"] in HALF for d in decls) or any(isinstance(x, str) for d in decls for x in d["shape"]):
+        sym = "[symbolic" in c.name
+        if any(d["dtype"] in HALF for d in decls) or (not sym and any(isinstance(x, str) for d in decls
+                                                                       for x in d["shape"])):
             continue
         if any('"%s"' % h in json.dumps(c.json["nodes"]) for h in HALF):
             continue
-        by_op.setdefault(c.covers, []).append(c)
+        by_op.setdefault(c.covers + (" symbolic" if sym else ""), []).append(c)
     env = dict(os.environ, COIL_CACHE_DIR=os.path.join(TMP, "cache"))
 
+    def cap(op):  # a graph holds at most 24 symbols, derived ones included
+        return 8 if op.endswith(" symbolic") else 24
+
     def one(op):
-        g, feeds, weights = merge_cases(op, by_op[op][:24])
-        base = os.path.join(TMP, "m_" + op.replace(".", "_"))
+        g, feeds, weights = merge_cases(op, by_op[op][:cap(op)])
+        base = os.path.join(TMP, "m_" + op.replace(".", "_").replace(" ", "_"))
         with open(base + ".json", "w") as f:
             json.dump(g, f)
         st_save(feeds, base + ".in")
@@ -2524,9 +2594,9 @@ def compiled_phase(ops, passing):
         return op, p.returncode, (p.stdout + p.stderr).decode(errors="replace")
     with ThreadPoolExecutor(max_workers=2) as pool:
         for op, rc, out in pool.map(one, sorted(by_op)):
-            t.ok(rc == 0, "compiled == interpreted: %s (%d cases)" % (op, min(len(by_op[op]), 24)),
+            t.ok(rc == 0, "compiled == interpreted: %s (%d cases)" % (op, min(len(by_op[op]), cap(op))),
                  out[-1500:])
-    skipped = [o for o in ops if o not in by_op]
+    skipped = [o for o in ops if o not in by_op and o + " symbolic" not in by_op]
     t.diag("ops with no compiled check (only half-precision or symbolic cases): " + ", ".join(skipped))
 
 
@@ -2534,6 +2604,12 @@ def main():
     try:
         p = subprocess.run([COIL, "info", "--ops"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
         ops = [json.loads(line)["name"] for line in p.stdout.decode().splitlines() if line.strip()]
+        schemas = {}
+        for line in p.stdout.decode().splitlines():
+            if line.strip():
+                d = json.loads(line)
+                schemas[d["name"]] = [tuple(a.split("=")[0].split()[:2]) for a in d["schema"].split(",")
+                                      if a.strip() and a.strip() != "*"]
     except Exception as e:  # noqa: BLE001
         t.ok(False, "coil info --ops", repr(e))
         t.done()
@@ -2561,8 +2637,10 @@ def main():
         t.ok(ok, c.name, diag)
         if ok and compared:
             covered.add(c.covers)
-    compiled_phase(ops, [c for c in CASES if not hasattr(c, "prep_error") and judge(c, *results[id(c)])[0]
-                         and judge(c, *results[id(c)])[2]])
+    passing = [c for c in CASES if not hasattr(c, "prep_error") and judge(c, *results[id(c)])[0]
+               and judge(c, *results[id(c)])[2]]
+    sym = symbolic_variants(passing, schemas)
+    compiled_phase(ops, passing + sym)
     missing = [o for o in ops if o not in covered]
     t.ok(not missing, "every op of coil info --ops has a passing comparison case (%d ops)" % len(ops),
          "uncovered: " + ", ".join(missing))
