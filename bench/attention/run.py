@@ -102,12 +102,31 @@ def peak_mib(engine, S, T, causal, cache):
         return float("nan")
 
 
-def _ort():
+def flops(S, causal):
+    """Multiply-adds x 2 of q k^T and p v that the result needs: every (query, key) pair, or,
+    causal, the pairs on and below the diagonal."""
+    sq = 1 if DECODE else S
+    pairs = S * (S + 1) // 2 if causal and not DECODE else sq * S
+    return 4.0 * pairs * D * H
+
+
+def sgemm_rates(tmp, threads):
+    """oneDNN's f32 GEMM rate per thread count (bench/sgemm_rate.c): the roofline of f32
+    attention, whose two products run on the same FMA units."""
+    mod = _load("conv_models", os.path.join(ROOT, "bench", "conv_models.py"))
+    return {T: mod.sgemm_gflops(tmp, T) for T in threads}
+
+
+def _load(name, path):
     import importlib.util
-    spec = importlib.util.spec_from_file_location("dynamic_run", os.path.join(ROOT, "bench", "dynamic", "run.py"))
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def _ort():
+    return _load("dynamic_run", os.path.join(ROOT, "bench", "dynamic", "run.py"))
 
 
 def timed(f, ins):
@@ -216,6 +235,7 @@ def main():
     why = "not run in bf16 (no bf16 attention on ORT's CPU provider)" if BF16 else dyn.ort_available()
     tmp = tempfile.mkdtemp(prefix="coil-attn-")
     cache = a.cache or tmp
+    peak = {} if BF16 else sgemm_rates(tmp, threads)
     rows = []
     for T in threads:
         torch.set_num_threads(T)
@@ -254,26 +274,37 @@ def main():
             for k in ("unfused", "eager", "ort"):
                 if k in times:
                     row["x_" + k] = med([times[k][i] / times["fused"][i] for i in range(rounds)])
+            if T in peak:  # each engine's GFLOP/s as a share of the f32 GEMM rate
+                for k in ("fused", "unfused"):
+                    row["roof_" + k] = flops(S, a.causal) / (row["ms_" + k] * 1e6) / peak[T]
             for k in ("fused", "unfused", "eager"):
                 row["mib_" + k] = peak_mib(k, S, T, a.causal, cache)
             if ort:
                 row["mib_ort"] = ort_mib
             rows.append(row)
             print(json.dumps(row), flush=True)
+    rates = ", ".join("%d thread%s %.0f" % (T, "s" if T > 1 else "", peak[T]) for T in sorted(peak))
     lines = ["# Attention: fused kernel against unfused, eager and ONNX Runtime", "",
              "softmax(q k^T / 8%s) v, batch 1, %d heads of %d%s; %s. Times: median ms over rounds "
              "(1 round at 8192); x: fused's speedup, the median of per-round ratios. Peak: MiB the "
-             "process's peak RSS rose in one run. err: max |fused - f64 reference| / max |v|." %
-             (" + causal mask" if a.causal else "", H, D, (", bf16" if BF16 else ", f32") + (", one query row (decoding)" if DECODE else ""), "ORT: " + (why or "onnxruntime-node 1.30, all "
-                                                                     "optimizations, sequential")),
+             "process's peak RSS rose in one run. err: max |fused - f64 reference| / max |v|.%s" %
+             (" + causal mask" if a.causal else "", H, D,
+              (", bf16" if BF16 else ", f32") + (", one query row (decoding)" if DECODE else ""),
+              "ORT: " + (why or "onnxruntime-node 1.30, all optimizations, sequential"),
+              (" of GEMM: the GFLOP/s of the two products (%s pairs x 4 x %d x %d) over oneDNN's f32 "
+               "GEMM rate at that thread count (bench/sgemm_rate.c: %s GFLOP/s), the f32 roofline: a "
+               "speedup x over unfused needs x times unfused's share." %
+               ("query-key" + (" (causal: on and below the diagonal)" if a.causal else ""), D, H, rates))
+              if peak else ""),
              "", "| threads | seq | fused ms | unfused ms | eager ms | ORT ms | x unfused | x eager | x ORT "
-             "| peak fused | peak unfused | peak eager | peak ORT | err |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| fused of GEMM | unfused of GEMM | peak fused | peak unfused | peak eager | peak ORT | err |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         g = lambda k, f="%.2f": f % r[k] if k in r else "-"  # noqa: E731
-        lines.append("| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1e |" % (
+        lines.append("| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1e |" % (
             r["T"], r["S"], g("ms_fused"), g("ms_unfused"), g("ms_eager"), g("ms_ort"), g("x_unfused"),
-            g("x_eager"), g("x_ort"), g("mib_fused", "%.0f"), g("mib_unfused", "%.0f"), g("mib_eager", "%.0f"),
+            g("x_eager"), g("x_ort"), g("roof_fused", "%.2f"), g("roof_unfused", "%.2f"),
+            g("mib_fused", "%.0f"), g("mib_unfused", "%.0f"), g("mib_eager", "%.0f"),
             g("mib_ort", "%.0f"), r["err_fused"]))
     text = "\n".join(lines) + "\n"
     print(text)
