@@ -157,7 +157,7 @@ static void apply_posts(double *y, int nd, const int64_t *ddims, int npost, cons
 		for (int i = 0; i < npost; ++i) {
 			const rt_post *p = &post[i];
 			if (!is_tensor_post(p->kind)) {
-				x = eltwise(p, x);
+				x = eltwise(p, x) * (p->scale != 0 ? p->scale : 1);
 				continue;
 			}
 			/* index into the (broadcast) operand */
@@ -994,6 +994,69 @@ static void test_matmul_post(void **state)
 	run_mm(*state, &d, "bmm div+add+sigmoid", NULL);
 }
 
+/* m = 1 with a constant b runs coil's own gemv (rt_matmul_impl "coil:gemv"):
+ * every post-op kind, b either way round, sizes off the 4-row blocks, and
+ * RT_GEMV=0 giving oneDNN's kernel the same results. */
+static void test_matmul_gemv(void **state)
+{
+	static const int64_t sz[][2] = {{1, 1}, {37, 5}, {64, 33}, {300, 4}, {1029, 257}};
+	char err[256];
+	for (size_t i = 0; i < sizeof sz / sizeof *sz; ++i)
+		for (int t = 0; t < 2; ++t) {
+			rt_matmul_desc d = mdesc(1, sz[i][0], sz[i][1]);
+			d.b_const = 1, d.b_trans = t;
+			d.has_bias = t, d.bias_const = t;
+			if (t)
+				d.alpha = 0.5f, d.beta = -2;
+			char nm[96];
+			snprintf(nm, sizeof nm, "gemv k%lld n%lld tb%d", (long long)d.k, (long long)d.n, t);
+			run_mm(*state, &d, nm, NULL);
+		}
+	static const rt_post posts[] = {
+		{.kind = RT_RELU}, {.kind = RT_LEAKY_RELU, .a = 0.1f}, {.kind = RT_GELU_ERF},
+		{.kind = RT_GELU_TANH}, {.kind = RT_SILU}, {.kind = RT_SIGMOID}, {.kind = RT_TANH},
+		{.kind = RT_HARDSWISH}, {.kind = RT_HARDSIGMOID},
+		{.kind = RT_CLAMP, .a = -0.5f, .b = 0.75f}, {.kind = RT_CLAMP, .a = -INFINITY, .b = 0.25f},
+		{.kind = RT_ELU, .a = 0.7f}, {.kind = RT_LINEAR, .a = -1.5f, .b = 0.25f},
+		{.kind = RT_RELU, .scale = 3}, {.kind = RT_ADD_SAME},
+		{.kind = RT_ADD_BCAST, .rank = 1, .dims = {11}}, {.kind = RT_MUL_BCAST, .rank = 2, .dims = {1, 11}},
+		{.kind = RT_SUB_BCAST, .rank = 1, .dims = {1}}, {.kind = RT_DIV_BCAST, .rank = 2, .dims = {1, 1}},
+	};
+	for (size_t i = 0; i < sizeof posts / sizeof *posts; ++i) {
+		rt_matmul_desc d = mdesc(1, 70, 11);
+		d.b_const = d.b_trans = d.has_bias = d.bias_const = 1;
+		d.npost = 2;
+		d.post[0] = posts[i];
+		d.post[1] = (rt_post){.kind = RT_ADD_BCAST, .rank = 2, .dims = {1, 11}};
+		char nm[64];
+		snprintf(nm, sizeof nm, "gemv post %zu (kind %d)", i, (int)posts[i].kind);
+		run_mm(*state, &d, nm, NULL);
+	}
+	/* which kernel: ours at m = 1, oneDNN's past it or with RT_GEMV=0 */
+	rt_matmul_desc d = mdesc(1, 64, 40);
+	d.b_const = d.b_trans = 1;
+	float *w = rnd(64 * 40);
+	rt_matmul *mm = NULL;
+	assert_int_equal(rt_matmul_create(*state, &d, w, NULL, &mm, err, sizeof err), RT_OK);
+	assert_string_equal(rt_matmul_impl(mm), "coil:gemv");
+	assert_int_equal(rt_matmul_weight_bytes(mm), 64 * 40 * sizeof(float));
+	rt_matmul_destroy(mm);
+	d.m = 2;
+	assert_int_equal(rt_matmul_create(*state, &d, w, NULL, &mm, err, sizeof err), RT_OK);
+	assert_string_not_equal(rt_matmul_impl(mm), "coil:gemv");
+	rt_matmul_destroy(mm);
+	d.m = 1;
+	setenv("RT_GEMV", "0", 1);
+	assert_int_equal(rt_matmul_create(*state, &d, w, NULL, &mm, err, sizeof err), RT_OK);
+	assert_string_not_equal(rt_matmul_impl(mm), "coil:gemv");
+	rt_matmul_destroy(mm);
+	d.npost = 1;
+	d.post[0] = (rt_post){.kind = RT_RELU, .scale = 3};
+	run_mm(*state, &d, "oneDNN m=1 scaled relu", NULL);
+	unsetenv("RT_GEMV");
+	free(w);
+}
+
 /* ------------------------------------------------------------------ */
 /* threads, errors                                                     */
 
@@ -1455,6 +1518,7 @@ int main(void)
 		cmocka_unit_test(test_addmm),
 		cmocka_unit_test(test_bmm),
 		cmocka_unit_test(test_matmul_post),
+		cmocka_unit_test(test_matmul_gemv),
 		cmocka_unit_test(test_matmul_runtime_m),
 		cmocka_unit_test(test_matmul_int8_dynamic),
 		cmocka_unit_test(test_threads_same_result),
