@@ -516,6 +516,43 @@ static void test_conv2d_depthwise_1x1(void **state)
 	run_conv(*state, d, "1x1x1x1");
 }
 
+/* squeeze-excite's convs: 1x1 over one pixel of one image run the gemv */
+static void test_conv_gemv(void **state)
+{
+	static const rt_post posts[] = {
+		{.kind = RT_RELU}, {.kind = RT_HARDSIGMOID}, {.kind = RT_ADD_SAME},
+		{.kind = RT_ADD_BCAST, .rank = 3, .dims = {24, 1, 1}},
+		{.kind = RT_MUL_BCAST, .rank = 4, .dims = {1, 24, 1, 1}},
+		{.kind = RT_SUB_BCAST, .rank = 1, .dims = {1}},
+		{.kind = RT_DIV_BCAST, .rank = 4, .dims = {1, 24, 1, 1}},
+	};
+	for (size_t i = 0; i < sizeof posts / sizeof *posts; ++i)
+		for (int cl = 0; cl < 2; ++cl) {
+			rt_conv_desc d = cdesc(2, 1, 100, 24, 1, 1, 1, 1, 0, 1);
+			d.has_bias = 1, d.channels_last = cl;
+			d.npost = 1;
+			d.post[0] = posts[i];
+			char nm[64];
+			snprintf(nm, sizeof nm, "1x1 of one pixel, post %zu cl %d", i, cl);
+			run_conv(*state, d, nm);
+		}
+	rt_conv_desc d = cdesc(1, 1, 33, 7, 1, 1, 1, 1, 0, 1);
+	run_conv(*state, d, "conv1d of one step, no bias");
+	char err[256];
+	float *w = rnd(100 * 24);
+	rt_conv *c = NULL;
+	d = cdesc(2, 1, 100, 24, 1, 1, 1, 1, 0, 1);
+	assert_int_equal(rt_conv_create(*state, &d, w, NULL, &c, err, sizeof err), RT_OK);
+	assert_string_equal(rt_conv_impl(c), "coil:gemv");
+	assert_int_equal(rt_conv_weight_bytes(c), 100 * 32 * sizeof(float)); /* panels: oc rounded up to 16 */
+	rt_conv_destroy(c);
+	d = cdesc(2, 2, 100, 24, 1, 1, 1, 1, 0, 1); /* two images: oneDNN's */
+	assert_int_equal(rt_conv_create(*state, &d, w, NULL, &c, err, sizeof err), RT_OK);
+	assert_string_not_equal(rt_conv_impl(c), "coil:gemv");
+	rt_conv_destroy(c);
+	free(w);
+}
+
 static void test_conv1d_3d(void **state)
 {
 	rt_conv_desc d = cdesc(1, 2, 5, 7, 1, 13, 3, 2, 1, 1);
@@ -999,7 +1036,9 @@ static void test_matmul_post(void **state)
  * RT_GEMV=0 giving oneDNN's kernel the same results. */
 static void test_matmul_gemv(void **state)
 {
-	static const int64_t sz[][2] = {{1, 1}, {37, 5}, {64, 33}, {300, 4}, {1029, 257}};
+	/* k under 2048: panels of 64 (n = 1, 5, 33, 64, 257: full, partial and padded panels); from
+	 * 2048: rows, four at a time (n = 7, 9) */
+	static const int64_t sz[][2] = {{1, 1}, {37, 5}, {64, 33}, {300, 64}, {1029, 257}, {2048, 7}, {3001, 9}};
 	char err[256];
 	for (size_t i = 0; i < sizeof sz / sizeof *sz; ++i)
 		for (int t = 0; t < 2; ++t) {
@@ -1039,7 +1078,7 @@ static void test_matmul_gemv(void **state)
 	rt_matmul *mm = NULL;
 	assert_int_equal(rt_matmul_create(*state, &d, w, NULL, &mm, err, sizeof err), RT_OK);
 	assert_string_equal(rt_matmul_impl(mm), "coil:gemv");
-	assert_int_equal(rt_matmul_weight_bytes(mm), 64 * 40 * sizeof(float));
+	assert_int_equal(rt_matmul_weight_bytes(mm), 64 * 48 * sizeof(float)); /* panels: n rounded up to 16 */
 	rt_matmul_destroy(mm);
 	d.m = 2;
 	assert_int_equal(rt_matmul_create(*state, &d, w, NULL, &mm, err, sizeof err), RT_OK);
@@ -1508,6 +1547,7 @@ int main(void)
 		cmocka_unit_test(test_conv_trim),
 		cmocka_unit_test(test_conv2d_stride_pad_dil_groups),
 		cmocka_unit_test(test_conv2d_depthwise_1x1),
+		cmocka_unit_test(test_conv_gemv),
 		cmocka_unit_test(test_conv1d_3d),
 		cmocka_unit_test(test_conv_transposed),
 		cmocka_unit_test(test_conv_post_each),

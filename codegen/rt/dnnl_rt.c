@@ -769,6 +769,7 @@ typedef struct deconv_gemm {
 struct rt_conv {
 	prim p;
 	deconv_gemm *dg; /* the GEMM path instead of oneDNN's primitive */
+	rt_matmul *mm;   /* a 1x1 conv of one pixel: the gemv (conv_gemv_ok) */
 	size_t weight_bytes;
 	size_t ws_bytes;       /* workspace this conv needs (scratchpad included) */
 	/* via: NCHW caller layout, NHWC primitive; reorders around it.  Binary
@@ -1071,6 +1072,55 @@ static int conv_as_2d(const rt_conv_desc *d, rt_conv_desc *t)
 	return 1;
 }
 
+static int gemv_enabled(void)
+{
+	const char *e = getenv("RT_GEMV");
+	return !(e && *e == '0');
+}
+
+/* A dense 1x1 conv over one pixel of one image (squeeze-excite's two convs
+ * after the global pool) is a matrix-vector product: the gemv of rt_matmul
+ * on the weight as [oc, ic] rows (PyTorch's layout).  Any binary operand a
+ * [1, oc, 1...] dst can take is per-channel or scalar: [1, oc] or [1, 1]. */
+static int conv_gemv_ok(const rt_conv_desc *d)
+{
+	if (!gemv_enabled() || d->dtype != RT_F32 || d->q || d->transposed || (d->groups && d->groups != 1) ||
+	    d->n != 1)
+		return 0;
+	for (int i = 0; i < d->nsp; ++i)
+		if (d->in[i] != 1 || d->out[i] != 1 || d->k[i] != 1 || d->pad_l[i] || d->pad_r[i])
+			return 0;
+	return 1;
+}
+
+static int conv_gemv_create(rt_ctx *ctx, rt_conv *c, const rt_conv_desc *d, const void *weight,
+			    const void *bias, char *err, size_t errlen)
+{
+	rt_matmul_desc m;
+	memset(&m, 0, sizeof m);
+	m.dtype = RT_F32;
+	m.m = 1, m.k = d->ic, m.n = d->oc;
+	m.b_trans = m.b_const = 1;
+	m.has_bias = m.bias_const = d->has_bias;
+	m.alpha = m.beta = 1;
+	m.npost = d->npost;
+	for (int i = 0; i < d->npost; ++i) {
+		m.post[i] = d->post[i];
+		if (d->post[i].kind >= RT_ADD_BCAST) {
+			int64_t e = 1;
+			for (int j = 0; j < d->post[i].rank && j < 8; ++j)
+				e *= d->post[i].dims[j];
+			m.post[i].rank = 2, m.post[i].dims[0] = 1, m.post[i].dims[1] = e;
+			for (int j = 2; j < 8; ++j)
+				m.post[i].dims[j] = 0;
+		}
+	}
+	int rc = rt_matmul_create(ctx, &m, weight, bias, &c->mm, err, errlen);
+	if (rc == RT_OK)
+		c->weight_bytes = rt_matmul_weight_bytes(c->mm);
+	return rc;
+}
+
 RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight,
 			  const void *bias, rt_conv **out, char *err, size_t errlen)
 {
@@ -1109,6 +1159,14 @@ static int conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight, c
 	if (!c)
 		return seterr(err, errlen, RT_ENOMEM, "rt_conv_create: out of memory");
 	c->p.ctx = ctx;
+	if (conv_gemv_ok(d)) {
+		if ((rc = conv_gemv_create(ctx, c, d, weight, bias, err, errlen))) {
+			free(c);
+			return rc;
+		}
+		*out = c;
+		return RT_OK;
+	}
 	if (conv_gemm_ok(d)) {
 		if ((rc = deconv_gemm_create(ctx, c, d, weight, bias, err, errlen))) {
 			free(c);
@@ -1385,6 +1443,8 @@ RT_API int rt_conv_run(rt_conv *c, const void *src, void *dst, const void *const
 		if (c->p.role[i] != ROLE_NONE && !(post_src && post_src[i]))
 			return seterr(err, errlen, RT_EINVAL, "post-op %d needs post_src[%d]", i,
 				      i);
+	if (c->mm)
+		return rt_matmul_run(c->mm, 1, src, NULL, NULL, dst, post_src, err, errlen);
 	int rc, prev = threads_enter(c->p.ctx);
 	if (c->dg) {
 		rc = deconv_gemm_run(c, src, dst, err, errlen);
@@ -1405,6 +1465,11 @@ RT_API void rt_conv_destroy(rt_conv *c)
 {
 	if (!c)
 		return;
+	if (c->mm) {
+		rt_matmul_destroy(c->mm);
+		free(c);
+		return;
+	}
 	if (c->dg) {
 		free(c->dg->w), free(c->dg->bias), free(c->dg);
 		free(c);
@@ -1421,7 +1486,10 @@ RT_API void rt_conv_destroy(rt_conv *c)
 
 RT_API size_t rt_conv_scratch_bytes(const rt_conv *c) { return c ? c->ws_bytes : 0; }
 RT_API size_t rt_conv_weight_bytes(const rt_conv *c) { return c ? c->weight_bytes : 0; }
-RT_API const char *rt_conv_impl(const rt_conv *c) { return !c ? "" : c->dg ? "coil:gemm_col2im" : prim_impl(&c->p); }
+RT_API const char *rt_conv_impl(const rt_conv *c)
+{
+	return !c ? "" : c->mm ? rt_matmul_impl(c->mm) : c->dg ? "coil:gemm_col2im" : prim_impl(&c->p);
+}
 RT_API int rt_conv_via_nhwc(const rt_conv *c) { return c ? c->via : 0; }
 
 /* ------------------------------------------------------------------ */
@@ -1449,9 +1517,10 @@ struct rt_matmul {
 	void *dyn_a;
 	size_t dyn_elems;
 	/* gemv (see mm_gemv_ok): b as [n, k] rows, alpha, beta*bias; the post-ops run here */
-	int gemv, gemv_nt;
+	int gemv, gemv_nt, panels;
 	int64_t k, n;
 	float *gw, *gbias, galpha;
+	size_t gw_bytes;
 	rt_post post[RT_MAX_POST];
 };
 
@@ -1573,38 +1642,41 @@ fail:
 	return rc;
 }
 
-/* A matmul with a few rows (a classifier at batch 1, a decoder step) is a
- * stream over the weights: oneDNN's brgemm reads its blocked copy at ~14
- * GB/s on one Zen 4 core where plain [n, k] rows read at ~20 GB/s, so
- * alexnet's and vgg's classifiers, most of their time at batch 1, ran 30%
- * under the bandwidth.  Rows of b are dotted with each row of a (four rows
- * of b at a time, re-read from L1 for each row of a), split over threads
- * by rows of b; the post-ops are applied per element here.  RT_GEMV=0 in
- * the environment turns it off. */
-#define RT_GEMV_MAX_M 1
+/* A matmul of one row with constant weights (a classifier at batch 1, an
+ * SE block's convs, a decoder step) is a stream over the weights: oneDNN's
+ * brgemm reads its blocked copy at ~14 GB/s on one Zen 4 core where a
+ * plain stream reads at ~20, so alexnet's and vgg's classifiers, most of
+ * their time at batch 1, ran 30% under the bandwidth.  Two layouts, by k:
+ * long rows ([n, k], four dotted at a time) where the prefetchers keep up
+ * with four streams; under RT_GEMV_ROWS_K, where four short streams start
+ * cold too often, panels of 64 outputs ([k][64], the last 16..64 wide and
+ * zero-padded) read as one stream (measured cold: 960x1280 0.30 ms
+ * against 0.37 as rows; 4096x9216 8.7 ms against 7.3).  Split over threads
+ * by outputs, each computed by one thread in a fixed order: the same bits
+ * at any thread count.  The post-ops are applied per element here.
+ * RT_GEMV=0 in the environment turns it off. */
+#define RT_GEMV_ROWS_K 2048
+#define RT_GEMV_PANEL 64
 
 static int mm_gemv_ok(const rt_matmul_desc *d)
 {
-	const char *e = getenv("RT_GEMV");
-	if (e && *e == '0')
-		return 0;
-	return d->dtype == RT_F32 && !d->q && !d->nbatch && d->b_const && !d->m_runtime &&
-	       !d->a_trans && d->m <= RT_GEMV_MAX_M && (!d->has_bias || (d->bias_const && !d->bias_full));
+	return gemv_enabled() && d->dtype == RT_F32 && !d->q && !d->nbatch && d->b_const && !d->m_runtime &&
+	       !d->a_trans && d->m == 1 && (!d->has_bias || (d->bias_const && !d->bias_full));
 }
 
-static float gemv_post(const rt_matmul *mm, float x, int64_t i, int64_t j, const float *const *src)
+static float gemv_post(const rt_matmul *mm, float x, int64_t j, const float *const *src)
 {
 	for (int q = 0; q < mm->p.npost; ++q) {
 		const rt_post *o = &mm->post[q];
 		float y = x;
 		if (mm->p.role[q] == ROLE_SUM) {
-			x += src[q][i * mm->n + j];
+			x += src[q][j];
 			continue;
 		}
 		if (mm->p.role[q] == ROLE_BIN) {
 			int64_t dm[2];
 			bin_dims(o, 2, dm);
-			float v = src[q][(dm[0] == 1 ? 0 : i) * dm[1] + (dm[1] == 1 ? 0 : j)];
+			const float v = src[q][dm[1] == 1 ? 0 : j];
 			x = o->kind == RT_ADD_BCAST ? x + v : o->kind == RT_MUL_BCAST ? x * v
 			  : o->kind == RT_SUB_BCAST ? x - v : x / v;
 			continue;
@@ -1630,42 +1702,76 @@ static float gemv_post(const rt_matmul *mm, float x, int64_t i, int64_t j, const
 	return x;
 }
 
-/* c[i, j0..j1) for every row i of a */
-static void gemv_rows(const rt_matmul *mm, int64_t m, const float *a, float *c, int64_t j0,
-		      int64_t j1, const float *const *src)
+static void gemv_store(const rt_matmul *mm, float *c, int64_t j, int64_t nj, const float *s,
+		       const float *const *src)
 {
-	const int64_t K = mm->k, N = mm->n;
-	const float *b = mm->gbias;
+	for (int64_t t = 0; t < nj; ++t) {
+		const float v = mm->galpha * s[t] + (mm->gbias ? mm->gbias[j + t] : 0);
+		c[j + t] = mm->p.npost ? gemv_post(mm, v, j + t, src) : v;
+	}
+}
+
+/* c[j0..j1) from [n, k] rows, four at a time */
+static void gemv_rows(const rt_matmul *mm, const float *x, float *c, int64_t j0, int64_t j1,
+		      const float *const *src)
+{
+	const int64_t K = mm->k;
 	for (int64_t j = j0; j < j1; j += 4) {
 		const int64_t nj = j1 - j < 4 ? j1 - j : 4;
 		const float *w0 = mm->gw + j * K;
 		const float *w1 = nj > 1 ? w0 + K : w0, *w2 = nj > 2 ? w0 + 2 * K : w0,
 			    *w3 = nj > 3 ? w0 + 3 * K : w0;
-		for (int64_t i = 0; i < m; ++i) {
-			const float *x = a + i * K;
-			float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+		float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
 #ifdef _OPENMP
 #pragma omp simd reduction(+ : s0, s1, s2, s3)
 #endif
-			for (int64_t k = 0; k < K; ++k) {
-				const float xk = x[k];
-				s0 += w0[k] * xk, s1 += w1[k] * xk, s2 += w2[k] * xk, s3 += w3[k] * xk;
-			}
-			const float s[4] = {s0, s1, s2, s3};
-			for (int64_t t = 0; t < nj; ++t) {
-				float v = mm->galpha * s[t] + (b ? b[j + t] : 0);
-				c[i * N + j + t] = mm->p.npost ? gemv_post(mm, v, i, j + t, src) : v;
-			}
+		for (int64_t k = 0; k < K; ++k) {
+			const float xk = x[k];
+			s0 += w0[k] * xk, s1 += w1[k] * xk, s2 += w2[k] * xk, s3 += w3[k] * xk;
 		}
+		const float s[4] = {s0, s1, s2, s3};
+		gemv_store(mm, c, j, nj, s, src);
+	}
+}
+
+/* one panel of W outputs: [k][W] */
+static inline void gemv_panel(const float *restrict P, const float *restrict x, int64_t K, int W,
+			      float *restrict acc)
+{
+	for (int t = 0; t < W; ++t)
+		acc[t] = 0;
+	for (int64_t k = 0; k < K; ++k) {
+		const float xk = x[k];
+		for (int t = 0; t < W; ++t)
+			acc[t] += P[k * W + t] * xk;
+	}
+}
+
+/* c[64 p0 .. 64 p1) from panels p0..p1 */
+static void gemv_panels(const rt_matmul *mm, const float *x, float *c, int64_t p0, int64_t p1,
+			const float *const *src)
+{
+	const int64_t K = mm->k, N = mm->n;
+	float acc[RT_GEMV_PANEL];
+	for (int64_t p = p0; p < p1; ++p) {
+		const int64_t j = p * RT_GEMV_PANEL, nj = N - j < RT_GEMV_PANEL ? N - j : RT_GEMV_PANEL;
+		const float *P = mm->gw + j * K;
+		switch ((nj + 15) / 16) { /* constant widths: the inner loop in vector registers */
+		case 1: gemv_panel(P, x, K, 16, acc); break;
+		case 2: gemv_panel(P, x, K, 32, acc); break;
+		case 3: gemv_panel(P, x, K, 48, acc); break;
+		default: gemv_panel(P, x, K, 64, acc); break;
+		}
+		gemv_store(mm, c, j, nj, acc, src);
 	}
 }
 
 static void gemv_run(const rt_matmul *mm, const float *a, float *c, const void *const *post_src)
 {
 	const float *const *src = (const float *const *)post_src;
-	const int64_t m = mm->m, nq = (mm->n + 3) / 4;
-	/* a thread is worth it past ~64 KiB of weights */
+	const int64_t unit = mm->panels ? RT_GEMV_PANEL : 4, nu = (mm->n + unit - 1) / unit;
 #ifdef _OPENMP
+	/* a thread is worth it past ~64 KiB of weights */
 	const int nt = mm->gemv_nt > 1 && mm->n * mm->k >= 16384 ? mm->gemv_nt : 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
 #endif
@@ -1675,37 +1781,47 @@ static void gemv_run(const rt_matmul *mm, const float *a, float *c, const void *
 #else
 		const int t = 0, T = 1;
 #endif
-		const int64_t q0 = nq * t / T, q1 = nq * (t + 1) / T;
-		const int64_t j1 = 4 * q1 < mm->n ? 4 * q1 : mm->n;
-		if (4 * q0 < j1)
-			gemv_rows(mm, m, a, c, 4 * q0, j1, src);
+		const int64_t u0 = nu * t / T, u1 = nu * (t + 1) / T;
+		if (u0 < u1 && mm->panels)
+			gemv_panels(mm, a, c, u0, u1, src);
+		else if (u0 < u1)
+			gemv_rows(mm, a, c, 4 * u0, 4 * u1 < mm->n ? 4 * u1 : mm->n, src);
 	}
 }
 
-/* b (as given: [k, n], or [n, k] with b_trans) into [n, k] rows; the bias times beta */
+/* b (as given: [k, n], or [n, k] with b_trans) into rows or panels; the bias times beta */
 static int gemv_setup(rt_matmul *mm, const rt_matmul_desc *d, const float *b, const float *bias,
 		      float alpha, float beta, char *err, size_t errlen)
 {
+	const int64_t K = d->k, N = d->n;
 	mm->gemv = 1;
-	mm->k = d->k, mm->n = d->n, mm->galpha = alpha;
+	mm->k = K, mm->n = N, mm->galpha = alpha;
+	mm->panels = K < RT_GEMV_ROWS_K;
 #ifdef _OPENMP
 	mm->gemv_nt = mm->p.ctx->nthreads > 0 ? mm->p.ctx->nthreads : omp_get_max_threads();
 #endif
 	memcpy(mm->post, d->post, sizeof mm->post);
-	mm->gw = aligned_alloc(64, round64((size_t)d->n * (size_t)d->k * sizeof(float)));
+	/* panels: every one 64 wide but the last, rounded up to 16 */
+	const int64_t np = mm->panels ? (N + 15) / 16 * 16 : N;
+	mm->gw_bytes = (size_t)np * (size_t)K * sizeof(float);
+	mm->gw = aligned_alloc(64, round64(mm->gw_bytes));
 	if (!mm->gw)
 		return seterr(err, errlen, RT_ENOMEM, "rt_matmul: out of memory");
-	if (d->b_trans)
-		memcpy(mm->gw, b, (size_t)d->n * (size_t)d->k * sizeof(float));
-	else
-		for (int64_t kk = 0; kk < d->k; ++kk)
-			for (int64_t j = 0; j < d->n; ++j)
-				mm->gw[j * d->k + kk] = b[kk * d->n + j];
+	for (int64_t j = 0; j < np; ++j) {
+		const int64_t j0 = j / RT_GEMV_PANEL * RT_GEMV_PANEL,
+			      w = np - j0 < RT_GEMV_PANEL ? np - j0 : RT_GEMV_PANEL;
+		for (int64_t k = 0; k < K; ++k) {
+			const float v = j >= N ? 0 : d->b_trans ? b[j * K + k] : b[k * N + j];
+			if (mm->panels)
+				mm->gw[j0 * K + k * w + (j - j0)] = v;
+			else
+				mm->gw[j * K + k] = v;
+		}
+	}
 	if (d->has_bias) {
-		const size_t nb = (size_t)d->n;
-		if (!(mm->gbias = malloc(nb * sizeof(float))))
+		if (!(mm->gbias = malloc((size_t)N * sizeof(float))))
 			return seterr(err, errlen, RT_ENOMEM, "rt_matmul: out of memory");
-		for (size_t j = 0; j < nb; ++j)
+		for (int64_t j = 0; j < N; ++j)
 			mm->gbias[j] = beta * bias[j];
 	}
 	return RT_OK;
@@ -2031,7 +2147,7 @@ RT_API size_t rt_matmul_weight_bytes(const rt_matmul *mm)
 {
 	const dnnl_memory_desc_t *md = NULL;
 	if (mm && mm->gemv)
-		return (size_t)mm->n * (size_t)mm->k * sizeof(float);
+		return mm->gw_bytes;
 	if (!mm || !mm->b_const || !mm->p.mem[ARG_WEI] || dnnl_memory_get_memory_desc(mm->p.mem[ARG_WEI], &md) || !md)
 		return 0;
 	return dnnl_memory_desc_get_size(md);
