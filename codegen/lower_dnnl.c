@@ -549,6 +549,17 @@ int dn_q_weights(coil_graph *g, char *mark)
 	return 0;
 }
 
+/* A depthwise convolution with a dilation above 1 */
+static int dw_dilated(coil_graph *g, const coil_node *n)
+{
+	const coil_value *x = node_in(g, n, 0);
+	int64_t ch, grp = n->args[8].i;
+	int dilated = 0;
+	for (int i = 0; i < n->args[5].n; i++)
+		dilated |= n->args[5].ints[i] > 1;
+	return dilated && !n->args[6].i && grp > 1 && dim_is_const(&x->shape[1], &ch) && ch == grp;
+}
+
 /* Whether head node h can run on oneDNN at all; fills the matmul B fields. */
 static int eligible(pctx *c, int h, dn_fuse *f)
 {
@@ -569,15 +580,12 @@ static int eligible(pctx *c, int h, dn_fuse *f)
 		for (int i = 0; i < o->rank; i++) /* empty convolutions stay on the generated loops */
 			if (dim_eq_const(&o->shape[i], 0) || (i < x->rank && dim_eq_const(&x->shape[i], 0)))
 				return 0;
-		/* oneDNN 2.6 has no jit depthwise kernel with dilation: it falls back to gemm, ~250x
+		/* oneDNN 2.6's NHWC depthwise kernel takes no dilation: it falls back to gemm, ~250x
 		 * slower (ConvTasNet's dilated depthwise 1-d convs: 12.5 ms each, against 0.05 ms of
-		 * work); at static sizes those stay on the generated loops */
-		int64_t ch, grp = n->args[8].i;
-		int dilated = 0;
-		for (int i = 0; i < n->args[5].n; i++)
-			dilated |= n->args[5].ints[i] > 1;
-		if (dilated && !n->args[6].i && grp > 1 && dim_is_const(&x->shape[1], &ch) && ch == grp &&
-		    shape_is_const(x->shape, x->rank))
+		 * work).  Its blocked one does, and the runtime runs 1-d and 2-d f32 ones so
+		 * (conv_dw_blocked_ok); the rest, at static sizes, stay on the generated loops */
+		if (dw_dilated(g, n) && dim_eq(&o->shape[1], &x->shape[1]) && shape_is_const(x->shape, x->rank) &&
+		    !(T == COIL_F32 && x->rank <= 4))
 			return 0;
 		f->is_conv = 1;
 		return 1;
@@ -774,6 +782,10 @@ static int step(pctx *c, dn_fuse *f, const coil_node *u, int cur, int view_free)
 			f->fold[f->nfold++] = (dn_fold){.kind = k, .val = other};
 			return 0;
 		}
+		/* a dilated depthwise conv runs blocked (the runtime's conv_dw_blocked_ok): no
+		 * binary post-op */
+		if (conv && dw_dilated(g, &g->nodes[f->head]))
+			return -1;
 		if (u->op == OP_ADD && same_shape(ov, cv)) {
 			int has_sum = 0;
 			for (int i = 0; i < f->npost; i++)

@@ -553,6 +553,33 @@ static void test_conv_gemv(void **state)
 	free(w);
 }
 
+/* dilated depthwise convs run oneDNN's jit_dw kernel (its NHWC one takes no dilation) */
+static void test_conv_dw_dilated(void **state)
+{
+	for (int cl = 0; cl < 2; ++cl) {
+		rt_conv_desc d = cdesc(2, 1, 32, 32, 32, 14, 5, 1, 4, 2);
+		d.has_bias = 1, d.channels_last = cl;
+		d.npost = 1;
+		d.post[0] = (rt_post){.kind = RT_HARDSWISH};
+		run_conv(*state, d, cl ? "dw 5x5 dil 2 nhwc" : "dw 5x5 dil 2 nchw");
+		d = cdesc(1, 2, 16, 16, 16, 100, 3, 1, 8, 8);
+		d.channels_last = cl;
+		run_conv(*state, d, cl ? "dw 1-d k3 dil 8 nwc" : "dw 1-d k3 dil 8 ncw");
+	}
+	rt_conv_desc d = cdesc(2, 1, 48, 48, 48, 9, 3, 2, 3, 3);
+	run_conv(*state, d, "dw 3x3 s2 dil 3");
+	char err[256];
+	float *w = rnd(32 * 25);
+	rt_conv *c = NULL;
+	d = cdesc(2, 1, 32, 32, 32, 14, 5, 1, 4, 2);
+	d.channels_last = 1;
+	assert_int_equal(rt_conv_create(*state, &d, w, NULL, &c, err, sizeof err), RT_OK);
+	if (strncmp(rt_conv_impl(c), "jit", 3))
+		fail_msg("dilated depthwise runs %s, not a jit kernel", rt_conv_impl(c));
+	rt_conv_destroy(c);
+	free(w);
+}
+
 static void test_conv1d_3d(void **state)
 {
 	rt_conv_desc d = cdesc(1, 2, 5, 7, 1, 13, 3, 2, 1, 1);
@@ -1548,6 +1575,7 @@ int main(void)
 		cmocka_unit_test(test_conv2d_stride_pad_dil_groups),
 		cmocka_unit_test(test_conv2d_depthwise_1x1),
 		cmocka_unit_test(test_conv_gemv),
+		cmocka_unit_test(test_conv_dw_dilated),
 		cmocka_unit_test(test_conv1d_3d),
 		cmocka_unit_test(test_conv_transposed),
 		cmocka_unit_test(test_conv_post_each),
