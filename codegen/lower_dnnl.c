@@ -179,6 +179,12 @@ static int clamp_bounds(const coil_node *u, double *lo, double *hi)
 /* The eltwise post-op for activation u (relu, gelu, silu, sigmoid, tanh,
  * hardswish, hardsigmoid, hardtanh and clamp with scalar bounds, leaky_relu,
  * elu with unit scales) appended to f: 0, or -1 when u is none of them. */
+/* An activation oneDNN's f32 convolution kernels compute slowly (exp, erf or tanh inside) */
+static int costly_post(enum dn_post_kind k)
+{
+	return k == DN_GELU_ERF || k == DN_GELU_TANH || k == DN_SILU || k == DN_SIGMOID || k == DN_TANH || k == DN_ELU;
+}
+
 static int elt_post(dn_fuse *f, const coil_node *u)
 {
 	double lo, hi;
@@ -821,6 +827,14 @@ static int step(pctx *c, dn_fuse *f, const coil_node *u, int cur, int view_free)
 		if (!f->is_pool && !f->q && c->unfuse && c->unfuse[f->head]) { /* autotune's choice: generated code */
 			f->npost--;
 			f->act = (int)(u - g->nodes);
+			return -1;
+		}
+		/* oneDNN 2.6 computes a transcendental activation in its f32 conv kernels at ~0.4 ns an
+		 * element (1x1 conv 32->144 at 112x112: 1.06 ms bare, 1.81 with swish, 2.1 with gelu),
+		 * several times what a generated kernel takes for it (0.14 ns) and a pass more: those
+		 * stay out of f32 convolutions (relu, clamps and the hard ones cost ~0.05 ns and stay) */
+		if (f->is_conv && T == COIL_F32 && costly_post(f->post[f->npost - 1].kind)) {
+			f->npost--;
 			return -1;
 		}
 		f->elt += !f->is_pool && !f->q;

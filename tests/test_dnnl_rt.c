@@ -514,6 +514,24 @@ static void test_conv2d_depthwise_1x1(void **state)
 	d = cdesc(2, 1, 1, 1, 1, 1, 1, 1, 0, 1);
 	d.has_bias = 1;
 	run_conv(*state, d, "1x1x1x1");
+
+	/* f32 depthwise: jit_dw, not oneDNN's first pick (brdgmm_dw), unless RT_DW_JIT=0 */
+	d = cdesc(2, 1, 32, 32, 32, 28, 3, 1, 1, 1);
+	d.channels_last = 1, d.npost = 1;
+	d.post[0] = (rt_post){.kind = RT_RELU};
+	run_conv(*state, d, "depthwise nhwc relu");
+	char err[256];
+	float *w = rnd(32 * 9);
+	rt_conv *c = NULL;
+	assert_int_equal(rt_conv_create(*state, &d, w, NULL, &c, err, sizeof err), RT_OK);
+	assert_int_equal(strncmp(rt_conv_impl(c), "jit_dw", 6), 0);
+	rt_conv_destroy(c);
+	setenv("RT_DW_JIT", "0", 1);
+	assert_int_equal(rt_conv_create(*state, &d, w, NULL, &c, err, sizeof err), RT_OK);
+	assert_int_not_equal(strncmp(rt_conv_impl(c), "jit_dw", 6), 0);
+	rt_conv_destroy(c);
+	unsetenv("RT_DW_JIT");
+	free(w);
 }
 
 /* squeeze-excite's convs: 1x1 over one pixel of one image run the gemv */

@@ -504,8 +504,9 @@ def test_autotune(t, cache):
     nn = torch.nn
     torch.manual_seed(0)
     # the softmax keeps the second convolution out of an NHWC chain: every path is open to it
-    m = nn.Sequential(nn.Conv2d(8, 16, 3, padding=1), nn.SiLU(), nn.Softmax(dim=1), nn.Conv2d(16, 16, 3, padding=1),
-                      nn.GELU(), nn.Conv2d(16, 8, 1), nn.Hardswish()).eval()
+    # (activations oneDNN computes fast: SiLU and GELU never fuse into an f32 conv, below)
+    m = nn.Sequential(nn.Conv2d(8, 16, 3, padding=1), nn.Hardswish(), nn.Softmax(dim=1), nn.Conv2d(16, 16, 3, padding=1),
+                      nn.LeakyReLU(0.2), nn.Conv2d(16, 8, 1), nn.Hardswish()).eval()
     x = torch.randn(2, 8, 12, 12)
     want = eager(m, (x,))
     base = coil.compile(m, (x,), threads=1, cache_dir=cache, coil=COIL)
@@ -546,10 +547,27 @@ def test_autotune(t, cache):
         chosen = [lib.coil_model_tune(j, -1, ctypes.byref(k), ctypes.byref(mask))
                   for j in range(lib.coil_model_tune(-1, -1, ctypes.byref(k), ctypes.byref(mask)))]
         names = [e["name"] for e in f.profile(x, runs=1)]
-        acts = [n for n in names if n.startswith("pointwise") and ("aten.silu" in n or "aten.gelu" in n)]
+        acts = [n for n in names if n.startswith("pointwise") and ("aten.hardswish" in n or "aten.leaky_relu" in n)]
         t.ok(rel_err(want, got) <= TOL and path in chosen and bool(acts) == bool(unfuse),
              "max-autotune forced to path %d, activations %s: equal to eager (%.1e), in the table %s" % (
                  path, "as generated code" if unfuse else "fused", rel_err(want, got), chosen), names)
+
+
+def test_costly_activations(t, cache):
+    """SiLU, GELU, sigmoid and tanh after an f32 convolution run as generated code (oneDNN's
+    conv kernels compute them several times slower); ReLU and hardswish stay fused."""
+    nn = torch.nn
+    torch.manual_seed(1)
+    for act, fused in ((nn.SiLU(), False), (nn.GELU(), False), (nn.Sigmoid(), False), (nn.Tanh(), False),
+                       (nn.ReLU(), True), (nn.Hardswish(), True)):
+        m = nn.Sequential(nn.Conv2d(8, 16, 3, padding=1), act).eval()
+        x = torch.randn(1, 8, 20, 20)
+        f = coil.compile(m, (x,), threads=1, cache_dir=cache, coil=COIL)
+        names = [e["name"] for e in f.profile(x, runs=1)]
+        gen = any(n.startswith("pointwise") for n in names)
+        t.ok(rel_err(eager(m, (x,)), f(x)) <= TOL and gen != fused,
+             "conv + %s: matches eager, the activation %s" % (type(act).__name__, "fused" if fused else "generated"),
+             names)
 
 
 def test_targets(t, fns):
@@ -769,6 +787,7 @@ def main():
         t.run("dynamic batch", test_dynamic, t, cache)
         t.run("profile", test_profile, t, cache)
         t.run("autotune", test_autotune, t, cache)
+        t.run("costly activations", test_costly_activations, t, cache)
         t.run("targets", test_targets, t, fns)
         t.run("server", test_server, t, cache, fns)
         t.run("verified load", test_verified_load, t, fns)
