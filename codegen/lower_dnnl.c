@@ -588,10 +588,11 @@ static int eligible(pctx *c, int h, dn_fuse *f)
 				return 0;
 		/* oneDNN 2.6's NHWC depthwise kernel takes no dilation: it falls back to gemm, ~250x
 		 * slower (ConvTasNet's dilated depthwise 1-d convs: 12.5 ms each, against 0.05 ms of
-		 * work).  Its blocked one does, and the runtime runs 1-d and 2-d f32 ones so
-		 * (conv_dw_blocked_ok); the rest, at static sizes, stay on the generated loops */
+		 * work).  Its jit_dw kernel does, and the runtime runs 2-d f32 ones on it
+		 * (conv_dw_blocked_ok; ConvTasNet's 1-d ones, dilation up to 128, ran 2x slower there than in
+		 * the generated loops); the rest, at static sizes, stay on the generated loops */
 		if (dw_dilated(g, n) && dim_eq(&o->shape[1], &x->shape[1]) && shape_is_const(x->shape, x->rank) &&
-		    !(T == COIL_F32 && x->rank <= 4))
+		    !(T == COIL_F32 && x->rank == 4))
 			return 0;
 		f->is_conv = 1;
 		return 1;

@@ -1210,6 +1210,14 @@ static void test_matmul_runtime_m(void **state)
 	run_mm_runtime(*state, &d, "a transposed, alpha/beta");
 	d.a_trans = 0, d.b_const = 0, d.bias_const = 0, d.alpha = d.beta = 1;
 	run_mm_runtime(*state, &d, "run-time b and bias");
+	/* m = 1 runs the gemv over oneDNN's plain copy of b: more than one tile of 1024 columns */
+	d = mdesc(0, 33, 1100);
+	d.b_const = 1, d.has_bias = 1, d.bias_const = 1, d.alpha = 1.5f, d.beta = -1;
+	d.npost = 1;
+	d.post[0] = (rt_post){.kind = RT_HARDSWISH};
+	run_mm_runtime(*state, &d, "wide, hardswish");
+	d.b_trans = 1;
+	run_mm_runtime(*state, &d, "wide, b transposed, hardswish");
 
 	/* what oneDNN runs only on its reference kernel, or what depends on m:
 	 * refused, so the caller makes a per-shape object instead */

@@ -251,8 +251,9 @@ RT_API size_t rt_conv_scratch_bytes(const rt_conv *c);
 RT_API size_t rt_conv_weight_bytes(const rt_conv *c);
 /* 1 when an NCHW conv runs through an NHWC primitive (RT_PATH_NHWC/AUTO). */
 RT_API int rt_conv_via_nhwc(const rt_conv *c);
-/* The oneDNN implementation chosen (e.g. "brgconv:avx512_core"); static
- * string owned by oneDNN, or "" if unknown. */
+/* The oneDNN implementation chosen (e.g. "brgconv:avx512_core"), or the
+ * runtime's own kernel: "coil:gemv" (a 1x1 conv of one pixel of one image),
+ * "coil:gemm_col2im" (a transposed conv); a static string, "" if unknown. */
 RT_API const char *rt_conv_impl(const rt_conv *c);
 
 typedef struct rt_matmul_desc {
@@ -299,6 +300,9 @@ RT_API void rt_matmul_destroy(rt_matmul *mm);
 RT_API size_t rt_matmul_scratch_bytes(const rt_matmul *mm);
 /* Bytes of its prepacked weights (b_const), 0 when b comes at run time. */
 RT_API size_t rt_matmul_weight_bytes(const rt_matmul *mm);
+/* oneDNN's implementation, or "coil:gemv": an f32 matmul of one row (m = 1)
+ * with a constant b, no batch, a constant [n] bias if any (RT_GEMV=0 in the
+ * environment turns it off). */
 RT_API const char *rt_matmul_impl(const rt_matmul *mm);
 
 /* 2-d pooling, for the boundaries and insides of NHWC conv chains (a max
