@@ -902,11 +902,13 @@ static int conv_wino_ok(const rt_conv_desc *d)
 }
 
 /* A dilated depthwise conv: oneDNN 2.6's NHWC depthwise kernel (brdgmm)
- * takes no dilation and falls back to gemm, ~250x slower, but its blocked
- * one (jit_dw, nChw16c) does: it runs blocked, the caller's side reordered
- * (via, as Winograd).  lraspp's 960-channel 5x5 dilation-2 convs at 14x14:
- * 1.66 ms in generated loops, ~0.2 ms so.  f32, 2-d (1-d ones come as 2-d),
- * no binary post-op.  RT_DW_BLOCKED=0 in the environment keeps them off. */
+ * takes no dilation and falls back to gemm, ~250x slower, but jit_dw does:
+ * made with format `any` (oneDNN picks NHWC here), the caller's side
+ * reordered where the layouts differ (via, as Winograd; where they agree
+ * the reorders are plain copies).  lraspp's 960-channel 5x5 dilation-2
+ * convs at 14x14: 1.66 ms in generated loops, ~0.15 ms so.  f32, 2-d (the
+ * lowering keeps static 1-d ones in generated loops: ConvTasNet's ran 2x
+ * slower here), no binary post-op.  RT_DW_BLOCKED=0 keeps them off. */
 static int conv_dw_blocked_ok(const rt_conv_desc *d)
 {
 	const char *e = getenv("RT_DW_BLOCKED");
