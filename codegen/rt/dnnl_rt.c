@@ -81,12 +81,80 @@ struct rt_ctx {
 		uint64_t key;
 		dnnl_memory_desc_t md;
 		dnnl_memory_t mem;
+		void *buf; /* mem's data, ours (returned to the pool below) */
+		size_t bytes;
 		int refs;
 	} *sw;
 	int nsw, capsw;
+	/* Buffers of packed weights no object uses any more, kept for the next
+	 * pack: a model with symbolic sizes drops and repacks weights as its
+	 * kernels' layouts change with the sizes, and fresh pages cost more
+	 * than the pack (first touch ~0.8 ms a MB here: 120 ms for resnet18's
+	 * Winograd weights).  Held only while the weights in use plus the pool
+	 * stay within the most ever in use, so memory is not above what the
+	 * pool saves allocating again. */
+	struct { void *p; size_t bytes; } pool[16];
+	int npool;
+	size_t w_use, w_peak, pool_bytes;
 };
 
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Frees pooled buffers, largest first, until in use plus pool fit the peak
+ * (all of them when the peak is 0). */
+static void pool_fit(rt_ctx *c)
+{
+	while (c->npool && c->w_use + c->pool_bytes > c->w_peak) {
+		int big = 0;
+		for (int i = 1; i < c->npool; i++)
+			if (c->pool[i].bytes > c->pool[big].bytes)
+				big = i;
+		free(c->pool[big].p);
+		c->pool_bytes -= c->pool[big].bytes;
+		c->pool[big] = c->pool[--c->npool];
+	}
+}
+
+/* A buffer for bytes of packed weights: the smallest pooled one that holds
+ * them without wasting more than a quarter, else a new one. */
+static void *pool_get(rt_ctx *c, size_t bytes, size_t *got)
+{
+	int best = -1;
+	for (int i = 0; i < c->npool; i++)
+		if (c->pool[i].bytes >= bytes && c->pool[i].bytes - bytes <= bytes / 4 &&
+		    (best < 0 || c->pool[i].bytes < c->pool[best].bytes))
+			best = i;
+	void *p;
+	if (best >= 0) {
+		p = c->pool[best].p;
+		*got = c->pool[best].bytes;
+		c->pool_bytes -= *got;
+		c->pool[best] = c->pool[--c->npool];
+	} else if ((p = aligned_alloc(64, round64(bytes ? bytes : 1)))) {
+		*got = round64(bytes ? bytes : 1);
+	} else {
+		return NULL;
+	}
+	c->w_use += *got;
+	if (c->w_use > c->w_peak)
+		c->w_peak = c->w_use;
+	pool_fit(c);
+	return p;
+}
+
+static void pool_put(rt_ctx *c, void *p, size_t bytes)
+{
+	c->w_use -= bytes;
+	if (c->npool == (int)(sizeof c->pool / sizeof *c->pool)) { /* no room: one goes */
+		free(c->pool[0].p);
+		c->pool_bytes -= c->pool[0].bytes;
+		c->pool[0] = c->pool[--c->npool];
+	}
+	c->pool[c->npool].p = p;
+	c->pool[c->npool++].bytes = bytes;
+	c->pool_bytes += bytes;
+	pool_fit(c);
+}
 
 static int ctx_reserve(rt_ctx *c, size_t bytes, char *err, size_t errlen)
 {
@@ -196,6 +264,8 @@ RT_API size_t rt_ctx_weight_bytes(const rt_ctx *c)
 	return n;
 }
 
+RT_API size_t rt_ctx_weight_pool_bytes(const rt_ctx *c) { return c ? c->pool_bytes : 0; }
+
 RT_API void rt_ctx_destroy(rt_ctx *c)
 {
 	if (!c)
@@ -204,8 +274,12 @@ RT_API void rt_ctx_destroy(rt_ctx *c)
 		dnnl_stream_destroy(c->stream);
 	if (c->engine)
 		dnnl_engine_destroy(c->engine);
-	for (int i = 0; i < c->nsw; i++)
+	for (int i = 0; i < c->nsw; i++) {
 		dnnl_memory_destroy(c->sw[i].mem);
+		free(c->sw[i].buf);
+	}
+	for (int i = 0; i < c->npool; i++)
+		free(c->pool[i].p);
 	free(c->sw);
 	free(c->ws);
 	free(c);
@@ -508,21 +582,161 @@ fail:
 	return rc;
 }
 
+/* Winograd weights (oneDNN's `wino` format) from plain f32 3x3 weights:
+ * oneDNN 2.6's own reorder takes ~45 ns a weight (106 ms for one 512x512
+ * 3x3 conv here), and a dynamic model meets a new blocking of the same
+ * weights whenever its kernel's blocking changes with the sizes (resnet18
+ * over 100 image sizes met three).  Each (oc, ic) kernel g becomes
+ * U = G g G^T, with the G oneDNN's transforms pair with (F(2x2,3x3) for
+ * the aaOio / aaOBiOo formats, F(4x4,3x3) for OBaaIBOIio), stored in the
+ * format's block order: 16 output channels (oc_block) a run.  Tested
+ * against oneDNN's reorder (RT_WINO_PACK=0 uses that).  Returns 0 when
+ * done, -1 for a layout it does not know (the caller reorders). */
+static const float wino_g2[4][3] = {{1.f, 0.f, 0.f}, {.5f, .5f, .5f}, {.5f, -.5f, .5f}, {0.f, 0.f, 1.f}};
+static const float wino_g4[6][3] = {
+	{1.13777777777778f, 0.f, 0.f},
+	{-0.688403361344538f, -0.430252100840336f, -0.26890756302521f},
+	{-0.688403361344538f, 0.430252100840336f, -0.26890756302521f},
+	{0.119514472455649f, 0.179271708683473f, 0.26890756302521f},
+	{0.119514472455649f, -0.179271708683473f, 0.26890756302521f},
+	{0.f, 0.f, 1.f},
+};
+
+/* The sizes wino_block works with, copied out of the descriptors (the
+ * build has -fno-strict-aliasing: fields read through pointers would be
+ * reloaded after every store). */
+struct wino_geom {
+	int64_t s[4], or_oc, or_ic;
+	int a, ic, icb, oc2, ic2, nb_oc, nb_ic, fmt;
+};
+
+/* The packing of output block ob (ocb channels; channels beyond the
+ * weights' dims read as 0): t = g G^T for every input channel into tb
+ * ([ic][3][alpha][ocb]), then U = G t a column uw at a time: tb is read
+ * once and the stores run along the format's input-channel order in six
+ * streams (36 stores a channel to 36 places 32 KB apart, and tb read 36
+ * times, ran at 17 ns a weight; this runs at ~1). */
+static inline __attribute__((always_inline)) void wino_block(const struct wino_geom *gp, const float *restrict w,
+							     const float *restrict g, int ob, const int ocb,
+							     float *restrict tb, float *restrict out)
+{
+	const struct wino_geom q = *gp;
+	const int a = q.a;
+	for (int i = 0; i < q.ic; i++) {
+		float k[9][64];
+		for (int o = 0; o < ocb; o++) {
+			const int64_t oo = (int64_t)ob * ocb + o;
+			const int in = oo < q.or_oc && i < q.or_ic;
+			const float *src = w + (in ? oo * q.s[0] + i * q.s[1] : 0);
+			for (int r = 0; r < 9; r++)
+				k[r][o] = in ? src[r / 3 * q.s[2] + r % 3 * q.s[3]] : 0.f;
+		}
+		float *t = tb + (size_t)i * 3 * a * ocb;
+		for (int r = 0; r < 3; r++)
+			for (int j = 0; j < a; j++) {
+				const float g0 = g[j * 3], g1 = g[j * 3 + 1], g2 = g[j * 3 + 2];
+				for (int o = 0; o < ocb; o++)
+					t[(r * a + j) * ocb + o] = k[r * 3][o] * g0 + k[r * 3 + 1][o] * g1 + k[r * 3 + 2][o] * g2;
+			}
+	}
+	for (int uw = 0; uw < a; uw++)
+		for (int ib = 0; ib < q.nb_ic; ib++) {
+			size_t off[6], step = 1; /* channel ib * icb's, in ocb-float runs */
+			for (int uh = 0; uh < a; uh++)
+				if (q.fmt == dnnl_wino_wei_OBaaIBOIio)
+					off[uh] = ((((((size_t)(ob / q.oc2) * a + uh) * a + uw) * (q.nb_ic / q.ic2) + ib / q.ic2) *
+							    q.oc2 + ob % q.oc2) * q.ic2 + ib % q.ic2) * q.icb;
+				else if (q.fmt == dnnl_wino_wei_aaOBiOo)
+					off[uh] = (((size_t)(uh * a + uw) * (q.nb_oc / q.oc2) + ob / q.oc2) * q.nb_ic + ib) *
+							  q.oc2 * q.icb + ob % q.oc2, step = q.oc2;
+				else
+					off[uh] = (((size_t)(uh * a + uw) * q.nb_oc + ob) * q.nb_ic + ib) * q.icb;
+			for (int ii = 0; ii < q.icb; ii++) {
+				const float *t = tb + ((size_t)(ib * q.icb + ii) * 3 * a + uw) * ocb;
+				for (int uh = 0; uh < a; uh++) {  /* U = G t */
+					const float g0 = g[uh * 3], g1 = g[uh * 3 + 1], g2 = g[uh * 3 + 2];
+					float *u = out + (off[uh] + ii * step) * ocb;
+					for (int o = 0; o < ocb; o++)
+						u[o] = g0 * t[o] + g1 * t[a * ocb + o] + g2 * t[2 * a * ocb + o];
+				}
+			}
+		}
+}
+
+static int wino_pack(const dnnl_memory_desc_t *have, const dnnl_memory_desc_t *want, const float *w,
+		     float *out)
+{
+	const char *e = getenv("RT_WINO_PACK");
+	if ((e && !strcmp(e, "0")) || want->format_kind != dnnl_format_kind_wino || want->data_type != dnnl_f32 ||
+	    have->data_type != dnnl_f32 || have->format_kind != dnnl_blocked || have->ndims != 4 ||
+	    have->format_desc.blocking.inner_nblks || have->dims[2] != 3 || have->dims[3] != 3)
+		return -1;
+	const dnnl_wino_desc_t *wd = &want->format_desc.wino_desc;
+	const int a = (int)wd->alpha, ocb = (int)wd->oc_block, icb = (int)wd->ic_block;
+	const int oc = (int)wd->oc, ic = (int)wd->ic, oc2 = (int)wd->oc2_block, ic2 = (int)wd->ic2_block;
+	const float *g = wd->wino_format == dnnl_wino_wei_OBaaIBOIio ? &wino_g4[0][0] : &wino_g2[0][0];
+	if (wd->r != 3 || ocb < 1 || ocb > 64 || icb < 1 || oc % ocb || ic % icb ||
+	    oc < have->dims[0] || ic < have->dims[1] ||
+	    dnnl_memory_desc_get_size(want) != (size_t)a * a * oc * ic * sizeof(float))
+		return -1;
+	const int nb_oc = oc / ocb, nb_ic = ic / icb;
+	if (wd->wino_format == dnnl_wino_wei_OBaaIBOIio) {
+		if (a != 6 || oc2 < 1 || ic2 < 1 || nb_oc % oc2 || nb_ic % ic2)
+			return -1;
+	} else if (wd->wino_format == dnnl_wino_wei_aaOBiOo) {
+		if (a != 4 || oc2 < 1 || nb_oc % oc2)
+			return -1;
+	} else if (wd->wino_format != dnnl_wino_wei_aaOio || a != 4) {
+		return -1;
+	}
+	const dnnl_dim_t *st = have->format_desc.blocking.strides;
+	const struct wino_geom q = {{st[0], st[1], st[2], st[3]}, have->dims[0], have->dims[1], a, ic, icb, oc2, ic2,
+				    nb_oc, nb_ic, (int)wd->wino_format};
+	int rc = 0;
+#ifdef _OPENMP
+#pragma omp parallel
+#endif
+	{
+		float *tb = malloc((size_t)ic * 3 * a * ocb * sizeof *tb);
+		if (!tb)
+			rc = -1;
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+		for (int ob = 0; ob < nb_oc; ob++) {
+			if (!tb)
+				continue;
+			if (ocb == 16)  /* a constant trip count: vectorized */
+				wino_block(&q, w, g, ob, 16, tb, out);
+			else
+				wino_block(&q, w, g, ob, ocb, tb, out);
+		}
+		free(tb);
+	}
+	return rc;
+}
+
 /* Makes a memory of the primitive's preferred descriptor `want` holding the
  * user data `data` laid out as `have` (reordering when they differ). */
-static int pack(rt_ctx *ctx, const dnnl_memory_desc_t *have, const dnnl_memory_desc_t *want,
-		const void *data, dnnl_memory_t *out, char *err, size_t errlen)
+static int pack_into(rt_ctx *ctx, const dnnl_memory_desc_t *have, const dnnl_memory_desc_t *want,
+		     const void *data, void *buf, dnnl_memory_t *out, char *err, size_t errlen)
 {
 	int rc = RT_OK;
 	dnnl_memory_t user = NULL;
 	dnnl_primitive_t r = NULL;
 	*out = NULL;
-	DN(dnnl_memory_create(out, want, ctx->engine, DNNL_MEMORY_ALLOCATE));
+	DN(dnnl_memory_create(out, want, ctx->engine, buf ? buf : DNNL_MEMORY_ALLOCATE));
 	if (dnnl_memory_desc_equal(have, want)) {
 		void *h = NULL;
 		DN(dnnl_memory_get_data_handle(*out, &h));
 		memcpy(h, data, dnnl_memory_desc_get_size(want));
 		return RT_OK;
+	}
+	if (want->format_kind == dnnl_format_kind_wino) {
+		void *h = NULL;
+		DN(dnnl_memory_get_data_handle(*out, &h));
+		if (!wino_pack(have, want, data, h))
+			return RT_OK;
 	}
 	DN(dnnl_memory_create(&user, have, ctx->engine, (void *)data));
 	if ((rc = reorder_make(ctx, have, want, &r, err, errlen)))
@@ -543,7 +757,14 @@ done:
 	return rc;
 }
 
-/* pack() through the context's shared table when key is nonzero. */
+static int pack(rt_ctx *ctx, const dnnl_memory_desc_t *have, const dnnl_memory_desc_t *want,
+		const void *data, dnnl_memory_t *out, char *err, size_t errlen)
+{
+	return pack_into(ctx, have, want, data, NULL, out, err, errlen);
+}
+
+/* pack() through the context's shared table when key is nonzero, into a
+ * buffer of the context's pool. */
 static int pack_shared(rt_ctx *ctx, uint64_t key, const dnnl_memory_desc_t *have,
 		       const dnnl_memory_desc_t *want, const void *data, dnnl_memory_t *out,
 		       char *err, size_t errlen)
@@ -564,10 +785,17 @@ static int pack_shared(rt_ctx *ctx, uint64_t key, const dnnl_memory_desc_t *have
 		ctx->sw = n;
 		ctx->capsw = cap;
 	}
-	int rc = pack(ctx, have, want, data, out, err, errlen);
-	if (rc)
+	size_t got = 0;
+	void *buf = pool_get(ctx, dnnl_memory_desc_get_size(want), &got);
+	if (!buf)
+		return seterr(err, errlen, RT_ENOMEM, "cannot allocate %zu bytes of weights",
+			      dnnl_memory_desc_get_size(want));
+	int rc = pack_into(ctx, have, want, data, buf, out, err, errlen);
+	if (rc) {
+		pool_put(ctx, buf, got);
 		return rc;
-	ctx->sw[ctx->nsw++] = (struct shared_w){key, *want, *out, 1};
+	}
+	ctx->sw[ctx->nsw++] = (struct shared_w){key, *want, *out, buf, got, 1};
 	return RT_OK;
 }
 
@@ -605,6 +833,7 @@ static int unshare(rt_ctx *ctx, dnnl_memory_t m)
 		if (ctx->sw[i].mem == m) {
 			if (--ctx->sw[i].refs == 0) {
 				dnnl_memory_destroy(m);
+				pool_put(ctx, ctx->sw[i].buf, ctx->sw[i].bytes);
 				ctx->sw[i] = ctx->sw[--ctx->nsw];
 			}
 			return 1;

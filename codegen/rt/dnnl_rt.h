@@ -151,6 +151,9 @@ RT_API void rt_ctx_destroy(rt_ctx *ctx);
 /* Bytes of the weights the context holds packed for its objects (one copy
  * per weight_key and layout, shared by the objects that use it). */
 RT_API size_t rt_ctx_weight_bytes(const rt_ctx *ctx);
+/* Bytes of packed-weight buffers no object uses any more, kept for the next
+ * pack (at most the most weights ever in use less those in use now). */
+RT_API size_t rt_ctx_weight_pool_bytes(const rt_ctx *ctx);
 /* Bytes of the workspace its objects share (scratchpads, NHWC staging). */
 RT_API size_t rt_ctx_workspace_bytes(const rt_ctx *ctx);
 

@@ -385,7 +385,7 @@ class Model:
         """Bytes each handle holds, summed over the handles (None where the artifact predates
         coil_model_memory): arena (intermediates, grown to the largest binding run),
         workspace (oneDNN scratchpads), weights (packed for oneDNN, one copy per layout),
-        set_weights (the most one binding's objects held: the weights stay within four
+        set_weights (the most one binding's objects held: the weights stay within three
         of these with symbolic sizes), bindings (bindings with oneDNN objects made), handles."""
         a = self.artifact
         if a._memory is None:
