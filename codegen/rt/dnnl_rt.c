@@ -615,7 +615,7 @@ struct wino_geom {
  * ([ic][3][alpha][ocb]), then U = G t a column uw at a time: tb is read
  * once and the stores run along the format's input-channel order in six
  * streams (36 stores a channel to 36 places 32 KB apart, and tb read 36
- * times, ran at 17 ns a weight; this runs at ~1). */
+ * times, ran at 17 ns a weight; this runs at ~1.5). */
 static inline __attribute__((always_inline)) void wino_block(const struct wino_geom *gp, const float *restrict w,
 							     const float *restrict g, int ob, const int ocb,
 							     float *restrict tb, float *restrict out)
