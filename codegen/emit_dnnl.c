@@ -282,8 +282,8 @@ static char *ldv(nctx *c, int v)
 	return ldf(c, t, arena_printf(c->ir->arena, "((const %s *)%s)", emit_ctype(t), const_ptr(c, v)), "o");
 }
 
-/* Folds into wf [oc][per] and bf [oc] (convolutions), in f32; each operand
- * f32 or bf16. */
+/* Folds into wf [oc][per] (unless NULL) and bf [oc] (convolutions), in f32;
+ * each operand f32 or bf16. */
 static void folds(nctx *c, const dn_fuse *fz)
 {
 	coil_graph *g = c->ir->g;
@@ -296,7 +296,7 @@ static void folds(nctx *c, const dn_fuse *fz)
 			out(c, "\t\tfor (int64_t o = 0; o < oc; o++) {\n");
 			out(c, "\t\t\tconst float s = (float)(1.0 / sqrt((double)%s + %.17g)) * %s;\n", ldv(c, var),
 			    bn->args[7].f, gw >= 0 ? ldv(c, gw) : "1.0f");
-			out(c, "\t\t\tfor (int64_t j = 0; j < per; j++)\n\t\t\t\twf[o * per + j] *= s;\n");
+			out(c, "\t\t\tfor (int64_t j = 0; wf && j < per; j++)\n\t\t\t\twf[o * per + j] *= s;\n");
 			out(c, "\t\t\tbf[o] = (bf[o] - %s) * s + %s;\n\t\t}\n\t}\n", ldv(c, mu),
 			    gb >= 0 ? ldv(c, gb) : "0.0f");
 			continue;
@@ -305,10 +305,10 @@ static void folds(nctx *c, const dn_fuse *fz)
 		out(c, "\tfor (int64_t o = 0; o < oc; o++) {\n\t\tconst float s = %s;\n", s);
 		switch (q->kind) {
 		case FOLD_MUL:
-			out(c, "\t\tfor (int64_t j = 0; j < per; j++)\n\t\t\twf[o * per + j] *= s;\n\t\tbf[o] *= s;\n");
+			out(c, "\t\tfor (int64_t j = 0; wf && j < per; j++)\n\t\t\twf[o * per + j] *= s;\n\t\tbf[o] *= s;\n");
 			break;
 		case FOLD_DIV:
-			out(c, "\t\tfor (int64_t j = 0; j < per; j++)\n\t\t\twf[o * per + j] /= s;\n\t\tbf[o] /= s;\n");
+			out(c, "\t\tfor (int64_t j = 0; wf && j < per; j++)\n\t\t\twf[o * per + j] /= s;\n\t\tbf[o] /= s;\n");
 			break;
 		case FOLD_ADD: out(c, "\t\tbf[o] += s;\n"); break;
 		default: out(c, "\t\tbf[o] -= s;\n"); break;
@@ -429,20 +429,23 @@ static void make_conv(nctx *c, int j, const dn_fuse *fz)
 	int64_t numel = 1, d;
 	for (int i = 0; i < w->rank; i++)
 		numel *= dim_is_const(&w->shape[i], &d) ? d : 0;
+	/* The weights are folded only when the rt has no packed copy that fits
+	 * (pass 0 offers none: RT_EAGAIN asks for them), so a new shape of a
+	 * model with symbolic sizes reuses what an earlier one packed. */
 	out(c, "\tconst int64_t oc = dd.oc, per = %lld / oc;\n", (long long)numel);
-	out(c, "\tfloat *wf = malloc((size_t)%lld * sizeof(float)), *bf = malloc((size_t)oc * sizeof(float));\n",
-	    (long long)numel);
-	out(c, "\tif (!wf || !bf) {\n\t\tfree(wf);\n\t\tfree(bf);\n\t\tsnprintf(d->err, sizeof d->err, \"out of memory\");\n"
-	       "\t\treturn -1;\n\t}\n");
+	out(c, "\tfloat *wf = NULL, *bf = malloc((size_t)oc * sizeof(float));\n\tint rc = RT_EAGAIN;\n");
+	out(c, "\tfor (int pass = %d; pass < 2 && rc == RT_EAGAIN; pass++) {\n", c->ir->g->syms.n ? 0 : 1);
+	out(c, "\t\tif (!bf || (pass && !(wf = malloc((size_t)%lld * sizeof(float))))) {\n\t\t\tfree(wf);\n\t\t\tfree(bf);\n"
+	       "\t\t\tsnprintf(d->err, sizeof d->err, \"out of memory\");\n\t\t\treturn -1;\n\t\t}\n", (long long)numel);
 	if (t == COIL_BF16) /* folded in f32, given to the bf16 conv in f32 */
-		out(c, "\tfor (int64_t e = 0; e < %lld; e++)\n\t\twf[e] = coil_bf16_f32(w[e]);\n\tdd.wei_f32 = 1;\n",
+		out(c, "\t\tfor (int64_t e = 0; wf && e < %lld; e++)\n\t\t\twf[e] = coil_bf16_f32(w[e]);\n\t\tdd.wei_f32 = 1;\n",
 		    (long long)numel);
 	else
-		out(c, "\tmemcpy(wf, w, (size_t)%lld * sizeof(float));\n", (long long)numel);
-	out(c, "\tfor (int64_t o = 0; o < oc; o++)\n\t\tbf[o] = b ? %s : 0.0f;\n", ldf(c, t, "b", "o"));
+		out(c, "\t\tif (wf)\n\t\t\tmemcpy(wf, w, (size_t)%lld * sizeof(float));\n", (long long)numel);
+	out(c, "\t\tfor (int64_t o = 0; o < oc; o++)\n\t\t\tbf[o] = b ? %s : 0.0f;\n", ldf(c, t, "b", "o"));
 	folds(c, fz);
-	out(c, "\tdd.has_bias = 1;\n");
-	out(c, "\tconst int rc = rt_conv_create(d->ctx, &dd, wf, bf, (rt_conv **)obj, d->err, sizeof d->err);\n");
+	out(c, "\t\tdd.has_bias = 1;\n");
+	out(c, "\t\trc = rt_conv_create(d->ctx, &dd, wf, bf, (rt_conv **)obj, d->err, sizeof d->err);\n\t}\n");
 	out(c, "\tfree(wf);\n\tfree(bf);\n\treturn rc;\n");
 }
 

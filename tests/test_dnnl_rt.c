@@ -1543,6 +1543,52 @@ static void test_conv_wino_pack(void **state)
 	}
 }
 
+/* rt_conv_create without weights takes the copy the context packed under
+ * the key in the layout the primitive wants (same results as with them),
+ * and says RT_EAGAIN where there is none: another layout, another key,
+ * or a conv whose kernel packs its own. */
+static void test_conv_shared_only(void **state)
+{
+	(void)state;
+	char err[512] = "";
+	rt_ctx *ctx = new_ctx(1);
+	rt_conv_desc a = cdesc(2, 2, 32, 48, 1, 12, 3, 1, 1, 1);
+	a.weight_key = 7, a.has_bias = 1;
+	a.post[a.npost++] = (rt_post){.kind = RT_RELU};
+	float *w = rnd(48 * 32 * 9), *b = rnd(48), *x = rnd(2 * 32 * 12 * 12);
+	float *y0 = malloc(2 * 48 * 12 * 12 * sizeof(float)), *y1 = malloc(2 * 48 * 12 * 12 * sizeof(float));
+	rt_conv *c0 = NULL, *c1 = NULL, *c2 = NULL;
+	if (rt_conv_create(ctx, &a, w, b, &c0, err, sizeof err))
+		fail_msg("rt_conv_create: %s", err);
+	const size_t wb = rt_ctx_weight_bytes(ctx);
+	if (rt_conv_create(ctx, &a, NULL, b, &c1, err, sizeof err))
+		fail_msg("rt_conv_create without weights: %s", err);
+	assert_int_equal(rt_ctx_weight_bytes(ctx), wb); /* no second copy */
+	assert_int_equal(rt_conv_run(c0, x, y0, NULL, err, sizeof err), 0);
+	assert_int_equal(rt_conv_run(c1, x, y1, NULL, err, sizeof err), 0);
+	assert_memory_equal(y0, y1, 2 * 48 * 12 * 12 * sizeof(float));
+	rt_conv_desc k = a;
+	k.weight_key = 8; /* nothing packed under it */
+	assert_int_equal(rt_conv_create(ctx, &k, NULL, b, &c2, err, sizeof err), RT_EAGAIN);
+	assert_null(c2);
+	k.weight_key = 0; /* no key: weights are required */
+	assert_int_equal(rt_conv_create(ctx, &k, NULL, b, &c2, err, sizeof err), RT_EINVAL);
+	/* a 1x1 conv of one pixel of one image runs coil's gemv, which packs its own */
+	rt_conv_desc p = cdesc(2, 1, 32, 48, 1, 1, 1, 1, 0, 1);
+	p.weight_key = 9;
+	float *wp = rnd(48 * 32);
+	rt_conv *c3 = NULL;
+	if (rt_conv_create(ctx, &p, wp, NULL, &c3, err, sizeof err))
+		fail_msg("rt_conv_create: %s", err);
+	assert_int_equal(rt_conv_create(ctx, &p, NULL, NULL, &c2, err, sizeof err), RT_EAGAIN);
+	rt_conv_destroy(c0);
+	rt_conv_destroy(c1);
+	rt_conv_destroy(c3);
+	assert_int_equal(rt_ctx_weight_bytes(ctx), 0);
+	rt_ctx_destroy(ctx);
+	free(w), free(b), free(x), free(y0), free(y1), free(wp);
+}
+
 /* Weights shared by key go back to the context's pool when the last object
  * using them goes, and the next pack of that size takes them (a Winograd
  * layout of another blocking, as a new batch size picks); the pool never
@@ -1716,6 +1762,7 @@ int main(void)
 		cmocka_unit_test(test_conv_winograd),
 		cmocka_unit_test(test_conv_wino_pack),
 		cmocka_unit_test(test_weight_pool),
+		cmocka_unit_test(test_conv_shared_only),
 		cmocka_unit_test(test_pool),
 	};
 	return cmocka_run_group_tests_name("dnnl_rt", tests, setup, teardown);

@@ -777,6 +777,9 @@ static int pack_shared(rt_ctx *ctx, uint64_t key, const dnnl_memory_desc_t *have
 			*out = ctx->sw[i].mem;
 			return RT_OK;
 		}
+	if (!data)
+		return seterr(err, errlen, RT_EAGAIN, "weights of key %llu not packed in this layout",
+			      (unsigned long long)key);
 	if (ctx->nsw == ctx->capsw) {
 		int cap = ctx->capsw ? 2 * ctx->capsw : 8;
 		struct shared_w *n = realloc(ctx->sw, (size_t)cap * sizeof *n);
@@ -1409,7 +1412,7 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight
 	void *wt = NULL;
 	const char *e = getenv("RT_CONV_TRIM"); /* RT_CONV_TRIM=0: every tap (measurement switch) */
 	const char *e2 = getenv("RT_CONV_1D"); /* RT_CONV_1D=1: 1-d convs as they are */
-	if (d && weight && !(e2 && !strcmp(e2, "1")) && conv_check(d, NULL, 0) == RT_OK && conv_as_2d(d, &t2))
+	if (d && !(e2 && !strcmp(e2, "1")) && conv_check(d, NULL, 0) == RT_OK && conv_as_2d(d, &t2))
 		d = &t2;
 	if (!d || !weight || (e && !strcmp(e, "0")) || conv_check(d, NULL, 0) != RT_OK)
 		return conv_create(ctx, d, weight, bias, out, err, errlen);
@@ -1431,11 +1434,13 @@ static int conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight, c
 	if (!out)
 		return seterr(err, errlen, RT_EINVAL, "rt_conv_create: out is NULL");
 	*out = NULL;
-	if (!ctx || !d || !weight || (d->has_bias && !bias))
+	if (!ctx || !d || (!weight && !d->weight_key) || (d->has_bias && !bias))
 		return seterr(err, errlen, RT_EINVAL,
 			      "rt_conv_create: NULL ctx, desc, weight or bias");
 	if ((rc = conv_check(d, err, errlen)))
 		return rc;
+	if (!weight && (d->q || conv_gemv_ok(d) || conv_gemm_ok(d))) /* kernels that pack their own */
+		return seterr(err, errlen, RT_EAGAIN, "rt_conv_create: this conv needs its weights");
 	c = calloc(1, sizeof *c);
 	if (!c)
 		return seterr(err, errlen, RT_ENOMEM, "rt_conv_create: out of memory");

@@ -97,6 +97,7 @@ enum {
 	RT_ENOMEM = -2,
 	RT_EDNNL = -3,  /* oneDNN refused or failed (message says which call) */
 	RT_EUNSUP = -4, /* valid but not supported (yet) */
+	RT_EAGAIN = -5, /* rt_conv_create without weights: none packed that fit, call with them */
 };
 
 /* Element types.  RT_BF16 (matmul, conv): activations, weights and the
@@ -240,7 +241,12 @@ typedef struct rt_conv_desc {
 
 /* Builds the primitive, reorders the weight (PyTorch layout, see above) into
  * the layout the primitive prefers and copies the bias (when has_bias);
- * the caller's weight/bias buffers are not referenced afterwards. */
+ * the caller's weight/bias buffers are not referenced afterwards.  weight
+ * may be NULL when d->weight_key is set: the primitive then takes the
+ * weights the context already packed under that key in the layout it
+ * wants, and RT_EAGAIN says there are none (call again with them).  A
+ * model with symbolic sizes so makes each new shape's objects without
+ * preparing (folding) weights it already packed. */
 RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight,
 			  const void *bias, rt_conv **out, char *err, size_t errlen);
 /* dst = post(conv(src) + bias).  src and dst must not overlap.  Data are of
