@@ -445,9 +445,12 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	for (int s = 0; s < g->syms.n; s++)
 		fprintf(f, "\tconst int64_t s%d = sym[%d];\n", s, s);
 	emit_offsets(c, f, ir, "\t");
-	fprintf(f, "\tif (total > m->arena_cap) {\n\t\tchar *a = aligned_alloc(64, (size_t)total);\n"
+	/* the old arena goes first: it holds nothing between runs, and holding
+	 * both made the peak the sum of the two */
+	fprintf(f, "\tif (total > m->arena_cap) {\n\t\tfree(m->arena);\n\t\tm->arena = NULL;\n\t\tm->arena_cap = 0;\n"
+		   "\t\tchar *a = aligned_alloc(64, (size_t)total);\n"
 		   "\t\tif (!a)\n\t\t\treturn fail(\"out of memory for %%lld arena bytes\", total, 0);\n"
-		   "\t\tfree(m->arena);\n\t\tm->arena = a;\n\t\tm->arena_cap = total;\n\t}\n");
+		   "\t\tm->arena = a;\n\t\tm->arena_cap = total;\n\t}\n");
 	fprintf(f, "\tcoil_status st = {0, 0, 0};\n");
 	fprintf(f, "\tcoil_ctx x = {sym, m->nthreads, inputs, m->par, outputs, m->arena, off, &st, NULL};\n");
 	if (dn_used(ir))

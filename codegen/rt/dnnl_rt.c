@@ -160,11 +160,13 @@ static int ctx_reserve(rt_ctx *c, size_t bytes, char *err, size_t errlen)
 {
 	if (bytes <= c->ws_bytes)
 		return RT_OK;
+	free(c->ws); /* scratch between runs: holding both made the peak their sum */
+	c->ws = NULL;
+	c->ws_bytes = 0;
 	void *p = aligned_alloc(64, round64(bytes));
 	if (!p)
 		return seterr(err, errlen, RT_ENOMEM, "cannot allocate %zu bytes of workspace",
 			      bytes);
-	free(c->ws);
 	c->ws = p;
 	c->ws_bytes = bytes;
 	return RT_OK;
