@@ -1589,6 +1589,58 @@ static void test_conv_shared_only(void **state)
 	free(w), free(b), free(x), free(y0), free(y1), free(wp);
 }
 
+/* A Winograd conv whose oneDNN scratchpad would pass 32 MiB (the
+ * whole-batch schedule: 9 x 64 x 78x78 wants 96 MB) runs in chunks of
+ * images that divide the batch: the same outputs as whole
+ * (RT_WINO_CHUNK=0), its residual operand (given apart, or in dst) offset
+ * per chunk, in a fraction of the workspace. */
+static void test_conv_wino_chunk(void **state)
+{
+	(void)state;
+	char err[512] = "";
+	rt_conv_desc d = cdesc(2, 9, 64, 64, 1, 78, 3, 1, 1, 1);
+	d.has_bias = 1;
+	d.post[d.npost++] = (rt_post){.kind = RT_ADD_SAME};
+	d.post[d.npost++] = (rt_post){.kind = RT_RELU};
+	const size_t nx = (size_t)9 * 64 * 78 * 78;
+	float *w = rnd(64 * 64 * 9), *b = rnd(64), *x = rnd(nx), *r = rnd(nx);
+	float *y[3] = {malloc(nx * sizeof(float)), malloc(nx * sizeof(float)), malloc(nx * sizeof(float))};
+	double *want = malloc(nx * sizeof *want);
+	assert_true(y[0] && y[1] && y[2] && want);
+	size_t ws[2];
+	for (int k = 0; k < 2; ++k) {
+		setenv("RT_WINO_CHUNK", k ? "1" : "0", 1);
+		rt_ctx *ctx = new_ctx(1);
+		rt_conv *c = NULL;
+		if (rt_conv_create(ctx, &d, w, b, &c, err, sizeof err))
+			fail_msg("rt_conv_create: %s", err);
+		if (!strstr(rt_conv_impl(c), "wino"))
+			fail_msg("9x64x78x78 runs %s, not Winograd", rt_conv_impl(c));
+		const void *ps[RT_MAX_POST] = {r};
+		if (rt_conv_run(c, x, y[k], ps, err, sizeof err))
+			fail_msg("rt_conv_run: %s", err);
+		if (k) { /* the residual in dst */
+			memcpy(y[2], r, nx * sizeof(float));
+			ps[0] = y[2];
+			if (rt_conv_run(c, x, y[2], ps, err, sizeof err))
+				fail_msg("rt_conv_run: %s", err);
+		}
+		ws[k] = rt_ctx_workspace_bytes(ctx);
+		rt_conv_destroy(c);
+		rt_ctx_destroy(ctx);
+	}
+	unsetenv("RT_WINO_CHUNK");
+	if (!(ws[0] > ((size_t)32 << 20) && ws[1] <= ((size_t)40 << 20)))
+		fail_msg("workspace whole %zu bytes, in chunks %zu", ws[0], ws[1]);
+	for (size_t i = 0; i < nx; ++i)
+		want[i] = y[0][i];
+	check_close("wino in chunks", y[1], want, nx);
+	assert_memory_equal(y[1], y[2], nx * sizeof(float));
+	free(w), free(b), free(x), free(r), free(want);
+	for (int k = 0; k < 3; ++k)
+		free(y[k]);
+}
+
 /* Weights shared by key go back to the context's pool when the last object
  * using them goes, and the next pack of that size takes them (a Winograd
  * layout of another blocking, as a new batch size picks); the pool never
@@ -1761,6 +1813,7 @@ int main(void)
 		cmocka_unit_test(test_invalid),
 		cmocka_unit_test(test_conv_winograd),
 		cmocka_unit_test(test_conv_wino_pack),
+		cmocka_unit_test(test_conv_wino_chunk),
 		cmocka_unit_test(test_weight_pool),
 		cmocka_unit_test(test_conv_shared_only),
 		cmocka_unit_test(test_pool),
