@@ -48,10 +48,12 @@
 #define DN_HOT 8      /* runs after which a binding gets per-shape objects (generic ones before):
                        * generic matrix products run about 5% slower, and making a
                        * binding's objects costs about as much as 4-8 runs of BERT's */
-#define DN_WCOPIES 3  /* sets' worth of packed weights a handle keeps (coil_dn_trim): with
-                       * the runtime's own Winograd packing a rebuilt set costs ~40 ms on
-                       * resnet18, not ~0.5 s, and three sets still serve three batch
-                       * sizes in turn without rebuilds */
+#define DN_WCOPIES 2  /* sets' worth of packed weights a handle keeps at first (coil_dn_trim) */
+#define DN_WCOPIES_MAX 3 /* ... and at most, once it thrashes: with the runtime's own Winograd
+                       * packing a rebuilt set costs ~40 ms on resnet18 (not ~0.5 s), and three
+                       * sets serve three batch sizes taking turns without rebuilds */
+#define DN_GHOST 8    /* bindings whose sets coil_dn_trim released, remembered */
+#define DN_THRASH 4   /* of the last 8 sets built, this many for remembered ones: thrashing */
 
 /* rt_post_kind, in the rt's order (codegen/rt/dnnl_rt.h). */
 enum dn_post_kind {

@@ -382,8 +382,8 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	fprintf(f, "COIL_EXPORT const char *coil_artifact_describe(void) { return describe_json; }\n");
 	fprintf(f, "COIL_EXPORT const char *coil_model_last_error(void) { return coil_errbuf; }\n\n");
 	fprintf(f, "COIL_EXPORT int coil_model_memory(const coil_model *m, int64_t *out, int n)\n{\n"
-		   "\tint64_t v[5] = {m ? m->arena_cap : 0, 0, 0, 0, 0};\n%s"
-		   "\tfor (int i = 0; i < n && i < 5; i++)\n\t\tout[i] = v[i];\n\treturn n < 5 ? n : 5;\n}\n\n",
+		   "\tint64_t v[6] = {m ? m->arena_cap : 0, 0, 0, 0, 0, 0};\n%s"
+		   "\tfor (int i = 0; i < n && i < 6; i++)\n\t\tout[i] = v[i];\n\treturn n < 6 ? n : 6;\n}\n\n",
 		dn_used(ir) ? "\tif (m)\n\t\tcoil_dn_memory(m->dn, v);\n" : "");
 	/* params: static sizes, copied */
 	fprintf(f, "COIL_EXPORT int coil_model_create(const void *const *params, int nparams, int nthreads, coil_model **out)\n{\n");

@@ -232,7 +232,11 @@ void dn_emit_support(coil_ir *ir, FILE *f, int rt_unit)
 	if (ir->g->syms.n)
 		fprintf(f, "\tsize_t set_w; /* the most packed-weight bytes one set has held */\n"
 			   "\tsize_t gen_w; /* packed-weight bytes of the generic objects */\n"
-			   "\tint wcopies; /* sets' worth of packed weights kept (coil_dn_trim) */\n");
+			   "\tint wcopies; /* sets' worth of packed weights kept (coil_dn_trim) */\n"
+			   "\tint wfixed; /* wcopies from COIL_WEIGHT_COPIES: not adapted */\n"
+			   "\tint64_t ghost[%d][%d]; /* bindings whose sets trim released lately */\n"
+			   "\tunsigned nghost;\n\tunsigned thrash; /* builds lately (a bit each): 1 where the binding was a ghost */\n",
+			DN_GHOST, ns);
 	if (gen)
 		fprintf(f, "\tvoid *gen[%d]; /* shape-generic objects (m at run time), made at first need */\n"
 			   "\tunsigned char gen_no[%d]; /* oneDNN has no fast generic kernel for it */\n"
@@ -669,24 +673,38 @@ void dn_emit_model(coil_ir *ir, FILE *f)
 	if (ir->g->syms.n) {
 		out(&c, "/* Weights are packed once per layout and shared, but a conv's kernel,\n"
 			" * and so its weights' layout, can change with the spatial sizes\n"
-			" * (Winograd's blocking does; resnet18 over 100 image sizes met three per\n"
-			" * conv, each 4x the f32 weights): sets of different bindings may each\n"
-			" * hold a copy of their own.  Before v is rebuilt, the least recently used\n"
-			" * other sets go until what stays packed leaves room for one more set\n"
-			" * within d->wcopies sets' worth (%d; COIL_WEIGHT_COPIES in the environment,\n"
-			" * 1-%d, trades rebuilds for memory), so memory stays bounded however many\n"
-			" * shapes come. */\n"
+			" * (Winograd's blocking does; resnet18 over 300 image sizes met four or five\n"
+			" * per conv, each up to 4x the f32 weights): sets of different bindings may\n"
+			" * each hold a copy of their own.  Before v is rebuilt, the least recently\n"
+			" * used other sets go until what stays packed leaves room for one more set\n"
+			" * within d->wcopies sets' worth, so memory stays bounded however many\n"
+			" * shapes come.  wcopies starts at %d and grows, up to %d, while the handle\n"
+			" * thrashes (of the last 8 sets built, %d or more were for bindings trim\n"
+			" * had released: a few sizes taking turns); COIL_WEIGHT_COPIES in the\n"
+			" * environment (1-%d) fixes it. */\n"
 			"static void coil_dn_trim(struct coil_dn *d, const struct coil_dn_set *v)\n{\n"
-			"\tif (!d->wcopies) {\n\t\tconst char *e = getenv(\"COIL_WEIGHT_COPIES\");\n"
-			"\t\tconst int n = e ? atoi(e) : 0;\n\t\td->wcopies = n >= 1 && n <= %d ? n : %d;\n\t}\n"
 			"\twhile (d->set_w && rt_ctx_weight_bytes(d->ctx) > d->gen_w + (size_t)(d->wcopies - 1) * d->set_w) {\n"
 			"\t\tstruct coil_dn_set *o = NULL;\n"
 			"\t\tfor (int i = 0; i < %d; i++)\n"
 			"\t\t\tif (&d->set[i] != v && d->set[i].ready && (!o || d->set[i].used < o->used))\n"
 			"\t\t\t\to = &d->set[i];\n"
 			"\t\tif (!o)\n\t\t\treturn;\n%s"
+			"\t\tmemcpy(d->ghost[d->nghost++ %% %d], o->sym, sizeof o->sym);\n"
 			"\t\tcoil_dn_release(o);\n\t}\n}\n\n",
-		    DN_WCOPIES, sets, sets, DN_WCOPIES, sets, gen ? "\t\tcoil_dn_forget(d, o->sym);\n" : "");
+		    DN_WCOPIES, DN_WCOPIES_MAX, DN_THRASH, sets, sets, gen ? "\t\tcoil_dn_forget(d, o->sym);\n" : "",
+		    DN_GHOST);
+		out(&c, "/* Counts a set built for sym (coil_dn_trim's adaptation). */\n"
+			"static void coil_dn_built(struct coil_dn *d, const int64_t *sym)\n{\n"
+			"\tif (!d->wcopies) {\n\t\tconst char *e = getenv(\"COIL_WEIGHT_COPIES\");\n"
+			"\t\tconst int n = e ? atoi(e) : 0;\n\t\td->wfixed = n >= 1 && n <= %d;\n"
+			"\t\td->wcopies = d->wfixed ? n : %d;\n\t}\n"
+			"\tint ghost = 0;\n"
+			"\tfor (unsigned i = 0; i < %du && i < d->nghost; i++)\n"
+			"\t\tghost |= !memcmp(d->ghost[i], sym, sizeof d->ghost[i]);\n"
+			"\td->thrash = (d->thrash << 1 | (unsigned)ghost) & 0xffu;\n"
+			"\tif (!d->wfixed && d->wcopies < %d && __builtin_popcount(d->thrash) >= %d) {\n"
+			"\t\td->wcopies++;\n\t\td->thrash = 0;\n\t}\n}\n\n",
+		    sets, DN_WCOPIES, DN_GHOST, DN_WCOPIES_MAX, DN_THRASH);
 	}
 	out(&c, "/* Makes d->obj the rt objects for the binding sym: a kept set, else the\n"
 		" * least recently used one rebuilt (primitives for these shapes; the\n"
@@ -709,7 +727,7 @@ void dn_emit_model(coil_ir *ir, FILE *f)
 	out(&c, "\tcoil_dn_release(v);\n\td->obj = v->obj;\n");
 	out(&c, "\tif (!d->ctx && rt_ctx_create(m->nthreads, &d->ctx, d->err, sizeof d->err))\n\t\tgoto fail;\n");
 	if (ir->g->syms.n)
-		out(&c, "\tcoil_dn_trim(d, v);\n");
+		out(&c, "\tcoil_dn_built(d, sym);\n\tcoil_dn_trim(d, v);\n");
 	for (int j = 0; j < p->nf; j++) {
 		if (!p->f[j].emitted)
 			continue;
@@ -733,12 +751,15 @@ void dn_emit_model(coil_ir *ir, FILE *f)
 	out(&c, "fail:\n\tsnprintf(coil_errbuf, sizeof coil_errbuf, \"oneDNN: %%.200s\", d->err);\n"
 		"\tcoil_dn_release(v);\n\td->obj = NULL;\n\treturn -1;\n}\n\n");
 	out(&c, "/* coil_model_memory's oneDNN part: workspace, packed weights, the most one\n"
-		" * binding's objects held, bindings with objects. */\n"
+		" * binding's objects held, bindings with objects, the bound on packed weights\n"
+		" * in those (sets' worth: coil_dn_trim's wcopies). */\n"
 		"static void coil_dn_memory(const struct coil_dn *d, int64_t *v)\n{\n"
 		"\tif (!d)\n\t\treturn;\n"
 		"\tv[1] = (int64_t)rt_ctx_workspace_bytes(d->ctx);\n"
 		"\tv[2] = (int64_t)rt_ctx_weight_bytes(d->ctx);\n"
 		"\tv[3] = %s;\n"
-		"\tfor (int i = 0; i < %d; i++)\n\t\tv[4] += d->set[i].ready;\n}\n\n",
-	    ir->g->syms.n ? "(int64_t)d->set_w" : "v[2]", sets);
+		"\tfor (int i = 0; i < %d; i++)\n\t\tv[4] += d->set[i].ready;\n"
+		"\tv[5] = %s%d;\n}\n\n",
+	    ir->g->syms.n ? "(int64_t)d->set_w" : "v[2]", sets, ir->g->syms.n ? "d->wcopies ? d->wcopies : " : "",
+	    ir->g->syms.n ? DN_WCOPIES : 1);
 }

@@ -385,12 +385,13 @@ class Model:
         """Bytes each handle holds, summed over the handles (None where the artifact predates
         coil_model_memory): arena (intermediates, grown to the largest binding run),
         workspace (oneDNN scratchpads), weights (packed for oneDNN, one copy per layout),
-        set_weights (the most one binding's objects held: the weights stay within three
-        of these with symbolic sizes), bindings (bindings with oneDNN objects made), handles."""
+        set_weights (the most one binding's objects held), bindings (bindings with oneDNN
+        objects made), weight_copies (with symbolic sizes the weights stay within this many
+        set_weights: 2, 3 once a handle thrashes; summed over handles), handles."""
         a = self.artifact
         if a._memory is None:
             return None
-        keys = ("arena", "workspace", "weights", "set_weights", "bindings")
+        keys = ("arena", "workspace", "weights", "set_weights", "bindings", "weight_copies")
         tot = dict.fromkeys(keys, 0)
         buf = (ctypes.c_int64 * len(keys))()
         with self._lock:
