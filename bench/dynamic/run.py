@@ -359,13 +359,19 @@ def worker(cfg, name, out_path):
                 rec["ort_reason"] = "threads %d: %s" % (t, e)
         dt = dtype_tags(spec)
 
+        last = [None]
+
         def call(engine, r, x, seed):
             """One timed call in ms, after a pause: the previous call's spinning pool threads
             (ORT's after every run, OpenMP's) hold a core for a while, and on a 2-core machine
             a 2-thread call right after them ran at 1-thread speed (coil's mlp at batch 74 and
-            2 threads: 8.7 ms after ORT, 4.9 ms without it)."""
-            if cfg["pause"]:
-                time.sleep(cfg["pause"])
+            2 threads: 8.7 ms after ORT, 4.9 ms without it).  After ORT the pause is at least
+            50 ms, as in bench/models (20 ms left dyn/static at 2 threads 1.2-1.3 when dyn
+            always came right after ORT)."""
+            pause = max(cfg["pause"], 0.05) if last[0] == "ort" and engine != "ort" else cfg["pause"]
+            last[0] = engine
+            if pause:
+                time.sleep(pause)
             if engine == "ort":
                 return ort.run(spec.shapes(r), dt, seed=seed)["times_ms"][0]
             if engine == "eager":
@@ -384,7 +390,7 @@ def worker(cfg, name, out_path):
         with torch.no_grad():
             # 5a. static vs dynamic vs eager vs ORT at the sampled sizes, interleaved: each
             # round visits the sizes in a shuffled order, and at each size runs every engine
-            # `inner` times back to back, engines in a rotating order; medians over rounds
+            # `inner` times back to back, engines in a shuffled order; medians over rounds
             rng = random.Random("%s/%d/rounds" % (name, cfg["seed"]))
             per = {json.dumps(r): {} for r in sizes}
             for r in sizes:  # warm-up: first-call costs of a shape are the trace's business
@@ -402,8 +408,7 @@ def worker(cfg, name, out_path):
                     x = spec.inputs(r, seed=rnd)
                     engs = [e for e in ["dyn", "static", "eager", "ort"]
                             if not (e == "static" and k not in st) and not (e == "ort" and ort is None)]
-                    rot = rnd % len(engs)
-                    engs = engs[rot:] + engs[:rot]
+                    rng.shuffle(engs)  # (a rotation kept dyn right after ORT every time)
                     for eng in engs:
                         for _ in range(cfg["inner"]):
                             per[k].setdefault(eng, []).append(call(eng, r, x, rnd))
