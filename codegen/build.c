@@ -177,7 +177,7 @@ typedef struct job {
 	char log_path[PATH_MAX + 32];
 	char obj[PATH_MAX + 32];
 	size_t cost;                  /* for the order of starting */
-	int light;                    /* -Og (unless -O0): no hot loops */
+	int light;                    /* 1: -Og, 2: -O0 (codegen_src) */
 	pid_t pid;                    /* 0: not started, -1: finished */
 	int status;
 } job;
@@ -442,7 +442,7 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 		job *j = &J[u];
 		int n = 0;
 		j->argv[n++] = name;
-		j->argv[n++] = j->light && !(opt && !strcmp(opt, "-O0")) ? "-Og" : opt ? opt : "-O3";
+		j->argv[n++] = j->light == 2 || (opt && !strcmp(opt, "-O0")) ? "-O0" : j->light ? "-Og" : opt ? opt : "-O3";
 		j->argv[n++] = "-std=c11";
 		j->argv[n++] = "-fPIC";
 		int whole = nu == 1 && !rt_given && !rt_only; /* compiled and linked in one run */

@@ -82,7 +82,8 @@ int vec_emit_kernel(coil_ir *ir, const vec_isa *isa, FILE *f, int k, char *used,
  * same text share one function kfn<N>, which run calls with each kernel's
  * buffers.  units 0: one file, model.c, that #includes the oneDNN runtime;
  * units N > 0: split into model.h (shared declarations), model.c (constants,
- * create-time code and the ABI: "light", built at -Og) and up to N files
+ * create-time code and the ABI: "light", built at -O0, or -Og with folding
+ * kernels) and up to N files
  * k1.c .. of kernel functions, spread by size, the runtime compiled on its
  * own; units -1: chosen from the kernels' size and cpus (one file with one
  * CPU, or when small and without the runtime). */

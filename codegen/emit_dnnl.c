@@ -273,7 +273,7 @@ static void post_desc(nctx *c, const char *d, const dn_fuse *fz)
 /* Element i of constant p (a C expression over a pointer of type t) as a float. */
 static char *ldf(nctx *c, coil_dtype t, const char *p, const char *i)
 {
-	return t == COIL_BF16 ? arena_printf(c->ir->arena, "coil_bf16_f32(%s[%s])", p, i)
+	return t == COIL_BF16 ? arena_printf(c->ir->arena, "rt_bf16_f32(%s[%s])", p, i)
 			      : arena_printf(c->ir->arena, "%s[%s]", p, i);
 }
 
@@ -287,7 +287,8 @@ static char *ldv(nctx *c, int v)
 }
 
 /* Folds into wf [oc][per] (unless NULL) and bf [oc] (convolutions), in f32;
- * each operand f32 or bf16. */
+ * each operand f32 or bf16.  Per channel the factor goes to sa [oc] and the
+ * runtime scales the weights' rows (create code is built at -O0). */
 static void folds(nctx *c, const dn_fuse *fz)
 {
 	coil_graph *g = c->ir->g;
@@ -296,28 +297,25 @@ static void folds(nctx *c, const dn_fuse *fz)
 		if (q->kind == FOLD_BN) {
 			const coil_node *bn = &g->nodes[q->gnode];
 			int gw = tensor_arg(bn, 1), gb = tensor_arg(bn, 2), mu = tensor_arg(bn, 3), var = tensor_arg(bn, 4);
-			out(c, "\t{\n\t\t/* batch norm: y = (x - mean) * w / sqrt(var + eps) + b */\n");
+			out(c, "\t\t/* batch norm: y = (x - mean) * w / sqrt(var + eps) + b */\n");
 			out(c, "\t\tfor (int64_t o = 0; o < oc; o++) {\n");
 			out(c, "\t\t\tconst float s = (float)(1.0 / sqrt((double)%s + %.17g)) * %s;\n", ldv(c, var),
 			    bn->args[7].f, gw >= 0 ? ldv(c, gw) : "1.0f");
-			out(c, "\t\t\tfor (int64_t j = 0; wf && j < per; j++)\n\t\t\t\twf[o * per + j] *= s;\n");
-			out(c, "\t\t\tbf[o] = (bf[o] - %s) * s + %s;\n\t\t}\n\t}\n", ldv(c, mu),
+			out(c, "\t\t\tsa[o] = s;\n\t\t\tbf[o] = (bf[o] - %s) * s + %s;\n\t\t}\n", ldv(c, mu),
 			    gb >= 0 ? ldv(c, gb) : "0.0f");
+			out(c, "\t\tif (wf)\n\t\t\trt_scale_rows(wf, oc, per, sa, 0);\n");
 			continue;
 		}
 		char *s = q->val >= 0 ? ldv(c, q->val) : arena_printf(c->ir->arena, "(float)%.17g", q->s);
-		out(c, "\tfor (int64_t o = 0; o < oc; o++) {\n\t\tconst float s = %s;\n", s);
+		out(c, "\t\tfor (int64_t o = 0; o < oc; o++) {\n\t\t\tconst float s = %s;\n", s);
 		switch (q->kind) {
-		case FOLD_MUL:
-			out(c, "\t\tfor (int64_t j = 0; wf && j < per; j++)\n\t\t\twf[o * per + j] *= s;\n\t\tbf[o] *= s;\n");
-			break;
-		case FOLD_DIV:
-			out(c, "\t\tfor (int64_t j = 0; wf && j < per; j++)\n\t\t\twf[o * per + j] /= s;\n\t\tbf[o] /= s;\n");
-			break;
-		case FOLD_ADD: out(c, "\t\tbf[o] += s;\n"); break;
-		default: out(c, "\t\tbf[o] -= s;\n"); break;
+		case FOLD_MUL: out(c, "\t\t\tsa[o] = s;\n\t\t\tbf[o] *= s;\n\t\t}\n"); break;
+		case FOLD_DIV: out(c, "\t\t\tsa[o] = s;\n\t\t\tbf[o] /= s;\n\t\t}\n"); break;
+		case FOLD_ADD: out(c, "\t\t\tbf[o] += s;\n\t\t}\n"); break;
+		default: out(c, "\t\t\tbf[o] -= s;\n\t\t}\n"); break;
 		}
-		out(c, "\t}\n");
+		if (q->kind == FOLD_MUL || q->kind == FOLD_DIV)
+			out(c, "\t\tif (wf)\n\t\t\trt_scale_rows(wf, oc, per, sa, %d);\n", q->kind == FOLD_DIV);
 	}
 }
 
@@ -344,7 +342,7 @@ static void make_quant(nctx *c, const dn_fuse *fz, const char *nch, int has_bias
 	/* ATen dequantizes with f32 scales: s_w as f32, products in double, rounded once */
 	if (pc)
 		out(c, "\t\tconst double w_s = (double)(float)%s;\n",
-		    g->vals[wq->args[1].v[0]].dtype == COIL_BF16 ? "coil_bf16_f32(sw[o])" : "sw[o]");
+		    g->vals[wq->args[1].v[0]].dtype == COIL_BF16 ? "rt_bf16_f32(sw[o])" : "sw[o]");
 	else
 		out(c, "\t\tconst double w_s = (double)(float)%.17g;\n", wq->args[1].f);
 	if (fz->q == 2) { /* dynamic: the rt multiplies in the src's scale at each run */
@@ -437,13 +435,13 @@ static void make_conv(nctx *c, int j, const dn_fuse *fz)
 	 * (pass 0 offers none: RT_EAGAIN asks for them), so a new shape of a
 	 * model with symbolic sizes reuses what an earlier one packed. */
 	out(c, "\tconst int64_t oc = dd.oc, per = %lld / oc;\n", (long long)numel);
-	out(c, "\tfloat *wf = NULL, *bf = malloc((size_t)oc * sizeof(float));\n\tint rc = RT_EAGAIN;\n");
+	out(c, "\tfloat *wf = NULL, *bf = malloc((size_t)oc * 2 * sizeof(float)), *sa = NULL;\n\tint rc = RT_EAGAIN;\n");
 	out(c, "\tfor (int pass = %d; pass < 2 && rc == RT_EAGAIN; pass++) {\n", c->ir->g->syms.n ? 0 : 1);
 	out(c, "\t\tif (!bf || (pass && !(wf = malloc((size_t)%lld * sizeof(float))))) {\n\t\t\tfree(wf);\n\t\t\tfree(bf);\n"
-	       "\t\t\tsnprintf(d->err, sizeof d->err, \"out of memory\");\n\t\t\treturn -1;\n\t\t}\n", (long long)numel);
+	       "\t\t\tsnprintf(d->err, sizeof d->err, \"out of memory\");\n\t\t\treturn -1;\n\t\t}\n"
+	       "\t\tsa = bf + oc; /* the folds' factor per channel */\n\t\t(void)sa;\n", (long long)numel);
 	if (t == COIL_BF16) /* folded in f32, given to the bf16 conv in f32 */
-		out(c, "\t\tfor (int64_t e = 0; wf && e < %lld; e++)\n\t\t\twf[e] = coil_bf16_f32(w[e]);\n\t\tdd.wei_f32 = 1;\n",
-		    (long long)numel);
+		out(c, "\t\tif (wf)\n\t\t\trt_bf16_to_f32(wf, w, %lld);\n\t\tdd.wei_f32 = 1;\n", (long long)numel);
 	else
 		out(c, "\t\tif (wf)\n\t\t\tmemcpy(wf, w, (size_t)%lld * sizeof(float));\n", (long long)numel);
 	out(c, "\t\tfor (int64_t o = 0; o < oc; o++)\n\t\t\tbf[o] = b ? %s : 0.0f;\n", ldf(c, t, "b", "o"));

@@ -294,6 +294,34 @@ RT_API size_t rt_ctx_weight_bytes(const rt_ctx *c)
 
 RT_API size_t rt_ctx_weight_pool_bytes(const rt_ctx *c) { return c ? c->pool_bytes : 0; }
 
+RT_API void rt_scale_rows(float *w, int64_t rows, int64_t per, const float *s, int div)
+{
+	for (int64_t o = 0; o < rows; o++) {
+		float *r = w + o * per;
+		const float f = s[o];
+		if (div)
+			for (int64_t j = 0; j < per; j++)
+				r[j] /= f;
+		else
+			for (int64_t j = 0; j < per; j++)
+				r[j] *= f;
+	}
+}
+
+RT_API float rt_bf16_f32(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+RT_API void rt_bf16_to_f32(float *dst, const uint16_t *src, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++)
+		dst[i] = rt_bf16_f32(src[i]);
+}
+
 RT_API void rt_ctx_destroy(rt_ctx *c)
 {
 	if (!c)

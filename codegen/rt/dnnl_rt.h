@@ -149,6 +149,12 @@ typedef struct rt_matmul rt_matmul;
  * (<= 0: leave the calling thread's OpenMP setting alone). */
 RT_API int rt_ctx_create(int nthreads, rt_ctx **out, char *err, size_t errlen);
 RT_API void rt_ctx_destroy(rt_ctx *ctx);
+/* Create-time arithmetic for the generated create code, which is built at
+ * -O0 (codegen.h): w[o * per + j] *= s[o] (div: /= s[o]) for o < rows, j < per
+ * (folding a scale into a convolution's weights); f32 from bf16 bits, one or n. */
+RT_API void rt_scale_rows(float *w, int64_t rows, int64_t per, const float *s, int div);
+RT_API float rt_bf16_f32(uint16_t h);
+RT_API void rt_bf16_to_f32(float *dst, const uint16_t *src, int64_t n);
 /* Bytes of the weights the context holds packed for its objects (one copy
  * per weight_key and layout, shared by the objects that use it). */
 RT_API size_t rt_ctx_weight_bytes(const rt_ctx *ctx);
