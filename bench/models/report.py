@@ -277,7 +277,9 @@ def markdown(rows, settings, info, summ, bb):
              "engines' calls interleaved in one process; speedup = other's median / coil's median; "
              "geomean over passing (model, batch) rows" % (settings["min_runs"], settings["budget_s"]))
     L.append("- peak memory: each engine alone in a fresh process (1st thread count), VmHWM above the "
-             "idle interpreter, reset after the engine is built: params held + running peak")
+             "idle interpreter, reset after the engine is built (freed heap given back first, malloc_trim): "
+             "params held + running peak; coil with keep_params=False, lean: also low_memory=True "
+             "(no Winograd)")
     L.append("")
     if settings.get("accuracy_only"):
         return _markdown_accuracy(L, rows, summ)
@@ -331,6 +333,15 @@ def markdown(rows, settings, info, summ, bb):
             TARGET_SPEEDUP,
             ", ".join("%dT %s (%s)" % (t, "met" if (allg or {}).get("eager_%d" % t) and allg["eager_%d" % t] >= TARGET_SPEEDUP
                                         else "NOT met", _x((allg or {}).get("eager_%d" % t))) for t in threads)))
+    mem = [r["peak_mb"] for r in rows if r["status"] == "pass" and r["peak_mb"].get("eager") is not None]
+    if mem:
+        L.append("")
+        parts = []
+        for e, what in (("coil", "coil"), ("coil-lean", "coil with low_memory=True")):
+            have = [pk for pk in mem if pk.get(e) is not None]
+            if have:
+                parts.append("%s %d of %d rows" % (what, sum(pk[e] <= pk["eager"] for pk in have), len(have)))
+        L.append("Memory (peak at most eager's): %s." % "; ".join(parts))
     busy = [r.get("cpu_busy_before") for r in rows if r.get("cpu_busy_before") is not None]
     if busy and max(busy) > 0.15:
         L.append("")
@@ -345,7 +356,7 @@ def markdown(rows, settings, info, summ, bb):
         head += " coil %dT ms | eager %dT ms | TS %dT ms | ORT %dT ms | vs eager %dT | vs TS %dT | vs ORT %dT |" % (
             t, t, t, t, t, t, t)
         sep += "---:|---:|---:|---:|---:|---:|---:|"
-    head += " peak MiB coil / eager / TS | compile s | max rel err |"
+    head += " peak MiB coil / lean / eager / TS | compile s | max rel err |"
     sep += "---:|---:|---:|"
     L += [head, sep]
     for r in rows:
@@ -360,8 +371,9 @@ def markdown(rows, settings, info, summ, bb):
                 _x(r["speedup_eager"].get(str(t))), _x(r["speedup_torchscript"].get(str(t))),
                 _x(r.get("speedup_ort", {}).get(str(t))))
         pk = r["peak_mb"]
-        line += " %s / %s / %s | %s | %s |" % (
+        line += " %s / %s / %s / %s | %s | %s |" % (
             _ms(pk.get("coil")) if pk.get("coil") is not None else "-",
+            _ms(pk.get("coil-lean")) if pk.get("coil-lean") is not None else "-",
             _ms(pk.get("eager")) if pk.get("eager") is not None else "-",
             _ms(pk.get("torchscript")) if pk.get("torchscript") is not None else "-",
             "-" if r.get("compile_s") is None else "%.1f%s" % (r["compile_s"], " (hit)" if r.get("cache_hit") else ""),

@@ -49,7 +49,7 @@ import zoo  # noqa: E402
 PY = "/usr/bin/python3"
 WORKER = os.path.join(HERE, "worker.py")
 SUITE_VERSION = 3  # bump when a step's meaning changes: every result becomes stale (3: ORT in latency)
-ENGINES = ("eager", "torchscript", "coil")
+ENGINES = ("eager", "torchscript", "coil", "coil-lean")  # memory steps (coil-lean: low_memory=True)
 
 
 def log(msg):
@@ -188,7 +188,7 @@ class Run:
         self.fp_prepare = hashlib.sha256(json.dumps(base, sort_keys=True).encode()).hexdigest()[:20]
         lat = dict(base, threads=a.threads, budget=a.budget, min_runs=a.min_runs, max_runs=a.max_runs)
         self.fp_latency = hashlib.sha256(json.dumps(lat, sort_keys=True).encode()).hexdigest()[:20]
-        mem = dict(base, threads=a.threads.split(",")[0], runs=a.mem_runs)
+        mem = dict(base, threads=a.threads.split(",")[0], runs=a.mem_runs, trim=1)  # trim: heap freed first
         self.fp_memory = hashlib.sha256(json.dumps(mem, sort_keys=True).encode()).hexdigest()[:20]
 
     def steps(self, model, batch):
@@ -263,6 +263,7 @@ def main():
     ap.add_argument("--accept-stale", action="store_true",
                     help="keep results made with another coil build or settings (finish a long run)")
     ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--memory-only", action="store_true", help="prepare and the memory steps, no timing")
     ap.add_argument("--accuracy-only", action="store_true",
                     help="only prepare: compile and check each model against eager, no timing")
     ap.add_argument("--keep-files", action="store_true", help="keep weights/io files of finished models")
@@ -330,18 +331,18 @@ def main():
                 p = prep.cached()
                 ok = bool(p and p["result"].get("ok"))
                 if ok and not _prepared_files_ok(prep):
-                    need = [s for s in [lat] + ([] if a.no_memory else mems[2:])
+                    need = [s for s in ([] if a.memory_only else [lat]) + ([] if a.no_memory else mems[2:])
                             if a.force or not s.cached()]
                     if need:  # weights were cleaned up but a coil step must run again
                         p = prep.execute()
                         ok = bool(p["result"].get("ok"))
-                steps = [lat] + ([] if a.no_memory else mems if ok else mems[:2])
+                steps = ([] if a.memory_only else [lat]) + ([] if a.no_memory else mems if ok else mems[:2])
                 for s in steps:
                     if not a.force and s.cached():
                         continue
                     rec = s.execute(quiet_wait=a.quiet_wait if s.name.startswith("latency") else 0)
                     log("%s b%d: %s %s (%.0f s)" % (m, b, s.name, _summary(s.name, rec["result"]), rec["wall_s"]))
-                if ok and not a.keep_files and all(s.cached() for s in [lat] + mems[2:]):
+                if ok and not a.keep_files and all(s.cached() for s in ([] if a.memory_only else [lat]) + mems[2:]):
                     for fn in ("weights.safetensors", "io.safetensors"):
                         try:
                             os.unlink(os.path.join(prep.dir, fn))

@@ -496,6 +496,42 @@ def test_profile(t, cache):
              p)
 
 
+def test_low_memory(t, cache):
+    """low_memory=True: the same artifact, every convolution's weights at their own size (no
+    Winograd); a conv with batch norm, residual and bias folded still equal to eager."""
+    nn = torch.nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Sequential(nn.Conv2d(16, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU())
+            self.b = nn.Conv2d(64, 64, 3, padding=1)
+            self.c = nn.Conv2d(64, 8, 1)
+
+        def forward(self, x):
+            y = self.a(x)
+            return self.c(torch.relu(self.b(y) + y))
+
+    torch.manual_seed(3)
+    m = Net().eval()
+    with torch.no_grad():
+        m.a[1].running_mean.uniform_(-1, 1)
+        m.a[1].running_var.uniform_(0.5, 2)
+    x = torch.randn(2, 16, 40, 40)
+    want = m(x)
+    mods = [coil.compile_artifact(m, (x,), cache_dir=cache, coil=COIL, threads=1, keep_params=False, low_memory=lm)
+            for lm in (False, True)]
+    got = [f(x) for f in mods]
+    mem = [f.model.memory() for f in mods]
+    w, p = [e["weights"] for e in mem], 4 * sum(q.numel() for n, q in m.named_parameters() if "weight" in n)
+    t.ok(mods[0].artifact_path == mods[1].artifact_path, "low memory: the same artifact")
+    t.ok(all(rel_err(want, g) <= TOL for g in got), "low memory: both equal to eager (%s)" % [rel_err(want, g) for g in got])
+    t.ok(w[0] > 1.5 * p and w[1] <= 1.1 * p,
+         "low memory: packed weights %d bytes by default (Winograd), %d without, the params %d" % (w[0], w[1], p))
+    for f in mods:
+        f.close()
+
+
 def test_autotune(t, cache):
     """mode="max-autotune": a key of its own, the tuned artifact equal to eager, and every
     lowering it can choose (COIL_AUTOTUNE_FORCE=PATH,UNFUSE) equal to eager too and in the
@@ -786,6 +822,7 @@ def main():
         t.run("gemv", test_gemv, t, cache)
         t.run("dynamic batch", test_dynamic, t, cache)
         t.run("profile", test_profile, t, cache)
+        t.run("low memory", test_low_memory, t, cache)
         t.run("autotune", test_autotune, t, cache)
         t.run("costly activations", test_costly_activations, t, cache)
         t.run("targets", test_targets, t, fns)

@@ -534,7 +534,7 @@ def _precision(dtype):
 def compile_artifact(module, example_inputs, server=None, target="native", threads=None, *,
                      dynamic_batch=False, dynamic=None, ranges=None, cache_dir=None, workdir=None,
                      save_weights=False, coil=None, timeout=None, opt=None, keep_params=True,
-                     dtype=None, mode=None):
+                     dtype=None, mode=None, low_memory=False):
     """Export (dynamic: as export_graph), compile and load `module` now: one artifact, a
     CompiledModule. compile() builds on this."""
     precision = _precision(dtype)
@@ -550,7 +550,8 @@ def compile_artifact(module, example_inputs, server=None, target="native", threa
                                        dynamic=dynamic, ranges=ranges, info=details)
     return _compile_graph(graph, params, spec, t0, details, server=server, target=target, threads=threads,
                           cache_dir=cache_dir, workdir=workdir, save_weights=save_weights, coil=coil,
-                          timeout=timeout, opt=opt, keep_params=keep_params, precision=precision, mode=mode)
+                          timeout=timeout, opt=opt, keep_params=keep_params, precision=precision, mode=mode,
+                          low_memory=low_memory)
 
 
 def _mode(mode):
@@ -562,7 +563,7 @@ def _mode(mode):
 
 def _compile_graph(graph, params, spec, t0, details, *, server=None, target="native", threads=None,
                    cache_dir=None, workdir=None, save_weights=False, coil=None, timeout=None, opt=None,
-                   keep_params=True, precision=None, mode=None):
+                   keep_params=True, precision=None, mode=None, low_memory=False):
     """compile_artifact's second half: an exported graph compiled and loaded."""
     t1 = time.perf_counter()
     ce = _exporter()
@@ -601,7 +602,7 @@ def _compile_graph(graph, params, spec, t0, details, *, server=None, target="nat
     art = Artifact(info["artifact"], sha256=info["sha256"], target=info.get("target"))
     if len(art.inputs) != len(graph["inputs"]) or len(art.outputs) != len(graph["outputs"]):
         raise CoilError("artifact %s does not match the exported graph" % info["artifact"])
-    model = Model(art, plist, threads=threads, keep_params=keep_params)
+    model = Model(art, plist, threads=threads, keep_params=keep_params, low_memory=low_memory)
     info.update(export_s=t1 - t0, compile_s=t2 - t1, load_s=time.perf_counter() - t2,
                 workdir=workdir, symbolic=details)
     return CompiledModule(model, spec, info, graph)
@@ -610,7 +611,7 @@ def _compile_graph(graph, params, spec, t0, details, *, server=None, target="nat
 def compile(module, example_inputs=None, server=None, target="native", threads=None, *,
             dynamic=None, dynamic_batch=False, ranges=None, recompile_limit=8, fallback=None,
             cache_dir=None, workdir=None, save_weights=False, coil=None, timeout=None, opt=None,
-            keep_params=True, persist=True, dtype=None, mode=None):
+            keep_params=True, persist=True, dtype=None, mode=None, low_memory=False):
     """A callable that runs `module` compiled by coil (see the module doc and docs/python.md).
 
     example_inputs: compile for them now (None: on the first call).
@@ -631,6 +632,10 @@ def compile(module, example_inputs=None, server=None, target="native", threads=N
         by default a temporary directory is used and removed.
     keep_params: keep references to the param tensors (the ABI copies them at create;
         False frees them after the first handle, and then one thread at a time may call).
+    low_memory: every convolution keeps weights of its own size: no Winograd (whose weights,
+        transformed, are 1.8-4x as large, plus its scratch), for a peak memory within eager's;
+        slower where Winograd pays (resnet18, batch 1, one thread: 22 -> 33 ms). Set on the
+        loaded artifact before its first handle; the compiled artifact is the same.
     dtype: None (as traced: under torch.autocast the graph keeps autocast's casts) or
         torch.bfloat16: coil applies autocast's rules to the f32 graph (convolutions and
         matrix products in bf16, softmax, norms and reductions in f32); inputs and outputs
@@ -649,6 +654,7 @@ def compile(module, example_inputs=None, server=None, target="native", threads=N
         raise CoilError("unknown target %r (native, %s)" % (target, ", ".join(TARGETS)), stage="compile")
     opts = dict(server=server, target=target, threads=threads, cache_dir=cache_dir, workdir=workdir,
                 save_weights=save_weights, coil=coil, timeout=timeout, opt=opt, keep_params=keep_params,
+                low_memory=low_memory,
                 dtype=dtype, mode=mode)
     return DynamicModule(module, example_inputs, dynamic=dynamic, dynamic_batch=dynamic_batch,
                          ranges=ranges, recompile_limit=recompile_limit, fallback=fallback,
@@ -760,7 +766,7 @@ def _check_int8(graph, report, coil, cache_dir):
     report["quantized"] = keep
 
 
-def load(artifact_path, params, threads=None, keep_params=True):
+def load(artifact_path, params, threads=None, keep_params=True, low_memory=False):
     """Loads an artifact built by `coil compile` and binds `params`: tensors in the graph's
     params order, as a list or an ordered dict (a weights.safetensors that compile(...,
     save_weights=True) wrote is in that order). Returns a CompiledModule whose call returns
@@ -782,4 +788,5 @@ def load(artifact_path, params, threads=None, keep_params=True):
         art = Artifact(artifact_path, sha256=sha, target=target)
     else:
         art = Artifact(artifact_path)
-    return CompiledModule(Model(art, list(params), threads=threads, keep_params=keep_params))
+    return CompiledModule(Model(art, list(params), threads=threads, keep_params=keep_params,
+                                low_memory=low_memory))

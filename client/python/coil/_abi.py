@@ -167,6 +167,23 @@ class Artifact:
             self._memory.restype = ctypes.c_int
             self._memory.argtypes = [ctypes.c_void_p, _I64P, ctypes.c_int]
 
+    def keep_weights_small(self):
+        """Every oneDNN convolution of this loaded artifact without Winograd (where the
+        heuristics would take it: coil_model_tune's choice 0 becomes 1, DN_TUNE_NO_WINO),
+        so that its weights keep their own size; for handles created after. Returns how
+        many changed (0 for an artifact without the table)."""
+        tune = getattr(self._lib, "coil_model_tune", None)
+        if tune is None:
+            return 0
+        tune.restype = ctypes.c_int
+        tune.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_uint)]
+        k, ch = ctypes.c_int(), ctypes.c_uint()
+        changed = 0
+        for j in range(max(tune(-1, -1, ctypes.byref(k), ctypes.byref(ch)), 0)):
+            if tune(j, -1, ctypes.byref(k), ctypes.byref(ch)) == 0 and ch.value >> 1 & 1:
+                changed += tune(j, 1, ctypes.byref(k), ctypes.byref(ch)) == 1
+        return changed
+
     def last_error(self):
         e = self._lasterr()
         return e.decode("utf-8", "replace") if e else "unknown error"
@@ -247,8 +264,10 @@ class Model:
     Each concurrent call gets its own coil_model (a handle runs one call at a time): handles
     are kept in a pool, created on demand, so N threads calling at once use N handles."""
 
-    def __init__(self, artifact, params, threads=None, keep_params=True):
+    def __init__(self, artifact, params, threads=None, keep_params=True, low_memory=False):
         self.artifact = a = artifact
+        if low_memory:
+            a.keep_weights_small()
         if len(params) != len(a.params):
             raise _err_load("artifact takes %d params, %d given" % (len(a.params), len(params)))
         ps = []
