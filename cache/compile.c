@@ -1,7 +1,9 @@
 /* Compiling through the cache (see compile.h). */
 #include "cache/compile.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -278,9 +280,16 @@ static int rt_object(coil_cache *c, const compile_plan *p, char *path, size_t ca
 {
 	coil_err e = {0};
 	const coil_target *t = target_get(p->target, &e);
-	char material[1024], hex[65];
-	snprintf(material, sizeof material, "dnnl_rt\ncompiler=%s\ncodegen=%s\ntarget=%s\nflags=%s\nopt=%d\n",
-		 compile_compiler_identity(), CODEGEN_KEY_VERSION, p->target, t ? t->flags : "", p->opt_level);
+	char material[1024], hex[65], kh_hex[65];
+	/* the kernels' header precompiled beside it is named by its text too (a
+	 * precompiled header is taken on its flags alone, never its contents) */
+	char *kh = codegen_kernels_header();
+	int bad = !kh || cache_sha256_bytes(kh, strlen(kh), kh_hex, &e) != 0;
+	free(kh);
+	if (bad)
+		return -1;
+	snprintf(material, sizeof material, "dnnl_rt\ncompiler=%s\ncodegen=%s\ntarget=%s\nflags=%s\nopt=%d\nkernels_h=%s\n",
+		 compile_compiler_identity(), CODEGEN_KEY_VERSION, p->target, t ? t->flags : "", p->opt_level, kh_hex);
 	if (!t || cache_sha256_bytes(material, strlen(material), hex, &e) != 0 ||
 	    snprintf(path, cap, "%s/rt", cache_dir(c)) >= (int)cap)
 		return -1;
@@ -288,7 +297,35 @@ static int rt_object(coil_cache *c, const compile_plan *p, char *path, size_t ca
 		return -1;
 	if (snprintf(path, cap, "%s/rt/%s.o", cache_dir(c), hex) >= (int)cap)
 		return -1;
-	return access(path, R_OK) == 0;
+	if (access(path, R_OK) != 0)
+		return 0;
+	/* in use: its time says so to rt_sweep */
+	char g[CACHE_PATH_MAX + 96];
+	(void)utimensat(AT_FDCWD, path, NULL, 0);
+	if (pch_path(path, g, sizeof g) == 0)
+		(void)utimensat(AT_FDCWD, g, NULL, 0);
+	return 1;
+}
+
+/* Runtime objects and their headers (30 MB each) of other compilers, coil
+ * versions or options stay in rt/ until a build there finds them unused for
+ * RT_UNUSED_DAYS: then they go. */
+#define RT_UNUSED_DAYS 30
+static void rt_sweep(coil_cache *c)
+{
+	char dir[CACHE_PATH_MAX + 8], f[CACHE_PATH_MAX + 300];
+	snprintf(dir, sizeof dir, "%s/rt", cache_dir(c));
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	const time_t old = time(NULL) - (time_t)RT_UNUSED_DAYS * 86400;
+	struct dirent *de;
+	struct stat st;
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.' && (size_t)snprintf(f, sizeof f, "%s/%s", dir, de->d_name) < sizeof f &&
+		    lstat(f, &st) == 0 && S_ISREG(st.st_mode) && st.st_mtime < old)
+			(void)unlink(f);
+	closedir(d);
 }
 
 /* The runtime's object built for the cache, before the first compile that
@@ -303,8 +340,13 @@ static int rt_build(coil_cache *c, const compile_plan *p, const codegen_opts *co
 	if (!t || cache_tmpdir_create(c, tmp, sizeof tmp, &fd, &e) != 0)
 		return -1;
 	snprintf(o, sizeof o, "%s/dnnl_rt.o", tmp);
-	if (build_rt_object(co->cc, co->opt, t->flags, co->werror, p->timeout_s, o, &e) == 0)
+	if (build_rt_object(co->cc, co->opt, t->flags, co->werror, p->timeout_s, o, &e) == 0) {
+		char g[CACHE_PATH_MAX + 32], gp[CACHE_PATH_MAX + 32];
+		if (pch_path(o, g, sizeof g) == 0 && pch_path(path, gp, sizeof gp) == 0)
+			(void)rename(g, gp); /* before the object: with it, its header */
 		rc = rename(o, path); /* atomic: a reader sees all of it or none */
+		rt_sweep(c);
+	}
 	cache_tmpdir_remove(tmp, fd);
 	return rc;
 }
@@ -354,8 +396,12 @@ int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *r, coil_err
 	memset(&cr, 0, sizeof cr);
 	int built = sandbox_compile(p->g, &co, &p->limits, so, &cr, NULL, err);
 	if (built != 0 && co.rt_in && err->code == COIL_E_COMPILER) {
-		/* a runtime object the linker refuses (truncated, damaged): dropped,
-		 * and this build makes its own */
+		/* a runtime object the linker refuses (truncated, damaged), or its
+		 * precompiled header the compiler does: both dropped, and this build
+		 * makes its own */
+		char g[CACHE_PATH_MAX + 96];
+		if (pch_path(co.rt_in, g, sizeof g) == 0)
+			unlink(g);
 		unlink(co.rt_in);
 		co.rt_in = NULL;
 		memset(err, 0, sizeof *err);

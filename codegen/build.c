@@ -345,9 +345,17 @@ int build_copy_file(const char *from, const char *to)
 	int in = open(from, O_RDONLY | O_CLOEXEC), out = -1, bad = in < 0;
 	if (!bad)
 		bad = (out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0;
-	char buf[65536];
+	/* in the kernel where it can (a precompiled header is 30 MB), else through a buffer */
 	ssize_t n = 0;
-	while (!bad && (n = read(in, buf, sizeof buf)) > 0)
+	int kernel = 1;
+	while (!bad && (n = copy_file_range(in, NULL, out, NULL, (size_t)1 << 30, 0)) > 0)
+		;
+	if (!bad && n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
+		kernel = 0; /* the rest through the buffer, from where the offsets are */
+		n = 0;
+	}
+	char buf[65536];
+	while (!bad && !kernel && (n = read(in, buf, sizeof buf)) > 0)
 		bad = write(out, buf, (size_t)n) != n;
 	bad |= n < 0;
 	if (in >= 0)
@@ -355,6 +363,15 @@ int build_copy_file(const char *from, const char *to)
 	if (out >= 0 && close(out) != 0)
 		bad = 1;
 	return bad ? -1 : 0;
+}
+
+int pch_path(const char *rt_o, char *out, size_t cap)
+{
+	size_t n = strlen(rt_o);
+	if (n < 2 || strcmp(rt_o + n - 2, ".o") || n + 3 > cap)
+		return -1;
+	snprintf(out, cap, "%.*s.gch", (int)(n - 2), rt_o);
+	return 0;
 }
 
 int build_files(const codegen_src *src, const char *cc, const char *opt, const char *tflags, int werror,
@@ -409,21 +426,37 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 		build_rm_tree(dir);
 		return coil_err_oom(err);
 	}
-	/* the runtime built before for these flags: linked as it is */
+	/* the runtime built before for these flags: linked as it is; the kernels'
+	 * header precompiled with it, when there is one, beside the header (the
+	 * compiler takes it where its flags match, else reads the text) */
 	int rt_given = src->rt_unit && rt_in && !rt_only;
 	if (rt_given) {
-		char p[PATH_MAX + 16];
+		char p[PATH_MAX + 16], g[PATH_MAX + 16];
 		snprintf(p, sizeof p, "%s/dnnl_rt.o", dir);
 		if (build_copy_file(rt_in, p) != 0)
 			rt_given = 0;
+		if (rt_given && pch_path(rt_in, g, sizeof g) == 0 && access(g, R_OK) == 0) {
+			snprintf(p, sizeof p, "%s/" CODEGEN_KERNELS_H ".gch", dir);
+			if (build_copy_file(g, p) != 0)
+				unlink(p);
+		}
 	}
-	for (int i = 0; i <= src->n; i++) {
-		const char *u = i < src->n ? src->name[i] : src->rt_unit && !rt_given ? "dnnl_rt.c" : NULL;
+	/* the runtime's object for the cache: the kernels' header precompiled too */
+	char *kh = rt_only ? codegen_kernels_header() : NULL;
+	if (rt_only && (!kh || write_text(dir, CODEGEN_KERNELS_H, kh) != 0)) {
+		free(kh);
+		build_rm_tree(dir);
+		return coil_errc(err, COIL_E_IO, "build: cannot write %s into %s", CODEGEN_KERNELS_H, dir);
+	}
+	free(kh);
+	for (int i = 0; i <= src->n + rt_only; i++) {
+		const char *u = i < src->n ? src->name[i] : i == src->n ? (src->rt_unit && !rt_given ? "dnnl_rt.c" : NULL)
+									  : CODEGEN_KERNELS_H;
 		size_t len = u ? strlen(u) : 0;
-		if (!u || len < 3 || strcmp(u + len - 2, ".c"))
+		if (!u || len < 3 || (strcmp(u + len - 2, ".c") && i <= src->n))
 			continue;
 		J[nu].unit = u;
-		J[nu].light = i < src->n && src->light[i];
+		J[nu].light = i < src->n ? src->light[i] : 0;
 		J[nu].cost = i < src->n ? strlen(src->text[i]) : (size_t)-1; /* the runtime: the longest */
 		nu++;
 	}
@@ -446,7 +479,13 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 		j->argv[n++] = "-std=c11";
 		j->argv[n++] = "-fPIC";
 		int whole = nu == 1 && !rt_given && !rt_only; /* compiled and linked in one run */
-		j->argv[n++] = whole ? "-shared" : "-c";
+		const int header = !strcmp(j->unit, CODEGEN_KERNELS_H);
+		if (header) {
+			j->argv[n++] = "-x";
+			j->argv[n++] = "c-header";
+		} else {
+			j->argv[n++] = whole ? "-shared" : "-c";
+		}
 		j->argv[n++] = "-fopenmp";
 		j->argv[n++] = "-fno-math-errno";
 		j->argv[n++] = "-fvisibility=hidden";
@@ -460,7 +499,10 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 			j->argv[n++] = "-Wno-unused-variable";
 			j->argv[n++] = "-Wno-unused-parameter";
 		}
-		snprintf(j->obj, sizeof j->obj, "%.*s.o", (int)strlen(j->unit) - 2, j->unit);
+		if (header)
+			snprintf(j->obj, sizeof j->obj, "%s.gch", j->unit);
+		else
+			snprintf(j->obj, sizeof j->obj, "%.*s.o", (int)strlen(j->unit) - 2, j->unit);
 		snprintf(j->log_path, sizeof j->log_path, "%s/%s.log", dir, j->unit);
 		j->argv[n++] = "-o";
 		j->argv[n++] = whole ? "model.so" : j->obj;
@@ -501,7 +543,10 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 	int rc = run_jobs(J, nu, L, par, name, exe, envp, dir, limit_s, t0, err);
 	*secs = clock_s() - t0;
 	if (!rc && rt_only) {
-		char p[PATH_MAX + 16];
+		char p[PATH_MAX + 16], g[PATH_MAX + 16];
+		snprintf(p, sizeof p, "%s/" CODEGEN_KERNELS_H ".gch", dir);
+		if (pch_path(rt_out, g, sizeof g) == 0)
+			(void)rename(p, g); /* first: a reader that sees the object sees it too */
 		snprintf(p, sizeof p, "%s/dnnl_rt.o", dir);
 		if (rename(p, rt_out) != 0)
 			rc = coil_errc(err, COIL_E_COMPILER, "build: %s made no runtime object (%s)", name, strerror(errno));
@@ -518,7 +563,7 @@ int build_rt_object(const char *cc, const char *opt, const char *tflags, int wer
 {
 	codegen_src none = {.n = 0, .rt_unit = 1};
 	double secs;
-	return build_files(&none, cc, opt, tflags, werror, timeout_s, 1, NULL, out_o, out_o, &secs, err);
+	return build_files(&none, cc, opt, tflags, werror, timeout_s, 0, NULL, out_o, out_o, &secs, err);
 }
 
 int build_so(const char *src, const char *cc, const char *opt, const char *tflags, int werror, int timeout_s,

@@ -118,6 +118,13 @@ int codegen_compile(coil_graph *g, const codegen_opts *o, const char *out_so, co
  * over weights in the runtime: resnet50's model.c 0.42 s against 0.78 at -Og
  * with the kernels' header part, 1.31 at -O1). */
 #define CODEGEN_MAX_FILES 16
+/* Split, the kernel units (and a model.c with folding kernels) include this
+ * header first: coil's prelude and vmath, the same text for every graph
+ * (codegen_kernels_header(): malloc'd, NULL when out of memory).  Built
+ * beside the runtime's object (build_rt_object) as a precompiled header, which
+ * build_files puts beside it when rt_in has one (RT_IN with .gch for .o). */
+#define CODEGEN_KERNELS_H "coil_kernels.h"
+char *codegen_kernels_header(void);
 typedef struct codegen_src {
 	int n;
 	const char *name[CODEGEN_MAX_FILES];
@@ -152,9 +159,14 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 		coil_err *err);
 /* The oneDNN runtime's object alone (what build_files compiles dnnl_rt.c
  * into, with the same flags: byte for byte the same object) into out_o, for
- * codegen_opts.rt_in.  Its source is coil's own, never a request's. */
+ * codegen_opts.rt_in, and the kernels' header (CODEGEN_KERNELS_H) precompiled
+ * with the kernel units' flags beside it (pch_path).  Its source is coil's
+ * own, never a request's. */
 int build_rt_object(const char *cc, const char *opt, const char *tflags, int werror, int timeout_s, const char *out_o,
 		    coil_err *err);
+/* The precompiled kernels' header that goes with the runtime's object at
+ * rt_o (x.o: x.gch) into out; 0, or -1 when rt_o does not end in .o. */
+int pch_path(const char *rt_o, char *out, size_t cap);
 /* Copy the file from into to (created 0644); 0 or -1. */
 int build_copy_file(const char *from, const char *to);
 /* CPUs this thread may run on (sched_getaffinity), at least 1. */

@@ -855,9 +855,13 @@ int sandbox_compile(coil_graph *g, const codegen_opts *o, const sandbox_limits *
 	/* the runtime's object: a copy the tree may read (and spoil only for
 	 * itself), never the caller's file */
 	if (rc == 0 && r->job.rt_in) {
-		char in[PATH_MAX + 16];
+		char in[PATH_MAX + 16], g[PATH_MAX + 16], gi[PATH_MAX + 16];
 		snprintf(in, sizeof in, "%s/" SANDBOX_RT_IN, r->job.work);
 		r->job.rt_in = build_copy_file(o->rt_in, in) == 0;
+		/* and its precompiled header, when it has one (pch_path) */
+		if (r->job.rt_in && pch_path(o->rt_in, g, sizeof g) == 0 && pch_path(in, gi, sizeof gi) == 0 &&
+		    access(g, R_OK) == 0 && build_copy_file(g, gi) != 0)
+			unlink(gi);
 	}
 	if (rc == 0) {
 		sbx_cg_create(&r->job.cg, &r->job.lim, r->notes, sizeof r->notes);

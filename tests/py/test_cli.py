@@ -296,11 +296,13 @@ def profile(t, tmp, env):
 
 def rt_object_reuse(t, tmp):
     """The oneDNN runtime's object is built once per compiler, target and options into the
-    cache's rt/, and linked into the next artifacts; a damaged one is dropped, not fatal."""
+    cache's rt/, with the kernels' header precompiled beside it, and both go into the next
+    artifacts' builds; a damaged one of either is dropped, not fatal."""
     env = dict(os.environ, COIL_CACHE_DIR=os.path.join(tmp, "rtcache"), COIL_CC_UNITS="1")
     env.pop("COIL_SERVER", None)
     graphs = []
-    for act in ("aten.gelu", "aten.relu", "aten.sigmoid", "aten.tanh"):
+    for act in ("aten.gelu", "aten.relu", "aten.sigmoid", "aten.tanh", "aten.silu", "aten.hardswish",
+                "aten.neg"):
         g = json.loads(json.dumps(GRAPH))
         g["nodes"][2]["op"] = act
         path = os.path.join(tmp, "rt-%s.json" % act)
@@ -312,21 +314,42 @@ def rt_object_reuse(t, tmp):
         return sorted(os.listdir(rtdir)) if os.path.isdir(rtdir) else []
     r = coil(["check", graphs[0]], env)
     first = objs()
-    t.ok(r.returncode == 0 and len(first) == 1 and first[0].endswith(".o"),
-         "the first compile leaves the runtime's object in the cache's rt/", (r.stdout + r.stderr, first))
-    obj = os.path.join(rtdir, first[0]) if first else ""
-    ino = os.stat(obj).st_ino if obj else 0
+    t.ok(r.returncode == 0 and len(first) == 2 and first[0].endswith(".gch") and first[1].endswith(".o") and
+         first[0][:-4] == first[1][:-2],
+         "the first compile leaves the runtime's object and the precompiled kernels' header in the cache's rt/",
+         (r.stdout + r.stderr, first))
+    if len(first) != 2:
+        return
+    gch, obj = os.path.join(rtdir, first[0]), os.path.join(rtdir, first[1])
+    ino = os.stat(obj).st_ino, os.stat(gch).st_ino
     r = coil(["check", graphs[1]], env)
-    t.ok(r.returncode == 0 and objs() == first and os.stat(obj).st_ino == ino,
-         "a second graph links it (matches the interpreter; the object not rebuilt)", r.stdout + r.stderr)
-    if obj:
-        open(obj, "wb").write(b"not an object file")
+    t.ok(r.returncode == 0 and objs() == first and (os.stat(obj).st_ino, os.stat(gch).st_ino) == ino,
+         "a second graph uses them (matches the interpreter; neither rebuilt)", r.stdout + r.stderr)
+    stale, recent = os.path.join(rtdir, "0" * 64 + ".gch"), os.path.join(rtdir, "1" * 64 + ".o")
+    for f, days in ((stale, 31), (recent, 29)):
+        open(f, "wb").write(b"x")
+        os.utime(f, (time.time() - days * 86400,) * 2)
+    open(obj, "wb").write(b"not an object file")
     r = coil(["check", graphs[2]], env)
     t.ok(r.returncode == 0 and "ok" in r.stdout and not os.path.exists(obj),
          "a damaged runtime object is dropped and the compile builds its own", r.stdout + r.stderr)
     r = coil(["check", graphs[3]], env)
-    t.ok(r.returncode == 0 and objs() == first and open(obj, "rb").read(4) == b"\x7fELF",
-         "the next compile makes it again", (r.stdout + r.stderr, objs()))
+    t.ok(r.returncode == 0 and objs() == sorted(first + [os.path.basename(recent)]) and
+         open(obj, "rb").read(4) == b"\x7fELF",
+         "the next compile makes them again, and drops what was unused for 30 days (not 29)",
+         (r.stdout + r.stderr, objs()))
+    os.unlink(recent)
+    data = open(gch, "rb").read()
+    open(gch, "wb").write(data[:len(data) // 3])  # a truncated header stops the compiler
+    r = coil(["check", graphs[4]], env)
+    t.ok(r.returncode == 0 and "ok" in r.stdout and not os.path.exists(gch),
+         "a truncated precompiled header is dropped and the compile builds without it", r.stdout + r.stderr)
+    r = coil(["check", graphs[5]], env)
+    t.ok(r.returncode == 0 and objs() == first, "the next compile makes both again", (r.stdout + r.stderr, objs()))
+    os.unlink(gch)
+    r = coil(["check", graphs[6]], env)
+    t.ok(r.returncode == 0 and "ok" in r.stdout and objs() == first[1:],
+         "an object without its precompiled header: the build reads the header's text", (r.stdout + r.stderr, objs()))
 
-
-main()
+if __name__ == "__main__":
+    main()
