@@ -431,7 +431,7 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 	 * compiler takes it where its flags match, else reads the text) */
 	int rt_given = src->rt_unit && rt_in && !rt_only;
 	if (rt_given) {
-		char p[PATH_MAX + 16], g[PATH_MAX + 16];
+		char p[PATH_MAX + 32], g[PATH_MAX + 32];
 		snprintf(p, sizeof p, "%s/dnnl_rt.o", dir);
 		if (build_copy_file(rt_in, p) != 0)
 			rt_given = 0;
@@ -543,7 +543,7 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 	int rc = run_jobs(J, nu, L, par, name, exe, envp, dir, limit_s, t0, err);
 	*secs = clock_s() - t0;
 	if (!rc && rt_only) {
-		char p[PATH_MAX + 16], g[PATH_MAX + 16];
+		char p[PATH_MAX + 32], g[PATH_MAX + 32];
 		snprintf(p, sizeof p, "%s/" CODEGEN_KERNELS_H ".gch", dir);
 		if (pch_path(rt_out, g, sizeof g) == 0)
 			(void)rename(p, g); /* first: a reader that sees the object sees it too */
