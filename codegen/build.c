@@ -385,8 +385,9 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 	if (!out_so || !*out_so)
 		return coil_errf(err, "build: no output path");
 	/* no files but the runtime: its object alone, into rt_out */
-	int rt_only = src && src->n == 0 && src->rt_unit && rt_out;
-	if (!src || (src->n < 1 && !rt_only) || src->n > CODEGEN_MAX_FILES)
+	int rt_only = src && src->n == 0 && src->rt_unit && rt_out;    /* build_rt_object */
+	int pch_only = src && src->n == 0 && !src->rt_unit && rt_out;  /* build_kernels_pch */
+	if (!src || (src->n < 1 && !rt_only && !pch_only) || src->n > CODEGEN_MAX_FILES)
 		return coil_errf(err, "build: no source");
 	for (int i = 0; i < src->n; i++)
 		if (!plain_name(src->name[i]) || !src->text[i] || !strcmp(src->name[i], "dnnl_rt.c") ||
@@ -441,15 +442,15 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 				unlink(p);
 		}
 	}
-	/* the runtime's object for the cache: the kernels' header precompiled too */
-	char *kh = rt_only ? codegen_kernels_header() : NULL;
-	if (rt_only && (!kh || write_text(dir, CODEGEN_KERNELS_H, kh) != 0)) {
+	/* the kernels' header to precompile for the cache */
+	char *kh = pch_only ? codegen_kernels_header() : NULL;
+	if (pch_only && (!kh || write_text(dir, CODEGEN_KERNELS_H, kh) != 0)) {
 		free(kh);
 		build_rm_tree(dir);
 		return coil_errc(err, COIL_E_IO, "build: cannot write %s into %s", CODEGEN_KERNELS_H, dir);
 	}
 	free(kh);
-	for (int i = 0; i <= src->n + rt_only; i++) {
+	for (int i = 0; i <= src->n + pch_only; i++) {
 		const char *u = i < src->n ? src->name[i] : i == src->n ? (src->rt_unit && !rt_given ? "dnnl_rt.c" : NULL)
 									  : CODEGEN_KERNELS_H;
 		size_t len = u ? strlen(u) : 0;
@@ -478,7 +479,7 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 		j->argv[n++] = j->light == 2 || (opt && !strcmp(opt, "-O0")) ? "-O0" : j->light ? "-Og" : opt ? opt : "-O3";
 		j->argv[n++] = "-std=c11";
 		j->argv[n++] = "-fPIC";
-		int whole = nu == 1 && !rt_given && !rt_only; /* compiled and linked in one run */
+		int whole = nu == 1 && !rt_given && !rt_only && !pch_only; /* compiled and linked in one run */
 		const int header = !strcmp(j->unit, CODEGEN_KERNELS_H);
 		if (header) {
 			j->argv[n++] = "-x";
@@ -514,7 +515,7 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 		}
 		j->argv[n] = NULL;
 	}
-	if ((nu > 1 || rt_given) && !rt_only) {
+	if ((nu > 1 || rt_given) && !rt_only && !pch_only) {
 		/* the link: cc opt -shared -fopenmp -fPIC -o model.so *.o -lm -Wl,--as-needed -ldnnl */
 		L = &J[nu];
 		int n = 0;
@@ -542,12 +543,9 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 	double t0 = clock_s();
 	int rc = run_jobs(J, nu, L, par, name, exe, envp, dir, limit_s, t0, err);
 	*secs = clock_s() - t0;
-	if (!rc && rt_only) {
-		char p[PATH_MAX + 32], g[PATH_MAX + 32];
-		snprintf(p, sizeof p, "%s/" CODEGEN_KERNELS_H ".gch", dir);
-		if (pch_path(rt_out, g, sizeof g) == 0)
-			(void)rename(p, g); /* first: a reader that sees the object sees it too */
-		snprintf(p, sizeof p, "%s/dnnl_rt.o", dir);
+	if (!rc && (rt_only || pch_only)) {
+		char p[PATH_MAX + 32];
+		snprintf(p, sizeof p, "%s/%s", dir, rt_only ? "dnnl_rt.o" : CODEGEN_KERNELS_H ".gch");
 		if (rename(p, rt_out) != 0)
 			rc = coil_errc(err, COIL_E_COMPILER, "build: %s made no runtime object (%s)", name, strerror(errno));
 	} else if (!rc && rename(tmp_so, out_so) != 0) {
@@ -563,7 +561,15 @@ int build_rt_object(const char *cc, const char *opt, const char *tflags, int wer
 {
 	codegen_src none = {.n = 0, .rt_unit = 1};
 	double secs;
-	return build_files(&none, cc, opt, tflags, werror, timeout_s, 0, NULL, out_o, out_o, &secs, err);
+	return build_files(&none, cc, opt, tflags, werror, timeout_s, 1, NULL, out_o, out_o, &secs, err);
+}
+
+int build_kernels_pch(const char *cc, const char *opt, const char *tflags, int werror, int timeout_s,
+		      const char *out_gch, coil_err *err)
+{
+	codegen_src none = {.n = 0, .rt_unit = 0};
+	double secs;
+	return build_files(&none, cc, opt, tflags, werror, timeout_s, 1, NULL, out_gch, out_gch, &secs, err);
 }
 
 int build_so(const char *src, const char *cc, const char *opt, const char *tflags, int werror, int timeout_s,

@@ -159,11 +159,13 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 		coil_err *err);
 /* The oneDNN runtime's object alone (what build_files compiles dnnl_rt.c
  * into, with the same flags: byte for byte the same object) into out_o, for
- * codegen_opts.rt_in, and the kernels' header (CODEGEN_KERNELS_H) precompiled
- * with the kernel units' flags beside it (pch_path).  Its source is coil's
- * own, never a request's. */
+ * codegen_opts.rt_in.  Its source is coil's own, never a request's. */
 int build_rt_object(const char *cc, const char *opt, const char *tflags, int werror, int timeout_s, const char *out_o,
 		    coil_err *err);
+/* The kernels' header (CODEGEN_KERNELS_H) precompiled with the kernel units'
+ * flags into out_gch, to go beside the runtime's object (pch_path). */
+int build_kernels_pch(const char *cc, const char *opt, const char *tflags, int werror, int timeout_s,
+		      const char *out_gch, coil_err *err);
 /* The precompiled kernels' header that goes with the runtime's object at
  * rt_o (x.o: x.gch) into out; 0, or -1 when rt_o does not end in .o. */
 int pch_path(const char *rt_o, char *out, size_t cap);
