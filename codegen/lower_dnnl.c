@@ -589,7 +589,7 @@ static int eligible(pctx *c, int h, dn_fuse *f)
 		/* oneDNN 2.6's NHWC depthwise kernel takes no dilation: it falls back to gemm, ~250x
 		 * slower (ConvTasNet's dilated depthwise 1-d convs: 12.5 ms each, against 0.05 ms of
 		 * work).  Its jit_dw kernel does, and the runtime runs 2-d f32 ones on it
-		 * (conv_dw_blocked_ok; ConvTasNet's 1-d ones, dilation up to 128, ran 2x slower there than in
+		 * (conv_blocked_ok; ConvTasNet's 1-d ones, dilation up to 128, ran 2x slower there than in
 		 * the generated loops); the rest, at static sizes, stay on the generated loops */
 		if (dw_dilated(g, n) && dim_eq(&o->shape[1], &x->shape[1]) && shape_is_const(x->shape, x->rank) &&
 		    !(T == COIL_F32 && x->rank == 4))
@@ -789,7 +789,7 @@ static int step(pctx *c, dn_fuse *f, const coil_node *u, int cur, int view_free)
 			f->fold[f->nfold++] = (dn_fold){.kind = k, .val = other};
 			return 0;
 		}
-		/* a dilated depthwise conv runs blocked (the runtime's conv_dw_blocked_ok): no
+		/* a dilated depthwise conv runs blocked (the runtime's conv_blocked_ok): no
 		 * binary post-op */
 		if (conv && dw_dilated(g, &g->nodes[f->head]))
 			return -1;

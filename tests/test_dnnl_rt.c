@@ -598,6 +598,57 @@ static void test_conv_dw_dilated(void **state)
 	free(w);
 }
 
+/* Grouped convs over NHWC rows of a multiple of 128 channels and at least
+ * 56 kB, at most 32 channels a group, run in oneDNN's blocked layout (its
+ * NHWC kernel is 2-8x slower there): right in every layout and with a
+ * residual sum (staged through the blocked layout); narrower rows, 64
+ * channels a group, other widths and RT_GRP_BLOCKED=0 stay NHWC. */
+static void test_conv_grouped_blocked(void **state)
+{
+	rt_conv_desc d = cdesc(2, 2, 128, 128, 32, 112, 3, 1, 1, 1); /* 4 a group */
+	d.in[0] = 5;
+	d.has_bias = 1, d.npost = 1, d.post[0] = (rt_post){.kind = RT_RELU};
+	conv_out(&d);
+	run_conv(*state, d, "g32 128->128 3x3 relu");
+	d = cdesc(2, 1, 256, 512, 16, 57, 3, 2, 1, 1); /* 16 in, 32 out a group, stride 2 */
+	d.in[0] = 6;
+	conv_out(&d);
+	run_conv(*state, d, "g16 256->512 s2");
+	d = cdesc(2, 1, 128, 128, 8, 112, 3, 1, 1, 1);
+	d.in[0] = 3;
+	d.npost = 1, d.post[0] = (rt_post){.kind = RT_ADD_SAME};
+	conv_out(&d);
+	run_conv(*state, d, "g8 128 residual");
+
+	char err[256];
+	float *w = rnd(256 * 64 * 9); /* the largest case: 64 a group */
+	struct {
+		int64_t ic, g, width;
+		int cl, blocked;
+	} cases[] = {{256, 32, 56, 1, 1}, {256, 32, 56, 0, 1}, {1024, 64, 14, 1, 1}, {256, 32, 28, 1, 0} /* 28 kB rows */,
+		     {256, 4, 56, 1, 0} /* 64 a group */, {96, 12, 200, 1, 0} /* 96 channels */};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
+		rt_conv *c = NULL;
+		d = cdesc(2, 1, cases[i].ic, cases[i].ic, cases[i].g, cases[i].width, 3, 1, 1, 1);
+		d.channels_last = cases[i].cl;
+		assert_int_equal(rt_conv_create(*state, &d, w, NULL, &c, err, sizeof err), RT_OK);
+		if (rt_conv_blocked(c) != cases[i].blocked)
+			fail_msg("g%d %dx%dx%d: blocked %d, want %d (%s)", (int)cases[i].g, (int)cases[i].ic,
+				 (int)cases[i].width, (int)cases[i].width, rt_conv_blocked(c), cases[i].blocked,
+				 rt_conv_impl(c));
+		rt_conv_destroy(c);
+	}
+	rt_conv *c = NULL;
+	d = cdesc(2, 1, 256, 256, 32, 56, 3, 1, 1, 1);
+	d.channels_last = 1;
+	setenv("RT_GRP_BLOCKED", "0", 1);
+	assert_int_equal(rt_conv_create(*state, &d, w, NULL, &c, err, sizeof err), RT_OK);
+	unsetenv("RT_GRP_BLOCKED");
+	assert_int_equal(rt_conv_blocked(c), 0);
+	rt_conv_destroy(c);
+	free(w);
+}
+
 static void test_conv1d_3d(void **state)
 {
 	rt_conv_desc d = cdesc(1, 2, 5, 7, 1, 13, 3, 2, 1, 1);
@@ -1793,6 +1844,7 @@ int main(void)
 		cmocka_unit_test(test_conv2d_basic),
 		cmocka_unit_test(test_conv_trim),
 		cmocka_unit_test(test_conv2d_stride_pad_dil_groups),
+		cmocka_unit_test(test_conv_grouped_blocked),
 		cmocka_unit_test(test_conv2d_depthwise_1x1),
 		cmocka_unit_test(test_conv_gemv),
 		cmocka_unit_test(test_conv_dw_dilated),

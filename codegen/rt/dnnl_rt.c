@@ -1197,28 +1197,43 @@ static int conv_wino_ok(const rt_conv_desc *d)
 	return 1;
 }
 
-/* A dilated depthwise conv: oneDNN 2.6's NHWC depthwise kernel (brdgmm)
- * takes no dilation and falls back to gemm, ~250x slower, but jit_dw does:
- * made with format `any` (oneDNN picks NHWC here), the caller's side
- * reordered where the layouts differ (via, as Winograd; where they agree
- * the reorders are plain copies).  lraspp's 960-channel 5x5 dilation-2
- * convs at 14x14: 1.66 ms in generated loops, ~0.15 ms so.  f32, 2-d (the
- * lowering keeps static 1-d ones in generated loops: ConvTasNet's ran 2x
- * slower here), no binary post-op.  RT_DW_BLOCKED=0 keeps them off. */
-static int conv_dw_blocked_ok(const rt_conv_desc *d)
+/* Convs that run in the layout oneDNN picks (format `any`, blocked here)
+ * rather than the caller's NHWC, the caller's side reordered (via, as
+ * Winograd; where the layouts agree the reorders are plain copies).  f32,
+ * 2-d, no binary post-op.
+ * - A dilated depthwise conv: oneDNN 2.6's NHWC depthwise kernel (brdgmm)
+ *   takes no dilation and falls back to gemm, ~250x slower, but jit_dw
+ *   does.  lraspp's 960-channel 5x5 dilation-2 convs at 14x14: 1.66 ms in
+ *   generated loops, ~0.15 ms so.  (The lowering keeps static 1-d ones in
+ *   generated loops: ConvTasNet's ran 2x slower here.)  RT_DW_BLOCKED=0
+ *   keeps them off.
+ * - A grouped (not depthwise) conv with at most 32 channels a group whose
+ *   NHWC rows are a multiple of 128 floats and at least 56 kB (ic x width):
+ *   oneDNN 2.6's NHWC kernel runs there 2-8x slower than its blocked one
+ *   (one thread: resnext101_64x4d's g64 1024x14x14 1.08 against 0.49 ms,
+ *   512x56x56 stride 2 5.68 against 0.74, 512x28x28 2.59 against 0.79;
+ *   resnext50's g32 256x56x56 stride 2 1.36 against 0.29), while narrower
+ *   rows (resnext50's 256x28x28 0.32 against 0.40, 128x56x56 0.72 against
+ *   0.67), other widths (regnet's 144, 432, 960) and 64 channels a group
+ *   (2048x7x7 g32) run as fast or faster NHWC, where the reorders in and
+ *   out cost nothing.  Only on RT_PATH_AUTO (a tuned artifact may pick NHWC
+ *   or NCHW); RT_GRP_BLOCKED=0 keeps them NHWC. */
+static int conv_blocked_ok(const rt_conv_desc *d)
 {
-	const char *e = getenv("RT_DW_BLOCKED");
+	const char *e = getenv("RT_DW_BLOCKED"), *e2 = getenv("RT_GRP_BLOCKED");
 	const int64_t g = d->groups ? d->groups : 1;
 	int dilated = 0;
-	if ((e && !strcmp(e, "0")) || d->dtype != RT_F32 || d->q || d->transposed || d->nsp != 2 || g == 1 ||
-	    d->ic != g || d->oc != g)
+	if (d->dtype != RT_F32 || d->q || d->transposed || d->nsp != 2 || g == 1)
 		return 0;
 	for (int i = 0; i < 2; ++i)
 		dilated |= (d->dil[i] ? d->dil[i] : 1) > 1;
 	for (int i = 0; i < d->npost; ++i)
 		if (d->post[i].kind >= RT_ADD_BCAST)
 			return 0;
-	return dilated;
+	if (d->ic == g && d->oc == g)
+		return dilated && !(e && !strcmp(e, "0"));
+	return !(e2 && !strcmp(e2, "0")) && d->path == RT_PATH_AUTO && d->ic % 128 == 0 &&
+	       d->ic * d->in[1] >= 14336 && d->ic / g <= 32 && d->oc / g <= 32;
 }
 
 /* An f32 depthwise conv prefers oneDNN's jit_dw kernel to its first pick
@@ -1676,7 +1691,7 @@ static int conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight, c
 		 * side is reordered (via); a depthwise one only where oneDNN has a
 		 * jit kernel for it. */
 		dnnl_convolution_desc_t od;
-		const int blk = bf || d->q ? 0 : conv_wino_ok(d) ? 1 : conv_dw_blocked_ok(d) ? 2 : 0;
+		const int blk = bf || d->q ? 0 : conv_wino_ok(d) ? 1 : conv_blocked_ok(d) ? 2 : 0;
 		if (blk) {
 			dnnl_memory_desc_t sany, dany;
 			dnnl_dims_t sd, dd;
@@ -1918,6 +1933,7 @@ RT_API const char *rt_conv_impl(const rt_conv *c)
 	return !c ? "" : c->chunk ? rt_conv_impl(c->chunk) : c->mm ? rt_matmul_impl(c->mm) : c->dg ? "coil:gemm_col2im" : prim_impl(&c->p);
 }
 RT_API int rt_conv_via_nhwc(const rt_conv *c) { return !c ? 0 : c->chunk ? c->chunk->via : c->via; }
+RT_API int rt_conv_blocked(const rt_conv *c) { return !c ? 0 : c->chunk ? c->chunk->wino : c->wino; }
 
 /* ------------------------------------------------------------------ */
 /* matmul                                                              */

@@ -266,6 +266,10 @@ RT_API size_t rt_conv_scratch_bytes(const rt_conv *c);
 RT_API size_t rt_conv_weight_bytes(const rt_conv *c);
 /* 1 when an NCHW conv runs through an NHWC primitive (RT_PATH_NHWC/AUTO). */
 RT_API int rt_conv_via_nhwc(const rt_conv *c);
+/* 1 when the primitive runs in a layout oneDNN picked (blocked), the
+ * caller's reordered in and out: Winograd, dilated depthwise and some
+ * grouped convs (see conv_blocked_ok). */
+RT_API int rt_conv_blocked(const rt_conv *c);
 /* The oneDNN implementation chosen (e.g. "brgconv:avx512_core"), or the
  * runtime's own kernel: "coil:gemv" (a 1x1 conv of one pixel of one image),
  * "coil:gemm_col2im" (a transposed conv); a static string, "" if unknown. */
