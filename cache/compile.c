@@ -328,10 +328,11 @@ static void rt_sweep(coil_cache *c)
 	closedir(d);
 }
 
-/* The runtime's object built for the cache, before the first compile that
- * needs it: from coil's own source only (no request reaches it), so outside
- * the sandbox, under build.c's own confinement; 0 when it is at path. */
-static int rt_build(coil_cache *c, const compile_plan *p, const codegen_opts *co, const char *path)
+/* The runtime's object (pch 0), or the kernels' header precompiled for it
+ * (pch 1), built for the cache at dest before the first compile that needs
+ * it: from coil's own source only (no request reaches it), so outside the
+ * sandbox, under build.c's own confinement; 0 when it is at dest. */
+static int rt_build(coil_cache *c, const compile_plan *p, const codegen_opts *co, const char *dest, int pch)
 {
 	coil_err e = {0};
 	const coil_target *t = target_get(p->target, &e);
@@ -339,28 +340,12 @@ static int rt_build(coil_cache *c, const compile_plan *p, const codegen_opts *co
 	int fd = -1, rc = -1;
 	if (!t || cache_tmpdir_create(c, tmp, sizeof tmp, &fd, &e) != 0)
 		return -1;
-	snprintf(o, sizeof o, "%s/dnnl_rt.o", tmp);
-	if (build_rt_object(co->cc, co->opt, t->flags, co->werror, p->timeout_s, o, &e) == 0) {
-		rc = rename(o, path); /* atomic: a reader sees all of it or none */
-		rt_sweep(c);
+	snprintf(o, sizeof o, "%s/%s", tmp, pch ? "kernels.gch" : "dnnl_rt.o");
+	if ((pch ? build_kernels_pch : build_rt_object)(co->cc, co->opt, t->flags, co->werror, p->timeout_s, o, &e) == 0) {
+		rc = rename(o, dest); /* atomic: a reader sees all of it or none */
+		if (!pch)
+			rt_sweep(c);
 	}
-	cache_tmpdir_remove(tmp, fd);
-	return rc;
-}
-
-/* The kernels' header precompiled for the runtime's object at rt, into the
- * cache beside it (pch_path), like rt_build; 0 when it is there. */
-static int pch_build(coil_cache *c, const compile_plan *p, const codegen_opts *co, const char *rt)
-{
-	coil_err e = {0};
-	const coil_target *t = target_get(p->target, &e);
-	char tmp[CACHE_PATH_MAX], o[CACHE_PATH_MAX + 32], g[CACHE_PATH_MAX + 96];
-	int fd = -1, rc = -1;
-	if (!t || pch_path(rt, g, sizeof g) != 0 || cache_tmpdir_create(c, tmp, sizeof tmp, &fd, &e) != 0)
-		return -1;
-	snprintf(o, sizeof o, "%s/kernels.gch", tmp);
-	if (build_kernels_pch(co->cc, co->opt, t->flags, co->werror, p->timeout_s, o, &e) == 0)
-		rc = rename(o, g);
 	cache_tmpdir_remove(tmp, fd);
 	return rc;
 }
@@ -404,14 +389,14 @@ int compile_plan_run(coil_cache *c, compile_plan *p, compile_result *r, coil_err
 	double t0 = clock_ms();
 	char rt[CACHE_PATH_MAX + 80];
 	int have_rt = rt_object(c, p, rt, sizeof rt);
-	if (have_rt == 1 || (have_rt == 0 && rt_build(c, p, &co, rt) == 0))
+	if (have_rt == 1 || (have_rt == 0 && rt_build(c, p, &co, rt, 0) == 0))
 		co.rt_in = rt;
 	/* its precompiled header: made by the compile after the one that made the
 	 * object, so that no one compile pays for both (~0.9 s each on 2 CPUs; a
 	 * coild killed mid-way restarts the smaller step) */
 	char g[CACHE_PATH_MAX + 96];
 	if (have_rt == 1 && pch_path(rt, g, sizeof g) == 0 && access(g, R_OK) != 0)
-		(void)pch_build(c, p, &co, rt);
+		(void)rt_build(c, p, &co, g, 1);
 	codegen_result cr;
 	memset(&cr, 0, sizeof cr);
 	int built = sandbox_compile(p->g, &co, &p->limits, so, &cr, NULL, err);

@@ -502,6 +502,9 @@ static char *finish(FILE *f, char **buf)
 	return *buf;
 }
 
+/* What the prelude needs ahead of it, in every text that carries it */
+#define PRELUDE_INCLUDES "#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <stdio.h>\n"
+
 char *codegen_kernels_header(void)
 {
 	char *text = NULL;
@@ -511,7 +514,7 @@ char *codegen_kernels_header(void)
 		return NULL;
 	fprintf(f, "/* coil's prelude and vmath for generated kernels: the same text for every\n"
 		   " * graph (precompiled for each compiler and target flags). */\n"
-		   "#define COIL_KERNELS_H\n#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <stdio.h>\n%s",
+		   "#define COIL_KERNELS_H\n" PRELUDE_INCLUDES "%s",
 		prelude);
 	vec_prelude(f);
 	return finish(f, &text);
@@ -574,10 +577,10 @@ int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_la
 		 * kernel units include first; the ABI-only model.c has the prelude
 		 * alone (immintrin.h is a quarter of a second to parse) */
 		if (split)
-			fprintf(f, "#ifndef COIL_KERNELS_H\n#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <stdio.h>\n%s"
+			fprintf(f, "#ifndef COIL_KERNELS_H\n" PRELUDE_INCLUDES "%s"
 				   "#endif\n#ifndef COIL_ABI_UNIT\n", prelude);
 		else {
-			fprintf(f, "#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <stdio.h>\n%s", prelude);
+			fprintf(f, PRELUDE_INCLUDES "%s", prelude);
 			vec_prelude(f);
 		}
 		for (int i = 0; i < ir->g->nnodes; i++)
