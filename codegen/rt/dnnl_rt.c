@@ -1215,8 +1215,8 @@ static int conv_wino_ok(const rt_conv_desc *d)
  *   resnext50's g32 256x56x56 stride 2 1.36 against 0.29), while narrower
  *   rows (resnext50's 256x28x28 0.32 against 0.40, 128x56x56 0.72 against
  *   0.67), other widths (regnet's 144, 432, 960) and 64 channels a group
- *   (2048x7x7 g32) run as fast or faster NHWC, where the reorders in and
- *   out cost nothing.  Only on RT_PATH_AUTO (a tuned artifact may pick NHWC
+ *   (2048x7x7 g32) run as fast or faster NHWC, and there the reorders in
+ *   and out would only add.  Only on RT_PATH_AUTO (a tuned artifact may pick NHWC
  *   or NCHW); RT_GRP_BLOCKED=0 keeps them NHWC. */
 static int conv_blocked_ok(const rt_conv_desc *d)
 {
@@ -1686,7 +1686,7 @@ static int conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight, c
 				      "deconvolution")))
 			goto fail;
 	} else {
-		/* Winograd first where it may apply, and dilated depthwise convs:
+		/* Winograd first where it may apply, dilated depthwise and some grouped convs (conv_blocked_ok):
 		 * they pick their own (blocked) activation layout and the caller's
 		 * side is reordered (via); a depthwise one only where oneDNN has a
 		 * jit kernel for it. */
