@@ -652,12 +652,25 @@ static void composite(dctx *c, int *res)
 	}
 }
 
-/* Extern kernels: one IR node per result; inputs in xsrc (graph order). */
+int ir_scatter_fills_self(const coil_ir *ir, const coil_node *n)
+{
+	if (n->op != OP_SCATTER_ADD && n->op != OP_SCATTER_REDUCE && n->op != OP_INDEX_ADD && n->op != OP_INDEX_REDUCE &&
+	    n->op != OP_GATHER_SCATTER)
+		return 0;
+	const ir_node *s = &ir->nodes[ir->val_node[n->args[0].v[0]]];
+	const coil_value *o = node_out(ir->g, n, 0);
+	return s->op == IR_FILL && !s->sub && s->dtype == o->dtype && !dtype_is_half(o->dtype) &&
+	       s->rank == o->rank && dims_equal(s->shape, o->shape, o->rank);
+}
+
+/* Extern kernels: one IR node per result; inputs in xsrc (graph order), a
+ * fill the kernel writes itself left out (ir_scatter_fills_self). */
 static void extern_op(dctx *c, int *res)
 {
 	const coil_node *n = c->n;
 	const op_info *oi = op_get(n->op);
 	int cnt = 0, nx = 0;
+	const int skip0 = ir_scatter_fills_self(c->ir, n);
 	for (int a = 0; a < oi->nargs; a++)
 		if (n->args[a].kind == ARG_TENSOR || n->args[a].kind == ARG_TENSORS)
 			cnt += n->args[a].n;
@@ -666,7 +679,7 @@ static void extern_op(dctx *c, int *res)
 	for (int a = 0; a < oi->nargs; a++)
 		if (n->args[a].kind == ARG_TENSOR || n->args[a].kind == ARG_TENSORS)
 			for (int k = 0; k < n->args[a].n; k++)
-				if (n->args[a].v[k] >= 0)
+				if (n->args[a].v[k] >= 0 && !(a == 0 && skip0))
 					xs[nx++] = c->ir->val_node[n->args[a].v[k]];
 	for (int k = 0; k < n->nout; k++) {
 		const coil_value *o = node_out(c->g, n, k);

@@ -593,13 +593,40 @@ static void cat(xctx *c)
 	}
 }
 
+/* The check of v[e], e < count, against [0, bound): a vector pass (an OR of
+ * unsigned compares: 1e6 indices 1.3 -> 0.5 ms), then, when one is out of
+ * range, the first found again and raised with the error code. */
+static void emit_range_check(xctx *c, const char *v, const char *count, const char *bound, int code)
+{
+	out(c, "\t{\n\t\tint bad = 0;\n\t\t#pragma omp simd reduction(|:bad)\n\t\tfor (int64_t e = 0; e < %s; e++)\n"
+	       "\t\t\tbad |= (uint64_t)(int64_t)%s[e] >= (uint64_t)%s;\n", count, v, bound);
+	out(c, "\t\tfor (int64_t e = 0; bad && e < %s; e++)\n\t\t\tif ((int64_t)%s[e] < 0 || (int64_t)%s[e] >= %s) {\n",
+	    count, v, v, bound);
+	out(c, "\t\t\t\tcoil_raise(x->st, %d, (long long)%s[e], (long long)%s);\n\t\t\t\treturn;\n\t\t\t}\n\t}\n", code, v,
+	    bound);
+}
+
 /* Checks every idx[e], e < count, against [0, bound) before the kernel writes
  * anything: the first out of range fails the run, named with msg (index, bound). */
 static void index_check(xctx *c, int outv, const char *count, const char *bound, const char *msg)
 {
-	int code = emit_err_code(c->errs, c->ir, c->ir->nodes[outv].gnode, msg);
-	out(c, "\tfor (int64_t e = 0; e < %s; e++)\n\t\tif ((int64_t)idx[e] < 0 || (int64_t)idx[e] >= %s) {\n", count, bound);
-	out(c, "\t\t\tcoil_raise(x->st, %d, (long long)idx[e], (long long)%s);\n\t\t\treturn;\n\t\t}\n", code, bound);
+	emit_range_check(c, "idx", count, bound, emit_err_code(c->errs, c->ir, c->ir->nodes[outv].gnode, msg));
+}
+
+/* dst = self (arg 0) for a scatter, all of its elements: the fill written
+ * when self is one (ir_scatter_fills_self: not an input of the kernel). */
+static void self_init(xctx *c, const char *T)
+{
+	const ir_node *s = argn(c, 0);
+	if (!ir_scatter_fills_self(c->ir, c->n))
+		out(c, "\tmemcpy(dst, %s, (size_t)all * sizeof(%s));\n", arg(c, 0), T);
+	else if (s->fill == 0 && !signbit(s->fill))
+		out(c, "\tmemset(dst, 0, (size_t)all * sizeof(%s));\n", T);
+	else
+		out(c, "\tfor (int64_t e = 0; e < all; e++)\n\t\tdst[e] = %s;\n",
+		    isnan(s->fill) ? arena_printf(c->ir->arena, "(%s)NAN", T)
+		    : isinf(s->fill) ? arena_printf(c->ir->arena, "(%s)%sINFINITY", T, s->fill < 0 ? "-" : "")
+		    : arena_printf(c->ir->arena, "(%s)%.17g", T, s->fill));
 }
 
 /* gather: out has index's shape; along dim it reads self at the index, elsewhere
@@ -689,16 +716,30 @@ static void scatter_open(xctx *c, int outv, int mean, const char *ctype, int per
  * that threads share the streaming of src, measured slower: 77-87 ms against
  * 50-58 ms for 1e6 edges x 64 at 2 threads, 47 at 1.)  cnt counts each
  * target's edges, for mean and for include_self=False (the first edge starts
- * from the identity). */
+ * from the identity).
+ *
+ * adapt (messages streamed in order, scatter()): whether tasks pay depends on
+ * the machine.  Each task streams all of src (the hardware prefetcher reads
+ * the rows it skips), so tasks gain where one core cannot draw the memory's
+ * bandwidth alone and lose where it can: 1e6 edges x 64 at 2 threads, Intel
+ * Xeon (AMX) one task 32-33 ms, two 23-24; AMD EPYC Zen 4 one 23, two 28.
+ * The bits are the same either way, so the kernel measures: its first six
+ * calls at nt > 1 alternate one task and nt, each timed, and every later
+ * call takes the faster (a per-kernel choice, shared by the artifact's
+ * models). */
 static void scatter_rows(xctx *c, int outv, const char *red, int self_in, double alpha, const char *row,
-			 const char *scale, const char *ahead, int one_task)
+			 const char *scale, const char *ahead, int adapt)
 {
 	ir_node *x0 = argn(c, 0), *sr = argn(c, 3), *o = &c->ir->nodes[outv];
 	const char *T = emit_ctype(o->dtype);
 	const int fl = dtype_is_float(o->dtype), mean = !strcmp(red, "mean"), counted = mean || !self_in;
 	out(c, "\tconst int64_t C = %s, m = %s;\n", prod(c, x0, 1, x0->rank), dimc(c, &sr->shape[0]));
-	if (one_task) /* see scatter() */
-		out(c, "\tconst int tn = 1;\n\t(void)nt;\n");
+	if (adapt) /* see the comment above */
+		out(c, "\tstatic int pick;\n\tstatic unsigned calls;\n\tstatic int64_t best[2] = {INT64_MAX, INT64_MAX};\n"
+		       "\tint tn = 1, meas = -1;\n\tconst double t0 = omp_get_wtime();\n"
+		       "\tif (nt > 1 && m * C > 32768) {\n\t\tconst int pk = __atomic_load_n(&pick, __ATOMIC_RELAXED);\n"
+		       "\t\tif (!pk)\n\t\t\tmeas = (int)(__atomic_fetch_add(&calls, 1, __ATOMIC_RELAXED) & 1);\n"
+		       "\t\ttn = pk == 2 || meas == 1 ? (nt < 64 ? nt : 64) : 1;\n\t}\n");
 	else
 		out(c, "\tconst int tn = nt > 1 && m * C > 32768 ? (nt < 64 ? nt : 64) : 1;\n");
 	if (counted) {
@@ -742,6 +783,14 @@ static void scatter_rows(xctx *c, int outv, const char *red, int self_in, double
 		    fl ? arena_printf(c->ir->arena, "dst[k * C + q] / (%s)(cnt[k] + %d)", T, self_in)
 		       : arena_printf(c->ir->arena, "(%s)coil_fdiv((int64_t)dst[k * C + q], cnt[k] + %d)", T, self_in));
 	out(c, "\t\t}\n\t}\n");
+	if (adapt)
+		out(c, "\tif (meas >= 0) {\n\t\tconst int64_t ns = (int64_t)((omp_get_wtime() - t0) * 1e9);\n"
+		       "\t\tint64_t b = __atomic_load_n(&best[meas], __ATOMIC_RELAXED);\n"
+		       "\t\twhile (ns < b && !__atomic_compare_exchange_n(&best[meas], &b, ns, 0, __ATOMIC_RELAXED, "
+		       "__ATOMIC_RELAXED))\n\t\t\t;\n"
+		       "\t\tif (__atomic_load_n(&calls, __ATOMIC_RELAXED) >= 6)\n"
+		       "\t\t\t__atomic_store_n(&pick, __atomic_load_n(&best[1], __ATOMIC_RELAXED) < "
+		       "__atomic_load_n(&best[0], __ATOMIC_RELAXED) ? 2 : 1, __ATOMIC_RELAXED);\n\t}\n");
 	if (counted)
 		out(c, "\tfree(cnt);\n");
 }
@@ -765,9 +814,8 @@ static void gather_scatter(xctx *c)
 		out(c, "\tconst %s *restrict wt = %s;\n", T, arg(c, 4));
 	index_check(c, outv, "ni", "X", "index %lld out of range for a dim of size %lld");
 	int code = emit_err_code(c->errs, c->ir, o->gnode, "source index %lld out of range for %lld rows");
-	out(c, "\tfor (int64_t e = 0; e < ni; e++)\n\t\tif ((int64_t)sidx[e] < 0 || (int64_t)sidx[e] >= NX) {\n"
-	       "\t\t\tcoil_raise(x->st, %d, (long long)sidx[e], (long long)NX);\n\t\t\treturn;\n\t\t}\n", code);
-	out(c, "\tmemcpy(dst, %s, (size_t)all * sizeof(%s));\n", arg(c, 0), T);
+	emit_range_check(c, "sidx", "ni", "NX", code);
+	self_init(c, T);
 	scatter_rows(c, outv, c->n->args[5].s, (int)c->n->args[6].i, 1, "src + (int64_t)sidx[j] * C",
 		     has(c, 4) ? "wt[j]" : NULL, "src + (int64_t)sidx[j + 16] * C", 0);
 }
@@ -796,7 +844,7 @@ static void scatter(xctx *c)
 	out(c, "\tconst %s *restrict idx = %s;\n\tconst %s *restrict src = %s;\n\t%s *restrict dst = %s;\n",
 	    emit_ctype(ix->dtype), arg(c, 2), T, arg(c, 3), T, buf(c, outv));
 	index_check(c, outv, "ni", "X", "index %lld out of range for a dim of size %lld");
-	out(c, "\tmemcpy(dst, %s, (size_t)all * sizeof(%s));\n", arg(c, 0), T);
+	self_init(c, T);
 	/* dim 0 with every other dim the same in index (or source), src and self: rows of
 	 * C contiguous columns (GNN messages [edges, features]): tiles of 16 columns, each
 	 * task streaming all rows through its tile, its targets those columns alone */
@@ -804,11 +852,9 @@ static void scatter(xctx *c)
 	for (int i = 1; fast && i < R; i++)
 		fast = dim_eq(&walk->shape[i], &x0->shape[i]) && dim_eq(&sr->shape[i], &x0->shape[i]);
 	if (fast && ia) {
-		/* one task: the messages are streamed in order, and tasks owning
-		 * ranges of targets would each stream all of them (the hardware
-		 * prefetcher reads the rows a task skips): 1e6 edges x 64 at 2
-		 * threads 28 ms against 23 with one (the gathered form, whose rows
-		 * come from x at random, does gain from tasks) */
+		/* the messages streamed in order: one task or nt, measured
+		 * (scatter_rows' adapt; the gathered form, whose rows come from x
+		 * at random, always gains from tasks) */
 		scatter_rows(c, outv, red, self_in, alpha, "src + j * C", NULL, NULL, 1);
 		return;
 	}

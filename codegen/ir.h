@@ -164,6 +164,11 @@ void ir_fold_free(ir_fold *f);
 coil_ir *ir_create(coil_graph *g, coil_err *err);
 int ir_plan_dnnl(coil_ir *ir, coil_err *err);
 int ir_decompose(coil_ir *ir, coil_err *err);
+/* Whether graph node n is a scatter (scatter_add, scatter_reduce, index_add,
+ * index_reduce, gather_scatter) into a fill of its output's dtype, zeros(n,
+ * F).scatter_add(...): its kernel writes the fill itself and does not read it,
+ * so decompose leaves the fill out of the kernel's inputs. */
+int ir_scatter_fills_self(const coil_ir *ir, const coil_node *n);
 int ir_fuse(coil_ir *ir, coil_err *err);
 int ir_schedule(coil_ir *ir, coil_err *err);
 int ir_memplan(coil_ir *ir, coil_err *err);
