@@ -723,10 +723,11 @@ static void scatter_open(xctx *c, int outv, int mean, const char *ctype, int per
  * the rows it skips), so tasks gain where one core cannot draw the memory's
  * bandwidth alone and lose where it can: 1e6 edges x 64 at 2 threads, Intel
  * Xeon (AMX) one task 32-33 ms, two 23-24; AMD EPYC Zen 4 one 23, two 28.
- * The bits are the same either way, so the kernel measures: its first six
- * calls at nt > 1 alternate one task and nt, each timed, and every later
- * call takes the faster (a per-kernel choice, shared by the artifact's
- * models). */
+ * The edges can be cut anywhere (each target still reduced in edge order),
+ * so the kernel measures in its first call at nt > 1: the first half of the
+ * edges with one task, the second with nt, each timed; every later call
+ * takes the faster for all (a per-kernel choice, shared by the artifact's
+ * models; the same bits either way). */
 static void scatter_rows(xctx *c, int outv, const char *red, int self_in, double alpha, const char *row,
 			 const char *scale, const char *ahead, int adapt)
 {
@@ -734,63 +735,61 @@ static void scatter_rows(xctx *c, int outv, const char *red, int self_in, double
 	const char *T = emit_ctype(o->dtype);
 	const int fl = dtype_is_float(o->dtype), mean = !strcmp(red, "mean"), counted = mean || !self_in;
 	out(c, "\tconst int64_t C = %s, m = %s;\n", prod(c, x0, 1, x0->rank), dimc(c, &sr->shape[0]));
-	if (adapt) /* see the comment above */
-		out(c, "\tstatic int pick;\n\tstatic unsigned calls;\n\tstatic int64_t best[2] = {INT64_MAX, INT64_MAX};\n"
-		       "\tint tn = 1, meas = -1;\n\tconst double t0 = omp_get_wtime();\n"
-		       "\tif (nt > 1 && m * C > 32768) {\n\t\tconst int pk = __atomic_load_n(&pick, __ATOMIC_RELAXED);\n"
-		       "\t\tif (!pk)\n\t\t\tmeas = (int)(__atomic_fetch_add(&calls, 1, __ATOMIC_RELAXED) & 1);\n"
-		       "\t\ttn = pk == 2 || meas == 1 ? (nt < 64 ? nt : 64) : 1;\n\t}\n");
-	else
-		out(c, "\tconst int tn = nt > 1 && m * C > 32768 ? (nt < 64 ? nt : 64) : 1;\n");
+	out(c, "\tconst int tall = nt > 1 && m * C > 32768 ? (nt < 64 ? nt : 64) : 1;\n"
+	       "\tint tns[2] = {tall, tall}, nseg = 1;\n\tint64_t js[3] = {0, m, m};\n");
+	if (adapt) /* pick: 0 not measured, 1 one task, 2 all, 3 being measured */
+		out(c, "\tstatic int pick;\n\tint unset = 0;\n"
+		       "\tif (tall > 1 && __atomic_compare_exchange_n(&pick, &unset, 3, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))\n"
+		       "\t\ttns[0] = 1, js[1] = m / 2, nseg = 2;\n"
+		       "\telse if (unset == 1)\n\t\ttns[0] = 1;\n");
 	if (counted) {
 		int oom = emit_err_code(c->errs, c->ir, o->gnode, "out of memory (%lld counts, %lld)");
 		out(c, "\tint64_t *restrict cnt = calloc((size_t)(X ? X : 1), sizeof *cnt);\n"
 		       "\tif (!cnt) {\n\t\tcoil_raise(x->st, %d, (long long)X, 1);\n\t\treturn;\n\t}\n", oom);
 	}
-	out(c, "\tint64_t lo[65];\n\tlo[0] = 0, lo[tn] = X;\n"
-	       "\tif (tn > 1) { /* range bounds at equal shares of a sample of the targets */\n"
-	       "\t\tenum { B = 1024 };\n\t\tint64_t h[B] = {0}, tot = 0, cum = 0;\n"
-	       "\t\tfor (int64_t j = 0; j < m; j += m / 8192 + 1)\n\t\t\th[(int64_t)idx[j] * B / X]++, tot++;\n"
-	       "\t\tint t = 1;\n\t\tfor (int b = 0; b < B && t < tn; b++) {\n\t\t\tcum += h[b];\n"
-	       "\t\t\twhile (t < tn && cum * tn >= tot * t)\n\t\t\t\tlo[t++] = ((int64_t)(b + 1) * X + B - 1) / B;\n\t\t}\n"
-	       "\t\tfor (; t < tn; t++)\n\t\t\tlo[t] = X;\n\t}\n");
-	out(c, "\t#pragma omp parallel num_threads(tn) if (tn > 1)\n\t{\n"
-	       "\t\tfor (int p = omp_get_thread_num(); p < tn; p += omp_get_num_threads()) {\n"
-	       "\t\t\tconst int64_t k0 = lo[p], k1 = lo[p + 1];\n"
-	       "\t\t\tfor (int64_t j = 0; j < m; j++) {\n"
-	       "\t\t\t\tif (j + 16 < m) {\n\t\t\t\t\tconst int64_t kp = (int64_t)idx[j + 16];\n"
-	       "\t\t\t\t\tif (kp >= k0 && kp < k1)\n"
-	       "\t\t\t\t\t\tfor (int64_t b = 0; b < C; b += 64 / (int64_t)sizeof(%s)) {\n"
-	       "\t\t\t\t\t\t\t__builtin_prefetch(dst + kp * C + b, 1);\n%s\t\t\t\t\t\t}\n\t\t\t\t}\n"
-	       "\t\t\t\tconst int64_t k = (int64_t)idx[j];\n\t\t\t\tif (k < k0 || k >= k1)\n\t\t\t\t\tcontinue;\n"
-	       "\t\t\t\t%s *restrict d = dst + k * C;\n\t\t\t\tconst %s *restrict s = %s;\n", T,
-	    ahead ? arena_printf(c->ir->arena, "\t\t\t\t\t\t\t__builtin_prefetch(%s + b);\n", ahead) : "", T, T, row);
+	out(c, "\tdouble took[2];\n\tfor (int sg = 0; sg < nseg; sg++) {\n"
+	       "\t\tconst int tn = tns[sg];\n\t\tconst int64_t ja = js[sg], jb = js[sg + 1];\n"
+	       "\t\tconst double t0 = omp_get_wtime();\n");
+	out(c, "\t\tint64_t lo[65];\n\t\tlo[0] = 0, lo[tn] = X;\n"
+	       "\t\tif (tn > 1) { /* range bounds at equal shares of a sample of the targets */\n"
+	       "\t\t\tenum { B = 1024 };\n\t\t\tint64_t h[B] = {0}, tot = 0, cum = 0;\n"
+	       "\t\t\tfor (int64_t j = ja; j < jb; j += (jb - ja) / 8192 + 1)\n\t\t\t\th[(int64_t)idx[j] * B / X]++, tot++;\n"
+	       "\t\t\tint t = 1;\n\t\t\tfor (int b = 0; b < B && t < tn; b++) {\n\t\t\t\tcum += h[b];\n"
+	       "\t\t\t\twhile (t < tn && cum * tn >= tot * t)\n\t\t\t\t\tlo[t++] = ((int64_t)(b + 1) * X + B - 1) / B;\n"
+	       "\t\t\t}\n\t\t\tfor (; t < tn; t++)\n\t\t\t\tlo[t] = X;\n\t\t}\n");
+	out(c, "\t\t#pragma omp parallel num_threads(tn) if (tn > 1)\n\t\t{\n"
+	       "\t\t\tfor (int p = omp_get_thread_num(); p < tn; p += omp_get_num_threads()) {\n"
+	       "\t\t\t\tconst int64_t k0 = lo[p], k1 = lo[p + 1];\n"
+	       "\t\t\t\tfor (int64_t j = ja; j < jb; j++) {\n"
+	       "\t\t\t\t\tif (j + 16 < m) {\n\t\t\t\t\t\tconst int64_t kp = (int64_t)idx[j + 16];\n"
+	       "\t\t\t\t\t\tif (kp >= k0 && kp < k1)\n"
+	       "\t\t\t\t\t\t\tfor (int64_t b = 0; b < C; b += 64 / (int64_t)sizeof(%s)) {\n"
+	       "\t\t\t\t\t\t\t\t__builtin_prefetch(dst + kp * C + b, 1);\n%s\t\t\t\t\t\t\t}\n\t\t\t\t\t}\n"
+	       "\t\t\t\t\tconst int64_t k = (int64_t)idx[j];\n\t\t\t\t\tif (k < k0 || k >= k1)\n\t\t\t\t\t\tcontinue;\n"
+	       "\t\t\t\t\t%s *restrict d = dst + k * C;\n\t\t\t\t\tconst %s *restrict s = %s;\n", T,
+	    ahead ? arena_printf(c->ir->arena, "\t\t\t\t\t\t\t\t__builtin_prefetch(%s + b);\n", ahead) : "", T, T, row);
 	const char *vmul = alpha != 1 ? arena_printf(c->ir->arena, "(%s)%.17g * ", T, alpha)
 		: scale ? arena_printf(c->ir->arena, "%s * ", scale) : "";
 	if (!self_in)
-		out(c, "\t\t\t\tif (!cnt[k])\n\t\t\t\t\tfor (int64_t q = 0; q < C; q++)\n\t\t\t\t\t\td[q] = %s;\n",
+		out(c, "\t\t\t\t\tif (!cnt[k])\n\t\t\t\t\t\tfor (int64_t q = 0; q < C; q++)\n\t\t\t\t\t\t\td[q] = %s;\n",
 		    scatter_ident(o->dtype, red));
 	if (counted)
-		out(c, "\t\t\t\tcnt[k]++;\n");
+		out(c, "\t\t\t\t\tcnt[k]++;\n");
 	/* one row into another: vectors (gcc -O2 leaves it scalar, unsure d and s
 	 * do not overlap: 40 -> 23 ms for 1e6 edges x 64, one thread) */
-	out(c, "\t\t\t\t#pragma omp simd\n\t\t\t\tfor (int64_t q = 0; q < C; q++) {\n"
-	       "\t\t\t\t\tconst %s v = %ss[q], a = d[q];\n\t\t\t\t\td[q] = %s;\n\t\t\t\t}\n\t\t\t}\n", T, vmul,
-	    scatter_combine(fl, red));
+	out(c, "\t\t\t\t\t#pragma omp simd\n\t\t\t\t\tfor (int64_t q = 0; q < C; q++) {\n"
+	       "\t\t\t\t\t\tconst %s v = %ss[q], a = d[q];\n\t\t\t\t\t\td[q] = %s;\n\t\t\t\t\t}\n\t\t\t\t}\n\t\t\t}\n\t\t}\n",
+	    T, vmul, scatter_combine(fl, red));
+	out(c, "\t\ttook[sg] = (omp_get_wtime() - t0) / (double)(jb - ja > 0 ? jb - ja : 1);\n\t}\n");
+	if (adapt)
+		out(c, "\tif (nseg == 2)\n\t\t__atomic_store_n(&pick, took[1] < took[0] ? 2 : 1, __ATOMIC_RELAXED);\n");
+	out(c, "\t(void)took;\n");
 	if (mean)
-		out(c, "\t\t\tfor (int64_t k = k0; k < k1; k++)\n\t\t\t\tif (cnt[k])\n"
-		       "\t\t\t\t\tfor (int64_t q = 0; q < C; q++)\n\t\t\t\t\t\tdst[k * C + q] = %s;\n",
+		out(c, "\t#pragma omp parallel for num_threads(tall) if (tall > 1)\n"
+		       "\tfor (int64_t k = 0; k < X; k++)\n\t\tif (cnt[k])\n"
+		       "\t\t\tfor (int64_t q = 0; q < C; q++)\n\t\t\t\tdst[k * C + q] = %s;\n",
 		    fl ? arena_printf(c->ir->arena, "dst[k * C + q] / (%s)(cnt[k] + %d)", T, self_in)
 		       : arena_printf(c->ir->arena, "(%s)coil_fdiv((int64_t)dst[k * C + q], cnt[k] + %d)", T, self_in));
-	out(c, "\t\t}\n\t}\n");
-	if (adapt)
-		out(c, "\tif (meas >= 0) {\n\t\tconst int64_t ns = (int64_t)((omp_get_wtime() - t0) * 1e9);\n"
-		       "\t\tint64_t b = __atomic_load_n(&best[meas], __ATOMIC_RELAXED);\n"
-		       "\t\twhile (ns < b && !__atomic_compare_exchange_n(&best[meas], &b, ns, 0, __ATOMIC_RELAXED, "
-		       "__ATOMIC_RELAXED))\n\t\t\t;\n"
-		       "\t\tif (__atomic_load_n(&calls, __ATOMIC_RELAXED) >= 6)\n"
-		       "\t\t\t__atomic_store_n(&pick, __atomic_load_n(&best[1], __ATOMIC_RELAXED) < "
-		       "__atomic_load_n(&best[0], __ATOMIC_RELAXED) ? 2 : 1, __ATOMIC_RELAXED);\n\t}\n");
 	if (counted)
 		out(c, "\tfree(cnt);\n");
 }

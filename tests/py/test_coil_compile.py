@@ -429,7 +429,7 @@ def test_gnn_messages(t, cache):
     one = coil.compile(m, (msg, dst), threads=1, cache_dir=cache, coil=COIL)(msg, dst)
     err = max(rel_err(w, o) for w, o in zip(want, one))
     f2 = coil.compile(m, (msg, dst), threads=2, cache_dir=cache, coil=COIL)
-    # the first calls time one task against two (scatter_rows' adapt), the later ones take the faster
+    # the first call times one task (half the edges) against two (the rest), the later ones take the faster
     same = all(all(torch.equal(a, b) for a, b in zip(one, f2(msg, dst))) for _ in range(9))
     t.ok(err <= TOL and same, "sum, amax, mean and index_add of messages into zeros and full(): match eager "
          "(rel err %.2e), the same bits at 1 thread and in 9 calls at 2" % err)

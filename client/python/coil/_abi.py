@@ -10,6 +10,26 @@ import threading
 import torch
 
 from ._errors import CoilError
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_MADV_HUGEPAGE, _HUGE = 14, 2 << 20
+
+
+def _huge(t):
+    """t, its whole 2 MiB pages asked to be transparent huge pages before the run first writes
+    them (Linux's THP "madvise" mode, Debian's default): a 25.6 MB output is 13 page faults
+    instead of 6250, which cost 8 ms of a 30 ms GNN aggregation at one thread. Advice only:
+    where the kernel says no, nothing changes."""
+    n = t.numel() * t.element_size()
+    if n < 2 * _HUGE:
+        return t
+    p = t.data_ptr()
+    a, b = (p + _HUGE - 1) & ~(_HUGE - 1), (p + n) & ~(_HUGE - 1)
+    if b > a:
+        _libc.madvise(a, b - a, _MADV_HUGEPAGE)
+    return t
 from . import _targets
 
 ABI_VERSION = 1
@@ -386,7 +406,7 @@ class Model:
         h = self._acquire()
         try:
             arrs, sp, oshapes = self._call_state(h, xs)
-            outs = [torch.empty(s, dtype=dt) for s, (dt, _) in zip(oshapes, a.outputs)]
+            outs = [_huge(torch.empty(s, dtype=dt)) for s, (dt, _) in zip(oshapes, a.outputs)]
             iptr = (ctypes.c_void_p * max(len(xs), 1))(*[x.data_ptr() for x in xs])
             optr = (ctypes.c_void_p * max(len(outs), 1))(*[o.data_ptr() for o in outs])
             # ctypes drops the GIL for the call: other threads run their own handles
