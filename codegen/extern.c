@@ -726,8 +726,9 @@ static void scatter_open(xctx *c, int outv, int mean, const char *ctype, int per
  * The edges can be cut anywhere (each target still reduced in edge order),
  * so the kernel measures in its first call at nt > 1: the first half of the
  * edges with one task, the second with nt, each timed; every later call
- * takes the faster for all (a per-kernel choice, shared by the artifact's
- * models; the same bits either way). */
+ * takes the faster for all (a static of the emitted function, so shared by
+ * the kernels that run the same code and by the artifact's models; the same
+ * bits either way). */
 static void scatter_rows(xctx *c, int outv, const char *red, int self_in, double alpha, const char *row,
 			 const char *scale, const char *ahead, int adapt)
 {
