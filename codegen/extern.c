@@ -679,7 +679,10 @@ static const char *scatter_ident(coil_dtype t, const char *red)
 }
 
 /* The reduction of the value a at a target with the value v, as C (amax and
- * amin of floats propagate NaN). */
+ * amin of floats propagate NaN: a NaN a stays, as v > a is false; a NaN v
+ * gives a + v.  One compare of v and a max: 1e6 rows of 64 at one thread 55
+ * -> ~37 ms against testing a != a too, whose masks gcc moved through
+ * general registers). */
 static const char *scatter_combine(int fl, const char *red)
 {
 	if (!strcmp(red, "sum") || !strcmp(red, "mean"))
@@ -687,8 +690,8 @@ static const char *scatter_combine(int fl, const char *red)
 	if (!strcmp(red, "prod"))
 		return "a * v";
 	if (!strcmp(red, "amax"))
-		return fl ? "a != a || v != v ? a + v : v > a ? v : a" : "v > a ? v : a";
-	return fl ? "a != a || v != v ? a + v : v < a ? v : a" : "v < a ? v : a";
+		return fl ? "v != v ? a + v : v > a ? v : a" : "v > a ? v : a";
+	return fl ? "v != v ? a + v : v < a ? v : a" : "v < a ? v : a";
 }
 
 /* Opens the parallel region of a scatter kernel; for mean, per-thread counts
