@@ -10,7 +10,7 @@ import threading
 import torch
 
 from ._errors import CoilError
-
+from . import _targets
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
@@ -19,9 +19,9 @@ _MADV_HUGEPAGE, _HUGE = 14, 2 << 20
 
 def _huge(t):
     """t, its whole 2 MiB pages asked to be transparent huge pages before the run first writes
-    them (Linux's THP "madvise" mode, Debian's default): a 25.6 MB output is 13 page faults
-    instead of 6250, which cost 8 ms of a 30 ms GNN aggregation at one thread. Advice only:
-    where the kernel says no, nothing changes."""
+    them (Linux's THP "madvise" mode, Debian's default): a 25.6 MB output took ~600 page faults
+    instead of 6250 (those cost 8 ms of a 30 ms GNN aggregation at one thread; 2-3 ms of it
+    came back). Advice only: where the kernel says no, nothing changes."""
     n = t.numel() * t.element_size()
     if n < 2 * _HUGE:
         return t
@@ -30,7 +30,7 @@ def _huge(t):
     if b > a:
         _libc.madvise(a, b - a, _MADV_HUGEPAGE)
     return t
-from . import _targets
+
 
 ABI_VERSION = 1
 MAX_RANK = 8
