@@ -1019,10 +1019,12 @@ static void index_select(xctx *c)
 	    prod(c, x0, d + 1, x0->rank), dimc(c, &x0->shape[d]), prod(c, ix, 0, ix->rank));
 	out(c, "\tconst %s *restrict idx = %s;\n", emit_ctype(ix->dtype), arg(c, 2));
 	index_check(c, outv, "m", "X", "index %lld out of range for a dim of size %lld");
+	out(c, "\tconst int nts_ = work * (int64_t)sizeof(%s) >= COIL_NT_BYTES;\n", emit_ctype(o->dtype));
 	out(c, PAR(2));
 	out(c, "\tfor (int64_t a = 0; a < outer; a++)\n\t\tfor (int64_t e = 0; e < m; e++)\n");
-	out(c, "\t\t\tmemcpy(%s + (a * m + e) * inner, %s + (a * X + (int64_t)idx[e]) * inner, (size_t)inner * sizeof(%s));\n",
-	    buf(c, outv), arg(c, 0), emit_ctype(o->dtype));
+	out(c, "\t\t\tcoil_copy_nt(%s + (a * m + e) * inner, %s + (a * X + (int64_t)idx[e]) * inner, "
+	       "(size_t)inner * sizeof(%s), nts_);\n", buf(c, outv), arg(c, 0), emit_ctype(o->dtype));
+	out(c, "\tif (nts_)\n\t\tcoil_nt_fence();\n");
 }
 
 /* Rows of the weight gathered by index; an index out of range fails the run

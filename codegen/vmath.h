@@ -679,4 +679,34 @@ static inline void coil_stm_f16_16(uint16_t *p, __mmask16 m, __m512 x)
 }
 #endif
 
+/* n bytes from s to d (a gathered row), with streaming (non-temporal) stores
+ * where nt and d and n are whole vectors: into a large output that leaves the
+ * cache before it is read, the stores skip reading each line first (1e6 rows
+ * of 256 B gathered into written pages at one thread: 42 -> 20 ms). */
+static inline void coil_copy_nt(void *d, const void *s, size_t n, int nt)
+{
+#if defined(__AVX512F__)
+	if (nt && !((uintptr_t)d & 63) && !(n & 63)) {
+		for (size_t b = 0; b < n; b += 64)
+			_mm512_stream_si512((__m512i *)((char *)d + b), _mm512_loadu_si512((const char *)s + b));
+		return;
+	}
+#elif defined(__AVX2__)
+	if (nt && !((uintptr_t)d & 31) && !(n & 31)) {
+		for (size_t b = 0; b < n; b += 32)
+			_mm256_stream_si256((__m256i *)((char *)d + b), _mm256_loadu_si256((const __m256i *)((const char *)s + b)));
+		return;
+	}
+#endif
+	(void)nt;
+	memcpy(d, s, n);
+}
+/* After coil_copy_nt's streaming stores: ordered before what follows. */
+static inline void coil_nt_fence(void)
+{
+#if defined(__AVX2__) || defined(__AVX512F__)
+	_mm_sfence();
+#endif
+}
+
 #endif

@@ -3,8 +3,10 @@ import ctypes
 import fcntl
 import hashlib
 import json
+import mmap
 import os
 import re
+import sys
 import threading
 
 import torch
@@ -12,24 +14,75 @@ import torch
 from ._errors import CoilError
 from . import _targets
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-_MADV_HUGEPAGE, _HUGE = 14, 2 << 20
+class _Outputs:
+    """Storage of a model's large outputs (4 MiB and up), kept between calls: each is an
+    anonymous mapping, its pages asked to be huge (Linux's THP "madvise" mode, Debian's default)
+    and faulted by the first call that writes it; a later call writes into it again once
+    nothing of an earlier one holds it (no tensor, view, storage or numpy array: those keep a
+    reference to the mapping, which is all this counts). A fresh output costs a page fault per
+    page and the kernel's zeroing of it on every call (glibc maps and unmaps an allocation above
+    32 MiB each time, and smaller ones too once other allocations come between calls): 1e6
+    gathered rows of 64 floats (256 MB) took 62 ms at one thread into fresh huge pages, 100 ms
+    into fresh small ones, 42 ms into pages written before; a GNN aggregation into 1e5 x 64
+    (25.6 MB) called between eager ops 36 ms with ~600 faults a call, 30 ms without. At most
+    two mappings per large output are kept (a loop's `y = f(x)` holds one while the next call
+    writes the other); the rest are left to whoever holds them."""
+
+    MIN = 4 << 20
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._maps = []
+
+    def take(self, shapes):
+        """Empty tensors of these (shape, dtype)s, the large ones on kept storage."""
+        outs, big = [], 0
+        with self._lock:
+            taken = set()
+            for shape, dt in shapes:
+                n = _itemsize(dt) * _numel(shape)
+                if n < self.MIN:
+                    outs.append(torch.empty(shape, dtype=dt))
+                    continue
+                big += 1
+                # refs of a free mapping: the list's and getrefcount's argument
+                k = next((k for k in range(len(self._maps))
+                          if k not in taken and len(self._maps[k]) == n and sys.getrefcount(self._maps[k]) == 2),
+                         None)
+                if k is None:
+                    m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE)  # shared would be shmem: no THP
+                    try:
+                        m.madvise(mmap.MADV_HUGEPAGE)
+                    except (AttributeError, OSError):  # advice only
+                        pass
+                    self._maps.append(m)
+                    k = len(self._maps) - 1
+                taken.add(k)
+                outs.append(torch.frombuffer(self._maps[k], dtype=dt).view(shape))
+            # keep two per large output, the ones this call took first, then the newest others
+            keep = sorted(taken) + [k for k in range(len(self._maps) - 1, -1, -1) if k not in taken]
+            self._maps = [self._maps[k] for k in sorted(keep[:2 * big])]
+        return outs
+
+    def clear(self):
+        with self._lock:
+            self._maps = []
 
 
-def _huge(t):
-    """t, its whole 2 MiB pages asked to be transparent huge pages before the run first writes
-    them (Linux's THP "madvise" mode, Debian's default): a 25.6 MB output took ~600 page faults
-    instead of 6250 (those cost 8 ms of a 30 ms GNN aggregation at one thread; 2-3 ms of it
-    came back). Advice only: where the kernel says no, nothing changes."""
-    n = t.numel() * t.element_size()
-    if n < 2 * _HUGE:
-        return t
-    p = t.data_ptr()
-    a, b = (p + _HUGE - 1) & ~(_HUGE - 1), (p + n) & ~(_HUGE - 1)
-    if b > a:
-        _libc.madvise(a, b - a, _MADV_HUGEPAGE)
-    return t
+_ITEMSIZE = {}
+
+
+def _itemsize(dt):
+    if dt not in _ITEMSIZE:
+        _ITEMSIZE[dt] = torch.empty((), dtype=dt).element_size()
+    return _ITEMSIZE[dt]
+
+
+def _numel(shape):
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
 
 
 ABI_VERSION = 1
@@ -310,6 +363,7 @@ class Model:
         self._free = []
         self._all = []
         self._closed = False
+        self._outputs = _Outputs()
         self._free.append(self._new_handle())  # fail early, on the caller's thread
         if not keep_params:
             # the ABI copies params at create; drop ours (handles created later need them)
@@ -406,7 +460,7 @@ class Model:
         h = self._acquire()
         try:
             arrs, sp, oshapes = self._call_state(h, xs)
-            outs = [_huge(torch.empty(s, dtype=dt)) for s, (dt, _) in zip(oshapes, a.outputs)]
+            outs = self._outputs.take([(s, dt) for s, (dt, _) in zip(oshapes, a.outputs)])
             iptr = (ctypes.c_void_p * max(len(xs), 1))(*[x.data_ptr() for x in xs])
             optr = (ctypes.c_void_p * max(len(outs), 1))(*[o.data_ptr() for o in outs])
             # ctypes drops the GIL for the call: other threads run their own handles
@@ -449,6 +503,7 @@ class Model:
                 return
             self._closed = True
             free, self._free = self._free, []
+        self._outputs.clear()
         for h in free:
             if h.ptr:
                 self.artifact._destroy(h.ptr)
