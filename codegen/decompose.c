@@ -715,7 +715,7 @@ coil_ir *ir_create(coil_graph *g, coil_err *err)
 int ir_plan_dnnl(coil_ir *ir, coil_err *err)
 {
 	coil_err e = {0};
-	ir->dn = dn_plan_graph(ir->g, ir->tune ? ir->tune->unfuse : NULL, ir->arena, &e);
+	ir->dn = dn_plan_graph(ir->g, ir->tune ? ir->tune->unfuse : NULL, ir->features, ir->arena, &e);
 	if (!ir->dn && e.code != COIL_OK) {
 		if (err)
 			*err = e;

@@ -195,12 +195,12 @@ int dn_b_transposed(coil_graph *g, const coil_node *n);
  * dequantized as an int8 fusion takes them, its chain ending in a quantize):
  * fold keeps them in the run, so that oneDNN reads the s8 weights.  0, or -1
  * out of memory. */
-int dn_q_weights(coil_graph *g, char *mark);
+int dn_q_weights(coil_graph *g, unsigned features, char *mark);
 
 /* 0 when COIL_DNNL=0 turns the lowering off. */
 int dn_enabled(void);
 /* Plans g (NULL when nothing runs on oneDNN).  Lives in arena a. */
-dn_plan *dn_plan_graph(coil_graph *g, const uint8_t *unfuse, coil_arena *a, coil_err *err);
+dn_plan *dn_plan_graph(coil_graph *g, const uint8_t *unfuse, unsigned features, coil_arena *a, coil_err *err);
 
 /* decompose's hook for graph node i: 0 not ours, 1 res[0] is the fusion's
  * extern node, 2 absorbed (no results), -1 error. */

@@ -319,7 +319,7 @@ static int fold_off(void)
 	return sw && !strcmp(sw, "0");
 }
 
-int ir_fold_graph(coil_graph *g, ir_fold **out, coil_err *err)
+int ir_fold_graph(coil_graph *g, unsigned features, ir_fold **out, coil_err *err)
 {
 	coil_arena *a = arena_create();
 	ir_fold *fd = a ? arena_alloc(a, sizeof *fd) : NULL;
@@ -363,7 +363,7 @@ int ir_fold_graph(coil_graph *g, ir_fold **out, coil_err *err)
 			dn_trans[t] = 1;
 	}
 	/* and an int8 layer's weight dequantize, for oneDNN to read the s8 weight */
-	if (dn_q_weights(g, dn_trans))
+	if (dn_q_weights(g, features, dn_trans))
 		goto oom;
 	classify(&c, dn_trans);
 	frontier(&c);

@@ -95,6 +95,7 @@ typedef struct ir_slot {
 typedef struct coil_ir {
 	coil_arena *arena;
 	coil_graph *g;
+	unsigned features; /* the target's (F_* bits): what the lowering may use (dn_int8) */
 	int n, cap;
 	ir_node *nodes;
 	int *val_node;     /* graph value -> IR node */
@@ -132,7 +133,7 @@ typedef struct ir_fold {
 } ir_fold;
 
 /* The passes, in pipeline order. */
-int ir_fold_graph(coil_graph *g, ir_fold **out, coil_err *err);
+int ir_fold_graph(coil_graph *g, unsigned features, ir_fold **out, coil_err *err);
 /* attention.c: baddbmm lowered to bmm + add and traced attention matched
  * into scaled_dot_product_attention, in a copy of *g (in arena a) that
  * replaces *g when anything changed; the caller's graph is not changed. */
@@ -158,6 +159,9 @@ int arg_tensor(coil_arg *arg, int v, coil_arena *a);
 /* quant.c: q(op(dq(x))) with the same quantization on both sides, op moving data
  * without arithmetic (max pooling, views, cat, padding): op(x) on the quantized values. */
 int ir_requant(coil_graph **g, coil_arena *a, coil_err *err);
+/* bf16 convolutions and matrix products computed in f32 between casts where the
+ * target's features (F_* bits) lack AVX-512, which oneDNN's bf16 kernels need (widen.c). */
+int ir_widen_bf16(coil_graph **g, coil_arena *a, unsigned features, coil_err *err);
 void ir_fold_free(ir_fold *f);
 /* decompose.c: an empty IR of graph g (freed with ir_free); what runs on
  * oneDNN (lower_dnnl.c's plan, into ir->dn); then g's nodes as IR nodes. */

@@ -32,7 +32,19 @@ typedef struct pctx {
 	int *user;       /* per value: the (last) node reading it */
 	char *is_out;
 	const uint8_t *unfuse; /* per node: a conv head whose activation stays out of its fusion (autotune) */
+	int int8;              /* the target runs oneDNN's int8 kernels exactly (dn_int8) */
 } pctx;
+
+/* oneDNN's int8 convolutions and matrix products multiply u8 by s8 in pairs summed
+ * into 16 bits (vpmaddubsw) where the CPU lacks AVX-512 VNNI, which saturate (255 *
+ * 127 * 2 > 32767: a dynamic linear came out 16% off on AVX2), and oneDNN 2.6
+ * halves convolution weights there to avoid it.  Below a target with AVX-512 VNNI
+ * the quantize/dequantize graph runs as written instead: f32 products of the
+ * dequantized values, exact to f32 rounding, at f32 speed. */
+static int dn_int8(unsigned features)
+{
+	return (features & F_AVX512_VNNI) != 0;
+}
 
 /* A param or constant of dtype t (f32 unless said). */
 static int is_const_of(const coil_graph *g, int v, coil_dtype t)
@@ -491,7 +503,7 @@ static void chain(pctx *c, dn_fuse *f, int *at);
 static int q_fusion(pctx *c, int h, dn_fuse *f, int *at)
 {
 	int xdq, wdq, bt;
-	if (!q_head(c->g, h, 1, &xdq, &wdq, &bt))
+	if (!c->int8 || !q_head(c->g, h, 1, &xdq, &wdq, &bt))
 		return 0;
 	dn_fuse t = *f;
 	t.q = 1, t.q_xdq = xdq, t.q_wdq = wdq, t.q_rdq = -1;
@@ -521,9 +533,9 @@ static void count_uses(pctx *c)
 	graph_node_reads(g, c->nuse, c->user);
 }
 
-int dn_q_weights(coil_graph *g, char *mark)
+int dn_q_weights(coil_graph *g, unsigned features, char *mark)
 {
-	if (!dn_enabled())
+	if (!dn_enabled() || !dn_int8(features))
 		return 0;
 	pctx c = {.g = g};
 	c.nuse = malloc((size_t)(g->nvals + 1) * sizeof(int));
@@ -1122,11 +1134,11 @@ int dn_enabled(void)
 	return !(sw && !strcmp(sw, "0"));
 }
 
-dn_plan *dn_plan_graph(coil_graph *g, const uint8_t *unfuse, coil_arena *a, coil_err *err)
+dn_plan *dn_plan_graph(coil_graph *g, const uint8_t *unfuse, unsigned features, coil_arena *a, coil_err *err)
 {
 	if (!dn_enabled())
 		return NULL;
-	pctx c = {.g = g, .unfuse = unfuse};
+	pctx c = {.g = g, .unfuse = unfuse, .int8 = dn_int8(features)};
 	c.nuse = arena_alloc(a, (size_t)(g->nvals + 1) * sizeof(int));
 	c.user = arena_alloc(a, (size_t)(g->nvals + 1) * sizeof(int));
 	c.is_out = arena_alloc(a, (size_t)g->nvals + 1);

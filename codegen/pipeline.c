@@ -121,7 +121,7 @@ static int compile_once(coil_graph *g, const codegen_opts *o, dn_tune *tune, con
 	if (!ga)
 		return coil_err_oom(err);
 	if (ir_attention(&g, ga, err) || ir_scatter_index(&g, ga, err) || ir_requant(&g, ga, err) ||
-	    ir_fold_graph(g, &fd, err)) {
+	    ir_widen_bf16(&g, ga, t->features, err) || ir_fold_graph(g, t->features, &fd, err)) {
 		arena_destroy(ga);
 		return -1;
 	}
@@ -135,6 +135,7 @@ static int compile_once(coil_graph *g, const codegen_opts *o, dn_tune *tune, con
 		return -1;
 	}
 	ir->fold = fd;
+	ir->features = t->features;
 	int rc = -1;
 	codegen_src src;
 	if (tune && tune_alloc(tune, ir->g->nnodes, err))

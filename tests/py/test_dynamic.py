@@ -47,6 +47,9 @@ PY = "/usr/bin/python3"
 EXPORT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "client", "python",
                       "coil_export.py")
 HAVE_COIL = os.path.isfile(COIL) and os.access(COIL, os.X_OK)
+sys.path.insert(0, os.path.dirname(EXPORT))
+from coil import _targets  # noqa: E402
+WINOGRAD = "avx512" in _targets.features()  # oneDNN 2.6's Winograd convs (their layouts vary by shape)
 TMP = tempfile.mkdtemp(prefix="coil_test_dynamic_")
 START = time.time()
 BATCHES = (1, 2, 3)
@@ -988,10 +991,14 @@ def test_memory_bounded():
     last = mems[-1]
     ratio = max(x["weights"] / x["set_weights"] for x in mems)
     t.ok(err <= TOL, "memory: %d sizes match eager where checked (worst rel err %.2e)" % (len(sizes), err))
-    t.ok(ratio > 1.0 and ratio <= 2.0 and all(x["weight_copies"] == 2 for x in mems) and last["bindings"] >= 1
-         and last["arena"] > 0 and last["workspace"] > 0,
-         "memory: the sizes want more than one layout: packed weights up to %.2fx one binding's, within two "
-         "bindings' worth while no size comes back (%s)" % (ratio, last))
+    if not WINOGRAD:
+        t.ok(ratio == 1.0, "memory: no Winograd here (oneDNN 2.6 has it with AVX-512 only): every size shares "
+             "one weight layout (%s)" % last)
+    else:
+        t.ok(ratio > 1.0 and ratio <= 2.0 and all(x["weight_copies"] == 2 for x in mems) and last["bindings"] >= 1
+             and last["arena"] > 0 and last["workspace"] > 0,
+             "memory: the sizes want more than one layout: packed weights up to %.2fx one binding's, within two "
+             "bindings' worth while no size comes back (%s)" % (ratio, last))
     mems, err = memory_run(m, sizes, copies=1)
     t.ok(err <= TOL and all(x["weights"] <= x["set_weights"] and x["bindings"] == 1 for x in mems),
          "memory: COIL_WEIGHT_COPIES=1 keeps one binding's objects and one copy of the weights (%s)" % mems[-1])
@@ -1010,6 +1017,10 @@ def test_memory_thrash():
     grid = [(b, r, r) for b in (1, 2, 3, 4, 6, 8) for r in (8, 12, 16, 20, 24, 32)]
     mems, _ = memory_run(m, grid, copies=8)
     turn = [grid[0]] + [grid[i] for i in range(1, len(grid)) if mems[i]["weights"] > mems[i - 1]["weights"]]
+    if not WINOGRAD:
+        t.ok(turn == [grid[0]], "memory: no Winograd here: the %d sizes keep one weight layout" % len(grid),
+             "grew at %s" % turn[1:])
+        return
     if len(turn) < 3:
         t.ok(False, "memory: sizes of %s want three weight layouts (got %s)" % (grid, turn))
         return

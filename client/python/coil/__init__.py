@@ -711,6 +711,14 @@ def quantize(module, calibration_inputs, example_inputs=None, *, method="histogr
                         cache_dir=cache_dir, workdir=workdir, coil=coil, timeout=timeout, opt=opt,
                         keep_params=keep_params)
     _check_int8(qg, report, coil, cache_dir)
+    built = cm.info.get("target") or ""
+    if report["quantized"] and built not in ("avx512_vnni", "avx512_bf16", "avx512_fp16", "amx"):
+        # codegen/lower_dnnl.c dn_int8: oneDNN's u8 x s8 products saturate without AVX-512 VNNI
+        report["int8_as_f32"] = built
+        warnings.warn("coil.quantize: target %s has no AVX-512 VNNI, where oneDNN's int8 products would "
+                      "saturate: its %d int8 layer(s) run as f32 products of the quantized values (the "
+                      "quantized model's results, at f32 speed)" % (built or "?", len(report["quantized"])),
+                      stacklevel=2)
     cm.info["quantize"] = report
     if report["float"]:
         warnings.warn("coil.quantize: %d layer(s) left in f32: %s" % (len(report["float"]), "; ".join(
@@ -745,7 +753,8 @@ def _rebatch(calib, example):
 
 def _check_int8(graph, report, coil, cache_dir):
     """Moves the layers the compiler did not make int8 primitives (its oneDNN plan, printed by
-    --dump-after dnnl) from report["quantized"] to report["float"]."""
+    --dump-after dnnl, for a target with int8 kernels: which layers match is the graph's, the
+    same on any machine) from report["quantized"] to report["float"]."""
     ce = _exporter()
     with tempfile.TemporaryDirectory(prefix="coil-q-") as d:
         gpath = os.path.join(d, "graph.json")
@@ -753,7 +762,8 @@ def _check_int8(graph, report, coil, cache_dir):
             f.write(ce.dumps_graph(graph))
         env = dict(os.environ)
         env["COIL_CACHE_DIR"] = cache_dir or os.path.join(d, "cache")
-        p = subprocess.run([coil_cli(coil), "compile", gpath, "--dump-after", "dnnl"], stdout=subprocess.PIPE,
+        p = subprocess.run([coil_cli(coil), "compile", gpath, "--dump-after", "dnnl", "--target", "avx512_vnni"],
+                           stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, env=env)
     heads = set(re.findall(r"^fusion \d+: \w+ node \d+ '([^']+)' .*, int8 \(", p.stdout.decode(), re.M))
     keep = []
