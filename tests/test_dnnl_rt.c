@@ -1140,6 +1140,64 @@ static void test_matmul_post(void **state)
 	run_mm(*state, &d, "bmm div+add+sigmoid", NULL);
 }
 
+/* Below AVX-512, where oneDNN's matmul is its gemm:jit, a constant b, a fixed m
+ * > 1 and no residual sum run as dnnl_sgemm plus one binary pass carrying the
+ * bias and post-ops (rt_matmul_impl "coil:sgemm"): alpha and beta, b either way
+ * round, eltwise and binary post-ops, a residual sum after additions (sgemm's
+ * beta; given apart or in c), against the reference; a sum after another
+ * post-op or RT_SGEMM=0 keeps oneDNN's kernel; with AVX-512 (brgemm) it is
+ * never taken. */
+static void test_matmul_sgemm(void **state)
+{
+	const int below = !has_isa(dnnl_cpu_isa_avx512_core);
+	rt_matmul_desc d = mdesc(37, 129, 70);
+	d.b_const = 1, d.has_bias = 1, d.bias_const = 1, d.alpha = 0.5f, d.beta = 3;
+	d.npost = 3;
+	d.post[0] = (rt_post){.kind = RT_GELU_ERF};
+	d.post[1] = (rt_post){.kind = RT_MUL_BCAST, .rank = 1, .dims = {70}};
+	d.post[2] = (rt_post){.kind = RT_ADD_BCAST, .rank = 2, .dims = {37, 70}};
+	for (int bt = 0; bt < 2; ++bt) {
+		d.b_trans = bt;
+		run_mm(*state, &d, bt ? "sgemm path, b transposed" : "sgemm path", NULL);
+	}
+	d.npost = 3; /* bias, a row add, the residual, relu (swin's projection, with an activation) */
+	d.post[0] = (rt_post){.kind = RT_ADD_BCAST, .rank = 2, .dims = {37, 1}};
+	d.post[1] = (rt_post){.kind = RT_ADD_SAME};
+	d.post[2] = (rt_post){.kind = RT_RELU};
+	run_mm(*state, &d, "sgemm path, residual sum", NULL);
+	d.has_bias = 0, d.npost = 0;
+	run_mm(*state, &d, "sgemm path, no bias or post-op", NULL);
+	char err[256];
+	float *w = rnd(129 * 70), *bias = rnd(70);
+	rt_matmul *mm = NULL;
+	d.has_bias = 1, d.npost = 1, d.post[0] = (rt_post){.kind = RT_HARDSIGMOID};
+	assert_int_equal(rt_matmul_create(*state, &d, w, bias, &mm, err, sizeof err), RT_OK);
+	if (below)
+		assert_string_equal(rt_matmul_impl(mm), "coil:sgemm");
+	else
+		assert_string_not_equal(rt_matmul_impl(mm), "coil:sgemm");
+	rt_matmul_destroy(mm);
+	d.post[0] = (rt_post){.kind = RT_ADD_SAME};
+	assert_int_equal(rt_matmul_create(*state, &d, w, bias, &mm, err, sizeof err), RT_OK);
+	const char *im = rt_matmul_impl(mm); /* (alpha's linear, then the sum: oneDNN's reference kernel on AVX2) */
+	if (below ? strcmp(im, "coil:sgemm") != 0 : strncmp(im, "ref", 3) == 0)
+		fail_msg("alpha, bias, residual: %s", im);
+	rt_matmul_destroy(mm);
+	d.npost = 2; /* a sum after an activation: not sgemm's beta */
+	d.post[0] = (rt_post){.kind = RT_GELU_TANH};
+	d.post[1] = (rt_post){.kind = RT_ADD_SAME};
+	assert_int_equal(rt_matmul_create(*state, &d, w, bias, &mm, err, sizeof err), RT_OK);
+	assert_string_not_equal(rt_matmul_impl(mm), "coil:sgemm");
+	rt_matmul_destroy(mm);
+	d.npost = 0;
+	setenv("RT_SGEMM", "0", 1);
+	assert_int_equal(rt_matmul_create(*state, &d, w, bias, &mm, err, sizeof err), RT_OK);
+	assert_string_not_equal(rt_matmul_impl(mm), "coil:sgemm");
+	rt_matmul_destroy(mm);
+	unsetenv("RT_SGEMM");
+	free(w), free(bias);
+}
+
 /* m = 1 with a constant b runs coil's own gemv (rt_matmul_impl "coil:gemv"):
  * every post-op kind, b either way round, sizes off the 4-row blocks, and
  * RT_GEMV=0 giving oneDNN's kernel the same results. */
@@ -1887,6 +1945,7 @@ int main(void)
 		cmocka_unit_test(test_matmul_gemv),
 		cmocka_unit_test(test_matmul_runtime_m),
 		cmocka_unit_test(test_matmul_int8_dynamic),
+		cmocka_unit_test(test_matmul_sgemm),
 		cmocka_unit_test(test_threads_same_result),
 		cmocka_unit_test(test_invalid),
 		cmocka_unit_test(test_conv_winograd),

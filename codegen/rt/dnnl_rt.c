@@ -1977,6 +1977,11 @@ struct rt_matmul {
 	float *dyn_wscale, *dyn_bias, *dyn_oscale, *dyn_bq;
 	void *dyn_a;
 	size_t dyn_elems;
+	/* sgemm (see mm_sgemm_ok): dnnl_sgemm on the packed (plain) b, then sgp, a binary add
+	 * of sg_bias (beta * bias, or zeros) into c in place carrying the post-ops */
+	int sg, sg_btrans, sg_sum; /* sg_sum: the residual sum's post-op index, or -1 */
+	float sg_alpha, *sg_bias;
+	prim sgp;
 	/* gemv (see mm_gemv_ok): b as [n, k] rows, alpha, beta*bias; the post-ops run here */
 	int gemv, gemv_nt, panels;
 	int64_t k, n;
@@ -2123,6 +2128,123 @@ static int mm_gemv_ok(const rt_matmul_desc *d)
 {
 	return gemv_enabled() && d->dtype == RT_F32 && !d->q && !d->nbatch && d->b_const && !d->m_runtime &&
 	       !d->a_trans && d->m == 1 && (!d->has_bias || (d->bias_const && !d->bias_full));
+}
+
+/* Below AVX-512 oneDNN 2.6 runs f32 matmuls on its gemm-based kernel (gemm:jit),
+ * which on an AVX2 EPYC took 1.5-2x the time its own sgemm takes for the same
+ * products (convnext's 49x768 @ 768x3072: 5.9 ms in-model against 3.2;
+ * 196x384 @ 384x1536: 4.7 against 3.0).  There a matmul with a constant b, a
+ * fixed m > 1, no batch and a constant [n] bias or none runs as dnnl_sgemm on
+ * b's packed (plain) copy, then one binary add of the scaled bias (zeros
+ * without one) into c in place that carries the post-ops (the same oneDNN
+ * post-op code, binary operands included); a residual sum after additions
+ * only (bias, then residual: swin's projections) is sgemm's beta = 1 on c
+ * holding the residual.  oneDNN 2.6's gemm:jit takes no sum after a binary
+ * post-op and fell back to its reference kernel there, ~1000x slower (swin_t
+ * at one thread: 53 s).  RT_SGEMM=0 in the environment turns it off. */
+static int mm_sgemm_ok(const rt_matmul_desc *d)
+{
+	const char *e = getenv("RT_SGEMM");
+	if ((e && !strcmp(e, "0")) || d->dtype != RT_F32 || d->q || !d->b_const || d->m_runtime || d->nbatch ||
+	    d->a_trans || d->m < 2 || (d->has_bias && (!d->bias_const || d->bias_full)))
+		return 0;
+	/* a residual sum after additions only: it goes first, into sgemm's c */
+	for (int i = 0, adds = 1; i < d->npost; ++i) {
+		if (d->post[i].kind == RT_ADD_SAME && !adds)
+			return 0;
+		adds &= d->post[i].kind == RT_ADD_BCAST;
+	}
+	return 1;
+}
+
+/* The sgemm path's setup, once the matmul's own primitive is made and b packed:
+ * taken where that primitive is gemm:jit (or oneDNN's reference kernel, its
+ * answer to post-op chains its fast kernels do not take) and b's packed copy is
+ * plain; else nothing changes. */
+static int sgemm_setup(rt_matmul *mm, const rt_matmul_desc *d, const float *bias, float alpha, float beta,
+		       char *err, size_t errlen)
+{
+	int rc = RT_OK;
+	dnnl_post_ops_t po = NULL;
+	dnnl_primitive_attr_t attr = NULL;
+	const dnnl_memory_desc_t *w = NULL;
+	const char *impl = prim_impl(&mm->p);
+	if ((strncmp(impl, "gemm:jit", 8) && strncmp(impl, "ref", 3)) || dnnl_memory_get_memory_desc(mm->p.mem[ARG_WEI], &w) || !w ||
+	    w->format_kind != dnnl_blocked || w->format_desc.blocking.inner_nblks)
+		return RT_OK;
+	const dnnl_dims_t *st = &w->format_desc.blocking.strides;
+	if ((*st)[0] == d->n && (*st)[1] == 1)
+		mm->sg_btrans = 0;
+	else if ((*st)[0] == 1 && (*st)[1] == d->k)
+		mm->sg_btrans = 1;
+	else
+		return RT_OK;
+	dnnl_memory_desc_t c_md, v_md, bin_md[RT_MAX_POST];
+	int bin_idx[RT_MAX_POST] = {0};
+	const int64_t cd[2] = {d->m, d->n}, vd[2] = {1, d->n};
+	prim *p = &mm->sgp;
+	p->ctx = mm->p.ctx;
+	rt_post post[RT_MAX_POST];
+	mm->sg_sum = -1;
+	for (int i = 0; i < d->npost; ++i) { /* the sum done by sgemm: an identity here, the indices kept */
+		post[i] = d->post[i];
+		if (post[i].kind == RT_ADD_SAME)
+			post[i] = (rt_post){.kind = RT_LINEAR, .a = 1}, mm->sg_sum = i;
+	}
+	if (!(mm->sg_bias = calloc((size_t)d->n, sizeof(float))))
+		FAIL(RT_ENOMEM, "rt_matmul: out of memory");
+	for (int64_t j = 0; d->has_bias && j < d->n; ++j)
+		mm->sg_bias[j] = beta * bias[j];
+	DN(md_dense(&c_md, 2, cd, NULL, dnnl_f32));
+	DN(md_dense(&v_md, 2, vd, NULL, dnnl_f32));
+	DN(dnnl_post_ops_create(&po));
+	if ((rc = build_post_ops(po, 0, d->npost, post, 2, cd, NULL, 0, p, bin_md, bin_idx, dnnl_f32, NULL, err,
+				 errlen)))
+		goto fail;
+	if (!(attr = make_attr(po, &rc, err, errlen)))
+		goto fail;
+	dnnl_binary_desc_t bd;
+	DN(dnnl_binary_desc_init(&bd, dnnl_binary_add, &c_md, &v_md, &c_md));
+	if ((rc = prim_finish(p, &bd, attr, bin_md, bin_idx, err, errlen, "binary")))
+		goto fail;
+	if (!strncmp(prim_impl(p), "ref", 3)) { /* a slow pass would undo the gain */
+		prim_free(p);
+		memset(p, 0, sizeof *p);
+		free(mm->sg_bias);
+		mm->sg_bias = NULL;
+		goto done;
+	}
+	DN(dnnl_memory_create(&p->mem[ARG_WEI], &v_md, p->ctx->engine, mm->sg_bias));
+	p->arg_id[ARG_WEI] = DNNL_ARG_SRC_1;
+	mm->sg = 1, mm->sg_alpha = alpha, mm->k = d->k, mm->n = d->n;
+done:
+	rc = RT_OK;
+fail: /* (and done) */
+	if (attr)
+		dnnl_primitive_attr_destroy(attr);
+	if (po)
+		dnnl_post_ops_destroy(po);
+	return rc;
+}
+
+static int sgemm_run(rt_matmul *mm, const float *a, float *c, const void *const *post_src, char *err,
+		     size_t errlen)
+{
+	int rc = RT_OK;
+	void *b = NULL;
+	DN(dnnl_memory_get_data_handle(mm->p.mem[ARG_WEI], &b));
+	const dnnl_dim_t M = mm->m, N = mm->n, K = mm->k;
+	const float *r = mm->sg_sum >= 0 ? post_src[mm->sg_sum] : NULL;
+	if (r && r != c)
+		memcpy(c, r, (size_t)(M * N) * sizeof *c);
+	DN(dnnl_sgemm('N', mm->sg_btrans ? 'T' : 'N', M, N, K, mm->sg_alpha, a, K, b, mm->sg_btrans ? K : N, r ? 1.f : 0.f,
+		      c, N));
+	void *ptr[MAX_ARGS] = {0};
+	bind_posts(&mm->sgp, post_src, c, ptr);
+	ptr[ARG_SRC] = c, ptr[ARG_DST] = c;
+	return prim_exec(&mm->sgp, ptr, MAX_ARGS, err, errlen);
+fail:
+	return rc;
 }
 
 static float gemv_post(const rt_matmul *mm, float x, int64_t j, const float *const *src)
@@ -2514,6 +2636,8 @@ RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const void *b_
 					      DNNL_MEMORY_NONE));
 		}
 	}
+	if (mm_sgemm_ok(d) && (rc = sgemm_setup(mm, d, bias_const, alpha, beta, err, errlen)))
+		goto fail;
 	free(scaled);
 	dnnl_primitive_attr_destroy(attr);
 	dnnl_post_ops_destroy(po);
@@ -2560,6 +2684,12 @@ RT_API int rt_matmul_run(rt_matmul *mm, int64_t m, const void *a, const void *b,
 		if (mm->p.role[i] != ROLE_NONE && !(post_src && post_src[i]))
 			return seterr(err, errlen, RT_EINVAL, "post-op %d needs post_src[%d]", i,
 				      i);
+	if (mm->sg) {
+		int prev = threads_enter(mm->p.ctx);
+		int rc = sgemm_run(mm, a, c, post_src, err, errlen);
+		threads_leave(mm->p.ctx, prev);
+		return rc;
+	}
 	void *ptr[MAX_ARGS] = {0};
 	bind_posts(&mm->p, post_src, c, ptr);
 	ptr[ARG_SRC] = (void *)a;
@@ -2598,6 +2728,8 @@ RT_API void rt_matmul_destroy(rt_matmul *mm)
 	free(mm->bias_buf);
 	free(mm->dyn_wscale), free(mm->dyn_bias), free(mm->dyn_oscale), free(mm->dyn_bq), free(mm->dyn_a);
 	free(mm->gw), free(mm->gbias);
+	prim_free(&mm->sgp);
+	free(mm->sg_bias);
 	free(mm);
 }
 
@@ -2615,7 +2747,10 @@ RT_API size_t rt_matmul_weight_bytes(const rt_matmul *mm)
 		return 0;
 	return dnnl_memory_desc_get_size(md);
 }
-RT_API const char *rt_matmul_impl(const rt_matmul *mm) { return !mm ? "" : mm->gemv ? "coil:gemv" : prim_impl(&mm->p); }
+RT_API const char *rt_matmul_impl(const rt_matmul *mm)
+{
+	return !mm ? "" : mm->gemv ? "coil:gemv" : mm->sg ? "coil:sgemm" : prim_impl(&mm->p);
+}
 
 /* ------------------------------------------------------------------ */
 /* pooling                                                             */
