@@ -55,7 +55,7 @@ import torch
 
 from ._errors import CoilError, UnsupportedError
 from ._abi import Artifact, Model
-from . import _sign
+from . import _sign, _targets
 from ._targets import best_target, runs_here, TARGETS
 
 __all__ = ["compile", "compile_artifact", "quantize", "load", "export_graph", "CompiledModule", "CoilError", "UnsupportedError",
@@ -712,7 +712,7 @@ def quantize(module, calibration_inputs, example_inputs=None, *, method="histogr
                         keep_params=keep_params)
     _check_int8(qg, report, coil, cache_dir)
     built = cm.info.get("target") or ""
-    if report["quantized"] and built not in ("avx512_vnni", "avx512_bf16", "avx512_fp16", "amx"):
+    if report["quantized"] and "avx512_vnni" not in _targets.NEEDS.get(built, ()):
         # codegen/lower_dnnl.c dn_int8: oneDNN's u8 x s8 products saturate without AVX-512 VNNI
         report["int8_as_f32"] = built
         warnings.warn("coil.quantize: target %s has no AVX-512 VNNI, where oneDNN's int8 products would "
