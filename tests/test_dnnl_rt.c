@@ -1624,6 +1624,107 @@ static void test_conv_winograd(void **state)
 			}
 }
 
+/* The impl a conv of desc d gets (copied into buf). */
+static const char *conv_impl_of(rt_ctx *ctx, const rt_conv_desc *d, char *buf, size_t len)
+{
+	char err[512] = "";
+	size_t ksz = (size_t)d->oc * (size_t)d->ic * 9;
+	float *w = rnd(ksz), *b = rnd((size_t)d->oc);
+	rt_conv *c = NULL;
+	if (rt_conv_create(ctx, d, w, d->has_bias ? b : NULL, &c, err, sizeof err))
+		fail_msg("rt_conv_create: %s", err);
+	snprintf(buf, len, "%s", rt_conv_impl(c));
+	rt_conv_destroy(c);
+	free(w), free(b);
+	return buf;
+}
+
+/* coil's own Winograd F(4x4,3x3) (RT_CWINO=1 takes it on any machine):
+ * NHWC 3x3 stride-1 convs against the reference, at sizes that are not
+ * multiples of the 4x4 tiles, asymmetric and zero padding, oc not a multiple
+ * of 16, several blocks of tiles (256 channels), batches, every post-op it
+ * fuses (a residual in dst itself too), one and two threads; and the convs it
+ * leaves to oneDNN. */
+static void test_conv_cwino(void **state)
+{
+	const char *was = getenv("RT_CWINO");
+	char keep[16] = "";
+	if (was)
+		snprintf(keep, sizeof keep, "%s", was);
+	setenv("RT_CWINO", "1", 1);
+	rt_ctx *ctx = *state, *ctx2 = new_ctx(2);
+	char buf[128];
+	rt_conv_desc d = cdesc(2, 1, 64, 64, 1, 14, 3, 1, 1, 1);
+	d.channels_last = 1, d.has_bias = 1;
+	if (strcmp(conv_impl_of(ctx, &d, buf, sizeof buf), "coil:wino_4x4"))
+		fail_msg("64->64 3x3 s1 NHWC runs %s", buf);
+	/* left to oneDNN: stride 2, NCHW, 12 channels, a GELU, a broadcast operand, autotuned impl, low memory */
+	rt_conv_desc no[7];
+	for (int i = 0; i < 7; ++i)
+		no[i] = d;
+	no[0] = cdesc(2, 1, 64, 64, 1, 14, 3, 2, 1, 1), no[0].channels_last = 1;
+	no[1].channels_last = 0;
+	no[2].ic = 12;
+	no[3].post[no[3].npost++] = (rt_post){.kind = RT_GELU_ERF};
+	no[4].post[no[4].npost++] = (rt_post){.kind = RT_MUL_BCAST, .rank = 3, .dims = {64, 1, 1}};
+	no[5].impl = 1;
+	no[6].no_wino = 1;
+	for (int i = 0; i < 7; ++i)
+		if (!strcmp(conv_impl_of(ctx, &no[i], buf, sizeof buf), "coil:wino_4x4"))
+			fail_msg("case %d runs coil's Winograd", i);
+	setenv("RT_WINOGRAD", "0", 1); /* direct convolutions only */
+	conv_impl_of(ctx, &d, buf, sizeof buf);
+	unsetenv("RT_WINOGRAD");
+	if (!strcmp(buf, "coil:wino_4x4"))
+		fail_msg("RT_WINOGRAD=0 runs coil's Winograd");
+
+	static const struct { int n, ic, oc, h, w, pl, pr; } sh[] = {
+		{1, 8, 8, 5, 5, 1, 1},     {2, 16, 24, 9, 13, 1, 1}, {1, 32, 40, 6, 7, 0, 0},
+		{1, 24, 16, 11, 11, 2, 2}, {1, 16, 16, 8, 8, 1, 0},  {3, 256, 256, 10, 10, 1, 1},
+	};
+	for (size_t i = 0; i < sizeof sh / sizeof *sh; ++i)
+		for (int v = 0; v < 6; ++v) {
+			char nm[160];
+			/* (a bounded output (clamp, hardsigmoid) is checked against its own rms, ~3 or
+			 * ~0.7 where 2304-term sums are ~16 and F(4x4,3x3)'s rounding ~3e-5 of that) */
+			if ((v == 3 || v == 5) && sh[i].ic > 32)
+				continue;
+			d = cdesc(2, sh[i].n, sh[i].ic, sh[i].oc, 1, sh[i].h, 3, 1, sh[i].pl, 1);
+			d.in[1] = sh[i].w, d.pad_r[0] = d.pad_r[1] = sh[i].pr;
+			conv_out(&d);
+			d.channels_last = 1, d.has_bias = v != 1;
+			switch (v) {
+			case 1: d.post[d.npost++] = (rt_post){.kind = RT_RELU}; break;
+			case 2:
+				d.post[d.npost++] = (rt_post){.kind = RT_LINEAR, .a = 0.5f, .b = 0.1f};
+				d.post[d.npost++] = (rt_post){.kind = RT_ADD_SAME};
+				d.post[d.npost++] = (rt_post){.kind = RT_RELU};
+				break;
+			case 3: d.post[d.npost++] = (rt_post){.kind = RT_CLAMP, .a = -3, .b = 3}; break;
+			case 4:
+				d.post[d.npost++] = (rt_post){.kind = RT_LEAKY_RELU, .a = 0.1f, .scale = 2};
+				d.post[d.npost++] = (rt_post){.kind = RT_HARDSWISH};
+				break;
+			case 5:
+				d.post[d.npost++] = (rt_post){.kind = RT_ADD_SAME};
+				d.post[d.npost++] = (rt_post){.kind = RT_HARDSIGMOID};
+				break;
+			}
+			if (strcmp(conv_impl_of(ctx, &d, buf, sizeof buf), "coil:wino_4x4"))
+				fail_msg("shape %zu v%d runs %s", i, v, buf);
+			snprintf(nm, sizeof nm, "cwino %dx%d->%d %dx%d pad %d/%d v%d", sh[i].n, sh[i].ic, sh[i].oc, sh[i].h,
+				 sh[i].w, sh[i].pl, sh[i].pr, v);
+			run_conv_ex(v % 2 ? ctx2 : ctx, &d, nm, 0, NULL);
+			if (v == 2 || v == 5) /* the residual given in dst itself */
+				run_conv_ex(v == 5 ? ctx2 : ctx, &d, nm, 1, NULL);
+		}
+	rt_ctx_destroy(ctx2);
+	if (was)
+		setenv("RT_CWINO", keep, 1);
+	else
+		unsetenv("RT_CWINO");
+}
+
 /* The runtime packs Winograd weights itself (oneDNN 2.6's reorder into the
  * wino formats takes ~45 ns a weight): the same outputs as with oneDNN's
  * reorder (RT_WINO_PACK=0), at shapes where oneDNN picks each f32 format
@@ -1951,6 +2052,7 @@ int main(void)
 		cmocka_unit_test(test_conv_winograd),
 		cmocka_unit_test(test_conv_wino_pack),
 		cmocka_unit_test(test_conv_wino_chunk),
+		cmocka_unit_test(test_conv_cwino),
 		cmocka_unit_test(test_weight_pool),
 		cmocka_unit_test(test_conv_shared_only),
 		cmocka_unit_test(test_pool),
