@@ -1725,6 +1725,83 @@ static void test_conv_cwino(void **state)
 		unsetenv("RT_CWINO");
 }
 
+/* coil's grouped conv for 2 or 4 channels a group (RT_CGRP=1 takes it on
+ * any machine): NHWC against the reference over kernel sizes, strides,
+ * dilations, paddings, widths where the four-pixel interior path runs and
+ * where it cannot, batches, post-ops, one and two threads; the convs it
+ * leaves to oneDNN. */
+static void test_conv_cgrp(void **state)
+{
+	const char *was = getenv("RT_CGRP");
+	char keep[16] = "", buf[128];
+	if (was)
+		snprintf(keep, sizeof keep, "%s", was);
+	setenv("RT_CGRP", "1", 1);
+	rt_ctx *ctx = *state, *ctx2 = new_ctx(2);
+	static const struct { int n, c, g, h, w, k, s, p, dil; } sh[] = {
+		{1, 128, 32, 9, 13, 3, 1, 1, 1}, {2, 16, 8, 7, 13, 3, 2, 1, 1}, {1, 32, 8, 12, 12, 5, 1, 2, 1},
+		{1, 64, 16, 10, 17, 3, 1, 2, 2}, {1, 8, 2, 3, 3, 3, 1, 1, 1},   {1, 24, 12, 6, 9, 1, 1, 0, 1},
+		{1, 32, 8, 11, 10, 3, 2, 0, 1},
+	};
+	for (size_t i = 0; i < sizeof sh / sizeof *sh; ++i)
+		for (int v = 0; v < 3; ++v) {
+			char nm[160];
+			rt_conv_desc d = cdesc(2, sh[i].n, sh[i].c, sh[i].c, sh[i].g, sh[i].h, sh[i].k, sh[i].s, sh[i].p,
+					       sh[i].dil);
+			d.in[1] = sh[i].w;
+			conv_out(&d);
+			d.channels_last = 1, d.has_bias = v != 1;
+			if (v == 1)
+				d.post[d.npost++] = (rt_post){.kind = RT_CLAMP, .a = 0, .b = 6};
+			if (v == 2) {
+				d.post[d.npost++] = (rt_post){.kind = RT_LINEAR, .a = 0.5f, .b = 0.1f};
+				d.post[d.npost++] = (rt_post){.kind = RT_ADD_SAME};
+				d.post[d.npost++] = (rt_post){.kind = RT_RELU};
+			}
+			size_t ksz = (size_t)(sh[i].c * (sh[i].c / sh[i].g) * sh[i].k * sh[i].k);
+			float *w = rnd(ksz), *b = rnd((size_t)sh[i].c);
+			rt_conv *c = NULL;
+			char err[512] = "";
+			if (rt_conv_create(ctx, &d, w, b, &c, err, sizeof err))
+				fail_msg("rt_conv_create: %s", err);
+			if (strcmp(rt_conv_impl(c), "coil:group_nhwc"))
+				fail_msg("shape %zu runs %s", i, rt_conv_impl(c));
+			rt_conv_destroy(c);
+			free(w), free(b);
+			snprintf(nm, sizeof nm, "cgrp %d %dx%dx%d g%d k%d s%d p%d d%d v%d", sh[i].n, sh[i].c, sh[i].h,
+				 sh[i].w, sh[i].g, sh[i].k, sh[i].s, sh[i].p, sh[i].dil, v);
+			run_conv_ex(i % 2 ? ctx2 : ctx, &d, nm, 0, NULL);
+			if (v == 2)
+				run_conv_ex(ctx2, &d, nm, 1, NULL);
+		}
+	/* left to oneDNN: 8 channels a group, NCHW, ic != oc, a GELU */
+	rt_conv_desc no[4];
+	for (int i = 0; i < 4; ++i)
+		no[i] = cdesc(2, 1, 64, 64, 16, 8, 3, 1, 1, 1), no[i].channels_last = 1;
+	no[0] = cdesc(2, 1, 64, 64, 8, 8, 3, 1, 1, 1), no[0].channels_last = 1;
+	no[1].channels_last = 0;
+	no[2].oc = 32;
+	no[3].post[no[3].npost++] = (rt_post){.kind = RT_GELU_ERF};
+	for (int i = 0; i < 4; ++i) {
+		const int64_t g = no[i].groups;
+		float *w = rnd((size_t)(no[i].oc * (no[i].ic / g) * 9));
+		rt_conv *c = NULL;
+		char err[512] = "";
+		if (rt_conv_create(ctx, &no[i], w, NULL, &c, err, sizeof err))
+			fail_msg("rt_conv_create: %s", err);
+		snprintf(buf, sizeof buf, "%s", rt_conv_impl(c));
+		rt_conv_destroy(c);
+		free(w);
+		if (!strcmp(buf, "coil:group_nhwc"))
+			fail_msg("case %d runs coil's grouped conv", i);
+	}
+	rt_ctx_destroy(ctx2);
+	if (was)
+		setenv("RT_CGRP", keep, 1);
+	else
+		unsetenv("RT_CGRP");
+}
+
 /* The runtime packs Winograd weights itself (oneDNN 2.6's reorder into the
  * wino formats takes ~45 ns a weight): the same outputs as with oneDNN's
  * reorder (RT_WINO_PACK=0), at shapes where oneDNN picks each f32 format
@@ -2053,6 +2130,7 @@ int main(void)
 		cmocka_unit_test(test_conv_wino_pack),
 		cmocka_unit_test(test_conv_wino_chunk),
 		cmocka_unit_test(test_conv_cwino),
+		cmocka_unit_test(test_conv_cgrp),
 		cmocka_unit_test(test_weight_pool),
 		cmocka_unit_test(test_conv_shared_only),
 		cmocka_unit_test(test_pool),

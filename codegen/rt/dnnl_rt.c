@@ -1083,6 +1083,7 @@ struct rt_conv {
 	prim p;
 	deconv_gemm *dg; /* the GEMM path instead of oneDNN's primitive */
 	cwino *cw;       /* coil's Winograd instead of oneDNN's primitive (conv_cwino_ok) */
+	struct cgrp *cg; /* coil's grouped conv, 2 or 4 channels a group (conv_cgrp_ok) */
 	rt_matmul *mm;   /* a 1x1 conv of one pixel: the gemv (conv_gemv_ok) */
 	size_t weight_bytes;
 	size_t ws_bytes;       /* workspace this conv needs (scratchpad included) */
@@ -1418,26 +1419,30 @@ struct cwino {
 	size_t ws_bytes;
 };
 
-static int conv_cwino_ok(const rt_conv_desc *d)
+/* Whether a kernel of coil's own (switched by env, "0" off, "1" wherever it
+ * applies) is taken: by default where oneDNN's ISA is below AVX-512 and this
+ * unit is built with AVX2 and FMA. */
+static int cw_wanted(const char *env)
 {
-	const char *e = getenv("RT_CWINO"), *e2 = getenv("RT_WINOGRAD");
-	if ((e && !strcmp(e, "0")) || (e2 && !strcmp(e2, "0")))
+	const char *e = getenv(env);
+	if (e && !strcmp(e, "0"))
 		return 0;
-	if (!(e && !strcmp(e, "1"))) {
+	if (e && !strcmp(e, "1"))
+		return 1;
 #if defined(__FMA__) && defined(__AVX2__)
-		const unsigned avx512 = (unsigned)dnnl_cpu_isa_avx512_core;
-		if (((unsigned)dnnl_get_effective_cpu_isa() & avx512) == avx512)
-			return 0;
+	const unsigned avx512 = (unsigned)dnnl_cpu_isa_avx512_core;
+	return ((unsigned)dnnl_get_effective_cpu_isa() & avx512) != avx512;
 #else
-		return 0;
+	return 0;
 #endif
-	}
-	if (d->dtype != RT_F32 || d->q || d->transposed || d->nsp != 2 || (d->groups ? d->groups : 1) != 1 ||
-	    d->no_wino || d->impl || d->ic % 8 || d->oc % 8 || !(d->channels_last || (d->src_nhwc && d->dst_nhwc)))
+}
+
+/* f32 NHWC on both sides, oneDNN's first implementation asked for, and post-ops among those cw_posts applies */
+static int cw_conv_ok(const rt_conv_desc *d)
+{
+	if (d->dtype != RT_F32 || d->q || d->transposed || d->nsp != 2 || d->impl ||
+	    !(d->channels_last || (d->src_nhwc && d->dst_nhwc)))
 		return 0;
-	for (int i = 0; i < 2; ++i)
-		if (d->k[i] != 3 || (d->stride[i] ? d->stride[i] : 1) != 1 || (d->dil[i] ? d->dil[i] : 1) != 1)
-			return 0;
 	int nsum = 0;
 	for (int i = 0; i < d->npost; ++i)
 		switch (d->post[i].kind) {
@@ -1454,6 +1459,18 @@ static int conv_cwino_ok(const rt_conv_desc *d)
 		default:
 			return 0;
 		}
+	return 1;
+}
+
+static int conv_cwino_ok(const rt_conv_desc *d)
+{
+	const char *e = getenv("RT_WINOGRAD");
+	if ((e && !strcmp(e, "0")) || !cw_wanted("RT_CWINO") || !cw_conv_ok(d) || (d->groups ? d->groups : 1) != 1 ||
+	    d->no_wino || d->ic % 8 || d->oc % 8)
+		return 0;
+	for (int i = 0; i < 2; ++i)
+		if (d->k[i] != 3 || (d->stride[i] ? d->stride[i] : 1) != 1 || (d->dil[i] ? d->dil[i] : 1) != 1)
+			return 0;
 	return 1;
 }
 
@@ -1532,12 +1549,13 @@ static void cwino_in(const cwino *cw, const float *x, int64_t t, float *V, int64
 }
 
 /* The post-ops on v, in order; res: the residual at v's place */
-static inline __attribute__((always_inline)) void cwino_posts(const cwino *cw, cw_v8 *vp, const float *res)
+static inline __attribute__((always_inline)) void cw_posts(const rt_post *post, int npost, cw_v8 *vp,
+							   const float *res)
 {
 	cw_v8 v = *vp;
 	const cw_v8 z = CW_SPLAT(0.f);
-	for (int i = 0; i < cw->npost; i++) {
-		const rt_post *q = &cw->post[i];
+	for (int i = 0; i < npost; i++) {
+		const rt_post *q = &post[i];
 		const cw_v8 a = CW_SPLAT(q->a), b = CW_SPLAT(q->b);
 		switch (q->kind) {
 		case RT_ADD_SAME: v += CW_LD(res); continue;
@@ -1582,7 +1600,7 @@ static void cwino_out(const cwino *cw, const float *M, int64_t t, int64_t ti, fl
 			for (int j = 0; j < hx; j++) {
 				const int64_t at = base + ((oy0 + i) * cw->ow + ox0 + j) * K + k;
 				cw_v8 v = o[j] + bv;
-				cwino_posts(cw, &v, res ? res + at : NULL);
+				cw_posts(cw->post, cw->npost, &v, res ? res + at : NULL);
 				CW_ST(y + at, v);
 			}
 		}
@@ -1736,6 +1754,180 @@ fail:
 	free(u);
 	cwino_free(ctx, cw);
 	return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* coil's grouped conv with 2 or 4 channels a group (NHWC f32)         */
+
+/* oneDNN 2.6's AVX2 kernels take groups of 8 channels or more; groups of
+ * 4 (resnext50_32x4d's first stage, every grouped conv of resnext101_64x4d)
+ * fell back to its gemm kernel, 3 GFLOP/s: resnext50's three 128-channel
+ * g32 3x3 convs at 56x56 took 8-9 ms each, a fifth of the model at one
+ * thread.  Here each 8 output channels (2 or 4 groups) are one vector: per
+ * tap, the input pixel's 8 channels are loaded once and each input channel
+ * of a group spread over its group's lanes by an in-lane shuffle, times
+ * the packed weights [oc/8][tap][ci][8]; bias and post-ops as cw_posts.
+ * Any kernel size, stride, padding and dilation; f32 NHWC on both sides,
+ * ic = oc.  By default where oneDNN's ISA is below AVX-512 (cw_wanted);
+ * RT_CGRP=0 / 1 turns it off / on. */
+typedef struct cgrp {
+	rt_conv_desc d;
+	float *w;    /* [oc/8][kh*kw][cpg][8] */
+	float *bias; /* [oc], or NULL */
+	int res;     /* the RT_ADD_SAME post-op, or -1 */
+} cgrp;
+
+static int conv_cgrp_ok(const rt_conv_desc *d)
+{
+	const int64_t g = d->groups ? d->groups : 1;
+	return g > 1 && cw_wanted("RT_CGRP") && cw_conv_ok(d) && d->ic == d->oc && (d->ic / g == 2 || d->ic / g == 4) &&
+	       d->oc % 8 == 0;
+}
+
+#ifdef __clang__
+#define CW_DUP4(v, i) __builtin_shufflevector(v, v, i, i, i, i, (i) + 4, (i) + 4, (i) + 4, (i) + 4)
+#define CW_DUP2(v, i) __builtin_shufflevector(v, v, i, i, (i) + 2, (i) + 2, (i) + 4, (i) + 4, (i) + 6, (i) + 6)
+#else
+#define CW_DUP4(v, i) __builtin_shuffle(v, (cw_v8i){i, i, i, i, (i) + 4, (i) + 4, (i) + 4, (i) + 4})
+#define CW_DUP2(v, i) __builtin_shuffle(v, (cw_v8i){i, i, (i) + 2, (i) + 2, (i) + 4, (i) + 4, (i) + 6, (i) + 6})
+#endif
+
+/* Output pixel (oy, ox)'s 8-channel block into acc (and acc2): every tap
+ * checked against the borders */
+#define CG_TAP(acc, acc2, xv, wt)                                                                                      \
+	do {                                                                                                           \
+		if (cpg == 4) {                                                                                        \
+			acc = CW_FMA(CW_DUP4(xv, 0), CW_LD(wt), acc);                                                  \
+			acc2 = CW_FMA(CW_DUP4(xv, 1), CW_LD((wt) + 8), acc2);                                          \
+			acc = CW_FMA(CW_DUP4(xv, 2), CW_LD((wt) + 16), acc);                                           \
+			acc2 = CW_FMA(CW_DUP4(xv, 3), CW_LD((wt) + 24), acc2);                                         \
+		} else {                                                                                               \
+			acc = CW_FMA(CW_DUP2(xv, 0), CW_LD(wt), acc);                                                  \
+			acc2 = CW_FMA(CW_DUP2(xv, 1), CW_LD((wt) + 8), acc2);                                          \
+		}                                                                                                      \
+	} while (0)
+
+/* One output row's 8-channel block b: the pixels whose taps all read inside
+ * the row four at a time (eight accumulator chains, each weight vector
+ * loaded once for the four), the others one by one with the borders checked */
+static inline __attribute__((always_inline)) void cgrp_row(const cgrp *q, int cpg, const float *x, float *y,
+							   const float *res, int64_t n, int64_t oy, int64_t b)
+{
+	const rt_conv_desc *d = &q->d;
+	const int64_t C = d->oc, IH = d->in[0], IW = d->in[1], OW = d->out[1], KH = d->k[0], KW = d->k[1];
+	const int64_t sh = d->stride[0] ? d->stride[0] : 1, sw = d->stride[1] ? d->stride[1] : 1;
+	const int64_t dh = d->dil[0] ? d->dil[0] : 1, dw = d->dil[1] ? d->dil[1] : 1, pw = d->pad_l[1];
+	const float *xb = x + n * IH * IW * C + b * 8, *wb = q->w + b * KH * KW * cpg * 8;
+	const cw_v8 bv = q->bias ? CW_LD(q->bias + b * 8) : CW_SPLAT(0.f), z = CW_SPLAT(0.f);
+	const int64_t row = (n * d->out[0] + oy) * OW;
+	/* interior: ox*sw - pw >= 0 and ox*sw - pw + (KW-1)*dw <= IW-1 */
+	int64_t lo = (pw + sw - 1) / sw, hi = IW - 1 + pw - (KW - 1) * dw;
+	hi = hi < 0 ? 0 : hi / sw + 1;
+	if (hi > OW)
+		hi = OW;
+	if (lo > hi)
+		lo = hi;
+	for (int64_t ox = 0; ox < OW;) {
+		cw_v8 v[4];
+		int np = 1;
+		if (ox >= lo && ox + 4 <= hi) {
+			cw_v8 a0 = bv, a1 = bv, a2 = bv, a3 = bv, b0 = z, b1 = z, b2 = z, b3 = z;
+			for (int64_t ky = 0; ky < KH; ky++) {
+				const int64_t iy = oy * sh - d->pad_l[0] + ky * dh;
+				if (iy < 0 || iy >= IH)
+					continue;
+				const float *xr = xb + (iy * IW + ox * sw - pw) * C;
+				for (int64_t kx = 0; kx < KW; kx++) {
+					const float *xp = xr + kx * dw * C, *wt = wb + (ky * KW + kx) * cpg * 8;
+					const cw_v8 x0 = CW_LD(xp), x1 = CW_LD(xp + sw * C), x2 = CW_LD(xp + 2 * sw * C),
+						    x3 = CW_LD(xp + 3 * sw * C);
+					CG_TAP(a0, b0, x0, wt);
+					CG_TAP(a1, b1, x1, wt);
+					CG_TAP(a2, b2, x2, wt);
+					CG_TAP(a3, b3, x3, wt);
+				}
+			}
+			v[0] = a0 + b0, v[1] = a1 + b1, v[2] = a2 + b2, v[3] = a3 + b3;
+			np = 4;
+		} else {
+			cw_v8 a0 = bv, b0 = z;
+			for (int64_t ky = 0; ky < KH; ky++) {
+				const int64_t iy = oy * sh - d->pad_l[0] + ky * dh;
+				if (iy < 0 || iy >= IH)
+					continue;
+				for (int64_t kx = 0; kx < KW; kx++) {
+					const int64_t ix = ox * sw - pw + kx * dw;
+					if (ix < 0 || ix >= IW)
+						continue;
+					const cw_v8 x0 = CW_LD(xb + (iy * IW + ix) * C);
+					CG_TAP(a0, b0, x0, wb + (ky * KW + kx) * cpg * 8);
+				}
+			}
+			v[0] = a0 + b0;
+		}
+		for (int k = 0; k < np; k++) {
+			const int64_t at = (row + ox + k) * C + b * 8;
+			cw_posts(d->post, d->npost, &v[k], q->res >= 0 ? res + at : NULL);
+			CW_ST(y + at, v[k]);
+		}
+		ox += np;
+	}
+}
+#undef CG_TAP
+
+static void cgrp_run(const cgrp *q, const float *x, float *y, const float *res, int nt)
+{
+	const rt_conv_desc *d = &q->d;
+	const int64_t rows = d->n * d->out[0], nb = d->oc / 8;
+	const int cpg = (int)(d->ic / d->groups);
+	(void)nt;
+#ifdef _OPENMP
+#pragma omp parallel for collapse(2) schedule(static) num_threads(nt) if (nt > 1)
+#endif
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t b = 0; b < nb; b++) {
+			if (cpg == 4)
+				cgrp_row(q, 4, x, y, res, r / d->out[0], r % d->out[0], b);
+			else
+				cgrp_row(q, 2, x, y, res, r / d->out[0], r % d->out[0], b);
+		}
+}
+
+static void cgrp_free(cgrp *q)
+{
+	if (q)
+		free(q->w), free(q->bias), free(q);
+}
+
+static int cgrp_create(rt_conv *c, const rt_conv_desc *d, const float *weight, const float *bias, char *err,
+		       size_t errlen)
+{
+	const int64_t C = d->oc, cpg = d->ic / d->groups, taps = d->k[0] * d->k[1];
+	cgrp *q = calloc(1, sizeof *q);
+	if (q) {
+		q->w = malloc((size_t)(C * taps * cpg) * sizeof(float));
+		q->bias = d->has_bias ? malloc((size_t)C * sizeof(float)) : NULL;
+	}
+	if (!q || !q->w || (d->has_bias && !q->bias)) {
+		cgrp_free(q);
+		return seterr(err, errlen, RT_ENOMEM, "rt_conv_create: out of memory");
+	}
+	q->d = *d;
+	q->res = -1;
+	/* PyTorch's [oc][cpg][kh][kw] -> [oc/8][tap][ci][8] */
+	for (int64_t k = 0; k < C; k++)
+		for (int64_t t = 0; t < taps; t++)
+			for (int64_t i = 0; i < cpg; i++)
+				q->w[((k / 8 * taps + t) * cpg + i) * 8 + k % 8] = weight[(k * cpg + i) * taps + t];
+	if (q->bias)
+		memcpy(q->bias, bias, (size_t)C * sizeof(float));
+	c->p.npost = d->npost;
+	for (int i = 0; i < d->npost; ++i)
+		if (d->post[i].kind == RT_ADD_SAME)
+			q->res = i, c->p.role[i] = ROLE_SUM;
+	c->cg = q;
+	c->weight_bytes = (size_t)(C * taps * cpg) * sizeof(float);
+	return RT_OK;
 }
 
 static int conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight, const void *bias, rt_conv **out,
@@ -1952,7 +2144,7 @@ static int conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight, c
 			      "rt_conv_create: NULL ctx, desc, weight or bias");
 	if ((rc = conv_check(d, err, errlen)))
 		return rc;
-	if (!weight && (d->q || conv_gemv_ok(d) || conv_gemm_ok(d))) /* kernels that pack their own */
+	if (!weight && (d->q || conv_gemv_ok(d) || conv_gemm_ok(d) || conv_cgrp_ok(d))) /* kernels that pack their own */
 		return seterr(err, errlen, RT_EAGAIN, "rt_conv_create: this conv needs its weights");
 	c = calloc(1, sizeof *c);
 	if (!c)
@@ -1968,6 +2160,14 @@ static int conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight, c
 	}
 	if (conv_gemm_ok(d)) {
 		if ((rc = deconv_gemm_create(ctx, c, d, weight, bias, err, errlen))) {
+			free(c);
+			return rc;
+		}
+		*out = c;
+		return RT_OK;
+	}
+	if (conv_cgrp_ok(d)) {
+		if ((rc = cgrp_create(c, d, weight, bias, err, errlen))) {
 			free(c);
 			return rc;
 		}
@@ -2284,12 +2484,15 @@ RT_API int rt_conv_run(rt_conv *c, const void *src, void *dst, const void *const
 		return rc;
 	}
 	int rc, prev = threads_enter(c->p.ctx);
-	if (c->cw) {
 #ifdef _OPENMP
-		const int nt = c->p.ctx->nthreads > 0 ? c->p.ctx->nthreads : omp_get_max_threads();
+	const int nt = c->p.ctx->nthreads > 0 ? c->p.ctx->nthreads : omp_get_max_threads(); /* coil's own kernels */
 #else
-		const int nt = 1;
+	const int nt = 1;
 #endif
+	if (c->cg) {
+		cgrp_run(c->cg, src, dst, c->cg->res >= 0 ? post_src[c->cg->res] : NULL, nt);
+		rc = RT_OK;
+	} else if (c->cw) {
 		cwino_run(c->cw, src, dst, c->cw->res >= 0 ? post_src[c->cw->res] : NULL, c->p.ctx->ws, nt);
 		rc = RT_OK;
 	} else if (c->dg) {
@@ -2321,6 +2524,11 @@ RT_API void rt_conv_destroy(rt_conv *c)
 		free(c);
 		return;
 	}
+	if (c->cg) {
+		cgrp_free(c->cg);
+		free(c);
+		return;
+	}
 	if (c->cw) {
 		cwino_free(c->p.ctx, c->cw);
 		free(c);
@@ -2340,7 +2548,8 @@ RT_API size_t rt_conv_scratch_bytes(const rt_conv *c) { return c ? c->ws_bytes :
 RT_API size_t rt_conv_weight_bytes(const rt_conv *c) { return c ? c->weight_bytes : 0; }
 RT_API const char *rt_conv_impl(const rt_conv *c)
 {
-	return !c ? "" : c->chunk ? rt_conv_impl(c->chunk) : c->mm ? rt_matmul_impl(c->mm) : c->dg ? "coil:gemm_col2im" : c->cw ? "coil:wino_4x4" : prim_impl(&c->p);
+	return !c ? "" : c->chunk ? rt_conv_impl(c->chunk) : c->mm ? rt_matmul_impl(c->mm) : c->dg ? "coil:gemm_col2im" : c->cw ? "coil:wino_4x4"
+		: c->cg ? "coil:group_nhwc" : prim_impl(&c->p);
 }
 RT_API int rt_conv_via_nhwc(const rt_conv *c) { return !c ? 0 : c->chunk ? c->chunk->via : c->via; }
 RT_API int rt_conv_blocked(const rt_conv *c) { return !c ? 0 : c->chunk ? c->chunk->wino : c->wino; }
