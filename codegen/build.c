@@ -46,6 +46,7 @@
 
 /* codegen/rt's source, embedded by the Makefile (build/gen/rt_source.c). */
 extern const char coil_rt_dnnl_h[], coil_rt_dnnl_c[];
+const char *vec_vmath_source(void); /* codegen/vec.c: vmath.h, which the runtime includes */
 
 /* The child's PATH: the compiler's own helpers (cc1, as, ld) are found here. */
 #define BUILD_PATH "/usr/local/bin:/usr/bin:/bin"
@@ -391,7 +392,7 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 		return coil_errf(err, "build: no source");
 	for (int i = 0; i < src->n; i++)
 		if (!plain_name(src->name[i]) || !src->text[i] || !strcmp(src->name[i], "dnnl_rt.c") ||
-		    !strcmp(src->name[i], "dnnl_rt.h"))
+		    !strcmp(src->name[i], "dnnl_rt.h") || !strcmp(src->name[i], "dnnl_rt_vmath.h"))
 			return coil_errf(err, "build: bad source file name");
 	if (resolve_cc(name, exe, sizeof exe) != 0)
 		return coil_errc(err, COIL_E_COMPILER, "build: compiler '%s' not found", name);
@@ -416,7 +417,8 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 		}
 	/* the oneDNN runtime's source (embedded in libcoil from codegen/rt):
 	 * model.c includes it, or it is a unit */
-	if (write_text(dir, "dnnl_rt.h", coil_rt_dnnl_h) != 0 || write_text(dir, "dnnl_rt.c", coil_rt_dnnl_c) != 0) {
+	if (write_text(dir, "dnnl_rt.h", coil_rt_dnnl_h) != 0 || write_text(dir, "dnnl_rt.c", coil_rt_dnnl_c) != 0 ||
+	    write_text(dir, "dnnl_rt_vmath.h", vec_vmath_source()) != 0) {
 		build_rm_tree(dir);
 		return coil_errc(err, COIL_E_IO, "build: cannot write the oneDNN runtime's source into %s", dir);
 	}

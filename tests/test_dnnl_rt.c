@@ -1150,6 +1150,7 @@ static void test_matmul_post(void **state)
 static void test_matmul_sgemm(void **state)
 {
 	const int below = !has_isa(dnnl_cpu_isa_avx512_core);
+	setenv("RT_CGEMM", "0", 1); /* (37 rows: coil's own product, test_matmul_cgemm) */
 	rt_matmul_desc d = mdesc(37, 129, 70);
 	d.b_const = 1, d.has_bias = 1, d.bias_const = 1, d.alpha = 0.5f, d.beta = 3;
 	d.npost = 3;
@@ -1195,7 +1196,78 @@ static void test_matmul_sgemm(void **state)
 	assert_string_not_equal(rt_matmul_impl(mm), "coil:sgemm");
 	rt_matmul_destroy(mm);
 	unsetenv("RT_SGEMM");
+	unsetenv("RT_CGEMM");
 	free(w), free(bias);
+}
+
+/* coil's own product for few rows (RT_CGEMM=1 takes it on any machine):
+ * rows off the 6-row tiles, columns off the 16-column blocks, b either way
+ * round, alpha and beta, every eltwise kind, binary operands of every
+ * broadcast, a residual, one and two threads; 97 rows and
+ * run-time rows left to the other paths. */
+static void test_matmul_cgemm(void **state)
+{
+	setenv("RT_CGEMM", "1", 1);
+	rt_ctx *ctx2 = new_ctx(2);
+	static const int64_t sz[][3] = {{2, 5, 3}, {7, 33, 16}, {37, 129, 70}, {96, 64, 200}, {13, 300, 8}};
+	static const rt_post posts[] = {
+		{.kind = RT_RELU}, {.kind = RT_LEAKY_RELU, .a = 0.1f}, {.kind = RT_GELU_ERF},
+		{.kind = RT_GELU_TANH}, {.kind = RT_SILU}, {.kind = RT_SIGMOID}, {.kind = RT_TANH},
+		{.kind = RT_HARDSWISH}, {.kind = RT_HARDSIGMOID, .scale = 2},
+		{.kind = RT_CLAMP, .a = -0.5f, .b = 0.75f}, {.kind = RT_ELU, .a = 0.5f}, {.kind = RT_LINEAR, .a = 2, .b = -1},
+		{.kind = RT_ROUND},
+	};
+	char nm[128], err[256];
+	for (size_t i = 0; i < sizeof sz / sizeof *sz; ++i)
+		for (int v = 0; v < 4; ++v) {
+			rt_matmul_desc d = mdesc(sz[i][0], sz[i][1], sz[i][2]);
+			const int64_t m = d.m, n = d.n;
+			d.b_const = 1, d.b_trans = v & 1, d.has_bias = v != 2, d.bias_const = 1;
+			d.alpha = v == 1 ? 0.5f : 1, d.beta = v == 1 ? 3 : 1;
+			if (v == 1) {
+				d.post[d.npost++] = (rt_post){.kind = RT_GELU_ERF};
+				d.post[d.npost++] = (rt_post){.kind = RT_MUL_BCAST, .rank = 1, .dims = {n}};
+				d.post[d.npost++] = (rt_post){.kind = RT_SUB_BCAST, .rank = 2, .dims = {m, 1}};
+				d.post[d.npost++] = (rt_post){.kind = RT_DIV_BCAST, .rank = 2, .dims = {1, 1}};
+				d.post[d.npost++] = (rt_post){.kind = RT_ADD_BCAST, .rank = 2, .dims = {m, n}};
+			} else if (v == 3) { /* the residual as sgemm's beta would take it, then relu */
+				d.post[d.npost++] = (rt_post){.kind = RT_ADD_BCAST, .rank = 2, .dims = {m, 1}};
+				d.post[d.npost++] = (rt_post){.kind = RT_ADD_SAME};
+				d.post[d.npost++] = (rt_post){.kind = RT_RELU};
+			}
+			float *w = rnd((size_t)(d.k * n)), *bias = rnd((size_t)n);
+			rt_matmul *mm = NULL;
+			if (rt_matmul_create(*state, &d, w, bias, &mm, err, sizeof err))
+				fail_msg("rt_matmul_create: %s", err);
+			if (strcmp(rt_matmul_impl(mm), "coil:gemm"))
+				fail_msg("%lldx%lldx%lld v%d runs %s", (long long)m, (long long)d.k, (long long)n, v, rt_matmul_impl(mm));
+			rt_matmul_destroy(mm);
+			free(w), free(bias);
+			snprintf(nm, sizeof nm, "cgemm %lldx%lldx%lld v%d", (long long)m, (long long)d.k, (long long)n, v);
+			run_mm(i % 2 ? ctx2 : *state, &d, nm, NULL);
+		}
+	for (size_t i = 0; i < sizeof posts / sizeof *posts; ++i) {
+		rt_matmul_desc d = mdesc(11, 40, 21);
+		d.b_const = 1, d.has_bias = 1, d.bias_const = 1, d.alpha = d.beta = 1;
+		d.post[d.npost++] = posts[i];
+		snprintf(nm, sizeof nm, "cgemm post kind %d", (int)posts[i].kind);
+		run_mm(*state, &d, nm, NULL);
+	}
+	rt_matmul_desc d = mdesc(97, 16, 16), d2 = mdesc(8, 16, 16);
+	d.b_const = d2.b_const = 1, d.alpha = d.beta = d2.alpha = d2.beta = 1;
+	d2.m_runtime = 1;
+	float *w = rnd(256);
+	rt_matmul *mm = NULL;
+	for (int i = 0; i < 2; ++i) {
+		if (rt_matmul_create(*state, i ? &d2 : &d, w, NULL, &mm, err, sizeof err))
+			fail_msg("rt_matmul_create: %s", err);
+		if (!strcmp(rt_matmul_impl(mm), "coil:gemm"))
+			fail_msg("%s runs coil's product", i ? "run-time m" : "97 rows");
+		rt_matmul_destroy(mm);
+	}
+	free(w);
+	rt_ctx_destroy(ctx2);
+	unsetenv("RT_CGEMM");
 }
 
 /* m = 1 with a constant b runs coil's own gemv (rt_matmul_impl "coil:gemv"):
@@ -2124,6 +2196,7 @@ int main(void)
 		cmocka_unit_test(test_matmul_runtime_m),
 		cmocka_unit_test(test_matmul_int8_dynamic),
 		cmocka_unit_test(test_matmul_sgemm),
+		cmocka_unit_test(test_matmul_cgemm),
 		cmocka_unit_test(test_threads_same_result),
 		cmocka_unit_test(test_invalid),
 		cmocka_unit_test(test_conv_winograd),

@@ -22,6 +22,14 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 
+/* vmath (the generated kernels' f32 math, codegen/vmath.h): build.c writes
+ * it beside this file in an artifact's build */
+#if __has_include("dnnl_rt_vmath.h")
+#include "dnnl_rt_vmath.h"
+#else
+#include "../vmath.h"
+#endif
+
 #if DNNL_VERSION_MAJOR != 2
 #error "dnnl_rt is written for the oneDNN 2.x C API"
 #endif
@@ -2583,6 +2591,8 @@ struct rt_matmul {
 	int sg, sg_btrans, sg_sum; /* sg_sum: the residual sum's post-op index, or -1 */
 	float sg_alpha, *sg_bias;
 	prim sgp;
+	struct mm_epi *epi; /* cg: the post-ops, applied by the runtime */
+	int cg;             /* coil's own product (cgemm_run) on b packed in p.mem[ARG_WEI] */
 	/* gemv (see mm_gemv_ok): b as [n, k] rows, alpha, beta*bias; the post-ops run here */
 	int gemv, gemv_nt, panels;
 	int64_t k, n;
@@ -2731,6 +2741,192 @@ static int mm_gemv_ok(const rt_matmul_desc *d)
 	       !d->a_trans && d->m == 1 && (!d->has_bias || (d->bias_const && !d->bias_full));
 }
 
+/* The post-ops of coil's own product (cgemm_run) applied on each tile of c
+ * as it is written, in 8-lane code with vmath's functions (the generated
+ * kernels' own exp, tanh, sigmoid, gelu).  post_src[i] as rt_matmul_run
+ * takes them; the residual taken as sgemm's beta would be (skip) passed
+ * over.  (As a pass over c after dnnl_sgemm it measured no faster than
+ * oneDNN's binary pass it would replace: ~1.7-1.9 ns an element with an
+ * erf GELU on an AVX2 EPYC either way, vmath's gelu itself ~1.7 in L1.) */
+typedef struct mm_epi {
+	const float *bias; /* [n] (beta * bias), or NULL */
+	int npost, skip;
+	rt_post post[RT_MAX_POST];
+	int64_t bm[RT_MAX_POST], bn[RT_MAX_POST]; /* binary operand i broadcast as [bm][bn] over [m][n] */
+} mm_epi;
+
+static float epi_elt1(const rt_post *q, float x)
+{
+	float y = x;
+	switch (q->kind) {
+	case RT_RELU: y = x > 0 ? x : 0; break;
+	case RT_LEAKY_RELU: y = x > 0 ? x : q->a * x; break;
+	case RT_GELU_ERF: y = coil_geluf(x); break;
+	case RT_GELU_TANH: y = 0.5f * x * (1 + coil_tanhf(0.7978845608f * (x + 0.044715f * x * x * x))); break;
+	case RT_SILU: y = x * coil_sigmoidf(x); break;
+	case RT_SIGMOID: y = coil_sigmoidf(x); break;
+	case RT_TANH: y = coil_tanhf(x); break;
+	case RT_HARDSWISH: y = x * fminf(fmaxf(x + 3, 0), 6) / 6; break;
+	case RT_HARDSIGMOID: y = fminf(fmaxf(x / 6 + 0.5f, 0), 1); break;
+	case RT_CLAMP: y = fminf(fmaxf(x, q->a), q->b); break;
+	case RT_ELU: y = x > 0 ? x : q->a * (coil_expf(x) - 1); break;
+	case RT_LINEAR: y = q->a * x + q->b; break;
+	case RT_ROUND: y = nearbyintf(x); break;
+	default: break;
+	}
+	return q->scale != 0 && q->scale != 1 ? y * q->scale : y;
+}
+
+static inline __attribute__((always_inline)) void epi_elt8(const rt_post *q, cw_v8 *vp)
+{
+#ifdef __AVX2__
+	cw_v8 v = *vp;
+	const cw_v8 z = CW_SPLAT(0.f), h = CW_SPLAT(.5f), one = CW_SPLAT(1.f);
+	switch (q->kind) {
+	case RT_GELU_ERF: v = (cw_v8)coil_gelu8((__m256)v); break;
+	case RT_GELU_TANH: {
+		const cw_v8 t = (cw_v8)coil_tanh8((__m256)(CW_SPLAT(0.7978845608f) * CW_FMA(CW_SPLAT(0.044715f) * v, v * v, v)));
+		v = h * v * (one + t);
+		break;
+	}
+	case RT_SILU: v = v * (cw_v8)coil_sigmoid8((__m256)v); break;
+	case RT_SIGMOID: v = (cw_v8)coil_sigmoid8((__m256)v); break;
+	case RT_TANH: v = (cw_v8)coil_tanh8((__m256)v); break;
+	case RT_ELU: v = CW_SEL(v > z, v, CW_SPLAT(q->a) * ((cw_v8)coil_exp8((__m256)v) - one)); break;
+	case RT_ROUND: v = (cw_v8)_mm256_round_ps((__m256)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); break;
+	default: { /* the kinds the conv kernels take */
+		rt_post p = *q;
+		cw_posts(&p, 1, &v, NULL);
+		*vp = v;
+		return;
+	}
+	}
+	if (q->scale != 0 && q->scale != 1)
+		v *= CW_SPLAT(q->scale);
+	*vp = v;
+#else
+	for (int l = 0; l < 8; l++)
+		(*vp)[l] = epi_elt1(q, (*vp)[l]);
+#endif
+}
+
+/* c[i][j0, j0 + nv) of an m x n result (c: row i), in place */
+static inline __attribute__((always_inline)) void epi_row(const mm_epi *e, float *c, int64_t i, int64_t j0, int64_t nv,
+							  int64_t n, const void *const *src)
+{
+	int64_t j = j0;
+	for (; j + 8 <= j0 + nv; j += 8) {
+		cw_v8 v = CW_LD(c + j);
+		if (e->bias)
+			v += CW_LD(e->bias + j);
+		for (int q = 0; q < e->npost; q++) {
+			const rt_post *o = &e->post[q];
+			if (q == e->skip)
+				continue;
+			if (o->kind < RT_ADD_SAME) {
+				epi_elt8(o, &v);
+				continue;
+			}
+			const float *s = src[q];
+			const cw_v8 w = o->kind == RT_ADD_SAME ? CW_LD(s + i * n + j)
+					: e->bn[q] == 1 ? CW_SPLAT(s[e->bm[q] == 1 ? 0 : i])
+							: CW_LD(s + (e->bm[q] == 1 ? 0 : i * n) + j);
+			v = o->kind <= RT_ADD_BCAST ? v + w : o->kind == RT_MUL_BCAST ? v * w : o->kind == RT_SUB_BCAST ? v - w : v / w;
+		}
+		CW_ST(c + j, v);
+	}
+	for (; j < j0 + nv; j++) {
+		float x = c[j] + (e->bias ? e->bias[j] : 0.f);
+		for (int q = 0; q < e->npost; q++) {
+			const rt_post *o = &e->post[q];
+			if (q == e->skip)
+				continue;
+			if (o->kind < RT_ADD_SAME) {
+				x = epi_elt1(o, x);
+				continue;
+			}
+			const float *s = src[q];
+			const float w = o->kind == RT_ADD_SAME ? s[i * n + j]
+					: s[(e->bm[q] == 1 ? 0 : i * e->bn[q]) + (e->bn[q] == 1 ? 0 : j)];
+			x = o->kind <= RT_ADD_BCAST ? x + w : o->kind == RT_MUL_BCAST ? x * w : o->kind == RT_SUB_BCAST ? x - w : x / w;
+		}
+		c[j] = x;
+	}
+}
+
+/* coil's own product for the sgemm path where dnnl_sgemm is slow: few rows
+ * (m <= 96; convnext's last stage, 49x768 @ 768x3072, took it 3.2-5.5 ms,
+ * here 2.9-3.0; with the bias and GELU 6.4 -> 4.0 ms; at 196 rows and more
+ * the two were within noise, 3136x96 @ 96x384 sgemm 5-10% ahead).  b packed
+ * once as [n/16][k][16] (zeros past n) in place of oneDNN's plain copy, each
+ * 6x16 tile of c summed over the whole k in registers (cwino's kernel) and
+ * written through the epilogue.  RT_CGEMM=0 / 1 as RT_CWINO. */
+#define CG_ROW(r)                                                                                                      \
+	if (R > r) {                                                                                                   \
+		const float s_ = a[r * K + k];                                                                         \
+		const cw_v8 a_ = CW_SPLAT(s_);                                                                         \
+		lo##r = CW_FMA(a_, ul, lo##r);                                                                         \
+		hi##r = CW_FMA(a_, uh, hi##r);                                                                         \
+	}
+#define CG_STROW(r)                                                                                                    \
+	if (R > r)                                                                                                     \
+		CW_ST(t + r * 16, lo##r * al), CW_ST(t + r * 16 + 8, hi##r * al);
+static inline __attribute__((always_inline)) void cgemm_tile(int R, int64_t K, const float *a, const float *b,
+							     float *t, float alpha)
+{
+	cw_v8 lo0 = CW_SPLAT(0.f), lo1 = lo0, lo2 = lo0, lo3 = lo0, lo4 = lo0, lo5 = lo0;
+	cw_v8 hi0 = lo0, hi1 = lo0, hi2 = lo0, hi3 = lo0, hi4 = lo0, hi5 = lo0;
+	for (int64_t k = 0; k < K; k++) {
+		const cw_v8 ul = CW_LD(b + k * 16), uh = CW_LD(b + k * 16 + 8);
+		CG_ROW(0) CG_ROW(1) CG_ROW(2) CG_ROW(3) CG_ROW(4) CG_ROW(5)
+	}
+	const cw_v8 al = CW_SPLAT(alpha);
+	CG_STROW(0) CG_STROW(1) CG_STROW(2) CG_STROW(3) CG_STROW(4) CG_STROW(5)
+}
+#undef CG_ROW
+#undef CG_STROW
+
+/* c[i0.., j0..j0+16) from the tile t: the residual sgemm would take (beta 1), the epilogue */
+static void cgemm_block(const mm_epi *e, int R, int64_t K, int64_t N, const float *a, const float *bp, float *c,
+			int64_t i0, int64_t j0, float alpha, const float *res, const void *const *src)
+{
+	float t[6 * 16] __attribute__((aligned(32)));
+	switch (R) {
+	case 6: cgemm_tile(6, K, a, bp, t, alpha); break;
+	case 5: cgemm_tile(5, K, a, bp, t, alpha); break;
+	case 4: cgemm_tile(4, K, a, bp, t, alpha); break;
+	case 3: cgemm_tile(3, K, a, bp, t, alpha); break;
+	case 2: cgemm_tile(2, K, a, bp, t, alpha); break;
+	default: cgemm_tile(1, K, a, bp, t, alpha); break;
+	}
+	const int64_t nv = N - j0 < 16 ? N - j0 : 16;
+	for (int r = 0; r < R; r++) {
+		float *cr = c + (i0 + r) * N;
+		for (int64_t j = 0; j < nv; j++)
+			cr[j0 + j] = t[r * 16 + j] + (res ? res[(i0 + r) * N + j0 + j] : 0.f);
+		epi_row(e, cr, i0 + r, j0, nv, N, src);
+	}
+}
+
+/* c = alpha a b (+ res), then the epilogue; rows of a K apart.  Up to 96
+ * rows every column block walks all rows (a stays in cache), more in chunks
+ * of 48 against every column block. */
+static void cgemm_run(const mm_epi *e, int64_t M, int64_t N, int64_t K, const float *a, const float *bp, float *c,
+		      float alpha, const float *res, const void *const *src, int nt)
+{
+	const int64_t nb = (N + 15) / 16, mc = M <= 96 ? M : 48, nm = (M + mc - 1) / mc;
+	(void)nt;
+#ifdef _OPENMP
+#pragma omp parallel for collapse(2) schedule(static) num_threads(nt) if (nt > 1)
+#endif
+	for (int64_t ib = 0; ib < nm; ib++)
+		for (int64_t jb = 0; jb < nb; jb++)
+			for (int64_t i = ib * mc; i < (ib + 1) * mc && i < M; i += 6) {
+				const int64_t R = M - i < 6 ? M - i : 6;
+				cgemm_block(e, (int)R, K, N, a + i * K, bp + jb * K * 16, c, i, jb * 16, alpha, res, src);
+			}
+}
+
 /* Below AVX-512 oneDNN 2.6 runs f32 matmuls on its gemm-based kernel (gemm:jit),
  * which on an AVX2 EPYC took 1.5-2x the time its own sgemm takes for the same
  * products (convnext's 49x768 @ 768x3072: 5.9 ms in-model against 3.2;
@@ -2756,6 +2952,35 @@ static int mm_sgemm_ok(const rt_matmul_desc *d)
 		adds &= d->post[i].kind == RT_ADD_BCAST;
 	}
 	return 1;
+}
+
+/* b as cgemm_run takes it, [n/16][k][16] (zeros past n), in place of the
+ * plain copy in p.mem[ARG_WEI] (shared by weight key, as that was) */
+static int cgemm_pack(rt_matmul *mm, const rt_matmul_desc *d, char *err, size_t errlen)
+{
+	int rc = RT_OK;
+	void *h = NULL;
+	const int64_t K = d->k, N = d->n, nb = (N + 15) / 16;
+	float *bp = calloc((size_t)(nb * K * 16), sizeof(float));
+	dnnl_memory_t m = NULL;
+	dnnl_memory_desc_t md;
+	if (!bp)
+		FAIL(RT_ENOMEM, "rt_matmul: out of memory");
+	DN(dnnl_memory_get_data_handle(mm->p.mem[ARG_WEI], &h));
+	const float *w = h;
+	for (int64_t j = 0; j < N; j++)
+		for (int64_t k = 0; k < K; k++)
+			bp[(j / 16 * K + k) * 16 + j % 16] = mm->sg_btrans ? w[j * K + k] : w[k * N + j];
+	DN(dnnl_memory_desc_init_by_tag(&md, 1, (dnnl_dims_t){nb * K * 16}, dnnl_f32, dnnl_a));
+	if ((rc = pack_shared(mm->p.ctx, d->weight_key, &md, &md, bp, &m, err, errlen)))
+		goto fail;
+	if (!unshare(mm->p.ctx, mm->p.mem[ARG_WEI]))
+		dnnl_memory_destroy(mm->p.mem[ARG_WEI]);
+	mm->p.mem[ARG_WEI] = m;
+	mm->cg = 1;
+fail:
+	free(bp);
+	return rc;
 }
 
 /* The sgemm path's setup, once the matmul's own primitive is made and b packed:
@@ -2796,6 +3021,24 @@ static int sgemm_setup(rt_matmul *mm, const rt_matmul_desc *d, const float *bias
 		FAIL(RT_ENOMEM, "rt_matmul: out of memory");
 	for (int64_t j = 0; d->has_bias && j < d->n; ++j)
 		mm->sg_bias[j] = beta * bias[j];
+	if (d->m <= 96 && cw_wanted("RT_CGEMM")) { /* few rows: coil's own product, its post-ops on each tile */
+		mm_epi *e = calloc(1, sizeof *e);
+		if (!(mm->epi = e))
+			FAIL(RT_ENOMEM, "rt_matmul: out of memory");
+		e->bias = d->has_bias ? mm->sg_bias : NULL;
+		e->npost = d->npost, e->skip = mm->sg_sum;
+		for (int i = 0; i < d->npost; ++i) {
+			int64_t dm[2] = {1, 1};
+			e->post[i] = d->post[i];
+			if (d->post[i].kind > RT_ADD_SAME)
+				bin_dims(&d->post[i], 2, dm);
+			e->bm[i] = dm[0], e->bn[i] = dm[1];
+		}
+		mm->sg = 1, mm->sg_alpha = alpha, mm->k = d->k, mm->n = d->n;
+		if ((rc = cgemm_pack(mm, d, err, errlen)))
+			goto fail;
+		goto done;
+	}
 	DN(md_dense(&c_md, 2, cd, NULL, dnnl_f32));
 	DN(md_dense(&v_md, 2, vd, NULL, dnnl_f32));
 	DN(dnnl_post_ops_create(&po));
@@ -2836,6 +3079,15 @@ static int sgemm_run(rt_matmul *mm, const float *a, float *c, const void *const 
 	DN(dnnl_memory_get_data_handle(mm->p.mem[ARG_WEI], &b));
 	const dnnl_dim_t M = mm->m, N = mm->n, K = mm->k;
 	const float *r = mm->sg_sum >= 0 ? post_src[mm->sg_sum] : NULL;
+	if (mm->cg) {
+#ifdef _OPENMP
+		const int nt = mm->p.ctx->nthreads > 0 ? mm->p.ctx->nthreads : omp_get_max_threads();
+#else
+		const int nt = 1;
+#endif
+		cgemm_run(mm->epi, M, N, K, a, b, c, mm->sg_alpha, r, post_src, nt);
+		return RT_OK;
+	}
 	if (r && r != c)
 		memcpy(c, r, (size_t)(M * N) * sizeof *c);
 	DN(dnnl_sgemm('N', mm->sg_btrans ? 'T' : 'N', M, N, K, mm->sg_alpha, a, K, b, mm->sg_btrans ? K : N, r ? 1.f : 0.f,
@@ -3331,6 +3583,7 @@ RT_API void rt_matmul_destroy(rt_matmul *mm)
 	free(mm->gw), free(mm->gbias);
 	prim_free(&mm->sgp);
 	free(mm->sg_bias);
+	free(mm->epi);
 	free(mm);
 }
 
@@ -3350,7 +3603,7 @@ RT_API size_t rt_matmul_weight_bytes(const rt_matmul *mm)
 }
 RT_API const char *rt_matmul_impl(const rt_matmul *mm)
 {
-	return !mm ? "" : mm->gemv ? "coil:gemv" : mm->sg ? "coil:sgemm" : prim_impl(&mm->p);
+	return !mm ? "" : mm->gemv ? "coil:gemv" : mm->cg ? "coil:gemm" : mm->sg ? "coil:sgemm" : prim_impl(&mm->p);
 }
 
 /* ------------------------------------------------------------------ */
