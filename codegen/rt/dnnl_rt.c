@@ -2810,6 +2810,30 @@ static inline __attribute__((always_inline)) void epi_elt8(const rt_post *q, cw_
 #endif
 }
 
+/* Element (i, j..j+8) of an m x n result: the bias, the post-ops */
+static inline __attribute__((always_inline)) void epi_vec(const mm_epi *e, cw_v8 *vp, int64_t i, int64_t j, int64_t n,
+							  const void *const *src)
+{
+	cw_v8 v = *vp;
+	if (e->bias)
+		v += CW_LD(e->bias + j);
+	for (int q = 0; q < e->npost; q++) {
+		const rt_post *o = &e->post[q];
+		if (q == e->skip)
+			continue;
+		if (o->kind < RT_ADD_SAME) {
+			epi_elt8(o, &v);
+			continue;
+		}
+		const float *s = src[q];
+		const cw_v8 w = o->kind == RT_ADD_SAME ? CW_LD(s + i * n + j)
+				: e->bn[q] == 1 ? CW_SPLAT(s[e->bm[q] == 1 ? 0 : i])
+						: CW_LD(s + (e->bm[q] == 1 ? 0 : i * n) + j);
+		v = o->kind <= RT_ADD_BCAST ? v + w : o->kind == RT_MUL_BCAST ? v * w : o->kind == RT_SUB_BCAST ? v - w : v / w;
+	}
+	*vp = v;
+}
+
 /* c[i][j0, j0 + nv) of an m x n result (c: row i), in place */
 static inline __attribute__((always_inline)) void epi_row(const mm_epi *e, float *c, int64_t i, int64_t j0, int64_t nv,
 							  int64_t n, const void *const *src)
@@ -2817,22 +2841,7 @@ static inline __attribute__((always_inline)) void epi_row(const mm_epi *e, float
 	int64_t j = j0;
 	for (; j + 8 <= j0 + nv; j += 8) {
 		cw_v8 v = CW_LD(c + j);
-		if (e->bias)
-			v += CW_LD(e->bias + j);
-		for (int q = 0; q < e->npost; q++) {
-			const rt_post *o = &e->post[q];
-			if (q == e->skip)
-				continue;
-			if (o->kind < RT_ADD_SAME) {
-				epi_elt8(o, &v);
-				continue;
-			}
-			const float *s = src[q];
-			const cw_v8 w = o->kind == RT_ADD_SAME ? CW_LD(s + i * n + j)
-					: e->bn[q] == 1 ? CW_SPLAT(s[e->bm[q] == 1 ? 0 : i])
-							: CW_LD(s + (e->bm[q] == 1 ? 0 : i * n) + j);
-			v = o->kind <= RT_ADD_BCAST ? v + w : o->kind == RT_MUL_BCAST ? v * w : o->kind == RT_SUB_BCAST ? v - w : v / w;
-		}
+		epi_vec(e, &v, i, j, n, src);
 		CW_ST(c + j, v);
 	}
 	for (; j < j0 + nv; j++) {
@@ -2856,8 +2865,11 @@ static inline __attribute__((always_inline)) void epi_row(const mm_epi *e, float
 
 /* coil's own product for the sgemm path where dnnl_sgemm is slow: few rows
  * (m <= 96; convnext's last stage, 49x768 @ 768x3072, took it 3.2-5.5 ms,
- * here 2.9-3.0; with the bias and GELU 6.4 -> 4.0 ms; at 196 rows and more
- * the two were within noise, 3136x96 @ 96x384 sgemm 5-10% ahead).  b packed
+ * here 2.9-3.0; with the bias and GELU 6.0 -> 3.4-3.8 ms).  More rows are
+ * left to sgemm: its product alone is within ~10% of this one there, but
+ * the epilogue on each tile costs more than oneDNN's pass over c where k is
+ * short (3136x96 @ 96x384 with the bias and GELU: 6.9 ms against 3.6-4.4;
+ * 196x384 @ 384x1536 4.2 against 4.0).  b packed
  * once as [n/16][k][16] (zeros past n) in place of oneDNN's plain copy, each
  * 6x16 tile of c summed over the whole k in registers (cwino's kernel) and
  * written through the epilogue.  RT_CGEMM=0 / 1 as RT_CWINO. */
@@ -2902,9 +2914,20 @@ static void cgemm_block(const mm_epi *e, int R, int64_t K, int64_t N, const floa
 	const int64_t nv = N - j0 < 16 ? N - j0 : 16;
 	for (int r = 0; r < R; r++) {
 		float *cr = c + (i0 + r) * N;
-		for (int64_t j = 0; j < nv; j++)
-			cr[j0 + j] = t[r * 16 + j] + (res ? res[(i0 + r) * N + j0 + j] : 0.f);
-		epi_row(e, cr, i0 + r, j0, nv, N, src);
+		const float *rr = res ? res + (i0 + r) * N : NULL;
+		if (nv < 16) { /* the last columns */
+			for (int64_t j = 0; j < nv; j++)
+				cr[j0 + j] = t[r * 16 + j] + (rr ? rr[j0 + j] : 0.f);
+			epi_row(e, cr, i0 + r, j0, nv, N, src);
+			continue;
+		}
+		for (int h = 0; h < 16; h += 8) {
+			cw_v8 v = CW_LD(t + r * 16 + h);
+			if (rr)
+				v += CW_LD(rr + j0 + h);
+			epi_vec(e, &v, i0 + r, j0 + h, N, src);
+			CW_ST(cr + j0 + h, v);
+		}
 	}
 }
 
