@@ -2755,6 +2755,7 @@ typedef struct mm_epi {
 	int64_t bm[RT_MAX_POST], bn[RT_MAX_POST]; /* binary operand i broadcast as [bm][bn] over [m][n] */
 } mm_epi;
 
+/* An eltwise post-op on one float (the gemv's and the tails') */
 static float epi_elt1(const rt_post *q, float x)
 {
 	float y = x;
@@ -2769,7 +2770,7 @@ static float epi_elt1(const rt_post *q, float x)
 	case RT_HARDSWISH: y = x * fminf(fmaxf(x + 3, 0), 6) / 6; break;
 	case RT_HARDSIGMOID: y = fminf(fmaxf(x / 6 + 0.5f, 0), 1); break;
 	case RT_CLAMP: y = fminf(fmaxf(x, q->a), q->b); break;
-	case RT_ELU: y = x > 0 ? x : q->a * (coil_expf(x) - 1); break;
+	case RT_ELU: y = x > 0 ? x : q->a * expm1f(x); break;
 	case RT_LINEAR: y = q->a * x + q->b; break;
 	case RT_ROUND: y = nearbyintf(x); break;
 	default: break;
@@ -2794,12 +2795,10 @@ static inline __attribute__((always_inline)) void epi_elt8(const rt_post *q, cw_
 	case RT_TANH: v = (cw_v8)coil_tanh8((__m256)v); break;
 	case RT_ELU: v = CW_SEL(v > z, v, CW_SPLAT(q->a) * ((cw_v8)coil_exp8((__m256)v) - one)); break;
 	case RT_ROUND: v = (cw_v8)_mm256_round_ps((__m256)v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); break;
-	default: { /* the kinds the conv kernels take */
-		rt_post p = *q;
-		cw_posts(&p, 1, &v, NULL);
+	default: /* the kinds the conv kernels take */
+		cw_posts(q, 1, &v, NULL);
 		*vp = v;
 		return;
-	}
 	}
 	if (q->scale != 0 && q->scale != 1)
 		v *= CW_SPLAT(q->scale);
@@ -3127,7 +3126,6 @@ static float gemv_post(const rt_matmul *mm, float x, int64_t j, const float *con
 {
 	for (int q = 0; q < mm->p.npost; ++q) {
 		const rt_post *o = &mm->post[q];
-		float y = x;
 		if (mm->p.role[q] == ROLE_SUM) {
 			x += src[q][j];
 			continue;
@@ -3140,23 +3138,7 @@ static float gemv_post(const rt_matmul *mm, float x, int64_t j, const float *con
 			  : o->kind == RT_SUB_BCAST ? x - v : x / v;
 			continue;
 		}
-		switch (o->kind) {
-		case RT_RELU: y = x > 0 ? x : 0; break;
-		case RT_LEAKY_RELU: y = x > 0 ? x : o->a * x; break;
-		case RT_GELU_ERF: y = 0.5f * x * (1 + erff(x * 0.70710678f)); break;
-		case RT_GELU_TANH: y = 0.5f * x * (1 + tanhf(0.79788456f * (x + 0.044715f * x * x * x))); break;
-		case RT_SILU: y = x / (1 + expf(-x)); break;
-		case RT_SIGMOID: y = 1 / (1 + expf(-x)); break;
-		case RT_TANH: y = tanhf(x); break;
-		case RT_HARDSWISH: y = x * fminf(fmaxf(x + 3, 0), 6) / 6; break;
-		case RT_HARDSIGMOID: y = fminf(fmaxf(x / 6 + 0.5f, 0), 1); break;
-		case RT_CLAMP: y = fminf(fmaxf(x, o->a), o->b); break;
-		case RT_ELU: y = x > 0 ? x : o->a * expm1f(x); break;
-		case RT_LINEAR: y = o->a * x + o->b; break;
-		case RT_ROUND: y = nearbyintf(x); break;
-		default: break;
-		}
-		x = o->scale != 0 ? o->scale * y : y;
+		x = epi_elt1(o, x);
 	}
 	return x;
 }
