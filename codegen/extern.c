@@ -732,8 +732,16 @@ static void scatter_open(xctx *c, int outv, int mean, const char *ctype, int per
  * target's edges: the first starts the row from self (or from the identity,
  * include_self=False), and a last pass writes self where none came and divides
  * a mean; dst is not written beforehand (a memset of 25.6 MB fewer for 1e5
- * targets x 64).  The rows of dst are not prefetched where src streams in
- * order: 1e6 edges x 64 at 2 threads 24 -> 22 ms without.
+ * targets x 64), a target's first edge combines with self in the loop that
+ * reduces the others.  A task lists its edges K at a time and prefetches
+ * the target row (and count) D of its edges ahead, and the source row where
+ * tasks share the edges (it no longer counts on the hardware prefetcher for
+ * a stream it skips rows of): 1e6 edges x 64 into 1e5 power-law targets on
+ * an AVX2 EPYC, paired, 1 thread 46-62 -> 37-44 ms, 2 threads 39-43 ->
+ * 26-34 ms (the dst rows miss the shared L3 there; a Xeon had measured
+ * 24 -> 22 ms at 2 threads without the dst prefetch when the stream was
+ * left to the hardware).  Sorting or bucketing the edges by target to keep
+ * dst in cache measured slower (src rows then read at random: 40-60 ms).
  *
  * adapt (messages streamed in order, scatter()): whether tasks pay depends on
  * the machine.  Each task streams all of src (the hardware prefetcher reads
@@ -777,26 +785,40 @@ static void scatter_rows(xctx *c, int outv, const char *red, int self_in, double
 	       "\t\t\tint t = 1;\n\t\t\tfor (int b = 0; b < B && t < tn; b++) {\n\t\t\t\tcum += h[b];\n"
 	       "\t\t\t\twhile (t < tn && cum * tn >= tot * t)\n\t\t\t\t\tlo[t++] = ((int64_t)(b + 1) * X + B - 1) / B;\n"
 	       "\t\t\t}\n\t\t\tfor (; t < tn; t++)\n\t\t\t\tlo[t] = X;\n\t\t}\n");
+	/* each task: its edges of K at a time listed (own), then reduced with
+	 * the target rows (and their counts) prefetched D edges ahead, and the
+	 * gathered row (ahead) or, where other tasks share the edges, the
+	 * message row too */
 	out(c, "\t\t#pragma omp parallel num_threads(tn) if (tn > 1)\n\t\t{\n"
+	       "\t\t\tenum { K = 1024, D = 16 };\n\t\t\tint32_t own[K];\n"
 	       "\t\t\tfor (int p = omp_get_thread_num(); p < tn; p += omp_get_num_threads()) {\n"
 	       "\t\t\t\tconst int64_t k0 = lo[p], k1 = lo[p + 1];\n"
-	       "\t\t\t\tfor (int64_t j = ja; j < jb; j++) {\n"
-	       "\t\t\t\t\tif (%d && j + 16 < m) {\n\t\t\t\t\t\tconst int64_t kp = (int64_t)idx[j + 16];\n"
-	       "\t\t\t\t\t\tif (kp >= k0 && kp < k1)\n"
+	       "\t\t\t\tfor (int64_t j0 = ja; j0 < jb; j0 += K) {\n"
+	       "\t\t\t\t\tconst int64_t j1 = jb - j0 < K ? jb : j0 + K;\n\t\t\t\t\tint no = 0;\n"
+	       "\t\t\t\t\tfor (int64_t j = j0; j < j1; j++) {\n\t\t\t\t\t\tconst int64_t k = (int64_t)idx[j];\n"
+	       "\t\t\t\t\t\town[no] = (int32_t)(j - j0);\n\t\t\t\t\t\tno += k >= k0 && k < k1;\n\t\t\t\t\t}\n"
+	       "\t\t\t\t\tfor (int i = 0; i < no; i++) {\n"
+	       "\t\t\t\t\t\tif (i + D < no) {\n\t\t\t\t\t\t\tconst int64_t jp = j0 + own[i + D], kp = (int64_t)idx[jp];\n"
+	       "\t\t\t\t\t\t\t__builtin_prefetch(cnt + kp, 1);\n"
 	       "\t\t\t\t\t\t\tfor (int64_t b = 0; b < C; b += 64 / (int64_t)sizeof(%s)) {\n"
-	       "\t\t\t\t\t\t\t\t__builtin_prefetch(dst + kp * C + b, 1);\n%s\t\t\t\t\t\t\t}\n\t\t\t\t\t}\n"
-	       "\t\t\t\t\tconst int64_t k = (int64_t)idx[j];\n\t\t\t\t\tif (k < k0 || k >= k1)\n\t\t\t\t\t\tcontinue;\n"
-	       "\t\t\t\t\t%s *restrict d = dst + k * C;\n\t\t\t\t\tconst %s *restrict s = %s;\n", ahead != NULL, T,
-	    ahead ? arena_printf(c->ir->arena, "\t\t\t\t\t\t\t\t__builtin_prefetch(%s + b);\n", ahead) : "", T, T, row);
+	       "\t\t\t\t\t\t\t\t__builtin_prefetch(dst + kp * C + b, 1);\n%s\t\t\t\t\t\t\t}\n\t\t\t\t\t\t}\n"
+	       "\t\t\t\t\t\tconst int64_t j = j0 + own[i], k = (int64_t)idx[j];\n"
+	       "\t\t\t\t\t\t%s *restrict d = dst + k * C;\n\t\t\t\t\t\tconst %s *restrict s = %s;\n", T,
+	    ahead ? arena_printf(c->ir->arena, "\t\t\t\t\t\t\t\t__builtin_prefetch(%s + b);\n", ahead)
+		  : "\t\t\t\t\t\t\t\tif (tn > 1)\n\t\t\t\t\t\t\t\t\t__builtin_prefetch(src + jp * C + b);\n",
+	    T, T, row);
 	const char *vmul = alpha != 1 ? arena_printf(c->ir->arena, "(%s)%.17g * ", T, alpha)
 		: scale ? arena_printf(c->ir->arena, "%s * ", scale) : "";
-	out(c, "\t\t\t\t\tif (!cnt[k])\n\t\t\t\t\t\tfor (int64_t q = 0; q < C; q++)\n\t\t\t\t\t\t\td[q] = %s;\n"
-	       "\t\t\t\t\tcnt[k]++;\n", self_in ? selfq : scatter_ident(o->dtype, red));
-	/* one row into another: vectors (gcc -O2 leaves it scalar, unsure d and s
+	/* a target's first edge starts from self (or the identity) in the same
+	 * loop; the rows as vectors (gcc -O2 leaves them scalar, unsure d and s
 	 * do not overlap: 40 -> 23 ms for 1e6 edges x 64, one thread) */
-	out(c, "\t\t\t\t\t#pragma omp simd\n\t\t\t\t\tfor (int64_t q = 0; q < C; q++) {\n"
-	       "\t\t\t\t\t\tconst %s v = %ss[q], a = d[q];\n\t\t\t\t\t\td[q] = %s;\n\t\t\t\t\t}\n\t\t\t\t}\n\t\t\t}\n\t\t}\n",
-	    T, vmul, scatter_combine(fl, red));
+	out(c, "\t\t\t\t\t\tif (!cnt[k]) {\n\t\t\t\t\t\t\t#pragma omp simd\n\t\t\t\t\t\t\tfor (int64_t q = 0; q < C; q++) {\n"
+	       "\t\t\t\t\t\t\t\tconst %s v = %ss[q], a = %s;\n\t\t\t\t\t\t\t\td[q] = %s;\n\t\t\t\t\t\t\t}\n"
+	       "\t\t\t\t\t\t} else {\n\t\t\t\t\t\t\t#pragma omp simd\n\t\t\t\t\t\t\tfor (int64_t q = 0; q < C; q++) {\n"
+	       "\t\t\t\t\t\t\t\tconst %s v = %ss[q], a = d[q];\n\t\t\t\t\t\t\t\td[q] = %s;\n\t\t\t\t\t\t\t}\n\t\t\t\t\t\t}\n"
+	       "\t\t\t\t\t\tcnt[k]++;\n\t\t\t\t\t}\n\t\t\t\t}\n\t\t\t}\n\t\t}\n",
+	    T, vmul, self_in ? selfq : scatter_ident(o->dtype, red), scatter_combine(fl, red), T, vmul,
+	    scatter_combine(fl, red));
 	out(c, "\t\ttook[sg] = (omp_get_wtime() - t0) / (double)(jb - ja > 0 ? jb - ja : 1);\n\t}\n");
 	if (adapt)
 		out(c, "\tif (nseg == 2)\n\t\t__atomic_store_n(&pick, took[1] < took[0] ? 2 : 1, __ATOMIC_RELAXED);\n");
@@ -833,7 +855,7 @@ static void gather_scatter(xctx *c)
 	int code = emit_err_code(c->errs, c->ir, o->gnode, "source index %lld out of range for %lld rows");
 	emit_range_check(c, "sidx", "ni", "NX", code);
 	scatter_rows(c, outv, c->n->args[5].s, (int)c->n->args[6].i, 1, "src + (int64_t)sidx[j] * C",
-		     has(c, 4) ? "wt[j]" : NULL, "src + (int64_t)sidx[j + 16] * C", 0);
+		     has(c, 4) ? "wt[j]" : NULL, "src + (int64_t)sidx[jp] * C", 0);
 }
 
 /* scatter_add / scatter_reduce.two.  out = self, then for each column (the
