@@ -227,8 +227,8 @@
 	static inline V coil_sigmoid##N(V x)                                                       \
 	{                                                                                          \
 		V e = coil_exp##N(-(V)((VI)x & 0x7fffffff));                                       \
-		V d = 1.0f + e;                                                                    \
-		return coil_sel##N(x < 0.0f, e / d, 1.0f / d);                                     \
+		/* one division: e/(1+e) below 0, 1/(1+e) above (the same bits as two) */         \
+		return coil_sel##N(x < 0.0f, e, COIL_SPLAT(V, 1.0f)) / (1.0f + e);                 \
 	}                                                                                          \
 	static inline V coil_lanes1_##N(V x, float (*f)(float))                                    \
 	{                                                                                          \
