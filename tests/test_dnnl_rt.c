@@ -1168,6 +1168,16 @@ static void test_matmul_sgemm(void **state)
 	run_mm(*state, &d, "sgemm path, residual sum", NULL);
 	d.has_bias = 0, d.npost = 0;
 	run_mm(*state, &d, "sgemm path, no bias or post-op", NULL);
+	/* b's rows 2 KB apart (n 512, or k 512 transposed): copied with longer rows (sg_pad) */
+	rt_matmul_desc p = mdesc(37, 512, 512);
+	p.b_const = 1, p.has_bias = 1, p.bias_const = 1, p.alpha = 1, p.beta = 1;
+	p.npost = 2;
+	p.post[0] = (rt_post){.kind = RT_ADD_SAME};
+	p.post[1] = (rt_post){.kind = RT_RELU};
+	for (int bt = 0; bt < 2; ++bt) {
+		p.b_trans = bt;
+		run_mm(*state, &p, bt ? "sgemm path, 512 columns, b transposed" : "sgemm path, 512 columns", NULL);
+	}
 	char err[256];
 	float *w = rnd(129 * 70), *bias = rnd(70);
 	rt_matmul *mm = NULL;

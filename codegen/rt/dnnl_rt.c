@@ -2589,6 +2589,7 @@ struct rt_matmul {
 	/* sgemm (see mm_sgemm_ok): dnnl_sgemm on the packed (plain) b, then sgp, a binary add
 	 * of sg_bias (beta * bias, or zeros) into c in place carrying the post-ops */
 	int sg, sg_btrans, sg_sum; /* sg_sum: the residual sum's post-op index, or -1 */
+	int64_t sg_ldb;            /* b's leading dimension (sg_pad) */
 	float sg_alpha, *sg_bias;
 	prim sgp;
 	struct mm_epi *epi; /* cg: the post-ops, applied by the runtime */
@@ -2864,11 +2865,14 @@ static inline __attribute__((always_inline)) void epi_row(const mm_epi *e, float
 
 /* coil's own product for the sgemm path where dnnl_sgemm is slow: few rows
  * (m <= 96; convnext's last stage, 49x768 @ 768x3072, took it 3.2-5.5 ms,
- * here 2.9-3.0; with the bias and GELU 6.0 -> 3.4-3.8 ms).  More rows are
- * left to sgemm: its product alone is within ~10% of this one there, but
- * the epilogue on each tile costs more than oneDNN's pass over c where k is
- * short (3136x96 @ 96x384 with the bias and GELU: 6.9 ms against 3.6-4.4;
- * 196x384 @ 384x1536 4.2 against 4.0).  b packed
+ * here 2.9-3.0; with the bias and GELU 6.0 -> 3.4-3.8 ms, before sg_pad,
+ * which brought sgemm to 2.6-3.1 there: the two are now within this
+ * machine's noise on few rows, 8x768 @ 768x3072 0.77-0.94 against
+ * 0.72-0.81 with GELU, 49x3072 @ 3072x768 3.6-3.7 against 3.3-3.6).  More
+ * rows are left to sgemm: its product alone is within ~10% of this one
+ * there, but the epilogue on each tile costs more than oneDNN's pass over c
+ * where k is short (3136x96 @ 96x384 with the bias and GELU: 4.5-5.8 ms
+ * against 3.7).  b packed
  * once as [n/16][k][16] (zeros past n) in place of oneDNN's plain copy, each
  * 6x16 tile of c summed over the whole k in registers (cwino's kernel) and
  * written through the epilogue.  RT_CGEMM=0 / 1 as RT_CWINO. */
@@ -2897,6 +2901,46 @@ static inline __attribute__((always_inline)) void cgemm_tile(int R, int64_t K, c
 #undef CG_ROW
 #undef CG_STROW
 
+/* The R x 16 tile t written to c at (i0, j0) through the epilogue, each
+ * post-op over the whole tile in turn: 2R independent vectors, where one
+ * vector at a time through every post-op left a GELU's latency exposed
+ * (3136x96 @ 96x384 with the bias and GELU 7.3-8.0 -> 4.5-5.8 ms, AVX2 EPYC) */
+static inline __attribute__((always_inline)) void epi_tile(const mm_epi *e, const float *t, int R, int64_t i0,
+							   int64_t j0, int64_t n, float *c, const float *res,
+							   const void *const *src)
+{
+	cw_v8 v[12];
+	for (int x = 0; x < 2 * R; x++) {
+		const int64_t i = i0 + x / 2, j = j0 + x % 2 * 8;
+		v[x] = CW_LD(t + x * 8);
+		if (res)
+			v[x] += CW_LD(res + i * n + j);
+		if (e->bias)
+			v[x] += CW_LD(e->bias + j);
+	}
+	for (int q = 0; q < e->npost; q++) {
+		const rt_post *o = &e->post[q];
+		if (q == e->skip)
+			continue;
+		if (o->kind < RT_ADD_SAME) {
+			for (int x = 0; x < 2 * R; x++)
+				epi_elt8(o, &v[x]);
+			continue;
+		}
+		const float *s = src[q];
+		for (int x = 0; x < 2 * R; x++) {
+			const int64_t i = i0 + x / 2, j = j0 + x % 2 * 8;
+			const cw_v8 w = o->kind == RT_ADD_SAME ? CW_LD(s + i * n + j)
+					: e->bn[q] == 1 ? CW_SPLAT(s[e->bm[q] == 1 ? 0 : i])
+							: CW_LD(s + (e->bm[q] == 1 ? 0 : i * n) + j);
+			v[x] = o->kind <= RT_ADD_BCAST ? v[x] + w : o->kind == RT_MUL_BCAST ? v[x] * w
+				: o->kind == RT_SUB_BCAST ? v[x] - w : v[x] / w;
+		}
+	}
+	for (int x = 0; x < 2 * R; x++)
+		CW_ST(c + (i0 + x / 2) * n + j0 + x % 2 * 8, v[x]);
+}
+
 /* c[i0.., j0..j0+16) from the tile t: the residual sgemm would take (beta 1), the epilogue */
 static void cgemm_block(const mm_epi *e, int R, int64_t K, int64_t N, const float *a, const float *bp, float *c,
 			int64_t i0, int64_t j0, float alpha, const float *res, const void *const *src)
@@ -2911,22 +2955,16 @@ static void cgemm_block(const mm_epi *e, int R, int64_t K, int64_t N, const floa
 	default: cgemm_tile(1, K, a, bp, t, alpha); break;
 	}
 	const int64_t nv = N - j0 < 16 ? N - j0 : 16;
-	for (int r = 0; r < R; r++) {
+	if (nv == 16) {
+		epi_tile(e, t, R, i0, j0, N, c, res, src);
+		return;
+	}
+	for (int r = 0; r < R; r++) { /* the last columns */
 		float *cr = c + (i0 + r) * N;
 		const float *rr = res ? res + (i0 + r) * N : NULL;
-		if (nv < 16) { /* the last columns */
-			for (int64_t j = 0; j < nv; j++)
-				cr[j0 + j] = t[r * 16 + j] + (rr ? rr[j0 + j] : 0.f);
-			epi_row(e, cr, i0 + r, j0, nv, N, src);
-			continue;
-		}
-		for (int h = 0; h < 16; h += 8) {
-			cw_v8 v = CW_LD(t + r * 16 + h);
-			if (rr)
-				v += CW_LD(rr + j0 + h);
-			epi_vec(e, &v, i0 + r, j0 + h, N, src);
-			CW_ST(cr + j0 + h, v);
-		}
+		for (int64_t j = 0; j < nv; j++)
+			cr[j0 + j] = t[r * 16 + j] + (rr ? rr[j0 + j] : 0.f);
+		epi_row(e, cr, i0 + r, j0, nv, N, src);
 	}
 }
 
@@ -3000,6 +3038,41 @@ static int cgemm_pack(rt_matmul *mm, const rt_matmul_desc *d, char *err, size_t 
 		dnnl_memory_destroy(mm->p.mem[ARG_WEI]);
 	mm->p.mem[ARG_WEI] = m;
 	mm->cg = 1;
+fail:
+	free(bp);
+	return rc;
+}
+
+/* dnnl_sgemm reads a plain b whose rows are a multiple of 2 KB apart at up to
+ * 1.6x its time (4K aliasing: 128x768 @ 768x3072 11.1 -> 6.8 ms, 49x768 @
+ * 768x3072 3.5 -> 2.6, 128x256 @ 256x1024 1.0 -> 0.73 with 16 floats more a
+ * row, AVX2 EPYC): such a b is copied with its rows 16 floats longer, in
+ * place of the plain copy (shared by weight key, as that was). */
+static int sg_pad(rt_matmul *mm, const rt_matmul_desc *d, char *err, size_t errlen)
+{
+	int rc = RT_OK;
+	void *h = NULL;
+	const int64_t rows = mm->sg_btrans ? d->n : d->k, ld = mm->sg_btrans ? d->k : d->n;
+	mm->sg_ldb = ld;
+	if (ld % 512)
+		return RT_OK;
+	float *bp = malloc((size_t)(rows * (ld + 16)) * sizeof(float));
+	dnnl_memory_t m = NULL;
+	dnnl_memory_desc_t md;
+	if (!bp)
+		FAIL(RT_ENOMEM, "rt_matmul: out of memory");
+	DN(dnnl_memory_get_data_handle(mm->p.mem[ARG_WEI], &h));
+	for (int64_t r = 0; r < rows; r++) {
+		memcpy(bp + r * (ld + 16), (const float *)h + r * ld, (size_t)ld * sizeof(float));
+		memset(bp + r * (ld + 16) + ld, 0, 16 * sizeof(float));
+	}
+	DN(dnnl_memory_desc_init_by_tag(&md, 2, (dnnl_dims_t){rows, ld + 16}, dnnl_f32, dnnl_ab));
+	if ((rc = pack_shared(mm->p.ctx, d->weight_key, &md, &md, bp, &m, err, errlen)))
+		goto fail;
+	if (!unshare(mm->p.ctx, mm->p.mem[ARG_WEI]))
+		dnnl_memory_destroy(mm->p.mem[ARG_WEI]);
+	mm->p.mem[ARG_WEI] = m;
+	mm->sg_ldb = ld + 16;
 fail:
 	free(bp);
 	return rc;
@@ -3082,6 +3155,8 @@ static int sgemm_setup(rt_matmul *mm, const rt_matmul_desc *d, const float *bias
 	}
 	DN(dnnl_memory_create(&p->mem[ARG_WEI], &v_md, p->ctx->engine, mm->sg_bias));
 	p->arg_id[ARG_WEI] = DNNL_ARG_SRC_1;
+	if ((rc = sg_pad(mm, d, err, errlen))) /* the matmul's own primitive is not run past here */
+		goto fail;
 	mm->sg = 1, mm->sg_alpha = alpha, mm->k = d->k, mm->n = d->n;
 done:
 	rc = RT_OK;
@@ -3112,7 +3187,7 @@ static int sgemm_run(rt_matmul *mm, const float *a, float *c, const void *const 
 	}
 	if (r && r != c)
 		memcpy(c, r, (size_t)(M * N) * sizeof *c);
-	DN(dnnl_sgemm('N', mm->sg_btrans ? 'T' : 'N', M, N, K, mm->sg_alpha, a, K, b, mm->sg_btrans ? K : N, r ? 1.f : 0.f,
+	DN(dnnl_sgemm('N', mm->sg_btrans ? 'T' : 'N', M, N, K, mm->sg_alpha, a, K, b, mm->sg_ldb, r ? 1.f : 0.f,
 		      c, N));
 	void *ptr[MAX_ARGS] = {0};
 	bind_posts(&mm->sgp, post_src, c, ptr);
