@@ -33,6 +33,7 @@ typedef struct pctx {
 	char *is_out;
 	const uint8_t *unfuse; /* per node: a conv head whose activation stays out of its fusion (autotune) */
 	int int8;              /* the target runs oneDNN's int8 kernels exactly (dn_int8) */
+	int avx512;            /* the target has AVX-512 (costly activations stay out of f32 convs) */
 } pctx;
 
 /* oneDNN's int8 convolutions and matrix products multiply u8 by s8 in pairs summed
@@ -842,11 +843,14 @@ static int step(pctx *c, dn_fuse *f, const coil_node *u, int cur, int view_free)
 			f->act = (int)(u - g->nodes);
 			return -1;
 		}
-		/* oneDNN 2.6 computes a transcendental activation in its f32 conv kernels at ~0.4 ns an
-		 * element (1x1 conv 32->144 at 112x112: 1.06 ms bare, 1.81 with swish, 2.1 with gelu),
-		 * several times what a generated kernel takes for it (0.14 ns) and a pass more: those
-		 * stay out of f32 convolutions (relu, clamps and the hard ones cost ~0.05 ns and stay) */
-		if (f->is_conv && T == COIL_F32 && costly_post(f->post[f->npost - 1].kind)) {
+		/* oneDNN 2.6 computes a transcendental activation in its AVX-512 f32 conv kernels at
+		 * ~0.4 ns an element (1x1 conv 32->144 at 112x112: 1.06 ms bare, 1.81 with swish, 2.1
+		 * with gelu), several times what a generated kernel takes for it (0.14 ns) and a pass
+		 * more: there those stay out of f32 convolutions (relu, clamps and the hard ones cost
+		 * ~0.05 ns and stay).  Below AVX-512 the generated pass (~0.75 ns an element over
+		 * 112x112x96, memory-bound) costs more than the fused one: efficientnet_b0 on an
+		 * AVX2 EPYC 18.1 -> 16.0 ms at one thread, 12.5 -> 11.6 at two (paired). */
+		if (f->is_conv && T == COIL_F32 && c->avx512 && costly_post(f->post[f->npost - 1].kind)) {
 			f->npost--;
 			return -1;
 		}
@@ -1138,7 +1142,7 @@ dn_plan *dn_plan_graph(coil_graph *g, const uint8_t *unfuse, unsigned features, 
 {
 	if (!dn_enabled())
 		return NULL;
-	pctx c = {.g = g, .unfuse = unfuse, .int8 = dn_int8(features)};
+	pctx c = {.g = g, .unfuse = unfuse, .int8 = dn_int8(features), .avx512 = (features & F_AVX512) != 0};
 	c.nuse = arena_alloc(a, (size_t)(g->nvals + 1) * sizeof(int));
 	c.user = arena_alloc(a, (size_t)(g->nvals + 1) * sizeof(int));
 	c.is_out = arena_alloc(a, (size_t)g->nvals + 1);
