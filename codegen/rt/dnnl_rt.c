@@ -2810,6 +2810,18 @@ static inline __attribute__((always_inline)) void epi_elt8(const rt_post *q, cw_
 #endif
 }
 
+/* *vp (element (i, j..j+8) of an m x n result) combined with binary post-op q's operand */
+static inline __attribute__((always_inline)) void epi_bin(const mm_epi *e, int q, cw_v8 *vp, int64_t i, int64_t j,
+							  int64_t n, const void *const *src)
+{
+	const rt_post *o = &e->post[q];
+	const float *s = src[q];
+	const cw_v8 v = *vp, w = o->kind == RT_ADD_SAME ? CW_LD(s + i * n + j)
+				: e->bn[q] == 1 ? CW_SPLAT(s[e->bm[q] == 1 ? 0 : i])
+						: CW_LD(s + (e->bm[q] == 1 ? 0 : i * n) + j);
+	*vp = o->kind <= RT_ADD_BCAST ? v + w : o->kind == RT_MUL_BCAST ? v * w : o->kind == RT_SUB_BCAST ? v - w : v / w;
+}
+
 /* Element (i, j..j+8) of an m x n result: the bias, the post-ops */
 static inline __attribute__((always_inline)) void epi_vec(const mm_epi *e, cw_v8 *vp, int64_t i, int64_t j, int64_t n,
 							  const void *const *src)
@@ -2825,11 +2837,7 @@ static inline __attribute__((always_inline)) void epi_vec(const mm_epi *e, cw_v8
 			epi_elt8(o, &v);
 			continue;
 		}
-		const float *s = src[q];
-		const cw_v8 w = o->kind == RT_ADD_SAME ? CW_LD(s + i * n + j)
-				: e->bn[q] == 1 ? CW_SPLAT(s[e->bm[q] == 1 ? 0 : i])
-						: CW_LD(s + (e->bm[q] == 1 ? 0 : i * n) + j);
-		v = o->kind <= RT_ADD_BCAST ? v + w : o->kind == RT_MUL_BCAST ? v * w : o->kind == RT_SUB_BCAST ? v - w : v / w;
+		epi_bin(e, q, &v, i, j, n, src);
 	}
 	*vp = v;
 }
@@ -2927,15 +2935,8 @@ static inline __attribute__((always_inline)) void epi_tile(const mm_epi *e, cons
 				epi_elt8(o, &v[x]);
 			continue;
 		}
-		const float *s = src[q];
-		for (int x = 0; x < 2 * R; x++) {
-			const int64_t i = i0 + x / 2, j = j0 + x % 2 * 8;
-			const cw_v8 w = o->kind == RT_ADD_SAME ? CW_LD(s + i * n + j)
-					: e->bn[q] == 1 ? CW_SPLAT(s[e->bm[q] == 1 ? 0 : i])
-							: CW_LD(s + (e->bm[q] == 1 ? 0 : i * n) + j);
-			v[x] = o->kind <= RT_ADD_BCAST ? v[x] + w : o->kind == RT_MUL_BCAST ? v[x] * w
-				: o->kind == RT_SUB_BCAST ? v[x] - w : v[x] / w;
-		}
+		for (int x = 0; x < 2 * R; x++)
+			epi_bin(e, q, &v[x], i0 + x / 2, j0 + x % 2 * 8, n, src);
 	}
 	for (int x = 0; x < 2 * R; x++)
 		CW_ST(c + (i0 + x / 2) * n + j0 + x % 2 * 8, v[x]);
