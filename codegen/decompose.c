@@ -799,6 +799,9 @@ int ir_decompose(coil_ir *ir, coil_err *err)
 		const coil_value *o = node_out(g, n, 0);
 		int *saved = NULL, nsaved = 0;
 		c.cl = ir->dn && ir->dn->cl[i];
+		/* a permute between the layouts (lower_dnnl.c's nhwc_permute): the same bytes */
+		const int relabel = c.cl && n->op == OP_PERMUTE;
+		c.cl &= !relabel;
 		if (c.cl) /* the channels-last frame: operands reinterpreted, restored below */
 			nsaved = cl_enter(&c, &saved);
 		int dz = dn_decompose_node(ir, i, res, err); /* a oneDNN fusion ends or goes on here */
@@ -806,8 +809,9 @@ int ir_decompose(coil_ir *ir, coil_err *err)
 			goto fail;
 		if (dz == 2)
 			continue;
-		switch (dz ? -1 : (int)op_get(n->op)->kind) {
+		switch (dz ? -1 : relabel ? -2 : (int)op_get(n->op)->kind) {
 		case -1: break;
+		case -2: res[0] = reshape(&c, in(&c, 0), o->rank, o->shape); break;
 		case PW: res[0] = pointwise(&c, o->dtype); break;
 		case RED: reduction(&c, res); break;
 		case VIEW:

@@ -993,6 +993,19 @@ static int hw_reduce(const coil_graph *g, const coil_node *n)
 	return m == (1u << 2 | 1u << 3);
 }
 
+/* A permute between the layouts: (0, 2, 3, 1) of a rank-4 value is the value's bytes
+ * when it is NHWC (4: it reads NHWC, its result is plain, as hw_reduce's), and
+ * (0, 3, 1, 2) of a rank-4 value is its operand's bytes as an NHWC result (5: it reads
+ * plain).  ConvNeXt's blocks and Swin's patch embedding put LayerNorms and linear
+ * layers between such permutes. */
+static int nhwc_permute(const coil_graph *g, const coil_node *n)
+{
+	int p[COIL_MAX_RANK];
+	if (n->op != OP_PERMUTE || n->outs[0] < 0 || g->vals[n->outs[0]].rank != 4 || view_perm(g, n, p))
+		return 0;
+	return p[0] == 0 && p[1] == 2 && p[2] == 3 && p[3] == 1 ? 4 : p[0] == 0 && p[1] == 3 && p[2] == 1 && p[3] == 2 ? 5 : 0;
+}
+
 /* The operands of transparent node n that share its result's layout (not the per-channel
  * ones): into vs (capacity cap), their count. */
 static int shared_operands(const coil_graph *g, const coil_node *n, int *vs, int cap)
@@ -1023,7 +1036,7 @@ static int nhwc_read(const coil_graph *g, const dn_plan *p, const char *ok, cons
 		     int a, int v)
 {
 	if (tp[i])
-		return 1;
+		return tp[i] != 5;
 	int o = owner[i];
 	if (o < 0 || !ok[o])
 		return 0;
@@ -1045,7 +1058,8 @@ static int nhwc_read(const coil_graph *g, const dn_plan *p, const char *ok, cons
  * input or residual, or a transparent node whose operands and result are all
  * NHWC; a residual and the dst it is added to agree (fixed point, only ever
  * turning NHWC off).  Transparent nodes compute in whichever layout their
- * operands share; everything else, generated kernels included, sees NCHW. */
+ * operands share; a permute between the layouts (nhwc_permute) relabels the
+ * same bytes; everything else, generated kernels included, sees NCHW. */
 static void layout(pctx *c, dn_plan *p, int *owner)
 {
 	coil_graph *g = c->g;
@@ -1063,11 +1077,14 @@ static void layout(pctx *c, dn_plan *p, int *owner)
 	}
 	/* candidates: the fusions' results and the transparent nodes' (rank 4, no graph output) */
 	for (int i = 0; i < g->nnodes; i++) {
-		tp[i] = owner[i] < 0 ? (char)transparent(c, &g->nodes[i]) : 0;
-		if (tp[i])
-			nhwc[g->nodes[i].outs[0]] = 1;
-		else if (owner[i] < 0 && hw_reduce(g, &g->nodes[i]))
-			tp[i] = 3; /* reads NHWC; its result is no layout's */
+		const coil_node *n = &g->nodes[i];
+		if (owner[i] >= 0)
+			continue;
+		tp[i] = (char)transparent(c, n);
+		if (!tp[i])
+			tp[i] = hw_reduce(g, n) ? 3 /* reads NHWC; its result is no layout's */ : (char)nhwc_permute(g, n);
+		if (tp[i] == 1 || tp[i] == 2 || tp[i] == 5)
+			nhwc[n->outs[0]] = 1;
 	}
 	for (int j = 0; j < p->nf; j++)
 		nhwc[outv[j]] = ok[j];
@@ -1091,7 +1108,7 @@ static void layout(pctx *c, dn_plan *p, int *owner)
 		}
 		/* a transparent node's operands and result share one layout */
 		for (int i = 0; i < g->nnodes; i++) {
-			if (!tp[i] || tp[i] == 3)
+			if (!tp[i] || tp[i] >= 3)
 				continue;
 			const coil_node *n = &g->nodes[i];
 			int vs[256], nv = shared_operands(g, n, vs, 256), all = nhwc[n->outs[0]];
@@ -1116,7 +1133,7 @@ static void layout(pctx *c, dn_plan *p, int *owner)
 			}
 	}
 	for (int i = 0; i < g->nnodes; i++)
-		p->cl[i] = tp[i] == 3 ? nhwc[g->nodes[i].args[0].v[0]] : tp[i] && nhwc[g->nodes[i].outs[0]];
+		p->cl[i] = tp[i] == 3 || tp[i] == 4 ? nhwc[g->nodes[i].args[0].v[0]] : tp[i] && nhwc[g->nodes[i].outs[0]];
 	for (int j = 0; j < p->nf; j++) {
 		dn_fuse *f = &p->f[j];
 		f->dst_nhwc = nhwc[outv[j]];

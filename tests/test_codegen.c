@@ -961,6 +961,26 @@ static const char *const cl_graphs[] = {
 	  ND("b", "aten.convolution.default", "[\"n2\", \"w2\", null, [1,1], [1,1], [1,1], false, [0,0], 1]", "c2") ","
 	  ND("c", "aten.convolution.default", "[\"c2\", \"w3\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "y"),
 	  "\"y\""),
+	/* a ConvNeXt block: depthwise conv, permute to [n, h, w, c], layer norm, linear, GELU,
+	 * linear, permute back, per-channel scale, residual; the permutes between the layouts
+	 * relabel the NHWC bytes (nhwc_permute), so the depthwise conv is NHWC on both sides */
+	G(T("x", "f32", "[2,8,6,5]"),
+	  T("w0", "f32", "[8,8,3,3]") "," T("wd", "f32", "[8,1,3,3]") "," T("g", "f32", "[8]") "," T("be", "f32", "[8]") ","
+	  T("w1", "f32", "[16,8]") "," T("b1", "f32", "[16]") "," T("w2", "f32", "[8,16]") "," T("ls", "f32", "[8,1,1]") ","
+	  T("w3", "f32", "[4,8,1,1]"),
+	  ND("a", "aten.convolution.default", "[\"x\", \"w0\", null, [1,1], [1,1], [1,1], false, [0,0], 1]", "c0") ","
+	  ND("d", "aten.convolution.default", "[\"c0\", \"wd\", null, [1,1], [1,1], [1,1], false, [0,0], 8]", "d0") ","
+	  ND("p", "aten.permute.default", "[\"d0\", [0,2,3,1]]", "q0") ","
+	  ND2("n", "aten.native_layer_norm.default", "[\"q0\", [8], \"g\", \"be\", 1e-6]", "\"l0\"", "null,null") ","
+	  ND("v", "aten.view.default", "[\"l0\", [60,8]]", "l1") "," ND("t1", "aten.t.default", "[\"w1\"]", "wt1") ","
+	  ND("m1", "aten.addmm.default", "[\"b1\", \"l1\", \"wt1\"]", "h0") ","
+	  ND("e", "aten.gelu.default", "[\"h0\"]", "h1") "," ND("t2", "aten.t.default", "[\"w2\"]", "wt2") ","
+	  ND("m2", "aten.mm.default", "[\"h1\", \"wt2\"]", "h2") ","
+	  ND("u", "aten.view.default", "[\"h2\", [2,6,5,8]]", "h3") ","
+	  ND("q", "aten.permute.default", "[\"h3\", [0,3,1,2]]", "r0") ","
+	  ND("k", "aten.mul.Tensor", "[\"r0\", \"ls\"]", "r1") "," ND("s", "aten.add.Tensor", "[\"r1\", \"c0\"]", "r2") ","
+	  ND("b", "aten.convolution.default", "[\"r2\", \"w3\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "y"),
+	  "\"y\""),
 };
 
 static void test_dnnl_channels_last(void **state)
@@ -970,7 +990,7 @@ static void test_dnnl_channels_last(void **state)
 	const size_t n = sizeof cl_graphs / sizeof *cl_graphs;
 	assert_int_equal(check_close(cl_graphs, n, "channels-last frame"), 0);
 	positive_params = 0;
-	static const int convs_inside[] = {2, 2}; /* convs with both sides NHWC: f2 and b; d and b */
+	static const int convs_inside[] = {2, 2, 1}; /* convs with both sides NHWC: f2 and b; d and b; d */
 	for (size_t i = 0; i < n; i++) {
 		char *c = emitted_c(cl_graphs[i]);
 		int k = 0;
