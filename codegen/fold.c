@@ -8,8 +8,10 @@
  * cost: dn_b_transposed), or when it would grow
  * too much: every result of a folded node holds at most
  *     max(FOLD_MIN_ELEMS, 2 * the largest constant or param it is computed from)
- * elements, so an expand or a fill of a big shape stays a loop that costs
- * nothing to keep.  Weight nodes also exclude library calls (convolutions,
+ * elements (FOLD_MIN_WEIGHT_ELEMS for weights, which take memory, not artifact
+ * bytes: Swin's relative-position bias, a table gathered by a constant index,
+ * holds 2401 x heads), so an expand or a fill of a big shape stays a loop that
+ * costs nothing to keep.  Weight nodes also exclude library calls (convolutions,
  * matrix products).
  *
  * The frontier, constant or weight values read by a node of a later class
@@ -37,6 +39,7 @@
 #include "common/interp.h"
 
 #define FOLD_MIN_ELEMS 4096
+#define FOLD_MIN_WEIGHT_ELEMS 65536 /* 256 KB of f32 */
 
 enum { DYN, CST, WGT };
 
@@ -120,7 +123,8 @@ static void classify(fctx *c, const char *dn_trans)
 			cls = DYN;
 		if (cls == WGT && op_get(n->op)->kind == EXT)
 			cls = DYN;
-		int64_t cap = 2 * leaf > FOLD_MIN_ELEMS ? 2 * leaf : FOLD_MIN_ELEMS;
+		const int64_t lo = cls == WGT ? FOLD_MIN_WEIGHT_ELEMS : FOLD_MIN_ELEMS;
+		int64_t cap = 2 * leaf > lo ? 2 * leaf : lo;
 		for (int k = 0; k < n->nout; k++) {
 			coil_value *o = node_out(g, n, k);
 			if (!shape_is_const(o->shape, o->rank) || numel(o) > cap)

@@ -372,6 +372,43 @@ static void test_weight_matmul(void **state)
 	}
 }
 
+/* A relative-position bias (Swin's): a param table gathered by a constant index
+ * (600 rows of 8, more than twice the index's elements), viewed and permuted to
+ * [8, 20, 30], added to the input.  Weights are computed once, at create: the
+ * gathered bias folds (4800 elements, under FOLD_MIN_WEIGHT_ELEMS) and the run
+ * reads it contiguously.  Its expand to [4, 8, 20, 30] (19200) folds too; an expand
+ * past FOLD_MIN_WEIGHT_ELEMS, to [16, 8, 20, 30] (76800), stays a loop. */
+static void test_weight_gather(void **state)
+{
+	(void)state;
+	for (int big = 0; big < 3; big++) {
+		size_t cap = 64 * 1024, len = 0;
+		char *j = malloc(cap);
+		assert_non_null(j);
+		const char *x = big == 0 ? "[8,20,30]" : big == 1 ? "[4,8,20,30]" : "[16,8,20,30]";
+		len += (size_t)snprintf(j + len, cap - len, "{\"format\":\"coil-graph\",\"version\":1,\"inputs\":["
+					"{\"name\":\"x\",\"dtype\":\"f32\",\"shape\":%s}],\"params\":["
+					T("t", "f32", "[40,8]") "],\"constants\":["
+					"{\"name\":\"k\",\"dtype\":\"i64\",\"shape\":[600],\"data\":[", x);
+		for (int i = 0; i < 600; i++)
+			len += (size_t)snprintf(j + len, cap - len, "%s%d", i ? "," : "", i * 7919 % 40);
+		snprintf(j + len, cap - len, "]}],\"nodes\":["
+			 ND("n0", "aten.embedding.default", "[\"t\",\"k\"]", "g") ","
+			 ND("n1", "aten.view.default", "[\"g\", [20,30,8]]", "v") ","
+			 ND("n2", "aten.permute.default", "[\"v\", [2,0,1]]", "p") ","
+			 ND("n3", "aten.expand.default", "[\"p\", %s]", "e") ","
+			 ND("n4", "aten.add.Tensor", "[\"x\",\"e\"]", "y") "],\"outputs\":[\"y\"]}", x);
+		art a;
+		compile(j, &a);
+		assert_int_equal(desc(&a, "folded_params"), 1);
+		assert_int_equal(desc(&a, "folded_bytes"), (big == 1 ? 4 : 1) * 8 * 20 * 30 * 4);
+		assert_int_equal(desc(&a, "kernels"), 1);
+		check(&a);
+		release(&a);
+		free(j);
+	}
+}
+
 /* A transposed weight read by a pointwise op and a bias summed from a
  * weight: both computed at create; the run is one kernel. */
 static const char *const weight_pw =
@@ -710,6 +747,7 @@ int main(void)
 		cmocka_unit_test(test_const_interp_error),
 		cmocka_unit_test(test_large_constants),
 		cmocka_unit_test(test_weight_matmul),
+		cmocka_unit_test(test_weight_gather),
 		cmocka_unit_test(test_weight_pointwise),
 		cmocka_unit_test(test_mixed),
 		cmocka_unit_test(test_linear_not_folded),
