@@ -243,7 +243,7 @@ static void matmul(xctx *c)
 	out(c, "\t}\n");
 }
 
-/* scaled_dot_product_attention: one call of attn.h's flash kernel.  Batch
+/* scaled_dot_product_attention: one call of attn.h's coil_sdpa.  Batch
  * dims index each operand through its own strides (0 where it broadcasts). */
 static void sdpa(xctx *c)
 {
