@@ -1724,9 +1724,10 @@ static const char *conv_impl_of(rt_ctx *ctx, const rt_conv_desc *d, char *buf, s
 /* coil's own Winograd F(4x4,3x3) (RT_CWINO=1 takes it on any machine):
  * NHWC 3x3 stride-1 convs against the reference, at sizes that are not
  * multiples of the 4x4 tiles, asymmetric and zero padding, oc not a multiple
- * of 16, several blocks of tiles (256 channels), batches, every post-op it
- * fuses (a residual in dst itself too), one and two threads; and the convs it
- * leaves to oneDNN. */
+ * of 16, several blocks of tiles (256 channels), batches, grouped (16 or 24
+ * channels a group in, 8, 16, 24 or 32 out), every post-op it fuses (a
+ * residual in dst itself too), one and two threads; and the convs it leaves
+ * to oneDNN. */
 static void test_conv_cwino(void **state)
 {
 	const char *was = getenv("RT_CWINO");
@@ -1740,9 +1741,10 @@ static void test_conv_cwino(void **state)
 	d.channels_last = 1, d.has_bias = 1;
 	if (strcmp(conv_impl_of(ctx, &d, buf, sizeof buf), "coil:wino_4x4"))
 		fail_msg("64->64 3x3 s1 NHWC runs %s", buf);
-	/* left to oneDNN: stride 2, NCHW, 12 channels, a GELU, a broadcast operand, autotuned impl, low memory */
-	rt_conv_desc no[7];
-	for (int i = 0; i < 7; ++i)
+	/* left to oneDNN: stride 2, NCHW, 12 channels, a GELU, a broadcast operand, autotuned impl, low memory,
+	 * 8 channels a group */
+	rt_conv_desc no[8];
+	for (int i = 0; i < 8; ++i)
 		no[i] = d;
 	no[0] = cdesc(2, 1, 64, 64, 1, 14, 3, 2, 1, 1), no[0].channels_last = 1;
 	no[1].channels_last = 0;
@@ -1751,7 +1753,8 @@ static void test_conv_cwino(void **state)
 	no[4].post[no[4].npost++] = (rt_post){.kind = RT_MUL_BCAST, .rank = 3, .dims = {64, 1, 1}};
 	no[5].impl = 1;
 	no[6].no_wino = 1;
-	for (int i = 0; i < 7; ++i)
+	no[7].groups = 8;
+	for (int i = 0; i < 8; ++i)
 		if (!strcmp(conv_impl_of(ctx, &no[i], buf, sizeof buf), "coil:wino_4x4"))
 			fail_msg("case %d runs coil's Winograd", i);
 	setenv("RT_WINOGRAD", "0", 1); /* direct convolutions only */
@@ -1759,10 +1762,27 @@ static void test_conv_cwino(void **state)
 	unsetenv("RT_WINOGRAD");
 	if (!strcmp(buf, "coil:wino_4x4"))
 		fail_msg("RT_WINOGRAD=0 runs coil's Winograd");
+	/* by default (where it is taken by default, below AVX-512): grouped convs
+	 * with 64 tiles or more, of 24 channels a group or few channels in all */
+	unsetenv("RT_CWINO");
+	if (!strcmp(conv_impl_of(ctx, &d, buf, sizeof buf), "coil:wino_4x4")) {
+		static const struct { int n, c, g, h, want; } gd[] = {
+			{1, 48, 2, 36, 1}, {1, 48, 2, 28, 0}, {2, 320, 20, 28, 1}, {2, 512, 32, 28, 0}, {1, 1024, 32, 36, 1},
+		};
+		for (size_t i = 0; i < sizeof gd / sizeof *gd; ++i) {
+			rt_conv_desc e = cdesc(2, gd[i].n, gd[i].c, gd[i].c, gd[i].g, gd[i].h, 3, 1, 1, 1);
+			e.channels_last = 1;
+			if ((strcmp(conv_impl_of(ctx, &e, buf, sizeof buf), "coil:wino_4x4") == 0) != gd[i].want)
+				fail_msg("grouped case %zu runs %s by default", i, buf);
+		}
+	}
+	setenv("RT_CWINO", "1", 1);
 
-	static const struct { int n, ic, oc, h, w, pl, pr; } sh[] = {
-		{1, 8, 8, 5, 5, 1, 1},     {2, 16, 24, 9, 13, 1, 1}, {1, 32, 40, 6, 7, 0, 0},
-		{1, 24, 16, 11, 11, 2, 2}, {1, 16, 16, 8, 8, 1, 0},  {3, 256, 256, 10, 10, 1, 1},
+	static const struct { int n, ic, oc, h, w, pl, pr, g; } sh[] = {
+		{1, 8, 8, 5, 5, 1, 1, 1},     {2, 16, 24, 9, 13, 1, 1, 1}, {1, 32, 40, 6, 7, 0, 0, 1},
+		{1, 24, 16, 11, 11, 2, 2, 1}, {1, 16, 16, 8, 8, 1, 0, 1},  {3, 256, 256, 10, 10, 1, 1, 1},
+		{2, 48, 48, 9, 13, 1, 1, 3},  {1, 32, 16, 7, 6, 1, 1, 2},  {1, 48, 48, 10, 9, 0, 0, 2},
+		{1, 32, 64, 6, 11, 2, 2, 2},  {3, 320, 320, 7, 7, 1, 1, 20},
 	};
 	for (size_t i = 0; i < sizeof sh / sizeof *sh; ++i)
 		for (int v = 0; v < 6; ++v) {
@@ -1771,7 +1791,7 @@ static void test_conv_cwino(void **state)
 			 * ~0.7 where 2304-term sums are ~16 and F(4x4,3x3)'s rounding ~3e-5 of that) */
 			if ((v == 3 || v == 5) && sh[i].ic > 32)
 				continue;
-			d = cdesc(2, sh[i].n, sh[i].ic, sh[i].oc, 1, sh[i].h, 3, 1, sh[i].pl, 1);
+			d = cdesc(2, sh[i].n, sh[i].ic, sh[i].oc, sh[i].g, sh[i].h, 3, 1, sh[i].pl, 1);
 			d.in[1] = sh[i].w, d.pad_r[0] = d.pad_r[1] = sh[i].pr;
 			conv_out(&d);
 			d.channels_last = 1, d.has_bias = v != 1;
@@ -1794,8 +1814,8 @@ static void test_conv_cwino(void **state)
 			}
 			if (strcmp(conv_impl_of(ctx, &d, buf, sizeof buf), "coil:wino_4x4"))
 				fail_msg("shape %zu v%d runs %s", i, v, buf);
-			snprintf(nm, sizeof nm, "cwino %dx%d->%d %dx%d pad %d/%d v%d", sh[i].n, sh[i].ic, sh[i].oc, sh[i].h,
-				 sh[i].w, sh[i].pl, sh[i].pr, v);
+			snprintf(nm, sizeof nm, "cwino %dx%d->%d g%d %dx%d pad %d/%d v%d", sh[i].n, sh[i].ic, sh[i].oc, sh[i].g,
+				 sh[i].h, sh[i].w, sh[i].pl, sh[i].pr, v);
 			run_conv_ex(v % 2 ? ctx2 : ctx, &d, nm, 0, NULL);
 			if (v == 2 || v == 5) /* the residual given in dst itself */
 				run_conv_ex(v == 5 ? ctx2 : ctx, &d, nm, 1, NULL);

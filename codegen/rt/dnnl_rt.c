@@ -1396,12 +1396,24 @@ static int deconv_gemm_run(rt_conv *c, const float *src, float *dst, char *err, 
  * products run at ~90 GFLOP/s, the machine's FMA rate).  Rounding as
  * oneDNN's own F(4x4,3x3): relative errors ~1e-5.
  *
- * Taken for f32, 2-d, one group, 3x3, stride 1, no dilation, NHWC on both
- * sides, channels multiples of 8, post-ops among the eltwise kinds below and
- * a residual sum; by default only where oneDNN has no Winograd (below
- * AVX-512) and this unit is built with FMA (an x86-64-v3 or wider target).
- * RT_CWINO=0 (or RT_WINOGRAD=0) in the environment turns it off, RT_CWINO=1
- * takes it wherever it applies (tests). */
+ * Grouped convs run the same way, each point's product block-diagonal: an
+ * oc block of U (bw wide, within one group) times that group's columns of
+ * V.  With few channels a group the transforms weigh more against the
+ * products, and U is 4x the weights' bytes: against oneDNN's jit:avx2 (one
+ * thread, paired) 448 g8 (56 a group) at 28x28 5.6 -> 3.0 ms, 120 g5 at 56x56
+ * 2.2 -> 1.4, 336 g14 at 28x28 1.9 -> 1.4, 8 x 320 g20 at 14x14 (16 a
+ * group) 3.3 -> 2.8, but 8 x 512 g32 at 14x14 5.3 -> 5.8 and, in models at
+ * batch 1, 16 a group at 16 tiles or 49 slower than oneDNN: by default
+ * grouped convs take it with 64 tiles or more, and 24 channels a group or at
+ * most 768 channels in and out (regnet_x_3_2gf at batch 8 773 -> 596 ms,
+ * regnet_y_800mf 237 -> 221).
+ *
+ * Taken for f32, 2-d, 3x3, stride 1, no dilation, NHWC on both sides,
+ * channels multiples of 8 (a group's too, 16 or more in), post-ops among
+ * the eltwise kinds below and a residual sum; by default only where oneDNN
+ * has no Winograd (below AVX-512) and this unit is built with FMA (an
+ * x86-64-v3 or wider target).  RT_CWINO=0 (or RT_WINOGRAD=0) in the
+ * environment turns it off, RT_CWINO=1 takes it wherever it applies (tests). */
 typedef float cw_v8 __attribute__((vector_size(32)));
 typedef float cw_v8u __attribute__((vector_size(32), aligned(4)));
 typedef int cw_v8i __attribute__((vector_size(32)));
@@ -1419,7 +1431,8 @@ typedef int cw_v8i __attribute__((vector_size(32)));
 
 struct cwino {
 	int64_t n, ic, oc, ih, iw, oh, ow, pt, pl, th, tw, tiles, tb;
-	dnnl_memory_t u_mem; /* U: per point p, oc in blocks of 16 (the last may be 8), each [ic][16] */
+	int64_t groups, icg, bw; /* icg = ic / groups; bw: oc block width, 16, or 8 where a group's oc is not a multiple of 16 */
+	dnnl_memory_t u_mem; /* U: per point p, oc in blocks of bw (the last of 16 may be 8), each [icg][bw] */
 	const float *u;
 	float *bias; /* [oc], or NULL */
 	int npost, res;  /* res: the RT_ADD_SAME post-op, or -1 */
@@ -1473,8 +1486,13 @@ static int cw_conv_ok(const rt_conv_desc *d)
 static int conv_cwino_ok(const rt_conv_desc *d)
 {
 	const char *e = getenv("RT_WINOGRAD");
-	if ((e && !strcmp(e, "0")) || !cw_wanted("RT_CWINO") || !cw_conv_ok(d) || (d->groups ? d->groups : 1) != 1 ||
-	    d->no_wino || d->ic % 8 || d->oc % 8)
+	const char *f = getenv("RT_CWINO");
+	const int64_t g = d->groups ? d->groups : 1, tiles = d->n * ((d->out[0] + 3) / 4) * ((d->out[1] + 3) / 4);
+	if ((e && !strcmp(e, "0")) || !cw_wanted("RT_CWINO") || !cw_conv_ok(d) || d->no_wino || d->ic % 8 || d->oc % 8 ||
+	    (g > 1 && (d->ic / g % 8 || d->ic / g < 16 || d->oc / g % 8)))
+		return 0;
+	/* grouped, by default: 64 tiles or more, and 24 channels a group or few channels in all (see above) */
+	if (g > 1 && !(f && !strcmp(f, "1")) && (tiles < 64 || (d->ic / g < 24 && d->ic + d->oc > 768)))
 		return 0;
 	for (int i = 0; i < 2; ++i)
 		if (d->k[i] != 3 || (d->stride[i] ? d->stride[i] : 1) != 1 || (d->dil[i] ? d->dil[i] : 1) != 1)
@@ -1482,14 +1500,14 @@ static int conv_cwino_ok(const rt_conv_desc *d)
 	return 1;
 }
 
-/* U = G g G^T for each (o, i) kernel g of PyTorch's [oc, ic, 3, 3] */
+/* U = G g G^T for each (o, i) kernel g of PyTorch's [oc, ic / groups, 3, 3] */
 static void cwino_pack(const cwino *cw, const float *w, float *u)
 {
 	static const double G[6][3] = {{1. / 4, 0, 0},         {-1. / 6, -1. / 6, -1. / 6}, {-1. / 6, 1. / 6, -1. / 6},
 				       {1. / 24, 1. / 12, 1. / 6}, {1. / 24, -1. / 12, 1. / 6}, {0, 0, 1}};
-	const int64_t C = cw->ic, K = cw->oc;
+	const int64_t C = cw->icg, K = cw->oc, bw = cw->bw;
 	for (int64_t o = 0; o < K; o++) {
-		const int64_t k0 = o / 16 * 16, wd = K - k0 >= 16 ? 16 : 8, kk = o - k0;
+		const int64_t k0 = o / bw * bw, wd = K - k0 >= bw ? bw : 8, kk = o - k0;
 		for (int64_t i = 0; i < C; i++) {
 			const float *g = w + (o * C + i) * 9;
 			double t[6][3];
@@ -1620,7 +1638,7 @@ static void cwino_out(const cwino *cw, const float *M, int64_t t, int64_t ti, fl
  * memory at some R), u's row loaded once for the R rows */
 #define CW_ROW(r)                                                                                                      \
 	if (R > r) {                                                                                                   \
-		const float s_ = v[r * C + c];                                                                         \
+		const float s_ = v[r * vs + c];                                                                         \
 		const cw_v8 a_ = CW_SPLAT(s_);                                                                         \
 		lo##r = CW_FMA(a_, ul, lo##r);                                                                         \
 		if (W == 16)                                                                                           \
@@ -1632,7 +1650,7 @@ static void cwino_out(const cwino *cw, const float *M, int64_t t, int64_t ti, fl
 		if (W == 16)                                                                                           \
 			CW_ST(m + r * K + 8, hi##r);                                                                   \
 	}
-static inline __attribute__((always_inline)) void cwino_kern(int R, int W, int64_t C, const float *v,
+static inline __attribute__((always_inline)) void cwino_kern(int R, int W, int64_t C, const float *v, int64_t vs,
 							     const float *u, float *m, int64_t K)
 {
 	cw_v8 lo0 = CW_SPLAT(0.f), lo1 = lo0, lo2 = lo0, lo3 = lo0, lo4 = lo0, lo5 = lo0;
@@ -1646,14 +1664,14 @@ static inline __attribute__((always_inline)) void cwino_kern(int R, int W, int64
 #undef CW_ROW
 #undef CW_STROW
 
-static void cwino_gemm(int R, int W, int64_t C, const float *v, const float *u, float *m, int64_t K)
+static void cwino_gemm(int R, int W, int64_t C, const float *v, int64_t vs, const float *u, float *m, int64_t K)
 {
 #define CW_K(r)                                                                                                        \
 	case r:                                                                                                        \
 		if (W == 16)                                                                                           \
-			cwino_kern(r, 16, C, v, u, m, K);                                                              \
+			cwino_kern(r, 16, C, v, vs, u, m, K);                                                          \
 		else                                                                                                   \
-			cwino_kern(r, 8, C, v, u, m, K);                                                               \
+			cwino_kern(r, 8, C, v, vs, u, m, K);                                                           \
 		break
 	switch (R) {
 		CW_K(1); CW_K(2); CW_K(3); CW_K(4); CW_K(5); CW_K(6);
@@ -1664,7 +1682,8 @@ static void cwino_gemm(int R, int W, int64_t C, const float *v, const float *u, 
 
 static void cwino_run(const cwino *cw, const float *x, float *y, const float *res, float *ws, int nt)
 {
-	const int64_t C = cw->ic, K = cw->oc, T = cw->tiles, TB = cw->tb, nkb = (K + 15) / 16;
+	const int64_t C = cw->ic, K = cw->oc, T = cw->tiles, TB = cw->tb, bw = cw->bw, nkb = (K + bw - 1) / bw;
+	const int64_t icg = cw->icg, ocg = K / cw->groups;
 	float *V = ws, *M = ws + 36 * TB * C;
 	(void)nt;
 #ifdef _OPENMP
@@ -1682,11 +1701,12 @@ static void cwino_run(const cwino *cw, const float *x, float *y, const float *re
 #endif
 		for (int64_t p = 0; p < 36; p++)
 			for (int64_t kb = 0; kb < nkb; kb++) {
-				const int64_t k0 = kb * 16, W = K - k0 >= 16 ? 16 : 8;
-				const float *u = cw->u + p * C * K + k0 * C;
+				/* (a block lies in one group: bw divides the group's oc) */
+				const int64_t k0 = kb * bw, W = K - k0 >= bw ? bw : 8, c0 = k0 / ocg * icg;
+				const float *u = cw->u + p * icg * K + k0 * icg;
 				for (int64_t rb = 0; rb < nrb; rb++) {
 					const int64_t r0 = rb * 6, R = tb - r0 < 6 ? tb - r0 : 6;
-					cwino_gemm((int)R, (int)W, C, V + p * TB * C + r0 * C, u,
+					cwino_gemm((int)R, (int)W, icg, V + p * TB * C + r0 * C + c0, C, u,
 						   M + p * TB * K + r0 * K + k0, K);
 				}
 			}
@@ -1720,6 +1740,8 @@ static int cwino_create(rt_ctx *ctx, rt_conv *c, const rt_conv_desc *d, const vo
 	cw->n = d->n, cw->ic = d->ic, cw->oc = d->oc, cw->ih = d->in[0], cw->iw = d->in[1];
 	cw->oh = d->out[0], cw->ow = d->out[1], cw->pt = d->pad_l[0], cw->pl = d->pad_l[1];
 	cw->th = (cw->oh + 3) / 4, cw->tw = (cw->ow + 3) / 4, cw->tiles = cw->n * cw->th * cw->tw;
+	cw->groups = d->groups > 1 ? d->groups : 1, cw->icg = d->ic / cw->groups;
+	cw->bw = d->oc / cw->groups % 16 ? 8 : 16;
 	int64_t tb = CW_WS_BYTES / (36 * 4 * (cw->ic + cw->oc)) / 6 * 6;
 	cw->tb = tb < 12 ? 12 : tb;
 	if (cw->tb > cw->tiles)
@@ -1731,7 +1753,7 @@ static int cwino_create(rt_ctx *ctx, rt_conv *c, const rt_conv_desc *d, const vo
 		if (d->post[i].kind == RT_ADD_SAME)
 			cw->res = i;
 	}
-	const int64_t nu = 36 * d->ic * d->oc;
+	const int64_t nu = 36 * cw->icg * d->oc;
 	dnnl_memory_desc_t umd;
 	DN(dnnl_memory_desc_init_by_tag(&umd, 1, (dnnl_dims_t){nu}, dnnl_f32, dnnl_a));
 	if (d->has_bias && !(cw->bias = malloc((size_t)d->oc * sizeof(float))))
