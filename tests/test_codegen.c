@@ -860,6 +860,8 @@ static const char *const fusions[] = {
 	  ND("s", "aten.add.Tensor", "[\"c3\", \"r1\"]", "s") "," ND("s2", "aten.relu.default", "[\"s\"]", "r3") ","
 	  ND("p", "aten.adaptive_avg_pool2d.default", "[\"r3\", [1,1]]", "y"),
 	  "\"y\""),
+	/* SiLU, then the residual (efficientnet_v2's fused MBConv; below AVX-512 the runtime applies both) */
+	CONV_THEN(ND("a", "aten.silu.default", "[\"c\"]", "a") "," ND("s", "aten.add.Tensor", "[\"a\", \"r\"]", "y"), "\"y\""),
 };
 
 /* Pooling between convs runs on oneDNN in NHWC (rt_pool_run) when oneDNN

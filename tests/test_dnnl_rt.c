@@ -1707,6 +1707,31 @@ static void test_conv_winograd(void **state)
 }
 
 /* The impl a conv of desc d gets (copied into buf). */
+/* An environment switch set for one test and put back after it */
+typedef struct env_saved {
+	const char *name;
+	int had;
+	char old[64];
+} env_saved;
+
+static env_saved env_force(const char *name, const char *val)
+{
+	env_saved e = {.name = name};
+	const char *was = getenv(name);
+	if (was)
+		e.had = 1, snprintf(e.old, sizeof e.old, "%s", was);
+	setenv(name, val, 1);
+	return e;
+}
+
+static void env_restore(const env_saved *e)
+{
+	if (e->had)
+		setenv(e->name, e->old, 1);
+	else
+		unsetenv(e->name);
+}
+
 static const char *conv_impl_of(rt_ctx *ctx, const rt_conv_desc *d, char *buf, size_t len)
 {
 	char err[512] = "";
@@ -1730,11 +1755,7 @@ static const char *conv_impl_of(rt_ctx *ctx, const rt_conv_desc *d, char *buf, s
  * to oneDNN. */
 static void test_conv_cwino(void **state)
 {
-	const char *was = getenv("RT_CWINO");
-	char keep[16] = "";
-	if (was)
-		snprintf(keep, sizeof keep, "%s", was);
-	setenv("RT_CWINO", "1", 1);
+	const env_saved env = env_force("RT_CWINO", "1");
 	rt_ctx *ctx = *state, *ctx2 = new_ctx(2);
 	char buf[128];
 	rt_conv_desc d = cdesc(2, 1, 64, 64, 1, 14, 3, 1, 1, 1);
@@ -1821,10 +1842,86 @@ static void test_conv_cwino(void **state)
 				run_conv_ex(v == 5 ? ctx2 : ctx, &d, nm, 1, NULL);
 		}
 	rt_ctx_destroy(ctx2);
-	if (was)
-		setenv("RT_CWINO", keep, 1);
-	else
-		unsetenv("RT_CWINO");
+	env_restore(&env);
+}
+
+/* A SiLU and the post-ops after it applied by the runtime after the conv
+ * (RT_FAST_SILU=1 takes it on any machine): against the reference over 1x1,
+ * 3x3 (then coil's Winograd), depthwise, grouped, strided and 1-d convs,
+ * NCHW and NHWC, sizes that are not multiples of 8, a SiLU alone or last, a
+ * residual sum after it (given apart and in dst itself), eltwise post-ops
+ * before and after it, one and two threads; SiLU's edge values against
+ * x / (1 + exp(-x)); a SiLU followed by a sum never runs oneDNN's reference
+ * kernel; the convs it leaves alone. */
+static void test_conv_silu_tail(void **state)
+{
+	const env_saved env = env_force("RT_FAST_SILU", "1");
+	char buf[128];
+	rt_ctx *ctx = *state, *ctx2 = new_ctx(2);
+	static const struct { int nsp, n, ic, oc, g, h, k, s, p, cl; } sh[] = {
+		{2, 1, 16, 24, 1, 13, 1, 1, 0, 1}, {2, 2, 8, 16, 1, 9, 3, 1, 1, 1}, {2, 1, 24, 24, 24, 11, 3, 2, 1, 1},
+		{2, 1, 32, 32, 2, 7, 3, 1, 1, 1},  {1, 2, 12, 20, 1, 17, 3, 1, 1, 0}, {2, 1, 6, 10, 1, 5, 3, 1, 1, 0},
+	};
+	for (size_t i = 0; i < sizeof sh / sizeof *sh; ++i)
+		for (int v = 0; v < 4; ++v) {
+			char nm[160];
+			rt_conv_desc d = cdesc(sh[i].nsp, sh[i].n, sh[i].ic, sh[i].oc, sh[i].g, sh[i].h, sh[i].k, sh[i].s,
+					       sh[i].p, 1);
+			d.channels_last = sh[i].cl, d.has_bias = v != 2;
+			if (v == 1 || v == 3)
+				d.post[d.npost++] = (rt_post){.kind = RT_LINEAR, .a = 0.5f, .b = 0.25f};
+			d.post[d.npost++] = (rt_post){.kind = RT_SILU, .scale = v == 3 ? 2.f : 0.f};
+			if (v >= 2)
+				d.post[d.npost++] = (rt_post){.kind = RT_ADD_SAME};
+			if (v == 3)
+				d.post[d.npost++] = (rt_post){.kind = RT_RELU};
+			snprintf(nm, sizeof nm, "silu tail shape %zu v%d", i, v);
+			run_conv_ex(i % 2 ? ctx2 : ctx, &d, nm, 0, NULL);
+			if (v >= 2)
+				run_conv_ex(i % 2 ? ctx : ctx2, &d, nm, 1, NULL);
+			if (v == 2 && strstr(conv_impl_of(ctx, &d, buf, sizeof buf), "ref"))
+				fail_msg("%s runs %s", nm, buf);
+		}
+	/* SiLU's edges: a 1x1 conv of one channel with weight 1 passes x through */
+	{
+		static const float xs[] = {0.f, -0.f, 1.f, -1.f, 10.f, -10.f, 50.f, -50.f, 87.5f, -87.5f, 88.5f, -88.5f,
+					   -100.f, 100.f, INFINITY, -INFINITY, NAN, 1e-30f, -1e-30f, 3.3f, -17.f};
+		const int64_t nx = sizeof xs / sizeof *xs;
+		rt_conv_desc d = cdesc(2, 1, 1, 1, 1, 1, 1, 1, 0, 1);
+		d.in[1] = d.out[1] = nx, d.channels_last = 1;
+		d.post[d.npost++] = (rt_post){.kind = RT_SILU};
+		const float one = 1.f;
+		rt_conv *c = NULL;
+		char err[512] = "";
+		float y[32];
+		if (rt_conv_create(ctx, &d, &one, NULL, &c, err, sizeof err) || rt_conv_run(c, xs, y, NULL, err, sizeof err))
+			fail_msg("silu edges: %s", err);
+		rt_conv_destroy(c);
+		for (int64_t i = 0; i < nx; i++) {
+			const double x = xs[i], want = x / (1 + exp(-x));
+			if (isnan(want) ? !isnan(y[i])
+			    : fabs(want) < 1e-30 ? fabs(y[i] - want) > 1e-36
+						: fabs(y[i] - want) > 3e-7 * fabs(want))
+				fail_msg("silu(%g) = %.9g, want %.9g", x, (double)y[i], want);
+		}
+	}
+	/* left as they were: RT_FAST_SILU=0, a broadcast operand after the SiLU, one pixel (the gemv) */
+	rt_conv_desc no[3];
+	for (int i = 0; i < 3; ++i) {
+		no[i] = cdesc(2, 1, 16, 24, 1, 6, 1, 1, 0, 1), no[i].channels_last = 1;
+		no[i].post[no[i].npost++] = (rt_post){.kind = RT_SILU};
+	}
+	no[1].post[no[1].npost++] = (rt_post){.kind = RT_MUL_BCAST, .rank = 4, .dims = {1, 24, 1, 1}};
+	no[2] = cdesc(2, 1, 16, 24, 1, 1, 1, 1, 0, 1), no[2].channels_last = 1;
+	no[2].post[no[2].npost++] = (rt_post){.kind = RT_SILU};
+	for (int i = 0; i < 3; ++i) {
+		setenv("RT_FAST_SILU", i ? "1" : "0", 1);
+		char nm[64];
+		snprintf(nm, sizeof nm, "silu left alone %d", i);
+		run_conv_ex(ctx, &no[i], nm, 0, NULL);
+	}
+	rt_ctx_destroy(ctx2);
+	env_restore(&env);
 }
 
 /* coil's grouped conv for 2 or 4 channels a group (RT_CGRP=1 takes it on
@@ -1834,11 +1931,8 @@ static void test_conv_cwino(void **state)
  * leaves to oneDNN. */
 static void test_conv_cgrp(void **state)
 {
-	const char *was = getenv("RT_CGRP");
-	char keep[16] = "", buf[128];
-	if (was)
-		snprintf(keep, sizeof keep, "%s", was);
-	setenv("RT_CGRP", "1", 1);
+	const env_saved env = env_force("RT_CGRP", "1");
+	char buf[128];
 	rt_ctx *ctx = *state, *ctx2 = new_ctx(2);
 	static const struct { int n, c, g, h, w, k, s, p, dil; } sh[] = {
 		{1, 128, 32, 9, 13, 3, 1, 1, 1}, {2, 16, 8, 7, 13, 3, 2, 1, 1}, {1, 32, 8, 12, 12, 5, 1, 2, 1},
@@ -1898,10 +1992,7 @@ static void test_conv_cgrp(void **state)
 			fail_msg("case %d runs coil's grouped conv", i);
 	}
 	rt_ctx_destroy(ctx2);
-	if (was)
-		setenv("RT_CGRP", keep, 1);
-	else
-		unsetenv("RT_CGRP");
+	env_restore(&env);
 }
 
 /* The runtime packs Winograd weights itself (oneDNN 2.6's reorder into the
@@ -2233,6 +2324,7 @@ int main(void)
 		cmocka_unit_test(test_conv_wino_pack),
 		cmocka_unit_test(test_conv_wino_chunk),
 		cmocka_unit_test(test_conv_cwino),
+		cmocka_unit_test(test_conv_silu_tail),
 		cmocka_unit_test(test_conv_cgrp),
 		cmocka_unit_test(test_weight_pool),
 		cmocka_unit_test(test_conv_shared_only),
