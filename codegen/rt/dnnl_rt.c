@@ -1087,6 +1087,18 @@ typedef struct deconv_gemm {
 
 typedef struct cwino cwino;
 
+/* Post-ops a conv or matmul leaves to the runtime (conv_tail_at,
+ * mm_tail_at): op[0..n) applied by tail_apply over the count floats of
+ * the result after the primitive; with a residual among them (op[res])
+ * the primitive writes the context's workspace at off instead, the
+ * residual read from post_src[res_at]. */
+typedef struct post_tail {
+	int n, res, res_at;
+	rt_post op[RT_MAX_POST];
+	int64_t count;
+	size_t off;
+} post_tail;
+
 struct rt_conv {
 	prim p;
 	deconv_gemm *dg; /* the GEMM path instead of oneDNN's primitive */
@@ -1112,14 +1124,7 @@ struct rt_conv {
 	int64_t nchunk, nb;
 	size_t img_src, img_dst;
 	unsigned char img_post[RT_MAX_POST]; /* post i's operand is dst-shaped (RT_ADD_SAME) */
-	/* The desc's post-ops from a SiLU on (conv_tail_at), applied by
-	 * conv_tail over the tail_n floats of dst after the conv; with a
-	 * residual among them (tail[tail_res]) the conv writes the context's
-	 * workspace at tail_off instead, the residual read from post_src[res_at]. */
-	int ntail, tail_res, res_at;
-	rt_post tail[RT_MAX_POST];
-	int64_t tail_n;
-	size_t tail_off;
+	post_tail tail; /* the desc's post-ops from a SiLU on (conv_tail_at) */
 };
 
 static int conv_check(const rt_conv_desc *d, char *err, size_t errlen)
@@ -2149,7 +2154,46 @@ static int conv_tail_at(const rt_conv_desc *d)
 	return at;
 }
 
-static void conv_tail(const rt_conv *c, const float *x, float *y, const float *res, int nt);
+static void tail_apply(const post_tail *t, const float *x, float *y, const float *res, int nt);
+
+/* t gets post[at..npost) over count floats; with a residual among them, the
+ * workspace past *ws_bytes (which grows by the result's bytes) */
+static int tail_make(rt_ctx *ctx, post_tail *t, const rt_post *post, int at, int npost, int64_t count,
+		     size_t *ws_bytes, char *err, size_t errlen)
+{
+	t->count = count, t->res = t->res_at = -1, t->n = 0;
+	for (int i = at; i < npost; ++i) {
+		if (post[i].kind == RT_ADD_SAME)
+			t->res = t->n, t->res_at = i;
+		t->op[t->n++] = post[i];
+	}
+	if (t->res < 0)
+		return RT_OK;
+	t->off = round64(*ws_bytes);
+	*ws_bytes = t->off + (size_t)count * sizeof(float);
+	return ctx_reserve(ctx, *ws_bytes, err, errlen);
+}
+
+/* Runs the primitive through run(obj, to) into dst, or into the workspace
+ * when t has a residual, then t's post-ops into dst */
+static int tail_run(const post_tail *t, rt_ctx *ctx, const void *const *post_src, void *dst,
+		    int (*run)(void *obj, void *to, char *err, size_t errlen), void *obj, char *err, size_t errlen)
+{
+	const float *res = t->res >= 0 && post_src ? post_src[t->res_at] : NULL;
+	if (t->res >= 0 && !res)
+		return seterr(err, errlen, RT_EINVAL, "post-op %d needs post_src[%d]", t->res_at, t->res_at);
+	float *to = res ? (float *)((char *)ctx->ws + t->off) : dst;
+	int rc = run(obj, to, err, errlen);
+	if (rc == RT_OK) {
+#ifdef _OPENMP
+		const int nt = ctx->nthreads > 0 ? ctx->nthreads : omp_get_max_threads();
+#else
+		const int nt = 1;
+#endif
+		tail_apply(t, to, dst, res, nt);
+	}
+	return rc;
+}
 
 RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight,
 			  const void *bias, rt_conv **out, char *err, size_t errlen)
@@ -2163,24 +2207,14 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight
 	if (rc != RT_OK)
 		return rc;
 	rt_conv *c = *out;
-	c->tail_n = d->n * d->oc, c->tail_res = c->res_at = -1;
+	int64_t count = d->n * d->oc;
 	for (int i = 0; i < d->nsp; ++i)
-		c->tail_n *= d->out[i];
-	for (int i = at; i < d->npost; ++i) {
-		if (d->post[i].kind == RT_ADD_SAME)
-			c->tail_res = c->ntail, c->res_at = i;
-		c->tail[c->ntail++] = d->post[i];
+		count *= d->out[i];
+	if ((rc = tail_make(ctx, &c->tail, d->post, at, d->npost, count, &c->ws_bytes, err, errlen))) {
+		rt_conv_destroy(c);
+		*out = NULL;
 	}
-	if (c->tail_res >= 0) { /* the conv's result in the workspace, past what the conv uses */
-		c->tail_off = round64(c->ws_bytes);
-		c->ws_bytes = c->tail_off + (size_t)c->tail_n * sizeof(float);
-		if ((rc = ctx_reserve(ctx, c->ws_bytes, err, errlen))) {
-			rt_conv_destroy(c);
-			*out = NULL;
-			return rc;
-		}
-	}
-	return RT_OK;
+	return rc;
 }
 
 /* oneDNN 2.6's Winograd kernels transform the whole batch at once where
@@ -2564,25 +2598,25 @@ fail:
 
 static int conv_run(rt_conv *c, const void *src, void *dst, const void *const *post_src, char *err, size_t errlen);
 
+struct conv_call {
+	rt_conv *c;
+	const void *src;
+	const void *const *post_src;
+};
+
+static int conv_call_run(void *obj, void *to, char *err, size_t errlen)
+{
+	const struct conv_call *a = obj;
+	return conv_run(a->c, a->src, to, a->post_src, err, errlen);
+}
+
 RT_API int rt_conv_run(rt_conv *c, const void *src, void *dst, const void *const *post_src,
 		       char *err, size_t errlen)
 {
-	if (!c || !c->ntail)
+	if (!c || !c->tail.n)
 		return conv_run(c, src, dst, post_src, err, errlen);
-	const float *res = c->tail_res >= 0 && post_src ? post_src[c->res_at] : NULL;
-	if (c->tail_res >= 0 && !res)
-		return seterr(err, errlen, RT_EINVAL, "post-op %d needs post_src[%d]", c->res_at, c->res_at);
-	float *to = res ? (float *)((char *)c->p.ctx->ws + c->tail_off) : dst;
-	int rc = conv_run(c, src, to, post_src, err, errlen);
-	if (rc == RT_OK) {
-#ifdef _OPENMP
-		const int nt = c->p.ctx->nthreads > 0 ? c->p.ctx->nthreads : omp_get_max_threads();
-#else
-		const int nt = 1;
-#endif
-		conv_tail(c, to, dst, res, nt);
-	}
-	return rc;
+	struct conv_call a = {c, src, post_src};
+	return tail_run(&c->tail, c->p.ctx, post_src, dst, conv_call_run, &a, err, errlen);
 }
 
 static int conv_run(rt_conv *c, const void *src, void *dst, const void *const *post_src, char *err, size_t errlen)
@@ -2717,6 +2751,8 @@ struct rt_matmul {
 	float *gw, *gbias, galpha;
 	size_t gw_bytes;
 	rt_post post[RT_MAX_POST];
+	post_tail tail; /* a residual sum after another post-op, and what follows (mm_tail_at) */
+	size_t tail_ws;  /* workspace with the tail's result */
 };
 
 /* The range of a[0..ne), starting from [0, 0] (a NaN is passed over). */
@@ -2951,11 +2987,11 @@ static inline __attribute__((always_inline)) void silu8(cw_v8 *vp)
 	*vp = x / d;
 }
 
-/* The tail post-ops of conv c on v (r: the residual's 8 floats there) */
-static inline __attribute__((always_inline)) void tail_vec(const rt_conv *c, cw_v8 *v, const float *r)
+/* t's post-ops on v (r: the residual's 8 floats there) */
+static inline __attribute__((always_inline)) void tail_vec(const post_tail *t, cw_v8 *v, const float *r)
 {
-	for (int q = 0; q < c->ntail; q++) {
-		const rt_post *o = &c->tail[q];
+	for (int q = 0; q < t->n; q++) {
+		const rt_post *o = &t->op[q];
 		if (o->kind == RT_ADD_SAME)
 			*v += CW_LD(r);
 		else if (o->kind == RT_SILU) {
@@ -2967,25 +3003,25 @@ static inline __attribute__((always_inline)) void tail_vec(const rt_conv *c, cw_
 	}
 }
 
-/* y = the tail post-ops of conv c over x (x == y, or the workspace with
- * res the residual), element by element; a SiLU alone and a SiLU and the
- * residual in loops of their own */
-static void conv_tail(const rt_conv *c, const float *x, float *y, const float *res, int nt)
+/* y = t's post-ops over x (x == y, or the workspace with res the
+ * residual), element by element; a SiLU alone and a SiLU and the residual
+ * in loops of their own */
+static void tail_apply(const post_tail *t, const float *x, float *y, const float *res, int nt)
 {
-	const int64_t n = c->tail_n, nv = n / 8;
-	const int plain = c->tail[0].kind == RT_SILU && (c->tail[0].scale == 0 || c->tail[0].scale == 1);
-	const int kind = plain && c->ntail == 1 ? 1 : plain && c->ntail == 2 && c->tail_res == 1 ? 2 : 0;
+	const int64_t n = t->count, nv = n / 8;
+	const int plain = t->op[0].kind == RT_SILU && (t->op[0].scale == 0 || t->op[0].scale == 1);
+	const int kind = plain && t->n == 1 ? 1 : plain && t->n == 2 && t->res == 1 ? 2 : 0;
 	(void)nt;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nt) if (nt > 1 && n > 65536)
 #endif
 	{
 #ifdef _OPENMP
-		const int64_t t = omp_get_thread_num(), nth = omp_get_num_threads();
+		const int64_t th = omp_get_thread_num(), nth = omp_get_num_threads();
 #else
-		const int64_t t = 0, nth = 1;
+		const int64_t th = 0, nth = 1;
 #endif
-		const int64_t i0 = nv * t / nth * 8, i1 = nv * (t + 1) / nth * 8;
+		const int64_t i0 = nv * th / nth * 8, i1 = nv * (th + 1) / nth * 8;
 		if (kind == 1)
 			for (int64_t i = i0; i < i1; i += 8) {
 				cw_v8 v = CW_LD(x + i);
@@ -3001,7 +3037,7 @@ static void conv_tail(const rt_conv *c, const float *x, float *y, const float *r
 		else
 			for (int64_t i = i0; i < i1; i += 8) {
 				cw_v8 v = CW_LD(x + i);
-				tail_vec(c, &v, res ? res + i : NULL);
+				tail_vec(t, &v, res ? res + i : NULL);
 				CW_ST(y + i, v);
 			}
 	}
@@ -3012,7 +3048,7 @@ static void conv_tail(const rt_conv *c, const float *x, float *y, const float *r
 		if (res)
 			memcpy(rb, res + at, (size_t)w * sizeof(float));
 		cw_v8 v = CW_LD(xb);
-		tail_vec(c, &v, rb);
+		tail_vec(t, &v, rb);
 		CW_ST(xb, v);
 		memcpy(y + at, xb, (size_t)w * sizeof(float));
 	}
@@ -3552,8 +3588,60 @@ static int gemv_setup(rt_matmul *mm, const rt_matmul_desc *d, const float *b, co
 	return RT_OK;
 }
 
+static int mm_create(rt_ctx *ctx, const rt_matmul_desc *d, const void *b_const_data, const void *bias_const,
+		     rt_matmul **out, char *err, size_t errlen);
+
+/* oneDNN 2.6's matmul kernels below AVX-512 take no residual sum after an
+ * eltwise or a product and fall back to the reference kernel (~1000x
+ * slower; linear + activation + residual: x + act(x W^T + b)).  Where the
+ * object made comes out as that, it is made again with the post-ops before
+ * the sum, and the sum and the eltwise post-ops after it left to the
+ * runtime (tail_apply; the product then written to the workspace).  Not
+ * for an m given at run (refused there instead) or int8.  Returns the
+ * sum's index, or -1. */
+static int mm_tail_at(const rt_matmul_desc *d)
+{
+	if (!d || d->q || d->dtype != RT_F32 || d->m_runtime)
+		return -1;
+	int at = -1, other = 0;
+	for (int i = 0; i < d->npost; ++i) {
+		const enum rt_post_kind k = d->post[i].kind;
+		if (at < 0 && k == RT_ADD_SAME && other)
+			at = i;
+		else if (at >= 0 && k >= RT_ADD_SAME)
+			return -1;
+		other |= k != RT_ADD_BCAST && k != RT_ADD_SAME;
+	}
+	return at;
+}
+
 RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const void *b_const_data,
 			    const void *bias_const, rt_matmul **out, char *err, size_t errlen)
+{
+	int rc = mm_create(ctx, d, b_const_data, bias_const, out, err, errlen);
+	const int at = rc == RT_OK ? mm_tail_at(d) : -1;
+	if (at < 0 || strncmp(rt_matmul_impl(*out), "ref", 3))
+		return rc;
+	rt_matmul_destroy(*out);
+	*out = NULL;
+	rt_matmul_desc ds = *d;
+	ds.npost = at;
+	if ((rc = mm_create(ctx, &ds, b_const_data, bias_const, out, err, errlen)))
+		return rc;
+	rt_matmul *mm = *out;
+	int64_t count = d->m * d->n;
+	for (int i = 0; i < d->nbatch; ++i)
+		count *= d->batch_a[i] > d->batch_b[i] ? d->batch_a[i] : d->batch_b[i];
+	mm->tail_ws = mm->p.scratch_bytes > mm->sgp.scratch_bytes ? mm->p.scratch_bytes : mm->sgp.scratch_bytes;
+	if ((rc = tail_make(ctx, &mm->tail, d->post, at, d->npost, count, &mm->tail_ws, err, errlen))) {
+		rt_matmul_destroy(mm);
+		*out = NULL;
+	}
+	return rc;
+}
+
+static int mm_create(rt_ctx *ctx, const rt_matmul_desc *d, const void *b_const_data, const void *bias_const,
+		     rt_matmul **out, char *err, size_t errlen)
 {
 	int rc = RT_OK, prev = 0, entered = 0;
 	dnnl_post_ops_t po = NULL;
@@ -3798,8 +3886,33 @@ fail:
 	return rc;
 }
 
+static int mm_run(rt_matmul *mm, int64_t m, const void *a, const void *b, const void *bias, void *c,
+		  const void *const *post_src, char *err, size_t errlen);
+
+struct mm_call {
+	rt_matmul *mm;
+	int64_t m;
+	const void *a, *b, *bias;
+	const void *const *post_src;
+};
+
+static int mm_call_run(void *obj, void *to, char *err, size_t errlen)
+{
+	const struct mm_call *q = obj;
+	return mm_run(q->mm, q->m, q->a, q->b, q->bias, to, q->post_src, err, errlen);
+}
+
 RT_API int rt_matmul_run(rt_matmul *mm, int64_t m, const void *a, const void *b, const void *bias,
 			 void *c, const void *const *post_src, char *err, size_t errlen)
+{
+	if (!mm || !mm->tail.n)
+		return mm_run(mm, m, a, b, bias, c, post_src, err, errlen);
+	struct mm_call q = {mm, m, a, b, bias, post_src};
+	return tail_run(&mm->tail, mm->p.ctx, post_src, c, mm_call_run, &q, err, errlen);
+}
+
+static int mm_run(rt_matmul *mm, int64_t m, const void *a, const void *b, const void *bias, void *c,
+		  const void *const *post_src, char *err, size_t errlen)
 {
 	if (!mm || !a || !c)
 		return seterr(err, errlen, RT_EINVAL, "rt_matmul_run: NULL matmul, a or c");
@@ -3878,7 +3991,7 @@ RT_API void rt_matmul_destroy(rt_matmul *mm)
 
 RT_API size_t rt_matmul_scratch_bytes(const rt_matmul *mm)
 {
-	return mm ? mm->p.scratch_bytes : 0;
+	return !mm ? 0 : mm->tail_ws > mm->p.scratch_bytes ? mm->tail_ws : mm->p.scratch_bytes;
 }
 
 RT_API size_t rt_matmul_weight_bytes(const rt_matmul *mm)
