@@ -1888,9 +1888,10 @@ static void test_conv_cwino(void **state)
  * 3x3 (then coil's Winograd), depthwise, grouped, strided and 1-d convs,
  * NCHW and NHWC, sizes that are not multiples of 8, a SiLU alone or last, a
  * residual sum after it (given apart and in dst itself), eltwise post-ops
- * before and after it, one and two threads; SiLU's edge values against
- * x / (1 + exp(-x)); a SiLU followed by a sum never runs oneDNN's reference
- * kernel; the convs it leaves alone. */
+ * before and after it, one and two threads; a residual sum after a relu, a
+ * GELU or a product (and a tanh after it); SiLU's edge values against
+ * x / (1 + exp(-x)); a sum after another post-op never runs oneDNN's
+ * reference kernel; the convs it leaves alone. */
 static void test_conv_silu_tail(void **state)
 {
 	const env_saved env = env_force("RT_FAST_SILU", "1");
@@ -1920,6 +1921,26 @@ static void test_conv_silu_tail(void **state)
 			if (v == 2 && strstr(conv_impl_of(ctx, &d, buf, sizeof buf), "ref"))
 				fail_msg("%s runs %s", nm, buf);
 		}
+	/* a sum after another post-op, the rest after it (oneDNN's reference kernel below
+	 * AVX-512: made again and the tail applied by the runtime, sum_tail_at) */
+	static const enum rt_post_kind before[] = {RT_RELU, RT_GELU_ERF, RT_MUL_BCAST};
+	setenv("RT_FAST_SILU", "0", 1);
+	for (size_t i = 0; i < 4; ++i)
+		for (int v = 0; v < 3; ++v) {
+			char nm[160];
+			rt_conv_desc d = cdesc(2, sh[i].n, sh[i].ic, sh[i].oc, sh[i].g, sh[i].h, sh[i].k, sh[i].s, sh[i].p, 1);
+			d.channels_last = (int)(i + v) % 2, d.has_bias = 1;
+			d.post[d.npost++] = (rt_post){.kind = before[v], .rank = 4, .dims = {1, sh[i].oc, 1, 1}};
+			d.post[d.npost++] = (rt_post){.kind = RT_ADD_SAME};
+			if (v == 1)
+				d.post[d.npost++] = (rt_post){.kind = RT_TANH};
+			snprintf(nm, sizeof nm, "sum tail shape %zu v%d", i, v);
+			run_conv_ex(v % 2 ? ctx2 : ctx, &d, nm, 0, NULL);
+			run_conv_ex(v % 2 ? ctx : ctx2, &d, nm, 1, NULL);
+			if (!strncmp(conv_impl_of(ctx, &d, buf, sizeof buf), "ref", 3))
+				fail_msg("%s runs %s", nm, buf);
+		}
+	setenv("RT_FAST_SILU", "1", 1);
 	/* SiLU's edges: a 1x1 conv of one channel with weight 1 passes x through */
 	{
 		static const float xs[] = {0.f, -0.f, 1.f, -1.f, 10.f, -10.f, 50.f, -50.f, 87.5f, -87.5f, 88.5f, -88.5f,

@@ -2156,6 +2156,27 @@ static int conv_tail_at(const rt_conv_desc *d)
 
 static void tail_apply(const post_tail *t, const float *x, float *y, const float *res, int nt);
 
+/* oneDNN 2.6's conv and matmul kernels below AVX-512 take no residual sum
+ * after an eltwise or binary post-op and fall back to the reference kernel,
+ * ~1000x slower (x + act(conv(x)), x + act(x W^T + b)).  Where an object
+ * comes out as that, it is made again with the post-ops before the sum, and
+ * the sum and the eltwise post-ops after it are applied by the runtime
+ * (tail_apply, the primitive's result then in the workspace).  The sum's
+ * index in post[0..npost), or -1 when there is no such split. */
+static int sum_tail_at(const rt_post *post, int npost)
+{
+	int at = -1, other = 0;
+	for (int i = 0; i < npost; ++i) {
+		const enum rt_post_kind k = post[i].kind;
+		if (at < 0 && k == RT_ADD_SAME && other)
+			at = i;
+		else if (at >= 0 && k >= RT_ADD_SAME)
+			return -1;
+		other |= k != RT_ADD_BCAST && k != RT_ADD_SAME;
+	}
+	return at;
+}
+
 /* t gets post[at..npost) over count floats; with a residual among them, the
  * workspace past *ws_bytes (which grows by the result's bytes) */
 static int tail_make(rt_ctx *ctx, post_tail *t, const rt_post *post, int at, int npost, int64_t count,
@@ -2198,12 +2219,18 @@ static int tail_run(const post_tail *t, rt_ctx *ctx, const void *const *post_src
 RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight,
 			  const void *bias, rt_conv **out, char *err, size_t errlen)
 {
-	const int at = conv_tail_at(d);
-	if (at < 0)
-		return conv_create_trim(ctx, d, weight, bias, out, err, errlen);
+	int at = conv_tail_at(d), rc;
+	if (at < 0) { /* a sum after another post-op, where oneDNN offers its reference kernel (sum_tail_at) */
+		rc = conv_create_trim(ctx, d, weight, bias, out, err, errlen);
+		if (rc || !d || d->dtype != RT_F32 || d->q || (at = sum_tail_at(d->post, d->npost)) < 0 ||
+		    strncmp(rt_conv_impl(*out), "ref", 3))
+			return rc;
+		rt_conv_destroy(*out);
+		*out = NULL;
+	}
 	rt_conv_desc ds = *d;
 	ds.npost = at;
-	int rc = conv_create_trim(ctx, &ds, weight, bias, out, err, errlen);
+	rc = conv_create_trim(ctx, &ds, weight, bias, out, err, errlen);
 	if (rc != RT_OK)
 		return rc;
 	rt_conv *c = *out;
@@ -3591,28 +3618,11 @@ static int gemv_setup(rt_matmul *mm, const rt_matmul_desc *d, const float *b, co
 static int mm_create(rt_ctx *ctx, const rt_matmul_desc *d, const void *b_const_data, const void *bias_const,
 		     rt_matmul **out, char *err, size_t errlen);
 
-/* oneDNN 2.6's matmul kernels below AVX-512 take no residual sum after an
- * eltwise or a product and fall back to the reference kernel (~1000x
- * slower; linear + activation + residual: x + act(x W^T + b)).  Where the
- * object made comes out as that, it is made again with the post-ops before
- * the sum, and the sum and the eltwise post-ops after it left to the
- * runtime (tail_apply; the product then written to the workspace).  Not
- * for an m given at run (refused there instead) or int8.  Returns the
- * sum's index, or -1. */
+/* sum_tail_at for a matmul: not for an m given at run (refused there
+ * instead) or int8 */
 static int mm_tail_at(const rt_matmul_desc *d)
 {
-	if (!d || d->q || d->dtype != RT_F32 || d->m_runtime)
-		return -1;
-	int at = -1, other = 0;
-	for (int i = 0; i < d->npost; ++i) {
-		const enum rt_post_kind k = d->post[i].kind;
-		if (at < 0 && k == RT_ADD_SAME && other)
-			at = i;
-		else if (at >= 0 && k >= RT_ADD_SAME)
-			return -1;
-		other |= k != RT_ADD_BCAST && k != RT_ADD_SAME;
-	}
-	return at;
+	return !d || d->q || d->dtype != RT_F32 || d->m_runtime ? -1 : sum_tail_at(d->post, d->npost);
 }
 
 RT_API int rt_matmul_create(rt_ctx *ctx, const rt_matmul_desc *d, const void *b_const_data,
