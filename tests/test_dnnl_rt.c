@@ -1889,7 +1889,7 @@ static void test_conv_cwino(void **state)
  * NCHW and NHWC, sizes that are not multiples of 8, a SiLU alone or last, a
  * residual sum after it (given apart and in dst itself), eltwise post-ops
  * before and after it, one and two threads; a residual sum after a relu, a
- * GELU or a product (and a tanh after it); SiLU's edge values against
+ * GELU, a product or a broadcast add (and a tanh after the GELU); SiLU's edge values against
  * x / (1 + exp(-x)); a sum after another post-op never runs oneDNN's
  * reference kernel; the convs it leaves alone. */
 static void test_conv_silu_tail(void **state)
@@ -1923,10 +1923,10 @@ static void test_conv_silu_tail(void **state)
 		}
 	/* a sum after another post-op, the rest after it (oneDNN's reference kernel below
 	 * AVX-512: made again and the tail applied by the runtime, sum_tail_at) */
-	static const enum rt_post_kind before[] = {RT_RELU, RT_GELU_ERF, RT_MUL_BCAST};
+	static const enum rt_post_kind before[] = {RT_RELU, RT_GELU_ERF, RT_MUL_BCAST, RT_ADD_BCAST};
 	setenv("RT_FAST_SILU", "0", 1);
 	for (size_t i = 0; i < 4; ++i)
-		for (int v = 0; v < 3; ++v) {
+		for (int v = 0; v < 4; ++v) {
 			char nm[160];
 			rt_conv_desc d = cdesc(2, sh[i].n, sh[i].ic, sh[i].oc, sh[i].g, sh[i].h, sh[i].k, sh[i].s, sh[i].p, 1);
 			d.channels_last = (int)(i + v) % 2, d.has_bias = 1;

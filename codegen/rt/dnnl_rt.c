@@ -2157,22 +2157,22 @@ static int conv_tail_at(const rt_conv_desc *d)
 static void tail_apply(const post_tail *t, const float *x, float *y, const float *res, int nt);
 
 /* oneDNN 2.6's conv and matmul kernels below AVX-512 take no residual sum
- * after an eltwise or binary post-op and fall back to the reference kernel,
- * ~1000x slower (x + act(conv(x)), x + act(x W^T + b)).  Where an object
+ * after another post-op (an eltwise, a product, a broadcast add) and fall
+ * back to the reference kernel, ~1000x slower (x + act(conv(x)),
+ * x + act(x W^T + b)).  Where an object
  * comes out as that, it is made again with the post-ops before the sum, and
  * the sum and the eltwise post-ops after it are applied by the runtime
  * (tail_apply, the primitive's result then in the workspace).  The sum's
  * index in post[0..npost), or -1 when there is no such split. */
 static int sum_tail_at(const rt_post *post, int npost)
 {
-	int at = -1, other = 0;
+	int at = -1;
 	for (int i = 0; i < npost; ++i) {
 		const enum rt_post_kind k = post[i].kind;
-		if (at < 0 && k == RT_ADD_SAME && other)
+		if (at < 0 && k == RT_ADD_SAME && i > 0)
 			at = i;
 		else if (at >= 0 && k >= RT_ADD_SAME)
 			return -1;
-		other |= k != RT_ADD_BCAST && k != RT_ADD_SAME;
 	}
 	return at;
 }
