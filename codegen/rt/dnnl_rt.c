@@ -2130,7 +2130,7 @@ static int conv_create_trim(rt_ctx *ctx, const rt_conv_desc *d, const void *weig
  * ~0.75 (exact to 2.5 ulp, subnormal results rounded once), and a residual
  * sum after it sends the conv to oneDNN's reference kernel (efficientnet_v2_s's
  * two 24-channel 3x3 convs at 112x112: 440 ms each).  Here the conv runs
- * the post-ops before the SiLU and conv_tail applies the rest to dst: the
+ * the post-ops before the SiLU and tail_apply applies the rest to dst: the
  * SiLU at ~0.45 ns an element (silu8), the others with the product's
  * epilogue code, a residual read where it lies (the conv then writes the
  * workspace).  A 3x3 conv so also runs coil's Winograd (conv_cwino_ok
