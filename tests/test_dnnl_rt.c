@@ -2269,7 +2269,7 @@ static void ref_pool(const rt_pool_desc *d, const float *x, double *y)
 						if (h < 0 || h >= d->in[0] || ww < 0 || ww >= d->in[1])
 							continue;
 						double v = x[(nc * d->in[0] + h) * d->in[1] + ww];
-						m = v > m ? v : m;
+						m = v > m || isnan(v) ? v : m; /* NaN wins, as in eager */
 						sum += v;
 						cnt++;
 					}
@@ -2279,7 +2279,10 @@ static void ref_pool(const rt_pool_desc *d, const float *x, double *y)
 			}
 }
 
-static void run_pool(rt_ctx *ctx, rt_pool_desc d, const char *name)
+/* Every layout pair; with nans, a NaN every 37th input (only coil's own
+ * NHWC loop, RT_OWN_POOL=1, promises eager's NaN rule), which the result
+ * holds exactly where the reference's does. */
+static void run_pool(rt_ctx *ctx, rt_pool_desc d, const char *name, int nans)
 {
 	const size_t ssz = (size_t)(d.n * d.c * d.in[0] * d.in[1]), dsz = (size_t)(d.n * d.c * d.out[0] * d.out[1]);
 	const int64_t sdims[4] = {d.n, d.c, d.in[0], d.in[1]}, ddims[4] = {d.n, d.c, d.out[0], d.out[1]};
@@ -2287,14 +2290,20 @@ static void run_pool(rt_ctx *ctx, rt_pool_desc d, const char *name)
 	float *got = malloc(dsz * sizeof(float));
 	double *want = malloc(dsz * sizeof(double));
 	assert_true(xin && dst && got && want);
+	const char *own = getenv("RT_OWN_POOL");
+	for (size_t i = 5; nans && i < ssz; i += 37)
+		x[i] = NAN;
 	ref_pool(&d, x, want);
-	for (int lay = 0; lay < 4; ++lay) {
+	for (int lay = nans ? 3 : 0; lay < 4; ++lay) {
 		char err[512] = "", nm[160];
 		d.src_nhwc = lay & 1, d.dst_nhwc = lay >> 1;
-		snprintf(nm, sizeof nm, "%s src %s dst %s", name, d.src_nhwc ? "nhwc" : "nchw", d.dst_nhwc ? "nhwc" : "nchw");
+		snprintf(nm, sizeof nm, "%s src %s dst %s (RT_OWN_POOL=%s)", name, d.src_nhwc ? "nhwc" : "nchw",
+			 d.dst_nhwc ? "nhwc" : "nchw", own ? own : "unset");
 		rt_pool *p = NULL;
 		if (rt_pool_create(ctx, &d, &p, err, sizeof err))
 			fail_msg("%s: rt_pool_create: %s", nm, err);
+		if (own && d.dtype == RT_F32 && lay == 3 && !!strcmp(own, "0") != !strcmp(rt_pool_impl(p), "coil:pool"))
+			fail_msg("%s: ran %s", nm, rt_pool_impl(p));
 		if (d.src_nhwc)
 			to_cl(x, xin, 4, sdims);
 		else
@@ -2307,6 +2316,12 @@ static void run_pool(rt_ctx *ctx, rt_pool_desc d, const char *name)
 			from_cl(dst, got, 4, ddims);
 		else
 			memcpy(got, dst, dsz * sizeof(float));
+		for (size_t i = 0; nans && i < dsz; ++i) {
+			if (isnan(want[i]) != isnan(got[i]))
+				fail_msg("%s: element %zu: got %g, want %g", nm, i, (double)got[i], want[i]);
+			if (isnan(want[i]))
+				want[i] = got[i] = 0;
+		}
 		check_close(nm, got, want, dsz);
 		rt_pool_destroy(p);
 	}
@@ -2333,13 +2348,25 @@ static rt_pool_desc pdesc(enum rt_pool_kind kind, int64_t n, int64_t c, int64_t 
 static void test_pool(void **state)
 {
 	rt_ctx *ctx = *state;
-	run_pool(ctx, pdesc(RT_POOL_MAX, 2, 16, 13, 3, 2, 1, 1, 1), "max 3x3 s2 p1");
-	run_pool(ctx, pdesc(RT_POOL_MAX, 1, 24, 14, 3, 2, 1, 2, 1), "max ceil overhang");
-	run_pool(ctx, pdesc(RT_POOL_MAX, 1, 8, 11, 2, 1, 1, 1, 2), "max dilated");
-	run_pool(ctx, pdesc(RT_POOL_AVG_INCL, 2, 16, 9, 3, 2, 1, 1, 1), "avg incl pad");
-	run_pool(ctx, pdesc(RT_POOL_AVG_EXCL, 1, 16, 14, 3, 2, 1, 2, 1), "avg excl ceil");
-	run_pool(ctx, pdesc(RT_POOL_AVG_EXCL, 1, 32, 8, 2, 2, 0, 0, 1), "avg 2x2");
-	run_pool(ctx, pdesc(RT_POOL_AVG_EXCL, 3, 40, 7, 7, 7, 0, 0, 1), "global avg");
+	/* oneDNN's primitive and coil's NHWC loop (channels 32 at a time, then 8, then one) */
+	for (int own = 0; own < 2; ++own) {
+		const env_saved env = env_force("RT_OWN_POOL", own ? "1" : "0");
+		run_pool(ctx, pdesc(RT_POOL_MAX, 2, 16, 13, 3, 2, 1, 1, 1), "max 3x3 s2 p1", 0);
+		run_pool(ctx, pdesc(RT_POOL_MAX, 1, 24, 14, 3, 2, 1, 2, 1), "max ceil overhang", 0);
+		run_pool(ctx, pdesc(RT_POOL_MAX, 1, 8, 11, 2, 1, 1, 1, 2), "max dilated", 0);
+		run_pool(ctx, pdesc(RT_POOL_MAX, 1, 45, 12, 3, 1, 1, 1, 1), "max 45 channels s1", 0);
+		run_pool(ctx, pdesc(RT_POOL_MAX, 1, 5, 9, 3, 3, 1, 2, 2), "max 5 channels dilated s3", 0);
+		run_pool(ctx, pdesc(RT_POOL_AVG_INCL, 2, 16, 9, 3, 2, 1, 1, 1), "avg incl pad", 0);
+		run_pool(ctx, pdesc(RT_POOL_AVG_INCL, 1, 77, 10, 3, 1, 1, 1, 1), "avg incl 77 channels s1", 0);
+		run_pool(ctx, pdesc(RT_POOL_AVG_EXCL, 1, 16, 14, 3, 2, 1, 2, 1), "avg excl ceil", 0);
+		run_pool(ctx, pdesc(RT_POOL_AVG_EXCL, 1, 32, 8, 2, 2, 0, 0, 1), "avg 2x2", 0);
+		run_pool(ctx, pdesc(RT_POOL_AVG_EXCL, 3, 40, 7, 7, 7, 0, 0, 1), "global avg", 0);
+		env_restore(&env);
+	}
+	const env_saved env = env_force("RT_OWN_POOL", "1");
+	run_pool(ctx, pdesc(RT_POOL_MAX, 2, 44, 13, 3, 2, 1, 1, 1), "max NaNs", 1);
+	run_pool(ctx, pdesc(RT_POOL_AVG_EXCL, 1, 44, 13, 3, 2, 1, 2, 1), "avg NaNs", 1);
+	env_restore(&env);
 	/* bad windows are refused with a message, never crash */
 	char err[256] = "";
 	rt_pool *p = NULL;
