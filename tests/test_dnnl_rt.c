@@ -68,6 +68,31 @@ static int has_isa(dnnl_cpu_isa_t isa)
 	return ((unsigned)dnnl_get_effective_cpu_isa() & (unsigned)isa) == (unsigned)isa;
 }
 
+/* An environment switch set for one test and put back after it */
+typedef struct env_saved {
+	const char *name;
+	int had;
+	char old[64];
+} env_saved;
+
+static env_saved env_force(const char *name, const char *val)
+{
+	env_saved e = {.name = name};
+	const char *was = getenv(name);
+	if (was)
+		e.had = 1, snprintf(e.old, sizeof e.old, "%s", was);
+	setenv(name, val, 1);
+	return e;
+}
+
+static void env_restore(const env_saved *e)
+{
+	if (e->had)
+		setenv(e->name, e->old, 1);
+	else
+		unsetenv(e->name);
+}
+
 /* |got - want| <= TOL * (|want| + rms(want)) everywhere. */
 static void check_close(const char *what, const float *got, const double *want, size_t n)
 {
@@ -632,30 +657,53 @@ static void test_conv_grouped_blocked(void **state)
 	conv_out(&d);
 	run_conv(*state, d, "g8 128 residual");
 
+	/* below AVX-512's rule: one image at a time, blocked, with a batch */
+	env_saved env = env_force("RT_GRP_IMAGES", "1");
+	d = cdesc(2, 3, 64, 64, 4, 24, 3, 2, 1, 1); /* 16 a group, stride 2, 56+ columns */
+	d.in[1] = 57, d.has_bias = 1, d.npost = 1, d.post[0] = (rt_post){.kind = RT_RELU};
+	conv_out(&d);
+	run_conv(*state, d, "g4 64 s2, one image at a time");
+	d = cdesc(2, 2, 128, 128, 16, 9, 3, 1, 1, 1); /* 8 a group */
+	d.npost = 2, d.post[0] = (rt_post){.kind = RT_ADD_SAME}, d.post[1] = (rt_post){.kind = RT_RELU};
+	conv_out(&d);
+	run_conv(*state, d, "g16 128 residual relu, one image at a time");
+	env_restore(&env);
+
 	char err[256];
 	float *w = rnd(1024 * 32 * 9); /* the largest case */
 	struct {
-		int64_t ic, g, width;
-		int cl, blocked;
-	} cases[] = {{256, 32, 56, 1, 1}, {256, 32, 56, 0, 1}, {1024, 64, 14, 1, 1},
-		     {1024, 32, 14, 1, 1} /* oneDNN lists its NHWC brgconv first */, {256, 32, 28, 1, 0} /* 28 kB rows */,
-		     {256, 4, 56, 1, 0} /* 64 a group */, {96, 12, 200, 1, 0} /* 96 channels */};
+		int64_t n, ic, g, width;
+		int cl, images, blocked;
+	} cases[] = {/* AVX-512's rule (RT_GRP_IMAGES=0) */
+		     {1, 256, 32, 56, 1, 0, 1}, {1, 256, 32, 56, 0, 0, 1}, {1, 1024, 64, 14, 1, 0, 1},
+		     {1, 1024, 32, 14, 1, 0, 1} /* oneDNN lists its NHWC brgconv first */,
+		     {1, 256, 32, 28, 1, 0, 0} /* 28 kB rows */, {1, 256, 4, 56, 1, 0, 0} /* 64 a group */,
+		     {1, 96, 12, 200, 1, 0, 0} /* 96 channels */,
+		     /* below AVX-512's (RT_GRP_IMAGES=1) */
+		     {1, 256, 32, 56, 1, 1, 0} /* no batch */, {2, 256, 32, 56, 1, 1, 1}, {2, 256, 32, 28, 1, 1, 1},
+		     {2, 256, 32, 28, 0, 1, 1}, {2, 64, 4, 56, 1, 1, 1}, {2, 48, 2, 56, 1, 1, 1},
+		     {2, 320, 20, 28, 1, 1, 0} /* 16 a group, 28 columns */, {2, 72, 6, 56, 1, 1, 0} /* 12 a group */,
+		     {2, 1024, 32, 14, 1, 1, 0}};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
 		rt_conv *c = NULL;
-		d = cdesc(2, 1, cases[i].ic, cases[i].ic, cases[i].g, cases[i].width, 3, 1, 1, 1);
+		d = cdesc(2, cases[i].n, cases[i].ic, cases[i].ic, cases[i].g, cases[i].width, 3, 1, 1, 1);
 		d.channels_last = cases[i].cl;
+		env = env_force("RT_GRP_IMAGES", cases[i].images ? "1" : "0");
 		assert_int_equal(rt_conv_create(*state, &d, w, NULL, &c, err, sizeof err), RT_OK);
+		env_restore(&env);
 		if (rt_conv_blocked(c) != cases[i].blocked)
-			fail_msg("g%d %dx%dx%d: blocked %d, want %d (%s)", (int)cases[i].g, (int)cases[i].ic,
-				 (int)cases[i].width, (int)cases[i].width, rt_conv_blocked(c), cases[i].blocked,
-				 rt_conv_impl(c));
+			fail_msg("RT_GRP_IMAGES=%d n%d g%d %dx%dx%d: blocked %d, want %d (%s)", cases[i].images,
+				 (int)cases[i].n, (int)cases[i].g, (int)cases[i].ic, (int)cases[i].width,
+				 (int)cases[i].width, rt_conv_blocked(c), cases[i].blocked, rt_conv_impl(c));
 		rt_conv_destroy(c);
 	}
 	rt_conv *c = NULL;
 	d = cdesc(2, 1, 256, 256, 32, 56, 3, 1, 1, 1);
 	d.channels_last = 1;
 	setenv("RT_GRP_BLOCKED", "0", 1);
+	env = env_force("RT_GRP_IMAGES", "0");
 	assert_int_equal(rt_conv_create(*state, &d, w, NULL, &c, err, sizeof err), RT_OK);
+	env_restore(&env);
 	unsetenv("RT_GRP_BLOCKED");
 	assert_int_equal(rt_conv_blocked(c), 0);
 	rt_conv_destroy(c);
@@ -1745,31 +1793,6 @@ static void test_conv_winograd(void **state)
 }
 
 /* The impl a conv of desc d gets (copied into buf). */
-/* An environment switch set for one test and put back after it */
-typedef struct env_saved {
-	const char *name;
-	int had;
-	char old[64];
-} env_saved;
-
-static env_saved env_force(const char *name, const char *val)
-{
-	env_saved e = {.name = name};
-	const char *was = getenv(name);
-	if (was)
-		e.had = 1, snprintf(e.old, sizeof e.old, "%s", was);
-	setenv(name, val, 1);
-	return e;
-}
-
-static void env_restore(const env_saved *e)
-{
-	if (e->had)
-		setenv(e->name, e->old, 1);
-	else
-		unsetenv(e->name);
-}
-
 static const char *conv_impl_of(rt_ctx *ctx, const rt_conv_desc *d, char *buf, size_t len)
 {
 	char err[512] = "";

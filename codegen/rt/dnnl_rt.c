@@ -1236,6 +1236,17 @@ static int conv_wino_ok(const rt_conv_desc *d)
 	return 1;
 }
 
+/* Below AVX-512 (RT_GRP_IMAGES=0 / 1 forces it off / on): grouped convs
+ * blocked one image at a time (conv_blocked_ok) */
+static int grp_images_wanted(void)
+{
+	const char *e = getenv("RT_GRP_IMAGES");
+	if (e && (!strcmp(e, "0") || !strcmp(e, "1")))
+		return *e == '1';
+	const unsigned avx512 = (unsigned)dnnl_cpu_isa_avx512_core;
+	return ((unsigned)dnnl_get_effective_cpu_isa() & avx512) != avx512;
+}
+
 /* Convs that run in the layout oneDNN picks (format `any`, blocked here)
  * rather than the caller's NHWC, the caller's side reordered (via, as
  * Winograd; where the layouts agree the reorders are plain copies).  f32,
@@ -1256,8 +1267,24 @@ static int conv_wino_ok(const rt_conv_desc *d)
  *   0.67), other widths (regnet's 144, 432, 960) and 64 channels a group
  *   (2048x7x7 g32) run as fast or faster NHWC, and there the reorders in
  *   and out would only add.  Only on RT_PATH_AUTO (a tuned artifact may pick NHWC
- *   or NCHW); RT_GRP_BLOCKED=0 keeps them NHWC. */
-static int conv_blocked_ok(const rt_conv_desc *d)
+ *   or NCHW); RT_GRP_BLOCKED=0 keeps them NHWC.
+ * - Below AVX-512 (an AVX2 EPYC, oneDNN 2.6's jit:avx2) those measurements do
+ *   not hold: with the input in cache (batch 1) the NHWC kernel is as fast
+ *   or faster (resnext50's 256x56x56 stride 2 1.23 against 1.47 ms with the
+ *   reorders; regnet_y_800mf's 64 g4 at 112x112 0.98 against 1.20), but with
+ *   the input coming from memory (batch 8) it reads it 1.5-2x slower than
+ *   the blocked one.  There a grouped conv with a batch, channels a group
+ *   multiples of 8 and 56 or more columns in, or 8 channels a group, runs
+ *   one image at a time (conv_split; image: this is that image's object),
+ *   each reordered into the blocked layout in the workspace (cache-sized)
+ *   and back: one thread, batch 8, regnet_y_800mf's 64 g4 at 112x112 22.6
+ *   -> 13.6 ms, its 144 g9 at 56x56 14.6 -> 8.0, regnet_x_1_6gf's 168 g7
+ *   at 56x56 19.3 -> 9.9, resnext50's 256 g32 at 28x28 11.9 -> 8.2 (the
+ *   whole batch blocked at once: 13.6, 10.2, 11.7, 9.1); narrower inputs
+ *   with 16 or more channels a group gained nothing or lost (512 g32 at
+ *   28x28 stride 2 5.2 -> 5.8).  Returns 0 (the caller's layout), 2 (the
+ *   blocked one) or 3 (blocked, one image at a time). */
+static int conv_blocked_ok(const rt_conv_desc *d, int image)
 {
 	const char *e = getenv("RT_DW_BLOCKED"), *e2 = getenv("RT_GRP_BLOCKED");
 	const int64_t g = d->groups ? d->groups : 1;
@@ -1270,9 +1297,13 @@ static int conv_blocked_ok(const rt_conv_desc *d)
 		if (d->post[i].kind >= RT_ADD_BCAST)
 			return 0;
 	if (d->ic == g && d->oc == g)
-		return dilated && !(e && !strcmp(e, "0"));
-	return !(e2 && !strcmp(e2, "0")) && d->path == RT_PATH_AUTO && d->ic % 128 == 0 &&
-	       d->ic * d->in[1] >= 14336 && d->ic / g <= 32 && d->oc / g <= 32;
+		return dilated && !(e && !strcmp(e, "0")) ? 2 : 0;
+	if ((e2 && !strcmp(e2, "0")) || d->path != RT_PATH_AUTO)
+		return 0;
+	const int64_t icg = d->ic / g, ocg = d->oc / g;
+	if (grp_images_wanted())
+		return icg % 8 || ocg % 8 || !(d->in[1] >= 56 || icg == 8) ? 0 : image ? 2 : d->n >= 2 ? 3 : 0;
+	return d->ic % 128 == 0 && d->ic * d->in[1] >= 14336 && icg <= 32 && ocg <= 32 ? 2 : 0;
 }
 
 /* An f32 depthwise conv prefers oneDNN's jit_dw kernel to its first pick
@@ -1974,7 +2005,7 @@ static int cgrp_create(rt_conv *c, const rt_conv_desc *d, const float *weight, c
 }
 
 static int conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight, const void *bias, rt_conv **out,
-		       char *err, size_t errlen);
+		       int image, char *err, size_t errlen);
 
 /* Kernel taps that only ever read padding (a 3x3 kernel over an image one
  * row high, the last layers of a U-Net's frequency axis): per spatial dim
@@ -2114,11 +2145,11 @@ static int conv_create_trim(rt_ctx *ctx, const rt_conv_desc *d, const void *weig
 	if (d && !(e2 && !strcmp(e2, "1")) && conv_check(d, NULL, 0) == RT_OK && conv_as_2d(d, &t2))
 		d = &t2;
 	if (!d || !weight || (e && !strcmp(e, "0")) || conv_check(d, NULL, 0) != RT_OK)
-		return conv_create(ctx, d, weight, bias, out, err, errlen);
+		return conv_create(ctx, d, weight, bias, out, 0, err, errlen);
 	int tr = conv_trim(d, &t, weight, &wt);
 	if (tr < 0)
 		return seterr(err, errlen, RT_ENOMEM, "rt_conv_create: out of memory");
-	int rc = conv_create(ctx, tr ? &t : d, tr ? wt : weight, bias, out, err, errlen);
+	int rc = conv_create(ctx, tr ? &t : d, tr ? wt : weight, bias, out, 0, err, errlen);
 	free(wt);
 	return rc;
 }
@@ -2258,6 +2289,9 @@ RT_API int rt_conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight
  * RT_OK or the error. */
 #define RT_WINO_SCRATCH ((size_t)32 << 20)
 
+static int conv_split(rt_ctx *ctx, rt_conv *c, const rt_conv_desc *d, int64_t nb, int image, const void *weight,
+		      const void *bias, char *err, size_t errlen);
+
 static int conv_chunk(rt_ctx *ctx, rt_conv *c, const rt_conv_desc *d, const void *weight, const void *bias,
 		      char *err, size_t errlen)
 {
@@ -2272,11 +2306,19 @@ static int conv_chunk(rt_ctx *ctx, rt_conv *c, const rt_conv_desc *d, const void
 	for (int64_t k = d->n - 1; k >= 2 && nb == 1; --k)
 		if (d->n % k == 0 && ws * (double)k / (double)d->n <= (double)RT_WINO_SCRATCH)
 			nb = k;
+	return conv_split(ctx, c, d, nb, 0, weight, bias, err, errlen);
+}
+
+/* c run as d->n / nb calls of one object for nb images (c->chunk; image:
+ * made as conv_blocked_ok's one image) */
+static int conv_split(rt_ctx *ctx, rt_conv *c, const rt_conv_desc *d, int64_t nb, int image, const void *weight,
+		      const void *bias, char *err, size_t errlen)
+{
 	rt_conv_desc dn = *d;
 	dn.n = nb;
 	prim_reset(&c->p);
 	c->wino = c->via = 0;
-	int rc = conv_create(ctx, &dn, weight, bias, &c->chunk, err, errlen);
+	int rc = conv_create(ctx, &dn, weight, bias, &c->chunk, image, err, errlen);
 	if (rc)
 		return rc;
 	int64_t si = d->ic, so = d->oc;
@@ -2294,7 +2336,7 @@ static int conv_chunk(rt_ctx *ctx, rt_conv *c, const rt_conv_desc *d, const void
 }
 
 static int conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight, const void *bias, rt_conv **out,
-		       char *err, size_t errlen)
+		       int image, char *err, size_t errlen)
 {
 	int rc = RT_OK, prev = 0, entered = 0;
 	dnnl_post_ops_t po = NULL;
@@ -2448,7 +2490,12 @@ static int conv_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight, c
 		 * side is reordered (via); a depthwise one only where oneDNN has a
 		 * jit kernel for it. */
 		dnnl_convolution_desc_t od;
-		const int blk = bf || d->q ? 0 : conv_wino_ok(d) ? 1 : conv_blocked_ok(d) ? 2 : 0;
+		const int blk = bf || d->q ? 0 : conv_wino_ok(d) ? 1 : conv_blocked_ok(d, image);
+		if (blk == 3) { /* one image at a time */
+			if ((rc = conv_split(ctx, c, d, 1, 1, weight, bias, err, errlen)))
+				goto fail;
+			goto done;
+		}
 		if (blk) {
 			dnnl_memory_desc_t sany, dany;
 			dnnl_dims_t sd, dd;
