@@ -667,6 +667,11 @@ static void test_conv_grouped_blocked(void **state)
 	d.npost = 2, d.post[0] = (rt_post){.kind = RT_ADD_SAME}, d.post[1] = (rt_post){.kind = RT_RELU};
 	conv_out(&d);
 	run_conv(*state, d, "g16 128 residual relu, one image at a time");
+	d = cdesc(2, 3, 16, 24, 1, 13, 3, 2, 1, 1); /* dense, stride 2 */
+	d.in[1] = 10, d.has_bias = 1, d.npost = 2;
+	d.post[0] = (rt_post){.kind = RT_ADD_SAME}, d.post[1] = (rt_post){.kind = RT_RELU};
+	conv_out(&d);
+	run_conv(*state, d, "dense 3x3 s2 residual relu, one image at a time");
 	env_restore(&env);
 
 	char err[256];
@@ -695,6 +700,24 @@ static void test_conv_grouped_blocked(void **state)
 			fail_msg("RT_GRP_IMAGES=%d n%d g%d %dx%dx%d: blocked %d, want %d (%s)", cases[i].images,
 				 (int)cases[i].n, (int)cases[i].g, (int)cases[i].ic, (int)cases[i].width,
 				 (int)cases[i].width, rt_conv_blocked(c), cases[i].blocked, rt_conv_impl(c));
+		rt_conv_destroy(c);
+	}
+	struct {
+		int64_t n, k, s;
+		int blocked;
+	} dense[] = {{2, 3, 2, 1}, {1, 3, 2, 0} /* no batch */, {2, 1, 2, 0} /* 1x1 */, {2, 3, 1, 0} /* stride 1 */};
+	for (size_t i = 0; i < sizeof dense / sizeof *dense; ++i) {
+		rt_conv *c = NULL;
+		d = cdesc(2, dense[i].n, 64, 128, 1, 28, dense[i].k, dense[i].s, dense[i].k / 2, 1);
+		d.channels_last = 1;
+		env = env_force("RT_GRP_IMAGES", "1");
+		const env_saved env2 = env_force("RT_WINOGRAD", "0"); /* (Winograd would take the stride-1 one) */
+		assert_int_equal(rt_conv_create(*state, &d, w, NULL, &c, err, sizeof err), RT_OK);
+		env_restore(&env2);
+		env_restore(&env);
+		if (rt_conv_blocked(c) != dense[i].blocked)
+			fail_msg("dense n%d %dx%d stride %d: blocked %d, want %d (%s)", (int)dense[i].n, (int)dense[i].k,
+				 (int)dense[i].k, (int)dense[i].s, rt_conv_blocked(c), dense[i].blocked, rt_conv_impl(c));
 		rt_conv_destroy(c);
 	}
 	rt_conv *c = NULL;
