@@ -1236,14 +1236,16 @@ static int conv_wino_ok(const rt_conv_desc *d)
 	return 1;
 }
 
-/* Below AVX-512 (RT_GRP_IMAGES=0 / 1 forces it off / on): grouped convs
- * and dense strided ones of a batch blocked one image at a time
- * (conv_blocked_ok) */
-static int grp_images_wanted(void)
+/* An RT_* switch in the environment: "0" off, "1" on, else dflt */
+static int env_switch(const char *env, int dflt)
 {
-	const char *e = getenv("RT_GRP_IMAGES");
-	if (e && (!strcmp(e, "0") || !strcmp(e, "1")))
-		return *e == '1';
+	const char *e = getenv(env);
+	return e && !strcmp(e, "0") ? 0 : e && !strcmp(e, "1") ? 1 : dflt;
+}
+
+/* Whether oneDNN's ISA on this machine is below AVX-512 */
+static int below_avx512(void)
+{
 	const unsigned avx512 = (unsigned)dnnl_cpu_isa_avx512_core;
 	return ((unsigned)dnnl_get_effective_cpu_isa() & avx512) != avx512;
 }
@@ -1287,12 +1289,14 @@ static int grp_images_wanted(void)
  *   stride 2 (resnet's: 128 at 56x56 35.2 -> 23.7 ms, 128 -> 256 at 28x28
  *   15.2 -> 11.7, 256 -> 512 at 14x14 14.2 -> 12.5; at batch 1 within
  *   0.95-1.13), not for 1x1 ones (256 -> 512 at 56x56 stride 2 19.1 ->
- *   23.7) nor stride 1.  Returns 0 (the caller's layout), 2 (the blocked
- *   one) or 3 (blocked, one image at a time). */
+ *   23.7) nor stride 1.  RT_GRP_IMAGES=0 / 1 turns this rule off / on on
+ *   any ISA.  Returns 0 (the caller's layout), 2 (the blocked one) or 3
+ *   (blocked, one image at a time). */
 static int conv_blocked_ok(const rt_conv_desc *d, int image)
 {
 	const char *e = getenv("RT_DW_BLOCKED"), *e2 = getenv("RT_GRP_BLOCKED");
 	const int64_t g = d->groups ? d->groups : 1;
+	const int images = env_switch("RT_GRP_IMAGES", below_avx512()); /* the rule below AVX-512 */
 	int dilated = 0;
 	if (d->dtype != RT_F32 || d->q || d->transposed || d->nsp != 2)
 		return 0;
@@ -1306,7 +1310,7 @@ static int conv_blocked_ok(const rt_conv_desc *d, int image)
 		if (d->post[i].kind >= RT_ADD_BCAST)
 			return 0;
 	if (g == 1) /* below AVX-512: a dense strided conv of a batch (not 1x1) */
-		return grp_images_wanted() && strided && wide && !dilated && d->path == RT_PATH_AUTO &&
+		return images && strided && wide && !dilated && d->path == RT_PATH_AUTO &&
 				       d->ic % 8 == 0 && d->oc % 8 == 0
 			       ? image ? 2 : d->n >= 2 ? 3 : 0
 			       : 0;
@@ -1315,7 +1319,7 @@ static int conv_blocked_ok(const rt_conv_desc *d, int image)
 	if ((e2 && !strcmp(e2, "0")) || d->path != RT_PATH_AUTO)
 		return 0;
 	const int64_t icg = d->ic / g, ocg = d->oc / g;
-	if (grp_images_wanted())
+	if (images)
 		return icg % 8 || ocg % 8 || !(d->in[1] >= 56 || icg == 8) ? 0 : image ? 2 : d->n >= 2 ? 3 : 0;
 	return d->ic % 128 == 0 && d->ic * d->in[1] >= 14336 && icg <= 32 && ocg <= 32 ? 2 : 0;
 }
@@ -1503,16 +1507,10 @@ struct cwino {
  * unit is built with AVX2 and FMA. */
 static int cw_wanted(const char *env)
 {
-	const char *e = getenv(env);
-	if (e && !strcmp(e, "0"))
-		return 0;
-	if (e && !strcmp(e, "1"))
-		return 1;
 #if defined(__FMA__) && defined(__AVX2__)
-	const unsigned avx512 = (unsigned)dnnl_cpu_isa_avx512_core;
-	return ((unsigned)dnnl_get_effective_cpu_isa() & avx512) != avx512;
+	return env_switch(env, below_avx512());
 #else
-	return 0;
+	return env_switch(env, 0);
 #endif
 }
 
