@@ -18,7 +18,18 @@
  * with the graph (a chain of softmaxes grew with its square, a chain of
  * add(x, x) exponentially), and every walk along an inlined expression (here,
  * in memplan and in the emitters) is at most FUSE_MAX_DEPTH deep.  Neither
- * bound changes a kernel of the model suite. */
+ * bound changes a kernel of the model suite.
+ *
+ * A third bound counts elements: a costly node (exp, log, sqrt, a division,
+ * tanh, erf ...: what vmath or a divider computes) that its readers evaluate
+ * FUSE_MAX_RECOMPUTE or more times per element of its own, read through a
+ * broadcast, gets a buffer too, unless it reads a reduction (a row's
+ * statistic, which the reduction kernel's epilogue already computes once per
+ * row).  A squeeze-excite gate, sigmoid(conv(mean(x))) of [N, C, 1, 1], was
+ * recomputed for every pixel of the [N, C, H, W] product it scales: its exp
+ * and division twice per element of that pass, the SiLU's being the other
+ * (efficientnet_b0's 144 x 56 x 56 scale, one thread on a Zen 4: 0.27 ms,
+ * 0.16 with the gate a buffer of 144 floats).  Symbolic dims count 1. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +118,32 @@ static int inlined(const ir_node *n)
 	return !is_buffer(n) && n->op != IR_FILL;
 }
 
+/* A pointwise node that costs far more than a load (the third bound, top of file) */
+static int costly(const ir_node *n)
+{
+	if (n->op == IR_UNARY)
+		switch (n->sub) {
+		case PR_EXP: case PR_LOG: case PR_LOG1P: case PR_SQRT: case PR_RECIP: case PR_SIN: case PR_COS:
+		case PR_ERF: case PR_TANH:
+			return 1;
+		default:
+			return 0;
+		}
+	return n->op == IR_BINARY && (n->sub == PR_DIV || n->sub == PR_POW || n->sub == PR_REM);
+}
+
+/* Elements of n, its symbolic dims counted 1 */
+static double elems(const ir_node *n)
+{
+	double e = 1;
+	for (int d = 0; d < n->rank; d++) {
+		int64_t k;
+		if (dim_is_const(&n->shape[d], &k))
+			e *= (double)k;
+	}
+	return e;
+}
+
 /* The cost model (top of file): buffers for the live nodes that are inlined
  * deeper than FUSE_MAX_DEPTH or evaluated more than FUSE_MAX_RECOMPUTE times.
  * Views are index arithmetic: their reads are counted on their source. */
@@ -114,9 +151,13 @@ static int bound_inlining(coil_ir *ir, const char *live, coil_err *err)
 {
 	int *depth = calloc((size_t)ir->n + 1, sizeof *depth);
 	int64_t *evals = calloc((size_t)ir->n + 1, sizeof *evals);
-	if (!depth || !evals) {
+	double *elts = calloc((size_t)ir->n + 1, sizeof *elts); /* elements evaluated per run */
+	char *rred = calloc((size_t)ir->n + 1, 1);
+	if (!depth || !evals || !elts || !rred) {
 		free(depth);
 		free(evals);
+		free(elts);
+		free(rred);
 		return coil_err_oom(err);
 	}
 	for (int v = 0; v < ir->n; v++) {
@@ -133,26 +174,42 @@ static int bound_inlining(coil_ir *ir, const char *live, coil_err *err)
 			depth[v] = 0;
 		}
 	}
+	/* per node: it reads a reduction, itself or through inlined nodes */
+	for (int v = 0; v < ir->n; v++) {
+		ir_node *n = &ir->nodes[v];
+		int cnt;
+		const int *s = ir_srcs(n, &cnt);
+		for (int i = 0; live[v] && i < cnt; i++)
+			rred[v] |= ir->nodes[s[i]].op == IR_REDUCE || (inlined(&ir->nodes[s[i]]) && rred[s[i]]);
+	}
 	/* readers come after what they read: evaluations flow backwards */
 	for (int v = ir->n - 1; v >= 0; v--) {
 		ir_node *n = &ir->nodes[v];
 		if (!live[v])
 			continue;
 		int64_t e = 1;
+		double el = elems(n);
 		if (inlined(n)) {
 			e = evals[v];
-			if (e > FUSE_MAX_RECOMPUTE && n->op != IR_VIEW) {
+			el = elts[v];
+			if ((e > FUSE_MAX_RECOMPUTE ||
+			     (costly(n) && !rred[v] && el >= FUSE_MAX_RECOMPUTE * elems(n))) && n->op != IR_VIEW) {
 				n->mat = 1;
 				e = 1;
+				el = elems(n);
 			}
 		}
 		int cnt;
 		const int *s = ir_srcs(n, &cnt);
-		for (int i = 0; i < cnt; i++)
+		for (int i = 0; i < cnt; i++) {
 			evals[s[i]] = evals[s[i]] + e > INT32_MAX ? INT32_MAX : evals[s[i]] + e;
+			elts[s[i]] += n->op == IR_REDUCE ? elems(&ir->nodes[s[i]]) : el; /* its input, once */
+		}
 	}
 	free(depth);
 	free(evals);
+	free(elts);
+	free(rred);
 	return 0;
 }
 

@@ -464,6 +464,35 @@ static int check_close(const char *const *graphs, size_t n, const char *what)
 	return fails;
 }
 
+/* A costly value read through a broadcast is computed once (fuse.c's third
+ * bound): a squeeze-excite gate sigmoid(g) of [N, C, 1, 1] scaling x of [N, C,
+ * H, W] is a kernel of its own, not an exp and a division per pixel; a cheap
+ * one (g + 1) and one of x's own shape stay inlined, and layer norm stays one
+ * kernel.  Each against the interpreter. */
+#define SE_IN T("x", "f32", "[2,24,9,9]") "," T("g", "f32", "[2,24,1,1]") "," T("h", "f32", "[2,24,9,9]")
+static void test_broadcast_recompute(void **state)
+{
+	(void)state;
+	static const char *const graphs[] = {
+		G(SE_IN, "", ND("a", "aten.sigmoid", "[\"g\"]", "s") "," ND("b", "aten.mul.Tensor", "[\"x\", \"s\"]", "y"),
+		  "\"y\""),
+		G(SE_IN, "", ND("a", "aten.add.Scalar", "[\"g\", 1]", "s") "," ND("b", "aten.mul.Tensor", "[\"x\", \"s\"]", "y"),
+		  "\"y\""),
+		G(SE_IN, "", ND("a", "aten.sigmoid", "[\"h\"]", "s") "," ND("b", "aten.mul.Tensor", "[\"x\", \"s\"]", "y"),
+		  "\"y\""),
+		/* the gate's exp once, the SiLU's per element: two kernels */
+		G(SE_IN, "", ND("a", "aten.silu", "[\"x\"]", "u") "," ND("b", "aten.sigmoid", "[\"g\"]", "s") ","
+		  ND("c", "aten.mul.Tensor", "[\"u\", \"s\"]", "y"), "\"y\""),
+		G(T("x", "f32", "[4,40]"), T("w", "f32", "[40]"), ND("b", "aten.layer_norm", "[\"x\", [40], \"w\"]", "z"),
+		  "\"z\""),
+	};
+	static const int want[] = {2, 1, 1, 2, 1};
+	for (size_t i = 0; i < sizeof graphs / sizeof *graphs; i++)
+		if (nkernels(graphs[i]) != want[i])
+			fail_msg("graph %zu: %d kernels, want %d", i, nkernels(graphs[i]), want[i]);
+	assert_int_equal(check_close(graphs, sizeof graphs / sizeof *graphs, "broadcast recompute"), 0);
+}
+
 static const char *const pools[] = {
 	/* f32: max with and without indices, ceil_mode, padding, dilation; avg with
 	 * count_include_pad on/off, ceil_mode, divisor_override; adaptive with
@@ -1936,6 +1965,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_softmax_one_kernel),
+		cmocka_unit_test(test_broadcast_recompute),
 		cmocka_unit_test(test_fixed),
 		cmocka_unit_test(test_symbolic_batch),
 		cmocka_unit_test(test_pooling),
