@@ -1033,6 +1033,26 @@ static void index_t(xctx *c)
 	out(c, "\t\t%s[e] = %s[off];\n\t}\n", buf(c, outv), arg(c, 0));
 }
 
+/* dst's rows (a * m + e) copied from src's rows a * X + idx[e], over the
+ * outer, m, inner, X and work the caller declared, idx its index; streaming
+ * stores where the result is large.  Rows of at most 1 KB (GNN messages,
+ * x[src] of 64 floats; embeddings) are random reads the hardware prefetcher
+ * cannot see coming: the row PF slices ahead is prefetched (1e6 rows of 64
+ * floats out of 1e5 on a Zen 4: 35.6 -> 24.9 ms at one thread, 17.0 -> 11.5
+ * at two). */
+static void gather_rows(xctx *c, const char *dst, const char *src, coil_dtype t)
+{
+	const char *T = emit_ctype(t);
+	out(c, "\tconst int nts_ = work * (int64_t)sizeof(%s) >= COIL_NT_BYTES;\n", T);
+	out(c, "\tconst int64_t rb = inner * (int64_t)sizeof(%s), pf = rb <= 1024 ? 16 : 0;\n", T);
+	out(c, PAR(2));
+	out(c, "\tfor (int64_t a = 0; a < outer; a++)\n\t\tfor (int64_t e = 0; e < m; e++) {\n");
+	out(c, "\t\t\tif (pf && e + pf < m)\n\t\t\t\tfor (int64_t b = 0; b < rb; b += 64)\n"
+	       "\t\t\t\t\t__builtin_prefetch((const char *)(%s + (a * X + (int64_t)idx[e + pf]) * inner) + b);\n", src);
+	out(c, "\t\t\tcoil_copy_nt(%s + (a * m + e) * inner, %s + (a * X + (int64_t)idx[e]) * inner, (size_t)rb, nts_);\n"
+	       "\t\t}\n\tif (nts_)\n\t\tcoil_nt_fence();\n", dst, src);
+}
+
 /* Slices of self along dim gathered by index (index_select); an index out of
  * range fails the run before anything is written, naming the first. */
 static void index_select(xctx *c)
@@ -1046,30 +1066,23 @@ static void index_select(xctx *c)
 	    prod(c, x0, d + 1, x0->rank), dimc(c, &x0->shape[d]), prod(c, ix, 0, ix->rank));
 	out(c, "\tconst %s *restrict idx = %s;\n", emit_ctype(ix->dtype), arg(c, 2));
 	index_check(c, outv, "m", "X", "index %lld out of range for a dim of size %lld");
-	out(c, "\tconst int nts_ = work * (int64_t)sizeof(%s) >= COIL_NT_BYTES;\n", emit_ctype(o->dtype));
-	out(c, PAR(2));
-	out(c, "\tfor (int64_t a = 0; a < outer; a++)\n\t\tfor (int64_t e = 0; e < m; e++)\n");
-	out(c, "\t\t\tcoil_copy_nt(%s + (a * m + e) * inner, %s + (a * X + (int64_t)idx[e]) * inner, "
-	       "(size_t)inner * sizeof(%s), nts_);\n", buf(c, outv), arg(c, 0), emit_ctype(o->dtype));
-	out(c, "\tif (nts_)\n\t\tcoil_nt_fence();\n");
+	gather_rows(c, buf(c, outv), arg(c, 0), o->dtype);
 }
 
-/* Rows of the weight gathered by index; an index out of range fails the run
- * (checked before anything is written, so the first bad index is named). */
+/* Rows of the weight gathered by index (gather_rows, one outer slice); an
+ * index out of range fails the run (checked before anything is written, so
+ * the first bad index is named). */
 static void embedding(xctx *c)
 {
 	int outv = result(c, 0);
 	if (outv < 0)
 		return;
 	ir_node *w = argn(c, 0), *ix = argn(c, 1), *o = &c->ir->nodes[outv];
-	out(c, "\tconst int64_t n = %s, D = %s, V = %s, work = n * D;\n", prod(c, ix, 0, ix->rank), dimc(c, &w->shape[1]),
-	    dimc(c, &w->shape[0]));
+	out(c, "\tconst int64_t outer = 1, m = %s, inner = %s, X = %s, work = m * inner;\n", prod(c, ix, 0, ix->rank),
+	    dimc(c, &w->shape[1]), dimc(c, &w->shape[0]));
 	out(c, "\tconst %s *restrict idx = %s;\n", emit_ctype(ix->dtype), arg(c, 1));
-	index_check(c, outv, "n", "V", "index %lld out of range for %lld embeddings");
-	out(c, PAR(1));
-	out(c, "\tfor (int64_t e = 0; e < n; e++)\n");
-	out(c, "\t\tmemcpy(%s + e * D, %s + (int64_t)idx[e] * D, (size_t)D * sizeof(%s));\n", buf(c, outv), arg(c, 0),
-	    emit_ctype(o->dtype));
+	index_check(c, outv, "m", "X", "index %lld out of range for %lld embeddings");
+	gather_rows(c, buf(c, outv), arg(c, 0), o->dtype);
 }
 
 static void pad(xctx *c)

@@ -1818,6 +1818,9 @@ def data_cases():
     case(em, w, T([0, 10], i64), name="embedding index out of range")
     case(em, w, T([-1], i64), name="embedding negative index")
     case(em, w, R(2, dt=f32))
+    # more indices than the gather's prefetch distance (16), rows of 1 KB and of 2 KB (no prefetch)
+    case(em, R(30, 256), R(3, 50, dt=i64, lo=0, hi=29), name="embedding 150 indices of 1 KB rows")
+    case(em, R(20, 520), R(40, dt=i32, lo=0, hi=19), name="embedding 40 indices of 2 KB rows")
     ga = "aten.gather"
     y = R(4, 5, 3)
     case(ga, y, 0, R(2, 5, 3, dt=i64, lo=0, hi=3))
@@ -2082,6 +2085,8 @@ def data_cases():
     case(ix, y, 1, T([0, 5], i64), name="index_select index out of range")
     case(ix, y, 1, T([-1], i64), name="index_select negative index")
     case(ix, y, 1, T([[0, 1]], i64), name="index_select 2-d index")
+    case(ix, R(3, 40, 6), 1, R(70, dt=i64, lo=0, hi=39), name="index_select 70 indices, 3 outer slices")
+    case(ix, R(25, 300), 0, R(33, dt=i64, lo=0, hi=24), name="index_select 33 rows of 1.2 KB")
     case(ix, y, 1, T([0.0, 1.0]), name="index_select float index")
     rl = "aten.roll"
     y = R(4, 7)
