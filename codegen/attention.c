@@ -46,28 +46,7 @@ typedef struct actx {
 /* A new node appended to g with one result: value `out`, or a new one. */
 static coil_node *add_node(actx *c, coil_op op, const char *id, int out)
 {
-	coil_graph *g = c->g;
-	const op_info *oi = op_get(op);
-	coil_node *n = &g->nodes[g->nnodes];
-	memset(n, 0, sizeof *n);
-	n->op = op;
-	n->id = id;
-	n->args = arena_alloc(c->a, (size_t)(oi->nargs + 1) * sizeof *n->args);
-	n->outs = arena_alloc(c->a, sizeof(int));
-	if (!n->args || !n->outs)
-		return NULL;
-	memset(n->args, 0, (size_t)(oi->nargs + 1) * sizeof *n->args);
-	if (out < 0) {
-		out = g->nvals++;
-		memset(&g->vals[out], 0, sizeof g->vals[out]);
-		g->vals[out].kind = VAL_NODE;
-	}
-	g->vals[out].index = g->nnodes;
-	g->vals[out].out = 0;
-	n->nout = 1;
-	n->outs[0] = out;
-	g->nnodes++;
-	return n;
+	return graph_append(c->g, c->a, op, id, out);
 }
 
 static int set_tensor(actx *c, coil_node *n, int i, int v)

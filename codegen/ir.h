@@ -156,6 +156,11 @@ int graph_rewrite_done(coil_graph **gp, coil_graph *g, int changed, int *uses, c
 coil_graph *graph_copy(const coil_graph *g0, coil_arena *a);
 coil_arg *node_reargs(coil_node *n, coil_op op, int keep, coil_arena *a);
 int arg_tensor(coil_arg *arg, int v, coil_arena *a);
+/* A node of op appended to g (room for it and its value is the caller's), its arguments
+ * absent, with one result: value out, or a new one when out < 0.  NULL: no memory. */
+coil_node *graph_append(coil_graph *g, coil_arena *a, coil_op op, const char *id, int out);
+/* sescale.c: a squeeze-excite scale read by a 1x1 convolution folded into its weights, per image (a bmm). */
+int ir_se_scale(coil_graph **g, coil_arena *a, coil_err *err);
 /* quant.c: q(op(dq(x))) with the same quantization on both sides, op moving data
  * without arithmetic (max pooling, views, cat, padding): op(x) on the quantized values. */
 int ir_requant(coil_graph **g, coil_arena *a, coil_err *err);

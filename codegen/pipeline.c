@@ -120,7 +120,7 @@ static int compile_once(coil_graph *g, const codegen_opts *o, dn_tune *tune, con
 	coil_arena *ga = arena_create();
 	if (!ga)
 		return coil_err_oom(err);
-	if (ir_attention(&g, ga, err) || ir_scatter_index(&g, ga, err) || ir_requant(&g, ga, err) ||
+	if (ir_attention(&g, ga, err) || ir_scatter_index(&g, ga, err) || ir_se_scale(&g, ga, err) || ir_requant(&g, ga, err) ||
 	    ir_widen_bf16(&g, ga, t->features, err) || ir_fold_graph(g, t->features, &fd, err)) {
 		arena_destroy(ga);
 		return -1;

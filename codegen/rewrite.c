@@ -1,5 +1,6 @@
-/* rewrite: what the graph rewrites ahead of lowering (attention.c, scatter.c)
- * share: reads per value, and dropping the nodes nobody reads. */
+/* rewrite: what the graph rewrites ahead of lowering (attention.c, scatter.c,
+ * sescale.c) share: reads per value, appending nodes, and dropping the nodes
+ * nobody reads. */
 #include <string.h>
 
 #include "codegen/ir.h"
@@ -133,4 +134,29 @@ int graph_rewrite_done(coil_graph **gp, coil_graph *g, int changed, int *uses, c
 		return coil_err_oom(err);
 	*gp = g;
 	return 0;
+}
+
+coil_node *graph_append(coil_graph *g, coil_arena *a, coil_op op, const char *id, int out)
+{
+	const op_info *oi = op_get(op);
+	coil_node *n = &g->nodes[g->nnodes];
+	memset(n, 0, sizeof *n);
+	n->op = op;
+	n->id = id;
+	n->args = arena_alloc(a, (size_t)(oi->nargs + 1) * sizeof *n->args);
+	n->outs = arena_alloc(a, sizeof(int));
+	if (!n->args || !n->outs)
+		return NULL;
+	memset(n->args, 0, (size_t)(oi->nargs + 1) * sizeof *n->args);
+	if (out < 0) {
+		out = g->nvals++;
+		memset(&g->vals[out], 0, sizeof g->vals[out]);
+		g->vals[out].kind = VAL_NODE;
+	}
+	g->vals[out].index = g->nnodes;
+	g->vals[out].out = 0;
+	n->nout = 1;
+	n->outs[0] = out;
+	g->nnodes++;
+	return n;
 }

@@ -493,6 +493,66 @@ static void test_broadcast_recompute(void **state)
 	assert_int_equal(check_close(graphs, sizeof graphs / sizeof *graphs, "broadcast recompute"), 0);
 }
 
+/* A squeeze-excite block: x -> depthwise conv -> silu -> * s -> 1x1 conv of o
+ * channels (sescale.c).  N images of c channels, hw x hw; s of n (N or 1)
+ * images; with a bias or not. */
+#define SE_BLOCK(N, n, c, hw, o, bias) \
+	G(T("x", "f32", "[" #N "," #c "," #hw "," #hw "]") "," T("g", "f32", "[" #n "," #c ",1,1]"), \
+	  T("wd", "f32", "[" #c ",1,3,3]") "," T("wp", "f32", "[" #o "," #c ",1,1]") "," T("bp", "f32", "[" #o "]"), \
+	  ND("a", "aten.convolution", "[\"x\", \"wd\", null, [1,1], [1,1], [1,1], false, [0,0], " #c "]", "y0") "," \
+	  ND("b", "aten.silu", "[\"y0\"]", "y") "," ND("c", "aten.sigmoid", "[\"g\"]", "s") "," \
+	  ND("d", "aten.mul.Tensor", "[\"y\", \"s\"]", "u") "," \
+	  ND("e", "aten.convolution", "[\"u\", \"wp\", " bias ", [1,1], [0,0], [1,1], false, [0,0], 1]", "z"), "\"z\"")
+
+/* What the pipeline prints of graph j for target after pass (--dump-after). */
+static char *dumped(const char *j, const char *target, const char *pass)
+{
+	coil_err err;
+	coil_graph *g = graph_parse(j, strlen(j), &err);
+	assert_non_null(g);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	assert_non_null(f);
+	codegen_opts o = {.target = target, .dump_after = pass, .dump_file = f};
+	assert_int_equal(codegen_compile(g, &o, NULL, NULL, &err), 0);
+	fclose(f);
+	graph_free(g);
+	return buf;
+}
+
+/* Whether the graph the pipeline compiles after fold has a bmm (the scale in the weights). */
+static int has_bmm(const char *j)
+{
+	char *buf = dumped(j, "generic", "fold");
+	int r = strstr(buf, "aten.bmm") != NULL;
+	free(buf);
+	return r;
+}
+
+/* The scale of a squeeze-excite block folded into the 1x1 conv after it, per
+ * image, where the pass it saves is the larger (and not otherwise), each
+ * against the interpreter. */
+static void test_se_scale(void **state)
+{
+	(void)state;
+	static const char *const graphs[] = {
+		SE_BLOCK(1, 1, 48, 56, 12, "\"bp\""), SE_BLOCK(2, 2, 48, 40, 24, "null"),
+		SE_BLOCK(3, 1, 48, 32, 4, "\"bp\""),
+		SE_BLOCK(1, 1, 48, 56, 25, "\"bp\""), /* 25 of 48 channels: the pass after would cost more */
+		SE_BLOCK(1, 1, 48, 32, 8, "null"),      /* 48 x 32 x 32: below SE_MIN_ELEMS */
+		SE_BLOCK(1, 1, 1024, 12, 40, "null"),   /* more weights than 12 x 12 pixels pay for */
+	};
+	static const int want[] = {1, 1, 1, 0, 0, 0};
+	for (size_t i = 0; i < sizeof graphs / sizeof *graphs; i++)
+		if (has_bmm(graphs[i]) != want[i])
+			fail_msg("graph %zu: rewritten %d, want %d", i, !want[i], want[i]);
+	assert_int_equal(check_close(graphs, sizeof graphs / sizeof *graphs, "se scale"), 0);
+	setenv("COIL_SE_SCALE", "0", 1);
+	assert_int_equal(has_bmm(graphs[0]), 0);
+	unsetenv("COIL_SE_SCALE");
+}
+
 static const char *const pools[] = {
 	/* f32: max with and without indices, ceil_mode, padding, dilation; avg with
 	 * count_include_pad on/off, ceil_mode, divisor_override; adaptive with
@@ -938,21 +998,7 @@ static char *emitted_c_for(const char *j, const char *target);
 /* The generated C of graph j (generic target). */
 static char *emitted_c(const char *j) { return emitted_c_for(j, "generic"); }
 
-static char *emitted_c_for(const char *j, const char *target)
-{
-	coil_err err;
-	coil_graph *g = graph_parse(j, strlen(j), &err);
-	assert_non_null(g);
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	assert_non_null(f);
-	codegen_opts o = {.target = target, .dump_after = "emit_c", .dump_file = f};
-	assert_int_equal(codegen_compile(g, &o, NULL, NULL, &err), 0);
-	fclose(f);
-	graph_free(g);
-	return buf;
-}
+static char *emitted_c_for(const char *j, const char *target) { return dumped(j, target, "emit_c"); }
 
 /* Channels-last frames (lower_dnnl.c's layout, decompose's cl_enter): nodes with
  * per-channel operands, H/W means and channel cats between convs keep the activations
@@ -1966,6 +2012,7 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_softmax_one_kernel),
 		cmocka_unit_test(test_broadcast_recompute),
+		cmocka_unit_test(test_se_scale),
 		cmocka_unit_test(test_fixed),
 		cmocka_unit_test(test_symbolic_batch),
 		cmocka_unit_test(test_pooling),
