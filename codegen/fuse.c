@@ -145,7 +145,8 @@ static double elems(const ir_node *n)
 }
 
 /* The cost model (top of file): buffers for the live nodes that are inlined
- * deeper than FUSE_MAX_DEPTH or evaluated more than FUSE_MAX_RECOMPUTE times.
+ * deeper than FUSE_MAX_DEPTH, evaluated more than FUSE_MAX_RECOMPUTE times, or
+ * costly and evaluated FUSE_MAX_RECOMPUTE times per element of their own.
  * Views are index arithmetic: their reads are counted on their source. */
 static int bound_inlining(coil_ir *ir, const char *live, coil_err *err)
 {

@@ -56,7 +56,7 @@ static int cdim(const coil_value *x, int d, int64_t *k)
 }
 
 /* y (the [N, C, H, W] operand of the product) comes from a convolution through
- * at most 6 ops whose first operand has their result's shape. */
+ * at most 8 ops whose first operand has their result's shape. */
 static int from_conv(const coil_graph *g, int y)
 {
 	for (int hops = 0; hops < 8; hops++) {
@@ -149,13 +149,16 @@ typedef struct match {
 
 static int match_conv(const coil_graph *g, const coil_node *n, const int *uses, match *m)
 {
+	if (n->nout < 1 || n->outs[0] < 0)
+		return 0;
 	const coil_value *out = &g->vals[n->outs[0]];
-	if (out->dtype != COIL_F32 || out->rank != 4 || n->args[1].kind != ARG_TENSOR || n->args[6].i ||
-	    n->args[8].i != 1 || !ints_all(&n->args[3], 1) || !ints_all(&n->args[4], 0) || !ints_all(&n->args[5], 1))
+	if (out->dtype != COIL_F32 || out->rank != 4 || n->args[0].kind != ARG_TENSOR || n->args[1].kind != ARG_TENSOR ||
+	    n->args[6].i || n->args[8].i != 1 || !ints_all(&n->args[3], 1) || !ints_all(&n->args[4], 0) ||
+	    !ints_all(&n->args[5], 1))
 		return 0;
 	const int u = n->args[0].v[0];
 	const coil_node *p = producer(g, u);
-	if (!p || p->op != OP_MUL || uses[u] != 1)
+	if (!p || p->op != OP_MUL || uses[u] != 1 || p->args[0].kind != ARG_TENSOR || p->args[1].kind != ARG_TENSOR)
 		return 0;
 	const coil_value *w = &g->vals[n->args[1].v[0]];
 	int64_t k0, k1;
