@@ -13,9 +13,9 @@
  * is the larger: H * W >= 4 * O (the scaled weights are made per call) and
  * 2 * O <= C (the bias, batch norm and residual after the product are a pass
  * over its O channels, which oneDNN's post-ops took before), the pass at least
- * SE_MIN_ELEMS, y coming from a
- * convolution through ops that keep its shape (so it is NHWC already and y'
- * is a view), f32 and static sizes.  COIL_SE_SCALE=0 turns it off. */
+ * SE_MIN_ELEMS, y coming from a convolution through ops that keep its shape
+ * (so it is NHWC already and y' is a view), f32 and static sizes.
+ * COIL_SE_SCALE=0 turns it off. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,7 +79,7 @@ static int from_conv(const coil_graph *g, int y)
 	return 0;
 }
 
-/* --- building ------------------------------------------------------------------- */
+/* --- building (each -1 on an operand of -1: a failure before it) ---------------- */
 
 static coil_node *node(sctx *c, coil_op op, int out)
 {
@@ -96,7 +96,7 @@ static int done(sctx *c, coil_node *n)
 /* op(v, dims) for reshape and expand: an int list of static dims */
 static int shaped(sctx *c, coil_op op, int v, int rank, const int64_t *dims, int out)
 {
-	coil_node *n = node(c, op, out);
+	coil_node *n = v < 0 ? NULL : node(c, op, out);
 	if (!n || arg_tensor(&n->args[0], v, c->a))
 		return -1;
 	coil_arg *a = &n->args[1];
@@ -114,7 +114,7 @@ static int shaped(sctx *c, coil_op op, int v, int rank, const int64_t *dims, int
 
 static int permute(sctx *c, int v, int rank, const int64_t *perm, int out)
 {
-	coil_node *n = node(c, OP_PERMUTE, out);
+	coil_node *n = v < 0 ? NULL : node(c, OP_PERMUTE, out);
 	if (!n || arg_tensor(&n->args[0], v, c->a))
 		return -1;
 	coil_arg *a = &n->args[1];
@@ -127,7 +127,7 @@ static int permute(sctx *c, int v, int rank, const int64_t *perm, int out)
 
 static int binary(sctx *c, coil_op op, int x, int y, int out)
 {
-	coil_node *n = node(c, op, out);
+	coil_node *n = x < 0 || y < 0 ? NULL : node(c, op, out);
 	if (!n || arg_tensor(&n->args[0], x, c->a) || arg_tensor(&n->args[1], y, c->a))
 		return -1;
 	if (op == OP_ADD)
