@@ -74,6 +74,9 @@ typedef struct codegen_opts {
 	 * CPUs), and built again with the fastest as its table */
 	int autotune;
 	int tune_threads;
+	/* microbatch.c: images a run of the compiled graph: 0 the rule's choice (COIL_MICROBATCH in
+	 * the environment when set: 0 never, c that many), -1 never, c > 0 that many */
+	int microbatch;
 } codegen_opts;
 
 /* Fusion keeps the C linear in the graph (fuse.c): a few KiB a node at most,

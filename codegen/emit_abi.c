@@ -97,24 +97,42 @@ static void emit_consts(ectx *c, FILE *f)
 }
 /* describe's JSON: positions, dtypes and shape expressions (symbols s0..),
  * no user names. */
-static char *shape_json(ectx *c, const coil_dim *s, int rank)
+/* The bytes of static value v */
+static int64_t value_bytes(const coil_value *v)
+{
+	int64_t n = (int64_t)dtype_size(v->dtype), d;
+	for (int i = 0; i < v->rank; i++)
+		n *= dim_is_const(&v->shape[i], &d) ? d : 0;
+	return n;
+}
+
+/* An input's or output's dim d as the caller sees it: the whole batch at dim 0 of a
+ * microbatched graph (microbatch.c) */
+static coil_dim abi_dim(const coil_ir *ir, const coil_dim *s, int d)
+{
+	return d == 0 && ir->mb_total ? dim_const(ir->mb_total) : s[d];
+}
+
+/* batch: an input's or output's (abi_dim) */
+static char *shape_json(ectx *c, const coil_dim *s, int rank, int batch)
 {
 	char *j = "[";
 	for (int i = 0; i < rank; i++) {
 		int64_t v;
-		j = dim_is_const(&s[i], &v) ? arena_printf(c->a, "%s%s%lld", j, i ? ", " : "", (long long)v)
-					    : arena_printf(c->a, "%s%s\\\"%s\\\"", j, i ? ", " : "", ir_dim_c(c->a, &s[i]));
+		const coil_dim ad = batch ? abi_dim(c->ir, s, i) : s[i];
+		j = dim_is_const(&ad, &v) ? arena_printf(c->a, "%s%s%lld", j, i ? ", " : "", (long long)v)
+					  : arena_printf(c->a, "%s%s\\\"%s\\\"", j, i ? ", " : "", ir_dim_c(c->a, &ad));
 	}
 	return arena_printf(c->a, "%s]", j);
 }
 
-static char *tensors_json(ectx *c, int n, const int *vals)
+static char *tensors_json(ectx *c, int n, const int *vals, int batch)
 {
 	char *j = "[";
 	for (int i = 0; i < n; i++) {
 		coil_value *v = &c->ir->g->vals[vals[i]];
 		j = arena_printf(c->a, "%s%s{\\\"dtype\\\": \\\"%s\\\", \\\"shape\\\": %s}", j, i ? ", " : "",
-				 dtype_name(v->dtype), shape_json(c, v->shape, v->rank));
+				 dtype_name(v->dtype), shape_json(c, v->shape, v->rank, batch));
 	}
 	return arena_printf(c->a, "%s]", j);
 }
@@ -255,7 +273,8 @@ static void emit_bind(ectx *c, FILE *f)
 		coil_value *v = &g->vals[g->inputs[i]];
 		for (int d = 0; d < v->rank; d++) {
 			int64_t cst;
-			if (dim_is_const(&v->shape[d], &cst)) {
+			const coil_dim ad = abi_dim(c->ir, v->shape, d);
+			if (dim_is_const(&ad, &cst)) {
 				fprintf(f, "\tif (shapes[%d][%d] != %lld)\n\t\treturn fail(\"input %d: dim %d is %%lld, expected %%lld\", shapes[%d][%d], %lld);\n",
 					i, d, (long long)cst, i, d, i, d, (long long)cst);
 				continue;
@@ -359,8 +378,8 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 		   "\\\"outputs\\\": %s, \\\"arena_bytes\\\": \\\"%s\\\", \\\"peak_bytes\\\": \\\"%s\\\", "
 		   "\\\"kernels\\\": %d, \\\"functions\\\": %d, \\\"folded_bytes\\\": \\\"%lld\\\", "
 		   "\\\"folded_params\\\": %d, \\\"folded_constants\\\": %d, \\\"create_kernels\\\": %d}\";\n\n",
-		COIL_ABI_VERSION, target, hash, ns, symbols_json(c), tensors_json(c, g->ninputs, g->inputs),
-		tensors_json(c, g->nparams, g->params), tensors_json(c, g->noutputs, g->outputs),
+		COIL_ABI_VERSION, target, hash, ns, symbols_json(c), tensors_json(c, g->ninputs, g->inputs, 1),
+		tensors_json(c, g->nparams, g->params, 0), tensors_json(c, g->noutputs, g->outputs, 1),
 		ir->arena_unknown ? "unknown" : ir_dim_c(c->a, &ir->arena_bytes), peak_bytes(c), ir->nk, c->nfn, (long long)(fd ? fd->folded_bytes : 0),
 		fd ? fd->nparam : 0, fd ? fd->nconst : 0, fd && fd->create ? fd->create->nk : 0);
 	fprintf(f, "static _Thread_local char coil_errbuf[256];\n");
@@ -432,8 +451,10 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	for (int j = 0; j < g->noutputs; j++) {
 		coil_value *v = &g->vals[g->outputs[j]];
 		fprintf(f, "\tcase %d:\n", j);
-		for (int d = 0; d < v->rank; d++)
-			fprintf(f, "\t\tshape[%d] = %s;\n", d, ir_dim_c(c->a, &v->shape[d]));
+		for (int d = 0; d < v->rank; d++) {
+			const coil_dim ad = abi_dim(ir, v->shape, d);
+			fprintf(f, "\t\tshape[%d] = %s;\n", d, ir_dim_c(c->a, &ad));
+		}
 		fprintf(f, "\t\treturn %d;\n", v->rank);
 	}
 	fprintf(f, "\tdefault:\n\t\treturn fail(\"no output %%lld\", output, 0);\n\t}\n}\n\n");
@@ -456,12 +477,25 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	if (dn_used(ir))
 		fprintf(f, "\tif (coil_dn_prepare(m, sym))\n\t\treturn -1;\n\tx.dn = m->dn;\n");
 	fprintf(f, "\tif (m->prof)\n\t\tcoil_prof_mark(m->prof + %d, &pt, 0, 0);\n", 3 * ir->nk);
+	if (ir->mb_total) { /* chunk mb: images mb*c .. mb*c + c-1 of each input and output */
+		fprintf(f, "\tconst void *mb_in[%d];\n\tvoid *mb_out[%d];\n\tx.in = mb_in;\n\tx.out = mb_out;\n"
+			   "\tfor (int64_t mb = 0; mb < %lld; mb++) {\n", g->ninputs + 1, g->noutputs + 1,
+			(long long)(ir->mb_total / ir->mb_chunk));
+		for (int i = 0; i < g->ninputs; i++)
+			fprintf(f, "\tmb_in[%d] = (const char *)inputs[%d] + mb * %lld;\n", i, i,
+				(long long)value_bytes(&g->vals[g->inputs[i]]));
+		for (int j = 0; j < g->noutputs; j++)
+			fprintf(f, "\tmb_out[%d] = (char *)outputs[%d] + mb * %lld;\n", j, j,
+				(long long)value_bytes(&g->vals[g->outputs[j]]));
+	}
 	for (int k = 0; k < ir->nk; k++) {
 		fputs(c->call[k], f);
 		if (c->may_fail[k])
 			fprintf(f, "\tif (st.code)\n\t\treturn fail(coil_errmsg[st.code], st.a, st.b);\n");
 		fprintf(f, "\tif (m->prof)\n\t\tcoil_prof_mark(m->prof + %d, &pt, %s, %s);\n", 3 * k, c->bytes[k], c->flops[k]);
 	}
+	if (ir->mb_total)
+		fprintf(f, "\t}\n");
 	fprintf(f, "\treturn 0;\n}\n");
 }
 

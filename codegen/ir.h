@@ -110,6 +110,9 @@ typedef struct coil_ir {
 	struct dn_plan *dn; /* oneDNN fusions (lower_dnnl.c), NULL when none */
 	struct dn_tune *tune; /* autotuning's choices and measures (autotune.c), NULL when not tuning */
 	struct ir_fold *fold; /* what fold.c computed ahead of the run, NULL when nothing */
+	/* microbatch.c: the graph was compiled for mb_chunk of the inputs' mb_total images at
+	 * dim 0 (the ABI's sizes), run mb_total / mb_chunk times; 0: as it is */
+	int64_t mb_total, mb_chunk;
 	/* set by memplan: per param index (folded ones too), whether a kernel of
 	 * the run reads it (not only oneDNN's create: conv weights, constant B) */
 	int npar_run;
@@ -159,6 +162,10 @@ int arg_tensor(coil_arg *arg, int v, coil_arena *a);
 /* A node of op appended to g (room for it and its value is the caller's), its arguments
  * absent, with one result: value out, or a new one when out < 0.  NULL: no memory. */
 coil_node *graph_append(coil_graph *g, coil_arena *a, coil_op op, const char *id, int out);
+/* microbatch.c: *g at *chunk images of its batch (dim 0 of every input, *total of them)
+ * where its images never meet, else left as it is (*total 0).  *chunk: 0 the rule's
+ * choice (set to it), -1 never, c > 0 c where it divides the batch.  -1 only out of memory. */
+int ir_microbatch(coil_graph **g, int64_t *chunk, coil_arena *a, int64_t *total, coil_err *err);
 /* sescale.c: a squeeze-excite scale read by a 1x1 convolution folded into its weights, per image (a bmm). */
 int ir_se_scale(coil_graph **g, coil_arena *a, coil_err *err);
 /* quant.c: q(op(dq(x))) with the same quantization on both sides, op moving data

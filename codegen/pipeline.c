@@ -120,7 +120,11 @@ static int compile_once(coil_graph *g, const codegen_opts *o, dn_tune *tune, con
 	coil_arena *ga = arena_create();
 	if (!ga)
 		return coil_err_oom(err);
-	if (ir_attention(&g, ga, err) || ir_scatter_index(&g, ga, err) || ir_se_scale(&g, ga, err) || ir_requant(&g, ga, err) ||
+	const char *mbe = getenv("COIL_MICROBATCH");
+	int64_t mb_chunk = o->microbatch ? o->microbatch : mbe && *mbe ? atoll(mbe) : 0, mb_total = 0;
+	if (mbe && !strcmp(mbe, "0") && !o->microbatch)
+		mb_chunk = -1;
+	if (ir_microbatch(&g, &mb_chunk, ga, &mb_total, err) || ir_attention(&g, ga, err) || ir_scatter_index(&g, ga, err) || ir_se_scale(&g, ga, err) || ir_requant(&g, ga, err) ||
 	    ir_widen_bf16(&g, ga, t->features, err) || ir_fold_graph(g, t->features, &fd, err)) {
 		arena_destroy(ga);
 		return -1;
@@ -128,6 +132,8 @@ static int compile_once(coil_graph *g, const codegen_opts *o, dn_tune *tune, con
 	FILE *df = dump_to(o, "fold");
 	if (df)
 		fold_dump(fd, df);
+	if (df && mb_total)
+		fprintf(df, "# microbatch: %lld of %lld images a run\n", (long long)mb_chunk, (long long)mb_total);
 	coil_ir *ir = ir_create(fd->g, err);
 	if (!ir) {
 		ir_fold_free(fd);
@@ -136,6 +142,8 @@ static int compile_once(coil_graph *g, const codegen_opts *o, dn_tune *tune, con
 	}
 	ir->fold = fd;
 	ir->features = t->features;
+	ir->mb_total = mb_total;
+	ir->mb_chunk = mb_total ? mb_chunk : 0;
 	int rc = -1;
 	codegen_src src;
 	if (tune && tune_alloc(tune, ir->g->nnodes, err))

@@ -521,14 +521,17 @@ static char *dumped(const char *j, const char *target, const char *pass)
 	return buf;
 }
 
-/* Whether the graph the pipeline compiles after fold has a bmm (the scale in the weights). */
-static int has_bmm(const char *j)
+/* Whether the pipeline's print of graph j after fold has text */
+static int fold_has(const char *j, const char *text)
 {
 	char *buf = dumped(j, "generic", "fold");
-	int r = strstr(buf, "aten.bmm") != NULL;
+	int r = strstr(buf, text) != NULL;
 	free(buf);
 	return r;
 }
+
+/* ... a bmm (the scale in the weights) */
+static int has_bmm(const char *j) { return fold_has(j, "aten.bmm"); }
 
 /* The scale of a squeeze-excite block folded into the 1x1 conv after it, per
  * image, where the pass it saves is the larger (and not otherwise), each
@@ -595,6 +598,65 @@ static void test_pooling(void **state)
 				       ND("b", "aten.avg_pool2d", "[\"x\", [2,2]]", "p") ","
 				       ND("c", "aten._adaptive_avg_pool2d", "[\"x\", [3,3]]", "a"),
 				       "\"m\",\"i\",\"p\",\"a\""), 2, b), 0);
+}
+
+/* microbatch.c: a graph whose images never meet compiled for 2 of its 4 and
+ * run twice (the chunks' inputs and outputs at their offsets), by the rule
+ * where an image's activations outweigh the params, else kept whole; graphs
+ * that mix images are never split.  Each against the interpreter. */
+#define MB_NET(N, V0)                                                                                             \
+	G(T("x", "f32", "[" #N ",3,8,8]") "," T("y", "f32", "[" #N ",6]"),                                        \
+	  T("w", "f32", "[6,3,3,3]") "," T("b", "f32", "[6]") "," T("g", "f32", "[6]") "," T("be", "f32", "[6]") "," \
+	  T("mu", "f32", "[6]") "," T("va", "f32", "[6]") "," T("fw", "f32", "[5,6]") "," T("fb", "f32", "[5]"),    \
+	  ND("a", "aten.convolution", "[\"x\", \"w\", \"b\", [1,1], [1,1], [1,1], false, [0,0], 1]", "c") ","        \
+	  "{\"id\":\"n\",\"op\":\"aten.native_batch_norm.default\",\"args\":[\"c\",\"g\",\"be\",\"mu\",\"va\",false,0.1,1e-5]," \
+	  "\"outputs\":[\"n\",\"sm\",\"sv\"]}," ND("r", "aten.relu", "[\"n\"]", "r") ","                             \
+	  ND2("p", "aten.max_pool2d_with_indices", "[\"r\", [2,2], [2,2]]", "\"pm\"", "\"pi\"") ","                 \
+	  ND("m", "aten.mean.dim", "[\"pm\", [2,3]]", "mm") "," ND("v", "aten.view", "[\"mm\", [" V0 ",6]]", "f") ","  \
+	  ND("s", "aten.add.Tensor", "[\"f\", \"y\"]", "fs") "," ND("t", "aten.t", "[\"fw\"]", "ft") ","             \
+	  ND("l", "aten.addmm", "[\"fb\", \"fs\", \"ft\"]", "o"), "\"o\",\"r\"")
+
+static int microbatched(const char *j) { return fold_has(j, "# microbatch: 2 of 4 images a run"); }
+
+static void test_microbatch(void **state)
+{
+	(void)state;
+	static const char *const split[] = {MB_NET(4, "4"), MB_NET(4, "-1")};
+	static const char *const whole[] = {
+		MB_NET(3, "3"), /* 3 images do not make runs of 2 */
+		/* images mixed: softmax, a view and a cat across dim 0, a sum of everything,
+		 * a product with the batch as the right side, a [4, 6] param added */
+		G(T("x", "f32", "[4,6]"), "", ND("a", "aten._softmax", "[\"x\", 0, false]", "y"), "\"y\""),
+		G(T("x", "f32", "[4,6]"), "",
+		  ND("a", "aten.view", "[\"x\", [2,12]]", "v") "," ND("b", "aten.relu", "[\"v\"]", "r") ","
+		  ND("c", "aten.view", "[\"r\", [4,6]]", "y"), "\"y\""),
+		G(T("x", "f32", "[4,6]"), "", ND("a", "aten.cat", "[[\"x\", \"x\"], 0]", "c") ","
+		  ND("b", "aten.slice.Tensor", "[\"c\", 0, 2, 6]", "y"), "\"y\""),
+		G(T("x", "f32", "[4,6]"), "", ND("a", "aten.sum", "[\"x\"]", "s") ","
+		  ND("b", "aten.mul.Tensor", "[\"x\", \"s\"]", "y"), "\"y\""),
+		G(T("x", "f32", "[4,6]"), "", ND("a", "aten.t", "[\"x\"]", "t") "," ND("b", "aten.mm", "[\"x\", \"t\"]", "y"),
+		  "\"y\""),
+		G(T("x", "f32", "[4,6]"), T("p", "f32", "[4,6]"), ND("a", "aten.add.Tensor", "[\"x\", \"p\"]", "y"), "\"y\""),
+	};
+	positive_params = 1;
+	setenv("COIL_MICROBATCH", "2", 1);
+	for (size_t i = 0; i < sizeof split / sizeof *split; i++)
+		if (!microbatched(split[i]))
+			fail_msg("graph %zu: not run 2 images at a time", i);
+	for (size_t i = 0; i < sizeof whole / sizeof *whole; i++)
+		if (microbatched(whole[i]))
+			fail_msg("graph %zu: split, its images meet", i);
+	assert_int_equal(check_close(split, sizeof split / sizeof *split, "microbatch"), 0);
+	assert_int_equal(check_close(whole, sizeof whole / sizeof *whole, "microbatch, whole"), 0);
+	setenv("COIL_MICROBATCH", "0", 1);
+	assert_int_equal(microbatched(split[0]), 0);
+	unsetenv("COIL_MICROBATCH");
+	/* the rule: this net's activations outweigh its params; a wide linear layer's do not */
+	assert_int_equal(microbatched(split[0]), 1);
+	assert_int_equal(microbatched(G(T("x", "f32", "[4,64]"), T("w", "f32", "[256,64]") "," T("b", "f32", "[256]"),
+					ND("t", "aten.t", "[\"w\"]", "t") "," ND("a", "aten.addmm", "[\"b\", \"x\", \"t\"]", "y"),
+					"\"y\"")), 0);
+	positive_params = 0;
 }
 
 /* NaN and infinities through max pooling, reductions and activations: the
@@ -2013,6 +2075,7 @@ int main(void)
 		cmocka_unit_test(test_softmax_one_kernel),
 		cmocka_unit_test(test_broadcast_recompute),
 		cmocka_unit_test(test_se_scale),
+		cmocka_unit_test(test_microbatch),
 		cmocka_unit_test(test_fixed),
 		cmocka_unit_test(test_symbolic_batch),
 		cmocka_unit_test(test_pooling),
