@@ -95,17 +95,6 @@ static void emit_consts(ectx *c, FILE *f)
 	}
 	fprintf(f, "\n");
 }
-/* describe's JSON: positions, dtypes and shape expressions (symbols s0..),
- * no user names. */
-/* The bytes of static value v */
-static int64_t value_bytes(const coil_value *v)
-{
-	int64_t n = (int64_t)dtype_size(v->dtype), d;
-	for (int i = 0; i < v->rank; i++)
-		n *= dim_is_const(&v->shape[i], &d) ? d : 0;
-	return n;
-}
-
 /* An input's or output's dim d as the caller sees it: the whole batch at dim 0 of a
  * microbatched graph (microbatch.c) */
 static coil_dim abi_dim(const coil_ir *ir, const coil_dim *s, int d)
@@ -113,7 +102,8 @@ static coil_dim abi_dim(const coil_ir *ir, const coil_dim *s, int d)
 	return d == 0 && ir->mb_total ? dim_const(ir->mb_total) : s[d];
 }
 
-/* batch: an input's or output's (abi_dim) */
+/* describe's JSON: positions, dtypes and shape expressions (symbols s0..),
+ * no user names; batch: an input's or output's shape (abi_dim). */
 static char *shape_json(ectx *c, const coil_dim *s, int rank, int batch)
 {
 	char *j = "[";
@@ -412,11 +402,9 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	fprintf(f, "\tm->nthreads = nthreads > 0 ? nthreads : omp_get_max_threads();\n");
 	for (int i = 0; i < g->nparams; i++) {
 		coil_value *v = &g->vals[g->params[i]];
-		int64_t n = (int64_t)dtype_size(v->dtype), d;
+		const int64_t n = graph_value_bytes(v);
 		if (!par_kept(ir, i)) /* only folds or oneDNN's create read it */
 			continue;
-		for (int j = 0; j < v->rank; j++)
-			n *= dim_is_const(&v->shape[j], &d) ? d : 0;
 		fprintf(f, "\tif (!(m->par[%d] = malloc(%lld))) {\n\t\tcoil_model_destroy(m);\n\t\treturn fail(\"out of memory\", 0, 0);\n\t}\n",
 			i, (long long)(n ? n : 1));
 		fprintf(f, "\tmemcpy(m->par[%d], params[%d], %lld);\n", i, i, (long long)n);
@@ -483,10 +471,10 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 			(long long)(ir->mb_total / ir->mb_chunk));
 		for (int i = 0; i < g->ninputs; i++)
 			fprintf(f, "\tmb_in[%d] = (const char *)inputs[%d] + mb * %lld;\n", i, i,
-				(long long)value_bytes(&g->vals[g->inputs[i]]));
+				(long long)graph_value_bytes(&g->vals[g->inputs[i]]));
 		for (int j = 0; j < g->noutputs; j++)
 			fprintf(f, "\tmb_out[%d] = (char *)outputs[%d] + mb * %lld;\n", j, j,
-				(long long)value_bytes(&g->vals[g->outputs[j]]));
+				(long long)graph_value_bytes(&g->vals[g->outputs[j]]));
 	}
 	for (int k = 0; k < ir->nk; k++) {
 		fputs(c->call[k], f);

@@ -157,6 +157,8 @@ int graph_rewrite_each(coil_graph *g, int *uses, coil_op op1, coil_op op2, graph
 /* A rewrite pass's end: when changed, g (a copy of *gp) without its dead nodes replaces *gp. */
 int graph_rewrite_done(coil_graph **gp, coil_graph *g, int changed, int *uses, coil_arena *a, coil_err *err);
 coil_graph *graph_copy(const coil_graph *g0, coil_arena *a);
+/* The bytes of value v; 0 for a symbolic size. */
+int64_t graph_value_bytes(const coil_value *v);
 coil_arg *node_reargs(coil_node *n, coil_op op, int keep, coil_arena *a);
 int arg_tensor(coil_arg *arg, int v, coil_arena *a);
 /* A node of op appended to g (room for it and its value is the caller's), its arguments

@@ -42,15 +42,6 @@
 #define MB_CHUNK 2        /* images a run of the rule's */
 #define MB_MIN_RATIO 2.0  /* an image's activations at least this times the params' bytes */
 
-/* The bytes of static value v (0 for a symbolic one) */
-static int64_t value_bytes(const coil_value *v)
-{
-	int64_t b = (int64_t)dtype_size(v->dtype), d;
-	for (int i = 0; i < v->rank; i++)
-		b *= dim_is_const(&v->shape[i], &d) ? d : 0;
-	return b;
-}
-
 typedef struct mctx {
 	coil_graph *g;
 	int64_t n;
@@ -273,9 +264,9 @@ int ir_microbatch(coil_graph **gp, int64_t *chunkp, coil_arena *a, int64_t *tota
 		for (int v = 0; v < g0->nvals; v++) {
 			const coil_value *x = &g0->vals[v];
 			if (x->kind == VAL_PARAM || x->kind == VAL_CONST)
-				par += (double)value_bytes(x);
+				par += (double)graph_value_bytes(x);
 			else if (m.dep[v] && x->kind == VAL_NODE && uses[v])
-				act += (double)value_bytes(x);
+				act += (double)graph_value_bytes(x);
 		}
 		chunk = n >= 2 * MB_CHUNK && n % MB_CHUNK == 0 && act / (double)n >= MB_MIN_RATIO * par ? MB_CHUNK : 0;
 		if (!chunk) {

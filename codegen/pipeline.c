@@ -120,11 +120,12 @@ static int compile_once(coil_graph *g, const codegen_opts *o, dn_tune *tune, con
 	coil_arena *ga = arena_create();
 	if (!ga)
 		return coil_err_oom(err);
-	const char *mbe = getenv("COIL_MICROBATCH");
-	int64_t mb_chunk = o->microbatch ? o->microbatch : mbe && *mbe ? atoll(mbe) : 0, mb_total = 0;
-	if (mbe && !strcmp(mbe, "0") && !o->microbatch)
-		mb_chunk = -1;
-	if (ir_microbatch(&g, &mb_chunk, ga, &mb_total, err) || ir_attention(&g, ga, err) || ir_scatter_index(&g, ga, err) || ir_se_scale(&g, ga, err) || ir_requant(&g, ga, err) ||
+	const char *mbe = getenv("COIL_MICROBATCH"); /* "0" never, "c" chunks of c */
+	int64_t mb_chunk = o->microbatch, mb_total = 0;
+	if (!mb_chunk && mbe && *mbe)
+		mb_chunk = atoll(mbe) > 0 ? atoll(mbe) : -1;
+	if (ir_microbatch(&g, &mb_chunk, ga, &mb_total, err) || ir_attention(&g, ga, err) ||
+	    ir_scatter_index(&g, ga, err) || ir_se_scale(&g, ga, err) || ir_requant(&g, ga, err) ||
 	    ir_widen_bf16(&g, ga, t->features, err) || ir_fold_graph(g, t->features, &fd, err)) {
 		arena_destroy(ga);
 		return -1;

@@ -68,6 +68,15 @@ int graph_drop_dead(coil_graph *g, int *uses, coil_arena *a)
 	return 0;
 }
 
+/* The bytes of value v; 0 for a symbolic size */
+int64_t graph_value_bytes(const coil_value *v)
+{
+	int64_t n = (int64_t)dtype_size(v->dtype), d;
+	for (int i = 0; i < v->rank; i++)
+		n *= dim_is_const(&v->shape[i], &d) ? d : 0;
+	return n;
+}
+
 /* A copy of g's node and value lists in a (the caller's graph is left as it was). */
 coil_graph *graph_copy(const coil_graph *g0, coil_arena *a)
 {
