@@ -446,6 +446,41 @@ static int view(dctx *c, int k)
 		memcpy(q.perm, perm, sizeof(int) * (size_t)(b + 5));
 		return reshape(c, add(c, &q), o->rank, o->shape);
 	}
+	case OP_CHANNEL_SHUFFLE: {
+		/* [N, g, C/g, *] -> [N, C/g, g, *]; in the channels-last frame (c->cl: x is
+		 * [N, H, W, C]) [N, H, W, g, C/g] -> [N, H, W, C/g, g] */
+		const int R = N(c, x)->rank, cd = c->cl ? R - 1 : 1;
+		coil_dim xs[COIL_MAX_RANK]; /* (add may move the nodes) */
+		memcpy(xs, N(c, x)->shape, sizeof xs);
+		int64_t ch = 0;
+		dim_is_const(&xs[cd], &ch);
+		const int64_t gr = ARG(1).i;
+		coil_dim s5[COIL_MAX_RANK], t5[COIL_MAX_RANK];
+		int perm[COIL_MAX_RANK];
+		for (int i = 0, j = 0; i < R; i++, j++) {
+			if (i == cd) {
+				s5[j] = dim_const(gr), s5[j + 1] = dim_const(ch / gr);
+				t5[j] = s5[j + 1], t5[j + 1] = s5[j];
+				perm[j] = j + 1, perm[j + 1] = j;
+				j++;
+			} else {
+				s5[j] = t5[j] = xs[i], perm[j] = j;
+			}
+		}
+		int v = reshape(c, x, R + 1, s5);
+		ir_node q = {.op = IR_VIEW, .sub = V_PERMUTE, .dtype = o->dtype, .nsrc = 1, .src = {v}, .rank = R + 1};
+		memcpy(q.shape, t5, sizeof(coil_dim) * (size_t)(R + 1));
+		memcpy(q.perm, perm, sizeof(int) * (size_t)(R + 1));
+		int r = reshape(c, add(c, &q), R, xs);
+		if (!c->cl)
+			return r;
+		/* a node of the frame's shape, so that a buffer of the result (a
+		 * convolution's src, through reshapes: dense_src) is written along
+		 * C, not along the permute's last dim of g */
+		ir_node e = {.op = IR_VIEW, .sub = V_EXPAND, .dtype = o->dtype, .nsrc = 1, .src = {r}, .rank = R};
+		memcpy(e.shape, xs, sizeof(coil_dim) * (size_t)R);
+		return add(c, &e);
+	}
 	case OP_REPEAT: { /* [1, s0, 1, s1, ...] expanded to [k0, s0, k1, s1, ...], then merged */
 		const int R = o->rank, lead = R - N(c, x)->rank;
 		coil_dim s2[COIL_MAX_RANK], t2[COIL_MAX_RANK];
@@ -472,6 +507,8 @@ static int view(dctx *c, int k)
 		for (int j = 0; j < k; j++)
 			dim_add(&at, &at, &node_out(c->g, n, j)->shape[d], c->err);
 		p.sub = V_SLICE, p.vdim = d, p.start = at, p.step = 1;
+		if (c->cl) /* along the channels: the frame's last dim (lower_dnnl.c's transparent) */
+			p.vdim = 3, p.shape[1] = o->shape[2], p.shape[2] = o->shape[3], p.shape[3] = o->shape[1];
 		return add(c, &p);
 	}
 	case OP_ALIAS: case OP_DETACH: case OP_CLONE: case OP_CONTIGUOUS: case OP_LIFT_FRESH_COPY:
@@ -834,9 +871,12 @@ int ir_decompose(coil_ir *ir, coil_err *err)
 		}
 		if (c.bad)
 			goto fail;
-		if (c.cl) { /* the result, as every NHWC value: NCHW-shaped over NHWC bytes */
+		if (c.cl) { /* the result, as every NHWC value: NCHW-shaped over NHWC bytes (a split's each) */
 			cl_leave(&c, saved, nsaved);
-			res[0] = reshape(&c, res[0], o->rank, o->shape);
+			const int nr = op_get(n->op)->nres < 0 ? n->nout : 1;
+			for (int k = 0; k < nr; k++)
+				if (n->outs[k] >= 0)
+					res[k] = reshape(&c, res[k], node_out(g, n, k)->rank, node_out(g, n, k)->shape);
 		}
 		for (int k = 0; k < n->nout; k++) {
 			const coil_value *ov = node_out(g, n, k);

@@ -170,6 +170,8 @@ coil_node *graph_append(coil_graph *g, coil_arena *a, coil_op op, const char *id
 int ir_microbatch(coil_graph **g, int64_t *chunk, coil_arena *a, int64_t *total, coil_err *err);
 /* sescale.c: a squeeze-excite scale read by a 1x1 convolution folded into its weights, per image (a bmm). */
 int ir_se_scale(coil_graph **g, coil_arena *a, coil_err *err);
+/* shuffle.c: ShuffleNet's view, transpose, view of the channels into one channel_shuffle. */
+int ir_channel_shuffle(coil_graph **g, coil_arena *a, coil_err *err);
 /* quant.c: q(op(dq(x))) with the same quantization on both sides, op moving data
  * without arithmetic (max pooling, views, cat, padding): op(x) on the quantized values. */
 int ir_requant(coil_graph **g, coil_arena *a, coil_err *err);

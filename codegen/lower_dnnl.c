@@ -925,6 +925,18 @@ static int cat_channels(const coil_graph *g, const coil_node *n)
 	return 1;
 }
 
+/* A split of a rank-4 value along dim 1 (ShuffleNet's halves), some result read. */
+static int split_channels(const coil_graph *g, const coil_node *n)
+{
+	if ((n->op != OP_SPLIT && n->op != OP_UNSAFE_SPLIT && n->op != OP_SPLIT_WITH_SIZES) ||
+	    g->vals[n->args[0].v[0]].rank != 4 || (n->args[2].i != 1 && n->args[2].i != -3))
+		return 0;
+	for (int k = 0; k < n->nout; k++)
+		if (n->outs[k] >= 0)
+			return 1;
+	return 0;
+}
+
 /* An inference batch norm whose statistics results are unread (its [C] operands are
  * per channel by definition). */
 static int bn_inference(const pctx *c, const coil_node *n)
@@ -949,6 +961,10 @@ static int transparent(const pctx *c, const coil_node *n)
 	const int bn = bn_inference(c, n);
 	if (n->op == OP_CAT) /* along the channels: in the frame, along its last dim */
 		return cat_channels(g, n) ? 2 : 0;
+	if (n->op == OP_CHANNEL_SHUFFLE) /* a permute of the channels: of the frame's last dim */
+		return n->outs[0] >= 0 && g->vals[n->outs[0]].rank == 4 ? 2 : 0;
+	if (split_channels(g, n)) /* slices of the frame's last dim */
+		return 2;
 	int ew = oi->kind == PW || n->op == OP_QUANTIZE_PT || n->op == OP_DEQUANTIZE_PT || n->op == OP_ALIAS ||
 		 n->op == OP_DETACH || n->op == OP_CLONE || n->op == OP_CONTIGUOUS || bn;
 	if (!ew || (n->nout != 1 && !bn) || n->outs[0] < 0)
@@ -1018,6 +1034,10 @@ static int shared_operands(const coil_graph *g, const coil_node *n, int *vs, int
 			vs[nv++] = n->args[0].v[k];
 		return nv;
 	}
+	if (split_channels(g, n)) {
+		vs[nv++] = n->args[0].v[0];
+		return nv;
+	}
 	for (int a = 0; a < oi->nargs && nv < cap; a++) {
 		if (n->args[a].kind != ARG_TENSOR || ((n->op == OP_NATIVE_BATCH_NORM || n->op == OP_BATCH_NORM) && a > 0))
 			continue;
@@ -1084,7 +1104,9 @@ static void layout(pctx *c, dn_plan *p, int *owner)
 		if (!tp[i])
 			tp[i] = hw_reduce(g, n) ? 3 /* reads NHWC; its result is no layout's */ : (char)nhwc_permute(g, n);
 		if (tp[i] == 1 || tp[i] == 2 || tp[i] == 5)
-			nhwc[n->outs[0]] = 1;
+			for (int k = 0; k < n->nout && (k == 0 || split_channels(g, n)); k++)
+				if (n->outs[k] >= 0)
+					nhwc[n->outs[k]] = 1;
 	}
 	for (int j = 0; j < p->nf; j++)
 		nhwc[outv[j]] = ok[j];
@@ -1111,13 +1133,18 @@ static void layout(pctx *c, dn_plan *p, int *owner)
 			if (!tp[i] || tp[i] >= 3)
 				continue;
 			const coil_node *n = &g->nodes[i];
-			int vs[256], nv = shared_operands(g, n, vs, 256), all = nhwc[n->outs[0]];
+			/* its results: a split's every one */
+			const int nr = split_channels(g, n) ? n->nout : 1;
+			int vs[256], nv = shared_operands(g, n, vs, 256), all = 1;
+			for (int k = 0; k < nr; k++)
+				all &= n->outs[k] < 0 || nhwc[n->outs[k]];
 			for (int k = 0; k < nv; k++)
 				all &= nhwc[vs[k]];
 			if (all)
 				continue;
-			changed |= nhwc[n->outs[0]];
-			nhwc[n->outs[0]] = 0;
+			for (int k = 0; k < nr; k++)
+				if (n->outs[k] >= 0 && nhwc[n->outs[k]])
+					nhwc[n->outs[k]] = 0, changed = 1;
 			for (int k = 0; k < nv; k++)
 				if (nhwc[vs[k]])
 					nhwc[vs[k]] = 0, changed = 1;
@@ -1133,7 +1160,8 @@ static void layout(pctx *c, dn_plan *p, int *owner)
 			}
 	}
 	for (int i = 0; i < g->nnodes; i++)
-		p->cl[i] = tp[i] == 3 || tp[i] == 4 ? nhwc[g->nodes[i].args[0].v[0]] : tp[i] && nhwc[g->nodes[i].outs[0]];
+		p->cl[i] = tp[i] == 3 || tp[i] == 4 || (tp[i] == 2 && split_channels(g, &g->nodes[i])) ? nhwc[g->nodes[i].args[0].v[0]]
+			: tp[i] && nhwc[g->nodes[i].outs[0]];
 	for (int j = 0; j < p->nf; j++) {
 		dn_fuse *f = &p->f[j];
 		f->dst_nhwc = nhwc[outv[j]];

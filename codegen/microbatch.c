@@ -120,7 +120,7 @@ static int node_ok(const mctx *m, const coil_node *n)
 	case OP_MAX_POOL2D_WI: case OP_MAX_POOL2D: case OP_AVG_POOL2D: case OP_MAX_POOL3D_WI: case OP_MAX_POOL3D:
 	case OP_AVG_POOL3D: case OP_ADAPTIVE_AVG_POOL2D_: case OP_ADAPTIVE_AVG_POOL2D: case OP_ADAPTIVE_MAX_POOL2D:
 	case OP_UPSAMPLE_BILINEAR2D_VEC: case OP_UPSAMPLE_BILINEAR2D: case OP_UPSAMPLE_NEAREST2D_VEC:
-	case OP_UPSAMPLE_NEAREST2D:
+	case OP_UPSAMPLE_NEAREST2D: case OP_CHANNEL_SHUFFLE: case OP_PIXEL_SHUFFLE: case OP_PIXEL_UNSHUFFLE:
 		for (int i = 1; i < oi->nargs; i++)
 			if (is_dep(m, &n->args[i]))
 				return 0;

@@ -125,7 +125,8 @@ static int compile_once(coil_graph *g, const codegen_opts *o, dn_tune *tune, con
 	if (!mb_chunk && mbe && *mbe)
 		mb_chunk = atoll(mbe) > 0 ? atoll(mbe) : -1;
 	if (ir_microbatch(&g, &mb_chunk, ga, &mb_total, err) || ir_attention(&g, ga, err) ||
-	    ir_scatter_index(&g, ga, err) || ir_se_scale(&g, ga, err) || ir_requant(&g, ga, err) ||
+	    ir_scatter_index(&g, ga, err) || ir_se_scale(&g, ga, err) || ir_channel_shuffle(&g, ga, err) ||
+	    ir_requant(&g, ga, err) ||
 	    ir_widen_bf16(&g, ga, t->features, err) || ir_fold_graph(g, t->features, &fd, err)) {
 		arena_destroy(ga);
 		return -1;

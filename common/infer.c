@@ -1909,6 +1909,25 @@ static int infer_pixel_shuffle(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
+/* channel_shuffle: [N, C, *] as it is, C a static multiple of groups (the channels'
+ * order is the kernel's) */
+static int infer_channel_shuffle(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	const int64_t gr = n->args[1].i;
+	int64_t ch;
+	char b1[200];
+	if (x->rank < 3 || x->rank > COIL_MAX_RANK - 1)
+		return ARGERR(0, "expected rank 3 to %d ([N, C, *]), got %d", COIL_MAX_RANK - 1, x->rank);
+	if (gr < 1)
+		return ARGERR(1, "must be positive, got %lld", (long long)gr);
+	if (!dim_is_const(&x->shape[1], &ch) || ch % gr)
+		return ARGERR(0, "shape %s: the channels (dim 1) must be a static multiple of %lld",
+			      shp(g, x, b1, sizeof b1), (long long)gr);
+	set_out(g, n, 0, x->dtype, x->rank, x->shape);
+	return 0;
+}
+
 static int infer_repeat(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0);

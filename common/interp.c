@@ -451,6 +451,24 @@ static int eval_pixel_shuffle(ictx *c, coil_node *n)
 	return 0;
 }
 
+/* out channel i*g + j = x channel j*(C/g) + i, over [N, C, rest] */
+static int eval_channel_shuffle(ictx *c, coil_node *n)
+{
+	(void)c;
+	itensor *x = IN(n, 0), *o = OUT(n, 0);
+	const int64_t g = n->args[1].i, C = x->shape[1], per = C / g;
+	int64_t rest = 1;
+	for (int i = 2; i < x->rank; i++)
+		rest *= x->shape[i];
+	for (int64_t b = 0; b < x->shape[0]; b++)
+		for (int64_t ch = 0; ch < C; ch++) {
+			const int64_t sc = (ch % g) * per + ch / g;
+			for (int64_t e = 0; e < rest; e++)
+				o->d[(b * C + ch) * rest + e] = x->d[(b * C + sc) * rest + e];
+		}
+	return 0;
+}
+
 static int eval_repeat(ictx *c, coil_node *n)
 {
 	(void)c;

@@ -204,6 +204,8 @@
 	/* [*, C*r*r, H, W] <-> [*, C, H*r, W*r]: reshape, permute, reshape */                       \
 	X(PIXEL_SHUFFLE, "aten.pixel_shuffle.default", "Tensor self, int upscale_factor", 1, VIEW, pixel_shuffle, pixel_shuffle) \
 	X(PIXEL_UNSHUFFLE, "aten.pixel_unshuffle.default", "Tensor self, int downscale_factor", 1, VIEW, pixel_shuffle, pixel_shuffle) \
+	/* [N, C, *]: channel i*g + j is channel j*(C/g) + i (ShuffleNet's view, transpose, view) */  \
+	X(CHANNEL_SHUFFLE, "aten.channel_shuffle.default", "Tensor self, int groups", 1, VIEW, channel_shuffle, channel_shuffle) \
 	/* tiles: dim i repeated repeats[i] times (leading repeats add dims) */                         \
 	X(REPEAT, "aten.repeat.default", "Tensor self, SymInt[] repeats", 1, VIEW, repeat, repeat)     \
 	X(STACK, "aten.stack.default", "Tensor[] tensors, int dim=0", 1, MOVE, stack, stack)              \

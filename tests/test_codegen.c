@@ -1120,7 +1120,44 @@ static const char *const cl_graphs[] = {
 	  ND("k", "aten.mul.Tensor", "[\"r0\", \"ls\"]", "r1") "," ND("s", "aten.add.Tensor", "[\"r1\", \"c0\"]", "r2") ","
 	  ND("b", "aten.convolution.default", "[\"r2\", \"w3\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "y"),
 	  "\"y\""),
+	/* two ShuffleNet units: split into halves, a conv of one, cat, the channel shuffle as
+	 * PyTorch traces it (view, transpose, clone, view: shuffle.c makes it one
+	 * channel_shuffle), split again; the cats, shuffle and splits in the frame */
+	G(T("x", "f32", "[2,16,6,5]"),
+	  T("w0", "f32", "[16,16,3,3]") "," T("w1", "f32", "[8,8,1,1]") "," T("w2", "f32", "[8,8,3,3]") ","
+	  T("w3", "f32", "[4,16,1,1]"),
+	  ND("a", "aten.convolution.default", "[\"x\", \"w0\", null, [1,1], [1,1], [1,1], false, [0,0], 1]", "c0") ","
+	  ND2("s1", "aten.split.Tensor", "[\"c0\", 8, 1]", "\"h1\"", "\"h2\"") ","
+	  ND("d", "aten.convolution.default", "[\"h2\", \"w1\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "c1") ","
+	  ND("r", "aten.relu.default", "[\"c1\"]", "r1") "," ND("k", "aten.cat.default", "[[\"h1\", \"r1\"], 1]", "k0") ","
+	  ND("v1", "aten.view.default", "[\"k0\", [2,2,8,6,5]]", "v0") ","
+	  ND("t", "aten.transpose.int", "[\"v0\", 1, 2]", "t0") "," ND("cl", "aten.clone.default", "[\"t0\"]", "t1") ","
+	  ND("v2", "aten.view.default", "[\"t1\", [2,-1,6,5]]", "q0") ","
+	  ND2("s2", "aten.split.Tensor", "[\"q0\", 8, 1]", "\"u1\"", "\"u2\"") ","
+	  ND("b", "aten.convolution.default", "[\"u2\", \"w2\", null, [1,1], [1,1], [1,1], false, [0,0], 1]", "c2") ","
+	  ND("k2", "aten.cat.default", "[[\"u1\", \"c2\"], 1]", "k1") ","
+	  ND("c", "aten.convolution.default", "[\"k1\", \"w3\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "y"),
+	  "\"y\""),
+	/* channel_shuffle itself (4 groups) between convs */
+	G(T("x", "f32", "[1,16,5,7]"),
+	  T("w0", "f32", "[16,16,1,1]") "," T("w1", "f32", "[16,1,3,3]") "," T("w2", "f32", "[8,16,1,1]"),
+	  ND("a", "aten.convolution.default", "[\"x\", \"w0\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "c0") ","
+	  ND("s", "aten.channel_shuffle.default", "[\"c0\", 4]", "s0") ","
+	  ND("d", "aten.convolution.default", "[\"s0\", \"w1\", null, [1,1], [1,1], [1,1], false, [0,0], 16]", "c1") ","
+	  ND("c", "aten.convolution.default", "[\"c1\", \"w2\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "y"),
+	  "\"y\""),
 };
+
+/* Convolutions of graph j NHWC on both sides, in its generated C (native target). */
+static int convs_nhwc(const char *j)
+{
+	char *c = emitted_c(j);
+	int k = 0;
+	for (const char *p = c; (p = strstr(p, "dd.channels_last = 1;")); p++)
+		k++;
+	free(c);
+	return k;
+}
 
 static void test_dnnl_channels_last(void **state)
 {
@@ -1128,17 +1165,58 @@ static void test_dnnl_channels_last(void **state)
 	positive_params = 1;
 	const size_t n = sizeof cl_graphs / sizeof *cl_graphs;
 	assert_int_equal(check_close(cl_graphs, n, "channels-last frame"), 0);
+	/* convs with both sides NHWC: f2 and b; d and b; d; d and b; d */
+	static const int convs_inside[] = {2, 2, 1, 2, 1};
+	for (size_t i = 0; i < n; i++)
+		if (convs_nhwc(cl_graphs[i]) != convs_inside[i])
+			fail_msg("channels-last graph %zu: %d convs NHWC on both sides, want %d", i, convs_nhwc(cl_graphs[i]),
+				 convs_inside[i]);
+	/* the shuffle rewritten, and not without it (COIL_SHUFFLE=0): the views keep the cat,
+	 * and with it both splits and the convs d and b read, in NCHW */
+	assert_true(fold_has(cl_graphs[3], "aten.channel_shuffle"));
+	setenv("COIL_SHUFFLE", "0", 1);
+	assert_false(fold_has(cl_graphs[3], "aten.channel_shuffle"));
+	assert_int_equal(convs_nhwc(cl_graphs[3]), 0);
+	assert_int_equal(check_close(cl_graphs + 3, 1, "channels-last frame, no shuffle rewrite"), 0);
+	unsetenv("COIL_SHUFFLE");
 	positive_params = 0;
-	static const int convs_inside[] = {2, 2, 1}; /* convs with both sides NHWC: f2 and b; d and b; d */
-	for (size_t i = 0; i < n; i++) {
-		char *c = emitted_c(cl_graphs[i]);
-		int k = 0;
-		for (const char *p = c; (p = strstr(p, "dd.channels_last = 1;")); p++)
-			k++;
-		if (k != convs_inside[i])
-			fail_msg("channels-last graph %zu: %d convs NHWC on both sides, want %d", i, k, convs_inside[i]);
-		free(c);
-	}
+}
+
+/* Views that only look like a channel shuffle are left as they are (shuffle.c),
+ * each against the interpreter: a transpose of other dims, a view splitting
+ * another dim, an inner view read twice, a final view to another shape. */
+static void test_channel_shuffle_rewrite(void **state)
+{
+	(void)state;
+#define SH_IN T("x", "f32", "[2,12,3,4]")
+#define SH_TAIL(tr, v2) \
+	ND("t", "aten.transpose.int", "[\"v0\", " tr "]", "t0") "," ND("c", "aten.clone.default", "[\"t0\"]", "t1") "," \
+	ND("w", "aten.view.default", "[\"t1\", " v2 "]", "y")
+	static const char *const shuffles[] = {
+		G(SH_IN, "", ND("v", "aten.view.default", "[\"x\", [2,3,4,3,4]]", "v0") "," SH_TAIL("1, 2", "[2,12,3,4]"), "\"y\""),
+		G(SH_IN, "", ND("v", "aten.reshape.default", "[\"x\", [2,6,2,3,4]]", "v0") "," SH_TAIL("2, 1", "[2,12,3,4]"),
+		  "\"y\""),
+		G(T("x", "f32", "[3,8,5]"), "", ND("v", "aten.view.default", "[\"x\", [3,4,2,5]]", "v0") ","
+		  SH_TAIL("-2, 1", "[3,8,5]"), "\"y\""),
+	};
+	static const char *const others[] = {
+		G(SH_IN, "", ND("v", "aten.view.default", "[\"x\", [2,3,4,3,4]]", "v0") "," SH_TAIL("2, 3", "[2,12,3,4]"), "\"y\""),
+		G(SH_IN, "", ND("v", "aten.view.default", "[\"x\", [2,12,3,2,2]]", "v0") "," SH_TAIL("1, 2", "[2,36,2,2]"),
+		  "\"y\""),
+		G(SH_IN, "", ND("v", "aten.view.default", "[\"x\", [2,3,4,3,4]]", "v0") "," SH_TAIL("1, 2", "[2,4,3,12]"), "\"y\""),
+		G(SH_IN, "", ND("v", "aten.view.default", "[\"x\", [2,3,4,3,4]]", "v0") "," SH_TAIL("1, 2", "[2,12,3,4]") ","
+		  ND("r", "aten.relu.default", "[\"v0\"]", "z"), "\"y\",\"z\""),
+	};
+#undef SH_TAIL
+#undef SH_IN
+	for (size_t i = 0; i < sizeof shuffles / sizeof *shuffles; i++)
+		if (!fold_has(shuffles[i], "aten.channel_shuffle"))
+			fail_msg("shuffle %zu: not rewritten", i);
+	for (size_t i = 0; i < sizeof others / sizeof *others; i++)
+		if (fold_has(others[i], "aten.channel_shuffle"))
+			fail_msg("graph %zu: rewritten into a channel shuffle", i);
+	assert_int_equal(check_close(shuffles, sizeof shuffles / sizeof *shuffles, "channel shuffle"), 0);
+	assert_int_equal(check_close(others, sizeof others / sizeof *others, "not a channel shuffle"), 0);
 }
 
 static void test_dnnl_pooling(void **state)
@@ -2088,6 +2166,7 @@ int main(void)
 		cmocka_unit_test(test_dnnl_fusions),
 		cmocka_unit_test(test_dnnl_pooling),
 		cmocka_unit_test(test_dnnl_channels_last),
+		cmocka_unit_test(test_channel_shuffle_rewrite),
 		cmocka_unit_test(test_bn_folding),
 		cmocka_unit_test(test_runtime_errors),
 		cmocka_unit_test(test_random_graphs),
