@@ -1138,6 +1138,16 @@ static const char *const cl_graphs[] = {
 	  ND("k2", "aten.cat.default", "[[\"u1\", \"c2\"], 1]", "k1") ","
 	  ND("c", "aten.convolution.default", "[\"k1\", \"w3\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "y"),
 	  "\"y\""),
+	/* a gated split (GLU over the channels: a * sigmoid(b)) between convs, the halves in the frame */
+	G(T("x", "f32", "[2,8,5,6]"),
+	  T("w0", "f32", "[16,8,3,3]") "," T("w1", "f32", "[8,8,3,3]") "," T("w2", "f32", "[4,8,1,1]"),
+	  ND("a", "aten.convolution.default", "[\"x\", \"w0\", null, [1,1], [1,1], [1,1], false, [0,0], 1]", "c0") ","
+	  ND("r", "aten.relu.default", "[\"c0\"]", "r0") ","
+	  ND2("s", "aten.split_with_sizes.default", "[\"r0\", [8, 8], -3]", "\"h1\"", "\"h2\"") ","
+	  ND("g", "aten.sigmoid.default", "[\"h2\"]", "g0") "," ND("m", "aten.mul.Tensor", "[\"h1\", \"g0\"]", "u") ","
+	  ND("b", "aten.convolution.default", "[\"u\", \"w1\", null, [1,1], [1,1], [1,1], false, [0,0], 1]", "c1") ","
+	  ND("c", "aten.convolution.default", "[\"c1\", \"w2\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "y"),
+	  "\"y\""),
 	/* channel_shuffle itself (4 groups) between convs */
 	G(T("x", "f32", "[1,16,5,7]"),
 	  T("w0", "f32", "[16,16,1,1]") "," T("w1", "f32", "[16,1,3,3]") "," T("w2", "f32", "[8,16,1,1]"),
@@ -1165,8 +1175,8 @@ static void test_dnnl_channels_last(void **state)
 	positive_params = 1;
 	const size_t n = sizeof cl_graphs / sizeof *cl_graphs;
 	assert_int_equal(check_close(cl_graphs, n, "channels-last frame"), 0);
-	/* convs with both sides NHWC: f2 and b; d and b; d; d and b; d */
-	static const int convs_inside[] = {2, 2, 1, 2, 1};
+	/* convs with both sides NHWC: f2 and b; d and b; d; d and b; b; d */
+	static const int convs_inside[] = {2, 2, 1, 2, 1, 1};
 	for (size_t i = 0; i < n; i++)
 		if (convs_nhwc(cl_graphs[i]) != convs_inside[i])
 			fail_msg("channels-last graph %zu: %d convs NHWC on both sides, want %d", i, convs_nhwc(cl_graphs[i]),
