@@ -120,11 +120,13 @@ static int node_ok(const mctx *m, const coil_node *n)
 	case OP_MAX_POOL2D_WI: case OP_MAX_POOL2D: case OP_AVG_POOL2D: case OP_MAX_POOL3D_WI: case OP_MAX_POOL3D:
 	case OP_AVG_POOL3D: case OP_ADAPTIVE_AVG_POOL2D_: case OP_ADAPTIVE_AVG_POOL2D: case OP_ADAPTIVE_MAX_POOL2D:
 	case OP_UPSAMPLE_BILINEAR2D_VEC: case OP_UPSAMPLE_BILINEAR2D: case OP_UPSAMPLE_NEAREST2D_VEC:
-	case OP_UPSAMPLE_NEAREST2D: case OP_CHANNEL_SHUFFLE: case OP_PIXEL_SHUFFLE: case OP_PIXEL_UNSHUFFLE:
+	case OP_UPSAMPLE_NEAREST2D: case OP_CHANNEL_SHUFFLE:
 		for (int i = 1; i < oi->nargs; i++)
 			if (is_dep(m, &n->args[i]))
 				return 0;
 		return is_dep(m, &n->args[0]);
+	case OP_PIXEL_SHUFFLE: case OP_PIXEL_UNSHUFFLE: /* [*, C, H, W]: per image where a batch dim leads */
+		return is_dep(m, &n->args[0]) && r0 >= 4;
 	case OP_DROPOUT: /* inference's: the identity */
 		return !iarg(n, 2, 1);
 	case OP_CONVOLUTION: /* a computed input; weight and bias not */
