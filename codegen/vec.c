@@ -339,6 +339,48 @@ static int access_kind(vctx *c, const ir_node *n, char **idx)
 	return ACC_GATHER;
 }
 
+/* A gather of g interleaved runs: the last dim read at "(((E % g))*S + ((E
+ * / g)))" (index.c's form of a view that splits the dim as [.., S, g] after a
+ * permute from [.., g, S]: ShuffleNet's channel shuffle in NHWC), only that
+ * dim moving with the vector, E the vector variable plus a term without it,
+ * g of 2 or 4 dividing the lanes.  Where E is a multiple of g at lane 0, lane
+ * l reads run l % g (S apart) at l / g: vmath's coil_ilv8 / coil_ilv16 load
+ * the runs whole and interleave them in registers.  Fills e, g, s.
+ * COIL_ILV=0 in the compiler's environment turns it off. */
+static int ilv_of(vctx *c, const ir_node *n, char **idx, char **e, int *g, long long *s)
+{
+	int last = -1;
+	for (int d = 0; d < n->rank; d++)
+		if (!dim_eq_const(&n->shape[d], 1))
+			last = d;
+	const char *off = getenv("COIL_ILV"); /* COIL_ILV=0: lane by lane (measurement switch) */
+	if (last < 0 || c->tail || n->dtype != COIL_F32 || (off && !strcmp(off, "0")))
+		return 0;
+	for (int d = 0; d < n->rank; d++)
+		if (d != last && mentions(idx[d], c->vv))
+			return 0;
+	const char *x = idx[last], *m = strstr(x, " % ");
+	size_t len = strlen(x);
+	if (len < 12 || strncmp(x, "(((", 3) || strcmp(x + len - 3, ")))") || !m || m - x < 4)
+		return 0;
+	char *ex = P("%.*s", (int)(m - x - 3), x + 3);
+	int used = 0;
+	if (sscanf(m, " %% %d))*%lld + ((%n", g, s, &used) != 2 || !used || *s < 1 || (*g != 2 && *g != 4) ||
+	    c->I->w % *g || strcmp(m + used, P("%s / %d)))", ex, *g)))
+		return 0;
+	/* ex: vv, or vv + a term without it, in parentheses or not */
+	const char *t = ex;
+	size_t tl = strlen(t), vl = strlen(c->vv);
+	while (tl >= 2 && t[0] == '(' && t[tl - 1] == ')')
+		t++, tl -= 2;
+	char *core = P("%.*s", (int)tl, t);
+	if (strcmp(core, c->vv) &&
+	    (strncmp(core, c->vv, vl) || strncmp(core + vl, " + ", 3) || mentions(core + vl, c->vv)))
+		return 0;
+	*e = ex;
+	return 1;
+}
+
 static char *idx_key(vctx *c, const ir_node *n, char **idx)
 {
 	char *k = "";
@@ -488,6 +530,22 @@ static char *vrv(vctx *c, int v, char **idx)
 		 * (the default opt_level) gcc kept the loop, and Swin's masked
 		 * softmax, two such gathers an element, ran 2.7x slower (5.1 ->
 		 * 2.3 ms a call on an AVX2 EPYC; 1.5 at -O3) */
+		char *ie;
+		int ig;
+		long long is;
+		if (!mask && !half && ilv_of(c, n, idx, &ie, &ig, &is)) {
+			/* interleaved runs (ilv_of): whole loads where lane 0 starts a
+			 * group, else lane by lane */
+			char *r = P("g%d", c->ntmp++);
+			out(c, "%s %s;\n{\n        const int64_t %s = %s0;\n", I->vt, r, c->vv, c->vv);
+			out(c, "        if ((%s) %% %d == 0)\n                %s = coil_ilv%s(&%s[%s], %lld, %d);\n", ie, ig, r,
+			    I->sfx, b, lin, is, ig);
+			out(c, "        else {\n                float t_[%d];\n                for (int64_t l_ = 0; l_ < %d; l_++) {\n"
+			       "                        const int64_t %s = %s0 + l_;\n                        t_[l_] = %s[%s];\n"
+			       "                }\n                %s = %s;\n        }\n}\n",
+			    I->w, I->w, c->vv, c->vv, b, lin, r, P(I->load, "t_", "0"));
+			return tmp(c, v, key, 0, r);
+		}
 		char *g = P("g%d", c->ntmp++);
 		out(c, "float %s[%d] = {0};\n", g, I->w);
 		if (!c->tail)

@@ -481,6 +481,16 @@ static inline __m256 coil_tail8(int64_t n)
 	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
 	return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), lane));
 }
+/* lane l = p[(l % g) * s + l / g], g of 2 or 4: g runs of 8 / g floats, s
+ * apart, interleaved (vec.c's ilv_of: a channel shuffle read in NHWC). */
+static inline __m256 coil_ilv8(const float *p, int64_t s, int g)
+{
+	if (g == 2) {
+		const __m128 a = _mm_loadu_ps(p), b = _mm_loadu_ps(p + s);
+		return _mm256_set_m128(_mm_unpackhi_ps(a, b), _mm_unpacklo_ps(a, b));
+	}
+	return _mm256_setr_ps(p[0], p[s], p[2 * s], p[3 * s], p[1], p[s + 1], p[2 * s + 1], p[3 * s + 1]);
+}
 /* A vector store, streaming (non-temporal) where nt and p is aligned. */
 static inline void coil_st8(float *p, __m256 v, int nt)
 {
@@ -581,6 +591,20 @@ COIL_HALF_MASKED8(f16)
 typedef int32_t coil_v16i __attribute__((vector_size(64)));
 static inline __m512 coil_sel16(coil_v16i m, __m512 a, __m512 b) { return (__m512)(((coil_v16i)a & m) | ((coil_v16i)b & ~m)); }
 static inline __m512 coil_fmin16(__m512 a, __m512 c) { return _mm512_min_ps(a, c); }
+/* lane l = p[(l % g) * s + l / g], g of 2 or 4 (coil_ilv8's): the runs by
+ * masked loads (nothing read past them), interleaved by two-source permutes. */
+static inline __m512 coil_ilv16(const float *p, int64_t s, int g)
+{
+	if (g == 2)
+		return _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(0xff, p),
+					      _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23),
+					      _mm512_maskz_loadu_ps(0xff, p + s));
+	const __m512i i = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 0, 16, 1, 17, 2, 18, 3, 19);
+	const __m512 ab = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(0xf, p), i, _mm512_maskz_loadu_ps(0xf, p + s));
+	const __m512 cd = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(0xf, p + 2 * s), i,
+						 _mm512_maskz_loadu_ps(0xf, p + 3 * s));
+	return _mm512_permutex2var_ps(ab, _mm512_setr_epi32(0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23), cd);
+}
 /* vminps/vmaxps return their second operand when one is NaN */
 static inline __m512 coil_clamp16(__m512 x, float lo, float hi)
 {

@@ -2053,6 +2053,67 @@ static void test_transposes(void **state)
 	free(c);
 }
 
+/* A channel shuffle read NHWC between convs is a gather of interleaved runs
+ * (vec.c's ilv_of): where a vector starts a group, the runs are loaded whole
+ * and interleaved in registers (coil_ilv8 / coil_ilv16), elsewhere lane by
+ * lane.  Two groups split in halves (every vector whole), split at an odd
+ * channel (the second part's vectors start mid-group), four groups; each on
+ * every target this machine runs, against the interpreter. */
+static const char *const ilv_graphs[] = {
+	G(T("x", "f32", "[1,64,5,6]"),
+	  T("w0", "f32", "[64,64,1,1]") "," T("w1", "f32", "[8,32,1,1]") "," T("w2", "f32", "[8,32,3,3]"),
+	  ND("a", "aten.convolution.default", "[\"x\", \"w0\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "c0") ","
+	  ND("s", "aten.channel_shuffle.default", "[\"c0\", 2]", "s0") ","
+	  ND2("p", "aten.split.Tensor", "[\"s0\", 32, 1]", "\"h1\"", "\"h2\"") ","
+	  ND("b", "aten.convolution.default", "[\"h1\", \"w1\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "y1") ","
+	  ND("c", "aten.convolution.default", "[\"h2\", \"w2\", null, [1,1], [1,1], [1,1], false, [0,0], 1]", "y2"),
+	  "\"y1\",\"y2\""),
+	G(T("x", "f32", "[2,64,3,5]"),
+	  T("w0", "f32", "[64,64,1,1]") "," T("w1", "f32", "[8,31,1,1]") "," T("w2", "f32", "[8,33,1,1]"),
+	  ND("a", "aten.convolution.default", "[\"x\", \"w0\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "c0") ","
+	  ND("s", "aten.channel_shuffle.default", "[\"c0\", 2]", "s0") ","
+	  ND2("p", "aten.split_with_sizes.default", "[\"s0\", [31, 33], 1]", "\"h1\"", "\"h2\"") ","
+	  ND("b", "aten.convolution.default", "[\"h1\", \"w1\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "y1") ","
+	  ND("c", "aten.convolution.default", "[\"h2\", \"w2\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "y2"),
+	  "\"y1\",\"y2\""),
+	G(T("x", "f32", "[1,48,4,7]"),
+	  T("w0", "f32", "[48,48,1,1]") "," T("w1", "f32", "[8,48,1,1]"),
+	  ND("a", "aten.convolution.default", "[\"x\", \"w0\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "c0") ","
+	  ND("s", "aten.channel_shuffle.default", "[\"c0\", 4]", "s0") ","
+	  ND("r", "aten.relu.default", "[\"s0\"]", "r0") ","
+	  ND("b", "aten.convolution.default", "[\"r0\", \"w1\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "y"),
+	  "\"y\""),
+};
+
+static void test_interleaved_gather(void **state)
+{
+	(void)state;
+	positive_params = 1;
+	const size_t n = sizeof ilv_graphs / sizeof *ilv_graphs;
+	assert_int_equal(on_targets("interleaved gather", ilv_graphs, n, 0, NULL, 0, NULL), 0);
+	static const struct {
+		const char *target, *fn;
+	} v[] = {{"x86-64-v3", "coil_ilv8(&"}, {"x86-64-v4", "coil_ilv16(&"}};
+	for (size_t t = 0; t < 2; t++)
+		for (size_t i = 0; i < n; i++) {
+			char *c = emitted_c_for(ilv_graphs[i], v[t].target);
+			const char *p = strstr(c, v[t].fn);
+			if (!p)
+				fail_msg("interleaved gather graph %zu on %s: no %s", i, v[t].target, v[t].fn);
+			/* the groups: 2, 2, 4; the runs 32 apart, or 12 */
+			const char *want = i == 2 ? "], 12, 4);" : "], 32, 2);";
+			if (!strstr(p, want))
+				fail_msg("interleaved gather graph %zu on %s: no %s", i, v[t].target, want);
+			free(c);
+		}
+	/* the generic target has no vectors: the plain gather */
+	char *c = emitted_c_for(ilv_graphs[0], "generic");
+	assert_null(strstr(c, "coil_ilv8(&"));
+	assert_null(strstr(c, "coil_ilv16(&"));
+	free(c);
+	positive_params = 0;
+}
+
 static void test_layouts(void **state)
 {
 	(void)state;
@@ -2176,6 +2237,7 @@ int main(void)
 		cmocka_unit_test(test_dnnl_fusions),
 		cmocka_unit_test(test_dnnl_pooling),
 		cmocka_unit_test(test_dnnl_channels_last),
+		cmocka_unit_test(test_interleaved_gather),
 		cmocka_unit_test(test_channel_shuffle_rewrite),
 		cmocka_unit_test(test_bn_folding),
 		cmocka_unit_test(test_runtime_errors),
