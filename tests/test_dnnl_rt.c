@@ -572,6 +572,65 @@ static void test_conv2d_depthwise_1x1(void **state)
 }
 
 /* squeeze-excite's convs: 1x1 over one pixel of one image run the gemv */
+/* A strided 1-d conv runs as a 1x1 conv over its windows (conv_col): the
+ * windows copied out into the workspace, the weights repacked.  Windows
+ * that overlap (k 3, stride 2), that meet (k 2, stride 2) and with a gap
+ * (k 2, stride 3), with a bias, an eltwise and a residual sum, batches, an
+ * NCW caller, NWC, and one NWC side; each against the reference, each
+ * reporting the path (coil:windows+, its windows in the workspace); not
+ * taken with padding, nor with few channels in, nor with RT_CONV_COL=0. */
+static void test_conv_col(void **state)
+{
+	static const struct {
+		int64_t n, ic, oc, in, k, s;
+		int bias;
+		enum rt_post_kind post;
+	} cases[] = {
+		{1, 64, 32, 50, 3, 2, 1, RT_GELU_ERF}, {3, 64, 24, 33, 2, 2, 0, RT_ADD_SAME}, {2, 80, 16, 41, 2, 3, 1, RT_RELU},
+		{1, 96, 40, 29, 5, 2, 0, 0},
+	};
+	char nm[96], err[256];
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i)
+		for (int way = 0; way < 4; ++way) {
+			rt_conv_desc d = cdesc(1, cases[i].n, cases[i].ic, cases[i].oc, 1, cases[i].in, cases[i].k,
+					       cases[i].s, 0, 1);
+			d.has_bias = cases[i].bias;
+			if (cases[i].post)
+				d.npost = 1, d.post[0].kind = cases[i].post;
+			if (way == 3 && cases[i].post == RT_ADD_SAME)
+				continue; /* (an NWC dst's residual would be NWC too) */
+			d.channels_last = way == 1, d.src_nhwc = way == 2, d.dst_nhwc = way == 3;
+			snprintf(nm, sizeof nm, "conv_col case %zu way %d", i, way);
+			run_conv_ex(*state, &d, nm, 0, NULL);
+			float *w = rnd((size_t)(d.oc * d.ic * d.k[0])), *b = rnd((size_t)d.oc);
+			rt_conv *c = NULL;
+			assert_int_equal(rt_conv_create(*state, &d, w, b, &c, err, sizeof err), RT_OK);
+			free(b);
+			const size_t windows = (size_t)(d.n * d.out[0] * d.k[0] * d.ic) * sizeof(float);
+			if (strncmp(rt_conv_impl(c), "coil:windows+", 13) || rt_conv_scratch_bytes(c) < windows)
+				fail_msg("%s: %s, %zu bytes of workspace (the windows: %zu)", nm, rt_conv_impl(c),
+					 rt_conv_scratch_bytes(c), windows);
+			rt_conv_destroy(c);
+			free(w);
+		}
+	/* not taken: padding, 16 channels in, RT_CONV_COL=0 */
+	rt_conv_desc off[3] = {cdesc(1, 1, 64, 32, 1, 50, 3, 2, 1, 1), cdesc(1, 1, 16, 32, 1, 50, 3, 2, 0, 1),
+			       cdesc(1, 1, 64, 32, 1, 50, 3, 2, 0, 1)};
+	for (int i = 0; i < 3; ++i) {
+		if (i == 2)
+			setenv("RT_CONV_COL", "0", 1);
+		float *w = rnd((size_t)(off[i].oc * off[i].ic * 3));
+		rt_conv *c = NULL;
+		assert_int_equal(rt_conv_create(*state, &off[i], w, NULL, &c, err, sizeof err), RT_OK);
+		assert_null(strstr(rt_conv_impl(c), "coil:windows"));
+		rt_conv_destroy(c);
+		free(w);
+		snprintf(nm, sizeof nm, "conv_col off %d", i);
+		run_conv(*state, off[i], nm);
+	}
+	unsetenv("RT_CONV_COL");
+}
+
 static void test_conv_gemv(void **state)
 {
 	static const rt_post posts[] = {
@@ -2442,6 +2501,7 @@ int main(void)
 		cmocka_unit_test(test_conv_gemv),
 		cmocka_unit_test(test_conv_dw_dilated),
 		cmocka_unit_test(test_conv1d_3d),
+		cmocka_unit_test(test_conv_col),
 		cmocka_unit_test(test_conv_transposed),
 		cmocka_unit_test(test_conv_post_each),
 		cmocka_unit_test(test_conv_post_chains),

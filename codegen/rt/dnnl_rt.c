@@ -1105,6 +1105,7 @@ struct rt_conv {
 	cwino *cw;       /* coil's Winograd instead of oneDNN's primitive (conv_cwino_ok) */
 	struct cgrp *cg; /* coil's grouped conv, 2 or 4 channels a group (conv_cgrp_ok) */
 	rt_matmul *mm;   /* a 1x1 conv of one pixel: the gemv (conv_gemv_ok) */
+	struct conv_col *col; /* a strided 1-d conv as a 1x1 conv over its windows (conv_col_ok) */
 	size_t weight_bytes;
 	size_t ws_bytes;       /* workspace this conv needs (scratchpad included) */
 	/* via: NCHW caller layout, NHWC primitive; reorders around it.  Binary
@@ -2147,6 +2148,156 @@ static int conv_gemv_create(rt_ctx *ctx, rt_conv *c, const rt_conv_desc *d, cons
 	return rc;
 }
 
+/* ------------------------------------------------------------------ */
+/* a strided 1-d conv as a 1x1 conv over its windows                   */
+
+/* oneDNN 2.6's brgconv runs a 1-d conv of stride 2 at 70-77 GFLOP/s one
+ * thread on AVX-512 (HuBERT's and wav2vec2's feature extractor, 512 -> 512
+ * channels, kernel 3 or 2: 3199 -> 1599 frames in 35 ms on a Zen 4), its
+ * 1x1 kernel and matmul at ~110.  In NWC the window of output t is kw
+ * whole frames from frame t * stride, kw * ic contiguous floats: copied
+ * out a row an output (the windows overlap where kw > stride), the conv is
+ * a 1x1 conv of kw * ic channels over the outputs, with the weights [oc][ic]
+ * [kw] repacked [oc][kw][ic] and the conv's bias and post-ops as they are.
+ * An NCW source is reordered NWC first (the staging an NWC primitive needed
+ * anyway), the dst is the inner conv's (which reorders it where the caller
+ * wants NCW).  Dense, f32, stride 2 or more, no padding or dilation, 64 or
+ * more channels in, on RT_PATH_AUTO without a chosen implementation;
+ * RT_CONV_COL=0 turns it off. */
+static int conv_create_trim(rt_ctx *ctx, const rt_conv_desc *d, const void *weight, const void *bias, rt_conv **out,
+			    char *err, size_t errlen);
+
+typedef struct conv_col {
+	rt_conv *inner;
+	int64_t n, ic, tin, tout, kw, sw;
+	dnnl_primitive_t r;    /* NCW -> NWC, or NULL (the source is NWC) */
+	dnnl_memory_t u, v;
+	size_t off_v, off_a;   /* workspace: the NWC source, the windows */
+	char impl[80];         /* "coil:windows+" and the inner conv's */
+} conv_col;
+
+static int conv_col_ok(const rt_conv_desc *d, const void *weight)
+{
+	const char *e = getenv("RT_CONV_COL");
+	if ((e && !strcmp(e, "0")) || !weight || d->nsp != 1 || d->dtype != RT_F32 || d->q || d->transposed ||
+	    (d->groups && d->groups != 1) || d->ic < 64 || d->path != RT_PATH_AUTO || d->impl ||
+	    conv_check(d, NULL, 0) != RT_OK)
+		return 0;
+	if ((d->stride[0] ? d->stride[0] : 1) < 2 || d->k[0] < 2 || d->pad_l[0] || d->pad_r[0] ||
+	    (d->dil[0] ? d->dil[0] : 1) != 1)
+		return 0;
+	for (int i = 0; i < d->npost; ++i)
+		if (d->post[i].kind >= RT_ADD_BCAST)
+			return 0;
+	return 1;
+}
+
+static void conv_col_free(conv_col *q)
+{
+	if (!q)
+		return;
+	rt_conv_destroy(q->inner);
+	if (q->r)
+		dnnl_primitive_destroy(q->r);
+	if (q->u)
+		dnnl_memory_destroy(q->u);
+	if (q->v)
+		dnnl_memory_destroy(q->v);
+	free(q);
+}
+
+static int conv_col_create(rt_ctx *ctx, const rt_conv_desc *d, const void *weight, const void *bias, rt_conv **out,
+			   char *err, size_t errlen)
+{
+	int rc = RT_OK;
+	const int64_t kw = d->k[0], ic = d->ic, oc = d->oc, K = kw * ic;
+	rt_conv *c = calloc(1, sizeof *c);
+	conv_col *q = calloc(1, sizeof *q);
+	float *w = malloc((size_t)(oc * K) * sizeof *w);
+	if (!c || !q || !w) {
+		free(c), free(q), free(w);
+		return seterr(err, errlen, RT_ENOMEM, "rt_conv_create: out of memory");
+	}
+	c->col = q;
+	c->p.ctx = ctx;
+	q->n = d->n, q->ic = ic, q->tin = d->in[0], q->tout = d->out[0], q->kw = kw, q->sw = d->stride[0];
+	const float *w0 = weight;
+	for (int64_t o = 0; o < oc; o++)
+		for (int64_t j = 0; j < kw; j++)
+			for (int64_t i = 0; i < ic; i++)
+				w[(o * kw + j) * ic + i] = w0[(o * ic + i) * kw + j];
+	rt_conv_desc t;
+	memset(&t, 0, sizeof t);
+	t.dtype = RT_F32, t.nsp = 2, t.n = d->n, t.ic = K, t.oc = oc, t.groups = 1;
+	for (int i = 0; i < 2; i++)
+		t.k[i] = t.stride[i] = t.dil[i] = 1, t.in[i] = t.out[i] = i ? q->tout : 1;
+	t.has_bias = d->has_bias, t.channels_last = d->channels_last, t.path = RT_PATH_AUTO;
+	t.src_nhwc = !d->channels_last, t.dst_nhwc = d->channels_last ? 0 : d->dst_nhwc;
+	t.npost = d->npost;
+	memcpy(t.post, d->post, sizeof t.post);
+	rc = conv_create_trim(ctx, &t, w, bias, &q->inner, err, errlen);
+	free(w);
+	if (rc)
+		goto fail;
+	c->weight_bytes = q->inner->weight_bytes;
+	snprintf(q->impl, sizeof q->impl, "coil:windows+%s", rt_conv_impl(q->inner));
+	c->p.npost = q->inner->p.npost;
+	memcpy(c->p.role, q->inner->p.role, sizeof c->p.role);
+	size_t ws = round64(q->inner->ws_bytes);
+	if (!d->channels_last && !d->src_nhwc) {
+		dnnl_memory_desc_t um, vm;
+		const int64_t dims[3] = {d->n, ic, q->tin};
+		static const int nwc[3] = {0, 2, 1};
+		DN(md_dense(&um, 3, dims, NULL, dnnl_f32));
+		DN(md_dense(&vm, 3, dims, nwc, dnnl_f32));
+		DN(dnnl_memory_create(&q->u, &um, ctx->engine, DNNL_MEMORY_NONE));
+		DN(dnnl_memory_create(&q->v, &vm, ctx->engine, DNNL_MEMORY_NONE));
+		if ((rc = reorder_make(ctx, &um, &vm, &q->r, err, errlen)))
+			goto fail;
+		q->off_v = ws;
+		ws += round64((size_t)(d->n * ic * q->tin) * sizeof(float));
+	}
+	q->off_a = ws;
+	ws += round64((size_t)(d->n * q->tout * K) * sizeof(float));
+	c->ws_bytes = ws;
+	if ((rc = ctx_reserve(ctx, ws, err, errlen)))
+		goto fail;
+	*out = c;
+	return RT_OK;
+fail:
+	rt_conv_destroy(c);
+	return rc;
+}
+
+static int conv_col_run(rt_conv *c, const void *src, void *dst, const void *const *post_src, char *err, size_t errlen)
+{
+	const conv_col *q = c->col;
+	rt_ctx *ctx = c->p.ctx;
+	char *ws = ctx->ws;
+	const float *x = src;
+	int rc = RT_OK;
+	if (q->r) {
+		x = (const float *)(ws + q->off_v);
+		if ((rc = reorder_exec(ctx, q->r, q->u, src, q->v, (void *)x, err, errlen)))
+			return rc;
+		DN(dnnl_stream_wait(ctx->stream));
+	}
+	float *a = (float *)(ws + q->off_a);
+	const int64_t K = q->kw * q->ic, rows = q->n * q->tout;
+	const size_t bytes = (size_t)K * sizeof(float);
+#ifdef _OPENMP
+	const int nt = ctx->nthreads > 0 ? ctx->nthreads : omp_get_max_threads();
+#pragma omp parallel for num_threads(nt) if (nt > 1 && rows * K >= 65536) schedule(static)
+#endif
+	for (int64_t r = 0; r < rows; r++) {
+		const int64_t img = r / q->tout, t = r % q->tout;
+		memcpy(a + r * K, x + (img * q->tin + t * q->sw) * q->ic, bytes);
+	}
+	return rt_conv_run(q->inner, a, dst, post_src, err, errlen);
+fail:
+	return rc;
+}
+
 static int conv_create_trim(rt_ctx *ctx, const rt_conv_desc *d, const void *weight, const void *bias, rt_conv **out,
 			    char *err, size_t errlen)
 {
@@ -2154,6 +2305,8 @@ static int conv_create_trim(rt_ctx *ctx, const rt_conv_desc *d, const void *weig
 	void *wt = NULL;
 	const char *e = getenv("RT_CONV_TRIM"); /* RT_CONV_TRIM=0: every tap (measurement switch) */
 	const char *e2 = getenv("RT_CONV_1D"); /* RT_CONV_1D=1: 1-d convs as they are */
+	if (d && conv_col_ok(d, weight))
+		return conv_col_create(ctx, d, weight, bias, out, err, errlen);
 	if (d && !(e2 && !strcmp(e2, "1")) && conv_check(d, NULL, 0) == RT_OK && conv_as_2d(d, &t2))
 		d = &t2;
 	if (!d || !weight || (e && !strcmp(e, "0")) || conv_check(d, NULL, 0) != RT_OK)
@@ -2715,6 +2868,11 @@ static int conv_run(rt_conv *c, const void *src, void *dst, const void *const *p
 				      i);
 	if (c->mm)
 		return rt_matmul_run(c->mm, 1, src, NULL, NULL, dst, post_src, err, errlen);
+	if (c->col) {
+		int prev = threads_enter(c->p.ctx), rc = conv_col_run(c, src, dst, post_src, err, errlen);
+		threads_leave(c->p.ctx, prev);
+		return rc;
+	}
 	if (c->chunk) {
 		const void *ps[RT_MAX_POST] = {0};
 		int rc = RT_OK;
@@ -2764,6 +2922,11 @@ RT_API void rt_conv_destroy(rt_conv *c)
 		free(c);
 		return;
 	}
+	if (c->col) {
+		conv_col_free(c->col);
+		free(c);
+		return;
+	}
 	if (c->dg) {
 		free(c->dg->w), free(c->dg->bias), free(c->dg);
 		free(c);
@@ -2793,7 +2956,7 @@ RT_API size_t rt_conv_scratch_bytes(const rt_conv *c) { return c ? c->ws_bytes :
 RT_API size_t rt_conv_weight_bytes(const rt_conv *c) { return c ? c->weight_bytes : 0; }
 RT_API const char *rt_conv_impl(const rt_conv *c)
 {
-	return !c ? "" : c->chunk ? rt_conv_impl(c->chunk) : c->mm ? rt_matmul_impl(c->mm) : c->dg ? "coil:gemm_col2im" : c->cw ? "coil:wino_4x4"
+	return !c ? "" : c->chunk ? rt_conv_impl(c->chunk) : c->col ? c->col->impl : c->mm ? rt_matmul_impl(c->mm) : c->dg ? "coil:gemm_col2im" : c->cw ? "coil:wino_4x4"
 		: c->cg ? "coil:group_nhwc" : prim_impl(&c->p);
 }
 RT_API int rt_conv_via_nhwc(const rt_conv *c) { return !c ? 0 : c->chunk ? c->chunk->via : c->via; }

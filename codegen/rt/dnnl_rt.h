@@ -272,7 +272,9 @@ RT_API int rt_conv_via_nhwc(const rt_conv *c);
 RT_API int rt_conv_blocked(const rt_conv *c);
 /* The oneDNN implementation chosen (e.g. "brgconv:avx512_core"), or the
  * runtime's own kernel: "coil:gemv" (a 1x1 conv of one pixel of one image),
- * "coil:gemm_col2im" (a transposed conv); a static string, "" if unknown. */
+ * "coil:gemm_col2im" (a transposed conv), "coil:windows+" and the inner
+ * conv's (a strided 1-d conv as a 1x1 conv over its windows); a string the
+ * conv holds, "" if unknown. */
 RT_API const char *rt_conv_impl(const rt_conv *c);
 
 typedef struct rt_matmul_desc {
