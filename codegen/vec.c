@@ -371,8 +371,15 @@ static int ilv_of(vctx *c, const ir_node *n, char **idx, char **e, int *g, long 
 	/* ex: vv, or vv + a term without it, in parentheses or not */
 	const char *t = ex;
 	size_t tl = strlen(t), vl = strlen(c->vv);
-	while (tl >= 2 && t[0] == '(' && t[tl - 1] == ')')
+	for (;;) { /* strip parentheses that enclose the whole of t */
+		size_t close = 0;
+		for (int depth = 0; close < tl; close++)
+			if ((depth += t[close] == '(' ? 1 : t[close] == ')' ? -1 : 0) == 0)
+				break;
+		if (tl < 2 || t[0] != '(' || close != tl - 1)
+			break;
 		t++, tl -= 2;
+	}
 	char *core = P("%.*s", (int)tl, t);
 	if (strcmp(core, c->vv) &&
 	    (strncmp(core, c->vv, vl) || strncmp(core + vl, " + ", 3) || mentions(core + vl, c->vv)))
