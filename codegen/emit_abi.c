@@ -64,6 +64,36 @@ static const char pin_openmp[] =
 	" * when this artifact is dlclose'd (else they run unmapped code). */\n"
 	"__attribute__((constructor)) static void coil_pin_openmp(void)\n{\n"
 	"\t(void)dlopen(\"libgomp.so.1\", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);\n}\n\n";
+/* In the file with the ABI.  A run flushes denormal results to zero and
+ * reads denormal operands as zero (MXCSR's FTZ and DAZ) on every thread of
+ * its team, oneDNN's included, and gives each thread back its own bits.  On
+ * Intel cores each float operation that makes or reads a denormal takes a
+ * microcode assist of ~100 cycles: a softmax over Swin's -100 masks makes
+ * exp(-100) = 3.7e-44, and the batched matmul after it ran 28x slower than
+ * on normal data.  What it changes: values below 2^-126 (1.2e-38) in
+ * magnitude read and come out as 0.  COIL_DENORMALS=keep at create keeps
+ * IEEE gradual underflow. */
+static const char fp_mode[] =
+	"#if defined(__x86_64__) || defined(__i386__)\n"
+	"static _Thread_local unsigned coil_csr_prev;\n"
+	"static _Thread_local int coil_csr_held;\n"
+	"static void coil_fp_hold1(void)\n{\n"
+	"\tif (coil_csr_held)\n\t\treturn;\n"
+	"\tcoil_csr_prev = __builtin_ia32_stmxcsr();\n\tcoil_csr_held = 1;\n"
+	"\t__builtin_ia32_ldmxcsr(coil_csr_prev | 0x8040u);\n}\n"
+	"static void coil_fp_release1(void)\n{\n"
+	"\tif (!coil_csr_held)\n\t\treturn;\n\tcoil_csr_held = 0;\n"
+	"\t__builtin_ia32_ldmxcsr((__builtin_ia32_stmxcsr() & ~0x8040u) | (coil_csr_prev & 0x8040u));\n}\n"
+	"#else\n"
+	"static void coil_fp_hold1(void) {}\nstatic void coil_fp_release1(void) {}\n"
+	"#endif\n"
+	"/* the caller's thread in the team: a worker the team makes copies its bits\n"
+	" * (pthread_create), which must be the caller's own */\n"
+	"static void coil_fp_hold(int nt)\n{\n"
+	"\tif (nt > 1) {\n#pragma omp parallel num_threads(nt)\n\t\tcoil_fp_hold1();\n\t} else {\n\t\tcoil_fp_hold1();\n\t}\n}\n"
+	"static void coil_fp_release(int nt)\n{\n"
+	"\tif (nt > 1) {\n#pragma omp parallel num_threads(nt)\n\t\tcoil_fp_release1();\n\t} else {\n\t\tcoil_fp_release1();\n\t}\n}\n\n";
+
 /* Constants: small ones as initializers; from 256 elements on, as the bytes
  * of a string literal, which the C compiler reads about ten times faster
  * (a union gives the bytes their element type; b holds the literal's NUL). */
@@ -381,7 +411,7 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	}
 	fprintf(f, "static int fail(const char *msg, long long a, long long b)\n{\n"
 		   "\tsnprintf(coil_errbuf, sizeof coil_errbuf, msg, a, b);\n\treturn -1;\n}\n\n");
-	fprintf(f, "struct coil_model {\n\tint nthreads;\n\tvoid *par[%d];\n\tchar *arena;\n\tint64_t arena_cap;\n"
+	fprintf(f, "struct coil_model {\n\tint nthreads;\n\tint ftz;\n\tvoid *par[%d];\n\tchar *arena;\n\tint64_t arena_cap;\n"
 		   "\tdouble *prof;\n%s};\n\n",
 		npar + 1, dn_used(ir) ? "\tstruct coil_dn *dn;\n" : "");
 	emit_profile(c, f);
@@ -400,6 +430,7 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 		g->nparams, g->nparams);
 	fprintf(f, "\tcoil_model *m = calloc(1, sizeof *m);\n\tif (!m)\n\t\treturn fail(\"out of memory\", 0, 0);\n");
 	fprintf(f, "\tm->nthreads = nthreads > 0 ? nthreads : omp_get_max_threads();\n");
+	fprintf(f, "\tconst char *dn_env = getenv(\"COIL_DENORMALS\");\n\tm->ftz = !(dn_env && !strcmp(dn_env, \"keep\"));\n");
 	for (int i = 0; i < g->nparams; i++) {
 		coil_value *v = &g->vals[g->params[i]];
 		const int64_t n = graph_value_bytes(v);
@@ -446,7 +477,7 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 		fprintf(f, "\t\treturn %d;\n", v->rank);
 	}
 	fprintf(f, "\tdefault:\n\t\treturn fail(\"no output %%lld\", output, 0);\n\t}\n}\n\n");
-	fprintf(f, "COIL_EXPORT int coil_model_run(coil_model *m, const void *const *inputs, const int64_t *const *input_shapes, void *const *outputs)\n{\n");
+	fprintf(f, "static int coil_run_(coil_model *m, const void *const *inputs, const int64_t *const *input_shapes, void *const *outputs)\n{\n");
 	fprintf(f, "\tint64_t sym[%d];\n", nsym(g));
 	fprintf(f, "\tif (!m)\n\t\treturn fail(\"no model\", 0, 0);\n");
 	fprintf(f, "\tdouble pt = m->prof ? omp_get_wtime() : 0;\n");
@@ -484,7 +515,11 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	}
 	if (ir->mb_total)
 		fprintf(f, "\t}\n");
-	fprintf(f, "\treturn 0;\n}\n");
+	fprintf(f, "\treturn 0;\n}\n\n");
+	fprintf(f, "COIL_EXPORT int coil_model_run(coil_model *m, const void *const *inputs, const int64_t *const *input_shapes, void *const *outputs)\n{\n"
+		   "\tif (!m || !m->ftz)\n\t\treturn coil_run_(m, inputs, input_shapes, outputs);\n"
+		   "\tcoil_fp_hold(m->nthreads);\n\tconst int rc = coil_run_(m, inputs, input_shapes, outputs);\n"
+		   "\tcoil_fp_release(m->nthreads);\n\treturn rc;\n}\n");
 }
 
 /* The split layout's kernel file (1..nfiles) for each function: longest
@@ -672,8 +707,10 @@ int ir_emit_src(coil_ir *ir, const char *target, const char *hash, const emit_la
 			fprintf(f, "%s#include \"model.h\"\n\n", abi_only ? "#define COIL_ABI_UNIT\n" : "#include \"" CODEGEN_KERNELS_H "\"\n");
 		else
 			fputs(head, f);
-		if (file == 0)
+		if (file == 0) {
 			fputs(pin_openmp, f);
+			fputs(fp_mode, f);
+		}
 		for (int i = 0; file == 0 && c.fold && i < c.fold->nfn; i++)
 			fputs(c.fold->fn[i].text, f);
 		for (int i = 0; i < c.nfn; i++)

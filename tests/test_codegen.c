@@ -2085,6 +2085,65 @@ static const char *const ilv_graphs[] = {
 	  "\"y\""),
 };
 
+/* A run flushes denormals (MXCSR's FTZ and DAZ) on each thread of its
+ * team and gives each thread back its own bits; COIL_DENORMALS=keep at
+ * create keeps gradual underflow.  x (a denormal) times 2 over 64K floats (one batch: not cut in microbatches),
+ * which run in parallel at 2 threads: 0 with the flush; 2x exactly with keep,
+ * on every element, which a worker left flushing by the run before fails. */
+static void run_denormal(const char *json, const char *env, float want)
+{
+	art a;
+	coil_graph *g;
+	if (env)
+		setenv("COIL_DENORMALS", env, 1);
+	else
+		unsetenv("COIL_DENORMALS");
+	assert_int_equal(compile_json(json, &a, &g), 0);
+	enum { N = 64 * 1024 };
+	float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+	for (int i = 0; i < N; i++)
+		x[i] = 1e-40f;
+	const int64_t shape[2] = {1, 65536};
+	const void *in[1] = {x};
+	const int64_t *shp[1] = {shape};
+	void *out[1] = {y};
+	coil_model *m = NULL;
+	assert_int_equal(a.create(NULL, 0, 2, &m), 0);
+#if defined(__x86_64__)
+	const unsigned before = __builtin_ia32_stmxcsr();
+#endif
+	for (int r = 0; r < 2; r++) {
+		assert_int_equal(a.run(m, in, shp, out), 0);
+		for (int i = 0; i < N; i++)
+			if (memcmp(&y[i], &want, sizeof want))
+				fail_msg("COIL_DENORMALS=%s, run %d, element %d: %g, want %g", env ? env : "(unset)", r, i,
+					 (double)y[i], (double)want);
+	}
+#if defined(__x86_64__)
+	assert_int_equal(__builtin_ia32_stmxcsr() & 0x8040u, before & 0x8040u); /* the caller's own */
+#endif
+	a.destroy(m);
+	dlclose(a.h);
+	graph_free(g);
+	free(x);
+	free(y);
+	unsetenv("COIL_DENORMALS");
+}
+
+static void test_denormals(void **state)
+{
+	(void)state;
+#if !defined(__x86_64__)
+	skip();
+#endif
+	const char *json = G(T("x", "f32", "[1,65536]"), "", ND("a", "aten.mul.Scalar", "[\"x\", 2.0]", "y"), "\"y\"");
+	run_denormal(json, NULL, 0.0f);
+	const float twice = 1e-40f + 1e-40f; /* exact: the denormals' sum */
+	run_denormal(json, "keep", twice);
+	run_denormal(json, "flush", 0.0f);
+	run_denormal(json, "keep", twice);
+}
+
 static void test_interleaved_gather(void **state)
 {
 	(void)state;
@@ -2238,6 +2297,7 @@ int main(void)
 		cmocka_unit_test(test_dnnl_pooling),
 		cmocka_unit_test(test_dnnl_channels_last),
 		cmocka_unit_test(test_interleaved_gather),
+		cmocka_unit_test(test_denormals),
 		cmocka_unit_test(test_channel_shuffle_rewrite),
 		cmocka_unit_test(test_bn_folding),
 		cmocka_unit_test(test_runtime_errors),

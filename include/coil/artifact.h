@@ -37,7 +37,9 @@ int coil_model_output_shape(coil_model *m, const int64_t *const *input_shapes, i
 /* Runs the graph: inputs[i] with shape input_shapes[i]; outputs[j] must hold
  * the size that coil_model_output_shape gives.  0 on success, -1 on failure.
  * Separate models may run concurrently on different threads; one model runs
- * one call at a time (it owns the intermediate arena, grown as needed). */
+ * one call at a time (it owns the intermediate arena, grown as needed).
+ * A run flushes denormals to zero on its threads and gives them back their
+ * own floating-point bits (docs/abi.md; COIL_DENORMALS=keep at create: not). */
 int coil_model_run(coil_model *m, const void *const *inputs, const int64_t *const *input_shapes,
 		   void *const *outputs);
 
