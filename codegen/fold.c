@@ -1,7 +1,8 @@
 /* fold: computes what does not depend on the inputs before the run does.
  *
  * Every value is classed, in node order: dynamic (depends on an input),
- * constant (depends on graph constants and fills only: full, zeros) or weight
+ * constant (depends on graph constants and fills only: full, zeros, and
+ * new_zeros or zeros_like of any value, whose values they do not read) or weight
  * (depends on params, perhaps constants too).  A node is dynamic, whatever
  * its inputs, when a result has a symbolic shape or a symbolic size argument,
  * when it is B = t(W) of a matrix product (oneDNN reads W transposed at no
@@ -36,6 +37,7 @@
 
 #include "codegen/dnnl.h"
 #include "codegen/ir.h"
+#include "common/infer.h"
 #include "common/interp.h"
 
 #define FOLD_MIN_ELEMS 4096
@@ -90,6 +92,16 @@ static int is_passive(const coil_node *n)
 	}
 }
 
+/* Whether n reads its tensor arguments' values: a fill after a template
+ * (new_zeros, zeros_like, ones_like, full_like) reads only its shape and
+ * dtype, so Swin's shifted-window mask, new_zeros(x) and slices of it
+ * assigned, is a constant, not a function of x. */
+static int reads_values(const coil_node *n)
+{
+	double v;
+	return !fill_value(n, &v);
+}
+
 static int symbolic_args(const coil_node *n)
 {
 	const op_info *oi = op_get(n->op);
@@ -114,11 +126,12 @@ static void classify(fctx *c, const char *dn_trans)
 		coil_node *n = &g->nodes[i];
 		int cls = CST, worth = !is_passive(n);
 		int64_t leaf = 0;
-		FOR_TENSOR_ARGS(n, v, {
-			cls = c->cls[v] == DYN || cls == DYN ? DYN : c->cls[v] > cls ? c->cls[v] : cls;
-			worth |= c->worth[v];
-			leaf = c->leaf[v] > leaf ? c->leaf[v] : leaf;
-		});
+		if (reads_values(n))
+			FOR_TENSOR_ARGS(n, v, {
+				cls = c->cls[v] == DYN || cls == DYN ? DYN : c->cls[v] > cls ? c->cls[v] : cls;
+				worth |= c->worth[v];
+				leaf = c->leaf[v] > leaf ? c->leaf[v] : leaf;
+			});
 		if (dn_trans[i] || symbolic_args(n))
 			cls = DYN;
 		if (cls == WGT && op_get(n->op)->kind == EXT)
@@ -195,6 +208,8 @@ static void cone(fctx *c, const coil_value *vals, int v)
 	c->stack[sp++] = c->vnode[v];
 	while (sp) {
 		coil_node *n = &c->g->nodes[c->stack[--sp]];
+		if (!reads_values(n))
+			continue;
 		FOR_TENSOR_ARGS(n, u, {
 			if (vals[u].kind == VAL_NODE && !c->mark[c->vnode[u]]) {
 				c->mark[c->vnode[u]] = 1;

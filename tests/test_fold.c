@@ -286,6 +286,33 @@ static void test_const_size_rule(void **state)
 	release(&a);
 }
 
+/* A fill after a template reads only the template's shape and dtype: Swin's
+ * shifted-window mask, new_zeros(x) with slices assigned, permuted, is a
+ * constant, and so is zeros_like(x) + 3; the run is the two products. */
+static const char *const const_template =
+	G(T("x", "f32", "[2,4,4]"), "", "",
+	  ND("n0", "aten.new_zeros.default", "[\"x\", [4,4]]", "z") ","
+	  ND("n1", "aten.full.default", "[[2,4], 1.5]", "f") ","
+	  ND("n2", "aten.slice_scatter.default", "[\"z\", \"f\", 0, 1, 3]", "s") ","
+	  ND("n3", "aten.permute.default", "[\"s\", [1,0]]", "t") ","
+	  ND("n4", "aten.mul.Tensor", "[\"x\",\"t\"]", "y") ","
+	  ND("n5", "aten.zeros_like.default", "[\"x\"]", "zl") ","
+	  ND("n6", "aten.add.Scalar", "[\"zl\", 3]", "three") ","
+	  ND("n7", "aten.mul.Tensor", "[\"x\",\"three\"]", "y2"),
+	  "\"y\",\"y2\"");
+
+static void test_const_template(void **state)
+{
+	(void)state;
+	art a;
+	compile(const_template, &a);
+	assert_int_equal(desc(&a, "folded_constants"), 2);
+	assert_int_equal(desc(&a, "kernels"), 2); /* a loop for each product */
+	assert_null(strstr(a.src, "slice_scatter"));
+	check(&a);
+	release(&a);
+}
+
 /* A constant-only gather out of range: the interpreter cannot fold it, so
  * the run reports the error, as without folding. */
 static const char *const const_bad =
@@ -744,6 +771,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_const_chain),
 		cmocka_unit_test(test_const_size_rule),
+		cmocka_unit_test(test_const_template),
 		cmocka_unit_test(test_const_interp_error),
 		cmocka_unit_test(test_large_constants),
 		cmocka_unit_test(test_weight_matmul),
