@@ -1856,6 +1856,18 @@ static void test_conv_winograd(void **state)
 		fail_msg("rt_conv_create: %s", err);
 	assert_null(strstr(rt_conv_impl(c), "wino"));
 	rt_conv_destroy(c);
+	/* nor with 32 channels out or fewer over 56x56 outputs or more; at 28x28, and
+	 * with 48 out at 56x56, Winograd */
+	static const struct { int ic, oc, hw, wino; } few[] = {{64, 32, 56, 0}, {16, 16, 112, 0}, {64, 32, 28, 1}, {32, 48, 56, 1}};
+	for (size_t i = 0; i < sizeof few / sizeof *few; ++i) {
+		rt_conv_desc f = cdesc(2, 1, few[i].ic, few[i].oc, 1, few[i].hw, 3, 1, 1, 1);
+		f.has_bias = 1, f.channels_last = 1;
+		if (rt_conv_create(ctx, &f, w, b, &c, err, sizeof err))
+			fail_msg("rt_conv_create: %s", err);
+		if ((strstr(rt_conv_impl(c), "wino") != NULL) != few[i].wino)
+			fail_msg("%d->%d 3x3 at %dx%d runs %s", few[i].ic, few[i].oc, few[i].hw, few[i].hw, rt_conv_impl(c));
+		rt_conv_destroy(c);
+	}
 	free(w);
 	free(b);
 

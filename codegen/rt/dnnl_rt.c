@@ -1221,12 +1221,23 @@ static int conv_via_nhwc(const rt_conv_desc *d)
  * including the reorders into and out of the blocked layout they need.
  * Their rounding differs from a direct conv's (relative error ~1e-6 on
  * resnet50's output).  Not with RT_PATH_DIRECT; RT_WINOGRAD=0 in the
- * environment turns them off. */
+ * environment turns them off.
+ * Nor with 32 output channels or fewer over 56x56 outputs or more: the
+ * transformed tiles (4x the activations) leave the L2 there, and GEMMs of so
+ * few columns do not cover that traffic.  Measured on an Intel Xeon (AMX,
+ * 2 MB L2), one thread, NHWC, the reorders included, direct / Winograd:
+ * 0.27 (8->8 at 224), 0.55 (32->16 at 112), 0.75 (inception_v3's 32->32 at
+ * 147), 0.88-0.97 (32, 48, 64, 128 -> 32 at 56), 1.0 (256->32 at 56), while
+ * the same convs at 28x28 and below keep Winograd ahead (64->32 1.29, 128->32
+ * 1.12, 96->32 1.29) and so do 48 and more channels out at 56 (32->48 1.33,
+ * 64->64 1.31); two threads agree. */
 static int conv_wino_ok(const rt_conv_desc *d)
 {
 	const char *e = getenv("RT_WINOGRAD");
 	if ((e && !strcmp(e, "0")) || d->no_wino || d->path == RT_PATH_DIRECT || d->nsp != 2 || d->transposed ||
 	    (d->groups ? d->groups : 1) != 1)
+		return 0;
+	if (d->oc <= 32 && d->out[0] * d->out[1] >= 56 * 56)
 		return 0;
 	for (int i = 0; i < 2; ++i)
 		if (d->k[i] != 3 || (d->stride[i] ? d->stride[i] : 1) != 1 || (d->dil[i] ? d->dil[i] : 1) != 1)
