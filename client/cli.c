@@ -213,6 +213,8 @@ static int cmd_info(opts *o)
 	if (o->ops) {
 		for (int op = 0; op < COIL_NOPS; op++) {
 			const op_info *oi = op_get((coil_op)op);
+			if (op_internal((coil_op)op))
+				continue;
 			/* names and schemas are compile-time ASCII without quotes */
 			printf("{\"name\":\"%s\",\"schema\":\"%s\",\"results\":%d}\n", oi->name, oi->schema, oi->nres);
 		}

@@ -739,6 +739,7 @@ coil_ir *ir_create(coil_graph *g, coil_err *err)
 	}
 	ir->arena = a;
 	ir->g = g;
+	ir->mb_join = -1;
 	ir->val_node = arena_alloc(a, (size_t)(g->nvals + 1) * sizeof(int));
 	ir->outs = arena_alloc(a, (size_t)(g->noutputs + 1) * sizeof(int));
 	if (!ir->val_node || !ir->outs) {

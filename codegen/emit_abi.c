@@ -53,7 +53,8 @@ static const char prelude[] =
 	"static inline int64_t coil_fdiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }\n"
 	"static inline int64_t coil_ipow(int64_t a, int64_t b) { return (int64_t)pow((double)a, (double)b); }\n\n"
 	"typedef struct coil_ctx {\n\tconst int64_t *sym;\n\tint nt;\n\tconst void *const *in;\n"
-	"\tvoid *const *par;\n\tvoid *const *out;\n\tchar *arena;\n\tconst int64_t *off;\n\tcoil_status *st;\n\tstruct coil_dn *dn; /* oneDNN objects, when any */\n} coil_ctx;\n\n";
+	"\tvoid *const *par;\n\tvoid *const *out;\n\tchar *arena;\n\tconst int64_t *off;\n\tcoil_status *st;\n\tstruct coil_dn *dn; /* oneDNN objects, when any */\n"
+	"\tint64_t mb; /* a microbatched run's chunk */\n} coil_ctx;\n\n";
 
 /* The size of sym[]: the graph's symbols (s0, s1, ...), at least one. */
 static int nsym(const coil_graph *g) { return g->syms.n ? g->syms.n : 1; }
@@ -126,10 +127,10 @@ static void emit_consts(ectx *c, FILE *f)
 	fprintf(f, "\n");
 }
 /* An input's or output's dim d as the caller sees it: the whole batch at dim 0 of a
- * microbatched graph (microbatch.c) */
-static coil_dim abi_dim(const coil_ir *ir, const coil_dim *s, int d)
+ * microbatched graph (microbatch.c); a cut graph's outputs come from the whole batch */
+static coil_dim abi_dim(const coil_ir *ir, const coil_dim *s, int d, int output)
 {
-	return d == 0 && ir->mb_total ? dim_const(ir->mb_total) : s[d];
+	return d == 0 && ir->mb_total && !(output && ir->mb_join >= 0) ? dim_const(ir->mb_total) : s[d];
 }
 
 /* describe's JSON: positions, dtypes and shape expressions (symbols s0..),
@@ -139,7 +140,7 @@ static char *shape_json(ectx *c, const coil_dim *s, int rank, int batch)
 	char *j = "[";
 	for (int i = 0; i < rank; i++) {
 		int64_t v;
-		const coil_dim ad = batch ? abi_dim(c->ir, s, i) : s[i];
+		const coil_dim ad = batch ? abi_dim(c->ir, s, i, batch == 2) : s[i];
 		j = dim_is_const(&ad, &v) ? arena_printf(c->a, "%s%s%lld", j, i ? ", " : "", (long long)v)
 					  : arena_printf(c->a, "%s%s\\\"%s\\\"", j, i ? ", " : "", ir_dim_c(c->a, &ad));
 	}
@@ -270,7 +271,7 @@ static void emit_create_folds(ectx *c, FILE *f)
 	fprintf(f, "\t\tchar *arena = total ? aligned_alloc(64, (size_t)total) : NULL;\n"
 		   "\t\tif (total && !arena) {\n\t\t\tcoil_model_destroy(m);\n\t\t\treturn fail(\"out of memory\", 0, 0);\n\t\t}\n");
 	fprintf(f, "\t\tcoil_status st = {0, 0, 0};\n");
-	fprintf(f, "\t\tcoil_ctx x = {sym, m->nthreads, NULL, (void *const *)params, m->par + %d, arena, off, &st, NULL};\n", np);
+	fprintf(f, "\t\tcoil_ctx x = {sym, m->nthreads, NULL, (void *const *)params, m->par + %d, arena, off, &st, NULL, 0};\n", np);
 	for (int k = 0; k < fi->nk; k++) {
 		fprintf(f, "\t%s", c->fold->call[k]);
 		if (c->fold->may_fail[k])
@@ -293,7 +294,7 @@ static void emit_bind(ectx *c, FILE *f)
 		coil_value *v = &g->vals[g->inputs[i]];
 		for (int d = 0; d < v->rank; d++) {
 			int64_t cst;
-			const coil_dim ad = abi_dim(c->ir, v->shape, d);
+			const coil_dim ad = abi_dim(c->ir, v->shape, d, 0);
 			if (dim_is_const(&ad, &cst)) {
 				fprintf(f, "\tif (shapes[%d][%d] != %lld)\n\t\treturn fail(\"input %d: dim %d is %%lld, expected %%lld\", shapes[%d][%d], %lld);\n",
 					i, d, (long long)cst, i, d, i, d, (long long)cst);
@@ -399,7 +400,7 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 		   "\\\"kernels\\\": %d, \\\"functions\\\": %d, \\\"folded_bytes\\\": \\\"%lld\\\", "
 		   "\\\"folded_params\\\": %d, \\\"folded_constants\\\": %d, \\\"create_kernels\\\": %d}\";\n\n",
 		COIL_ABI_VERSION, target, hash, ns, symbols_json(c), tensors_json(c, g->ninputs, g->inputs, 1),
-		tensors_json(c, g->nparams, g->params, 0), tensors_json(c, g->noutputs, g->outputs, 1),
+		tensors_json(c, g->nparams, g->params, 0), tensors_json(c, g->noutputs, g->outputs, 2),
 		ir->arena_unknown ? "unknown" : ir_dim_c(c->a, &ir->arena_bytes), peak_bytes(c), ir->nk, c->nfn, (long long)(fd ? fd->folded_bytes : 0),
 		fd ? fd->nparam : 0, fd ? fd->nconst : 0, fd && fd->create ? fd->create->nk : 0);
 	fprintf(f, "static _Thread_local char coil_errbuf[256];\n");
@@ -471,7 +472,7 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 		coil_value *v = &g->vals[g->outputs[j]];
 		fprintf(f, "\tcase %d:\n", j);
 		for (int d = 0; d < v->rank; d++) {
-			const coil_dim ad = abi_dim(ir, v->shape, d);
+			const coil_dim ad = abi_dim(ir, v->shape, d, 1);
 			fprintf(f, "\t\tshape[%d] = %s;\n", d, ir_dim_c(c->a, &ad));
 		}
 		fprintf(f, "\t\treturn %d;\n", v->rank);
@@ -492,7 +493,7 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 		   "\t\tif (!a)\n\t\t\treturn fail(\"out of memory for %%lld arena bytes\", total, 0);\n"
 		   "\t\tm->arena = a;\n\t\tm->arena_cap = total;\n\t}\n");
 	fprintf(f, "\tcoil_status st = {0, 0, 0};\n");
-	fprintf(f, "\tcoil_ctx x = {sym, m->nthreads, inputs, m->par, outputs, m->arena, off, &st, NULL};\n");
+	fprintf(f, "\tcoil_ctx x = {sym, m->nthreads, inputs, m->par, outputs, m->arena, off, &st, NULL, 0};\n");
 	if (dn_used(ir))
 		fprintf(f, "\tif (coil_dn_prepare(m, sym))\n\t\treturn -1;\n\tx.dn = m->dn;\n");
 	fprintf(f, "\tif (m->prof)\n\t\tcoil_prof_mark(m->prof + %d, &pt, 0, 0);\n", 3 * ir->nk);
@@ -507,13 +508,17 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 			fprintf(f, "\tmb_out[%d] = (char *)outputs[%d] + mb * %lld;\n", j, j,
 				(long long)graph_value_bytes(&g->vals[g->outputs[j]]));
 	}
+	if (ir->mb_total)
+		fprintf(f, "\tx.mb = mb;\n");
 	for (int k = 0; k < ir->nk; k++) {
 		fputs(c->call[k], f);
 		if (c->may_fail[k])
 			fprintf(f, "\tif (st.code)\n\t\treturn fail(coil_errmsg[st.code], st.a, st.b);\n");
 		fprintf(f, "\tif (m->prof)\n\t\tcoil_prof_mark(m->prof + %d, &pt, %s, %s);\n", 3 * k, c->bytes[k], c->flops[k]);
+		if (ir->mb_total && k == ir->mb_join) /* the chunks end at the join; the rest runs on the batch */
+			fprintf(f, "\t}\n\tx.in = inputs;\n\tx.out = outputs;\n");
 	}
-	if (ir->mb_total)
+	if (ir->mb_total && ir->mb_join < 0)
 		fprintf(f, "\t}\n");
 	fprintf(f, "\treturn 0;\n}\n\n");
 	fprintf(f, "COIL_EXPORT int coil_model_run(coil_model *m, const void *const *inputs, const int64_t *const *input_shapes, void *const *outputs)\n{\n"

@@ -1400,6 +1400,19 @@ static void guard(xctx *c)
 	    emit_ctype(x->dtype));
 }
 
+/* coil.mb_join (microbatch.c): this chunk's images into their place in the batch */
+static void mb_join(xctx *c)
+{
+	int outv = result(c, 0);
+	if (outv < 0)
+		return;
+	/* its input as decompose saw it (in the channels-last frame, [c, H, W, C]: the same bytes) */
+	const int xv = c->ir->nodes[outv].xsrc[0];
+	ir_node *x0 = &c->ir->nodes[xv];
+	const char *T = emit_ctype(x0->dtype), *n = prod(c, x0, 0, x0->rank);
+	out(c, "\tmemcpy(%s + x->mb * (int64_t)(%s), %s, (size_t)(%s) * sizeof(%s));\n", buf(c, outv), n, buf(c, xv), n, T);
+}
+
 static void cumsum(xctx *c)
 {
 	int outv = result(c, 0);
@@ -1899,6 +1912,7 @@ void emit_extern(coil_ir *ir, FILE *f, int k, int *used, emit_errs *errs, coil_e
 	case OP_EMBEDDING_BAG_FO: case OP_EMBEDDING_BAG: embedding_bag(&c); return;
 	case OP_CUMSUM: cumsum(&c); return;
 	case OP_GUARD_EQ: guard(&c); return;
+	case OP_MB_JOIN: mb_join(&c); return;
 	case OP_PROD: case OP_PROD_DIM: prod_(&c); return;
 	case OP_SORT: case OP_SORT_STABLE: case OP_TOPK: sort(&c); return;
 	case OP_AS_STRIDED: as_strided(&c); return;

@@ -113,6 +113,7 @@ typedef struct coil_ir {
 	/* microbatch.c: the graph was compiled for mb_chunk of the inputs' mb_total images at
 	 * dim 0 (the ABI's sizes), run mb_total / mb_chunk times; 0: as it is */
 	int64_t mb_total, mb_chunk;
+	int mb_join; /* the kernel of the join (coil.mb_join) where the chunks end, else -1 */
 	/* set by memplan: per param index (folded ones too), whether a kernel of
 	 * the run reads it (not only oneDNN's create: conv weights, constant B) */
 	int npar_run;

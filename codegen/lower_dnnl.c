@@ -961,6 +961,8 @@ static int transparent(const pctx *c, const coil_node *n)
 	const int bn = bn_inference(c, n);
 	if (n->op == OP_CAT) /* along the channels: in the frame, along its last dim */
 		return cat_channels(g, n) ? 2 : 0;
+	if (n->op == OP_MB_JOIN) /* images along dim 0: the same bytes in either layout */
+		return n->outs[0] >= 0 && g->vals[n->outs[0]].rank == 4 ? 2 : 0;
 	if (n->op == OP_CHANNEL_SHUFFLE) /* a permute of the channels: of the frame's last dim */
 		return n->outs[0] >= 0 && g->vals[n->outs[0]].rank == 4 ? 2 : 0;
 	if (split_channels(g, n)) /* slices of the frame's last dim */
@@ -1034,7 +1036,7 @@ static int shared_operands(const coil_graph *g, const coil_node *n, int *vs, int
 			vs[nv++] = n->args[0].v[k];
 		return nv;
 	}
-	if (split_channels(g, n)) {
+	if (split_channels(g, n) || n->op == OP_MB_JOIN) {
 		vs[nv++] = n->args[0].v[0];
 		return nv;
 	}

@@ -223,6 +223,12 @@ int ir_memplan(coil_ir *ir, coil_err *err)
 		for (int i = 0; i < K->nouts; i++)
 			mark_reads(ir, K->outs[i], k, last, seen);
 	}
+	/* a microbatched run's join (microbatch.c): its buffer gathers every chunk's
+	 * images, so it is alive from the first kernel of the first chunk on */
+	ir->mb_join = -1;
+	for (int k = 0; k < ir->nk; k++)
+		if (ir->ks[k].kind == K_EXTERN && ir->g->nodes[ir->nodes[ir->ks[k].ext].gnode].op == OP_MB_JOIN)
+			ir->mb_join = k;
 	ir->nslots = 0;
 	for (int k = 0; k < ir->nk; k++) {
 		ir_kernel *K = &ir->ks[k];
@@ -245,7 +251,7 @@ int ir_memplan(coil_ir *ir, coil_err *err)
 					s = ir->nodes[u].slot;
 					ir->nodes[u].inplace_by = n->inplace = k + 1;
 				}
-			} else if (inplace && K->kind == K_EXTERN && K->nouts == 1 && w[i] == K->ext) {
+			} else if (inplace && K->kind == K_EXTERN && K->nouts == 1 && w[i] == K->ext && k != ir->mb_join) {
 				int u = residual_src(ir, k, w[i], last, err);
 				if (u >= 0) {
 					s = ir->nodes[u].slot;
@@ -257,7 +263,8 @@ int ir_memplan(coil_ir *ir, coil_err *err)
 				s = free_slot(ir, slot_free, k, &b);
 			if (s < 0) { /* static: a slot of its own, placed below */
 				s = ir->nslots++;
-				ir->slots[s] = (ir_slot){.bytes = b, .at = dim_is_const(&b, &bs) ? 0 : -1, .first = k};
+				ir->slots[s] = (ir_slot){.bytes = b, .at = dim_is_const(&b, &bs) ? 0 : -1,
+							 .first = k == ir->mb_join ? 0 : k};
 			}
 			n->slot = s;
 			/* busy until its last reader (at least this kernel) */

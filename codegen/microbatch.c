@@ -1,24 +1,31 @@
 /* microbatch: a graph of static sizes whose images never meet, compiled for
  * c of its N images and run N / c times (the artifact's run loops over the
- * chunks, each input's and output's images at their offsets: emit_abi.c).
+ * chunks, each input's and output's images at their offsets: emit_abi.c),
+ * up to a cut: the nodes after it run once on the whole batch.
  *
- * At batch 8 a mobile network's activations (mobilenet_v2: 38 MB after its
- * first expansion) stream through memory between every two ops, where two
- * images' stay in the caches; the params, read once a run, are read N / c
- * times instead.  On a 2-vCPU Zen 4 EPYC, batch 8, one thread, in chunks of
- * 2 against the whole batch (paired): mobilenet_v2 90.5 -> 68.6 ms,
- * mnasnet1_0 84.8 -> 65.1, mobilenet_v3_large 65.7 -> 54.0, squeezenet1_1
- * 70.3 -> 55.0, efficientnet_b0 112.0 -> 101.6, regnet_y_800mf 151.7 ->
- * 139.0, densenet121 483 -> 454, shufflenet_v2_x1_5 61.6 -> 58.5; two threads
- * 1.02-1.13x for those; but resnet50, whose 100 MB of params outweigh an
- * image's activations, 532 -> 555 at one thread, resnet18 at two 110 ->
- * 123, regnet_x_400mf at two 35.6 -> 38.6.  The rule: chunks of MB_CHUNK
- * where an image's activations (every value read that depends on the
- * inputs, bytes) are at least MB_MIN_RATIO times the params' bytes
- * (mobilenet_v2 5.6, mnasnet1_0 3.6, mobilenet_v3_large 2.5; resnet50 1.5,
- * regnet_x_400mf 1.8, resnext50 1.9, resnet18 0.7), the batch at least
- * 2 x MB_CHUNK and a multiple of it.  COIL_MICROBATCH=0 in the compiler's
- * environment turns it off, =c forces chunks of c where the graph allows.
+ * At batch 8 a network's first layers (mobilenet_v2: 38 MB after its first
+ * expansion) stream their outputs through memory between every two ops,
+ * where two images' stay in the caches; the params, read once a run, are
+ * read N / c times instead, and the later layers, whose outputs fit the
+ * caches at any batch and whose params are the larger, only lose by it (and
+ * by kernels of a quarter of the work: at two threads they scale the worse).
+ * So the rule (find_cut) runs chunks of MB_CHUNK = 2 up to the point where
+ * the gain is largest: each convolution's, matrix product's or pooling's
+ * batch output of at least MB_CUT_BYTES whose chunk's share fits
+ * MB_FIT_BYTES gains twice its bytes (written and read again in memory),
+ * each one's params lose (N / c - 1) x their bytes, and a cut loses the
+ * bytes of the value it joins.  The cut is where one computed value alone
+ * crosses, so the chunks end at one join (coil.mb_join, an internal op: each
+ * chunk's images copied into their place in the batch's buffer, which memplan
+ * keeps alive through all the chunks).  The part after it need not keep
+ * images apart.  Paired on a 2-vCPU Zen 5 EPYC at batch 8 against chunking
+ * the whole graph where the old rule did (act / params >= 2):
+ * mobilenet_v3_large 30.5 -> 26.7 ms at one thread, 21.4 -> 18.0 at two, and
+ * the later layers at the whole batch helped resnet50 (never chunked before:
+ * 327 -> 314 ms at one thread), densenet121 (170 -> 157 at two) and
+ * efficientnet_b0 (34.9 -> 31.1 at two).  The batch must be a multiple of
+ * 2 of at least 4.  COIL_MICROBATCH=0 in the compiler's environment turns it
+ * off, =c forces chunks of c over the whole graph where it allows.
  *
  * Separable: every input has N at dim 0, and every value computed from an
  * input has N at dim 0 with image i's elements made from image i's alone;
@@ -28,11 +35,14 @@
  * pointwise ops, reductions and softmax away from dim 0, convolutions,
  * pooling, inference batch norm, layer norm of the trailing dims, matrix
  * products of a computed left side, views that keep dim 0, cat, split, pad,
- * transposes away from dim 0, ...); anything else keeps the graph whole.
- * The rewrite (on a copy) sets the inputs' dim 0 to c, dim 0 of the sizes
- * views and expands are given, and infers every computed node again; that
- * every computed value then has c at dim 0 is checked, else the graph is
- * kept whole. */
+ * transposes away from dim 0, ...); anything else ends the part that may
+ * be chunked.
+ * The rewrite (on a copy) sets the inputs' dim 0 to c and dim 0 of the sizes
+ * views and expands are given before the cut, puts the join at the cut (the
+ * nodes after it read its result where they read the crossing value), and
+ * infers every computed node before it again; that every computed value
+ * there then has c at dim 0 and the join the crossing value's shape is
+ * checked, else the graph is kept whole. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,7 +50,8 @@
 #include "common/infer.h"
 
 #define MB_CHUNK 2        /* images a run of the rule's */
-#define MB_MIN_RATIO 2.0  /* an image's activations at least this times the params' bytes */
+#define MB_CUT_BYTES (5.0 * (1 << 20)) /* a layer's batch output that streams through memory, */
+#define MB_FIT_BYTES (8.0 * (1 << 20)) /* where a chunk's stays in the caches */
 
 typedef struct mctx {
 	coil_graph *g;
@@ -211,6 +222,74 @@ done:
 	return 0;
 }
 
+/* The bytes node n reads that are not computed from the inputs: params,
+ * constants and what is made of them alone (a linear layer's t(weight)). */
+static double param_bytes(const mctx *m, const coil_node *n)
+{
+	const op_info *oi = op_get(n->op);
+	double b = 0;
+	for (int i = 0; i < oi->nargs; i++)
+		if (n->args[i].kind == ARG_TENSOR && n->args[i].v[0] >= 0 && !m->dep[n->args[i].v[0]])
+			b += (double)graph_value_bytes(&m->g->vals[n->args[i].v[0]]);
+	return b;
+}
+
+/* The cut of the rule's (see the top): nodes [0, s) run per chunk, [s,
+ * nnodes) once on the batch, s where the net gain is largest and positive
+ * (the latest of equals: past the pointwise ops and batch norms fused with a
+ * layer), at a point where one computed value alone (*v) crosses, no input
+ * is read after it and no output made before; or the end (whole: the graph
+ * allows chunks throughout), *v -1.  -2 where nothing gains, -3 out of
+ * memory.  ok_to: the nodes before it keep images apart. */
+static int find_cut(const mctx *m, const int *last, int ok_to, int whole, int64_t chunk, int *v)
+{
+	const coil_graph *g = m->g;
+	/* live[s]: computed values made before s and read at s or later (outputs: read at the end) */
+	int *live = calloc((size_t)g->nnodes + 2, sizeof *live), *xo = calloc((size_t)g->nnodes + 2, sizeof *xo);
+	int in_last = -1;
+	if (!live || !xo) {
+		free(live), free(xo);
+		return -3;
+	}
+	for (int i = 0; i < g->ninputs; i++)
+		in_last = last[g->inputs[i]] > in_last ? last[g->inputs[i]] : in_last;
+	for (int i = 0; i < ok_to; i++) {
+		const coil_node *nd = &g->nodes[i];
+		for (int k = 0; k < nd->nout; k++) {
+			const int w = nd->outs[k];
+			if (w >= 0 && m->dep[w] && last[w] > i) {
+				const int wt = last[w] == g->nnodes ? 2 : 1; /* an output: no cut after it */
+				live[i + 1] += wt, live[last[w] + 1] -= wt;
+				xo[i + 1] ^= w, xo[last[w] + 1] ^= w; /* where one alone is live, the xor is it */
+			}
+		}
+	}
+	double gain = 0, best = 0;
+	int s = -2, run = 0, cross = 0;
+	for (int i = 0; i < ok_to; i++) {
+		const coil_node *nd = &g->nodes[i];
+		const int ext = op_get(nd->op)->kind == EXT;
+		const int layer = ext || nd->op == OP_MAX_POOL2D_WI || nd->op == OP_MAX_POOL2D || nd->op == OP_AVG_POOL2D;
+		if (nd->nout >= 1 && nd->outs[0] >= 0 && m->dep[nd->outs[0]]) {
+			const double ob = (double)graph_value_bytes(&g->vals[nd->outs[0]]);
+			const int streams = ob >= MB_CUT_BYTES && ob / (double)m->n * (double)chunk <= MB_FIT_BYTES;
+			gain += (layer && streams ? 2 * ob : 0) - (ext ? (double)(m->n / chunk - 1) * param_bytes(m, nd) : 0);
+		}
+		run += live[i + 1];
+		cross ^= xo[i + 1];
+		const int cut = i + 1 > in_last && i + 1 < g->nnodes && run == 1, end = i + 1 == g->nnodes && whole;
+		if (!cut && !end)
+			continue;
+		/* at a cut the join copies the crossing value, which the rest then reads from memory;
+		 * where the gain stays the same (pointwise ops, batch norm: fused with their layer), later */
+		const double net = end ? gain : gain - (double)graph_value_bytes(&g->vals[cross]);
+		if (net > 0 && net >= best)
+			best = net, s = i + 1, *v = end ? -1 : cross;
+	}
+	free(live), free(xo);
+	return s;
+}
+
 int ir_microbatch(coil_graph **gp, int64_t *chunkp, coil_arena *a, int64_t *total, coil_err *err)
 {
 	coil_graph *g0 = *gp;
@@ -223,18 +302,23 @@ int ir_microbatch(coil_graph **gp, int64_t *chunkp, coil_arena *a, int64_t *tota
 	if (x0->rank < 1 || !dim_is_const(&x0->shape[0], &n) || n < 2 || (chunk && (n <= chunk || n % chunk)))
 		return 0;
 	mctx m = {g0, n, calloc((size_t)g0->nvals + 1, 1)};
-	int *uses = calloc((size_t)g0->nvals + 1, sizeof *uses);
+	int *uses = calloc((size_t)g0->nvals + 1, sizeof *uses), *last = calloc((size_t)g0->nvals + 1, sizeof *last);
 	char *reads = calloc((size_t)g0->nnodes + 1, 1); /* per node: reads a computed value */
-	if (!m.dep || !uses || !reads) {
-		free(m.dep), free(uses), free(reads);
+	if (!m.dep || !uses || !reads || !last) {
+		free(m.dep), free(uses), free(reads), free(last);
 		return coil_err_oom(err);
 	}
 	graph_count_uses(g0, uses);
-	int ok = 1;
+	graph_node_reads(g0, NULL, last);
+	for (int o = 0; o < g0->noutputs; o++)
+		last[g0->outputs[o]] = g0->nnodes;
+	int ok = 1, ok_to = g0->nnodes; /* the nodes before ok_to keep images apart */
 	for (int i = 0; i < g0->ninputs && ok; i++) {
 		m.dep[g0->inputs[i]] = 1;
 		ok = batch0(&m, g0->inputs[i]);
 	}
+	if (!ok)
+		ok_to = 0;
 	for (int i = 0; i < g0->nnodes && ok; i++) {
 		const coil_node *nd = &g0->nodes[i];
 		const op_info *oi = op_get(nd->op);
@@ -254,48 +338,97 @@ int ir_microbatch(coil_graph **gp, int64_t *chunkp, coil_arena *a, int64_t *tota
 		for (int k = 0; k < nd->nout && ok; k++)
 			if (nd->outs[k] >= 0 && (batch0(&m, nd->outs[k]) || uses[nd->outs[k]]))
 				m.dep[nd->outs[k]] = 1, ok = batch0(&m, nd->outs[k]);
+		if (!ok) { /* what follows runs on the whole batch, if a cut allows */
+			ok_to = i;
+			for (int k = 0; k < nd->nout; k++)
+				if (nd->outs[k] >= 0)
+					m.dep[nd->outs[k]] = 0;
+		}
 	}
-	for (int i = 0; i < g0->noutputs && ok; i++)
-		ok = m.dep[g0->outputs[i]] && batch0(&m, g0->outputs[i]);
-	if (!ok) {
-		free(m.dep), free(uses), free(reads);
+	int whole = ok_to == g0->nnodes;
+	for (int i = 0; i < g0->noutputs && whole; i++)
+		whole = m.dep[g0->outputs[i]] && batch0(&m, g0->outputs[i]);
+	int s = whole ? g0->nnodes : -1, cv = -1;
+	if (!chunk) { /* the rule: chunks of two up to the cut */
+		chunk = MB_CHUNK;
+		s = n >= 2 * MB_CHUNK && n % MB_CHUNK == 0 ? find_cut(&m, last, ok_to, whole, chunk, &cv) : -2;
+	}
+	free(uses), free(last);
+	if (s == -3) {
+		free(m.dep), free(reads);
+		return coil_err_oom(err);
+	}
+	if (s < 0) {
+		free(m.dep), free(reads);
 		return 0;
 	}
-	if (!chunk) { /* the rule: two at a time where the activations outweigh the params */
-		double act = 0, par = 0;
-		for (int v = 0; v < g0->nvals; v++) {
-			const coil_value *x = &g0->vals[v];
-			if (x->kind == VAL_PARAM || x->kind == VAL_CONST)
-				par += (double)graph_value_bytes(x);
-			else if (m.dep[v] && x->kind == VAL_NODE && uses[v])
-				act += (double)graph_value_bytes(x);
-		}
-		chunk = n >= 2 * MB_CHUNK && n % MB_CHUNK == 0 && act / (double)n >= MB_MIN_RATIO * par ? MB_CHUNK : 0;
-		if (!chunk) {
-			free(m.dep), free(uses), free(reads);
-			return 0;
-		}
-	}
-	/* the copy at c images: inputs, sizes, then every node inferred again */
+	/* the copy at c images: inputs, sizes, the join at the cut, then every node before it inferred again */
 	coil_graph *g = graph_copy(g0, a);
-	int rc = g ? 0 : -1;
+	const int cut = s < g0->nnodes;
+	coil_node *nodes = cut ? arena_alloc(a, (size_t)(g0->nnodes + 2) * sizeof *nodes) : NULL;
+	coil_value *vals = cut ? arena_alloc(a, (size_t)(g0->nvals + 2) * sizeof *vals) : NULL;
+	int rc = g && (!cut || (nodes && vals)) ? 0 : -1;
 	if (g)
 		g->capguards = g->nguards; /* a guard added would not write into g0's */
-	for (int i = 0; g && i < g->ninputs; i++)
+	for (int i = 0; !rc && i < g->ninputs; i++)
 		g->vals[g->inputs[i]].shape[0] = dim_const(chunk);
-	for (int i = 0; !rc && i < g->nnodes; i++) {
+	for (int i = 0; !rc && i < s; i++) {
 		coil_node *nd = &g->nodes[i];
 		if ((nd->op == OP_VIEW || nd->op == OP_RESHAPE || nd->op == OP_UNSAFE_VIEW || nd->op == OP_EXPAND) &&
 		    is_dep(&m, &nd->args[0]) && resize_arg(nd, chunk, a))
 			rc = -1;
 	}
-	free(uses);
+	if (!rc && cut) { /* w = join(v) at s; the nodes after it read w where they read v */
+		memcpy(vals, g->vals, (size_t)g->nvals * sizeof *vals);
+		memcpy(nodes, g->nodes, (size_t)s * sizeof *nodes);
+		g->vals = vals, g->capvals = g->nvals + 1, g->nodes = nodes, g->nnodes = s;
+		coil_node *j = graph_append(g, a, OP_MB_JOIN, "microbatch", -1);
+		if (!j || arg_tensor(&j->args[0], cv, a))
+			rc = -1;
+		else
+			j->args[1] = (coil_arg){.kind = ARG_INT, .i = n};
+		const int w = j ? j->outs[0] : -1;
+		for (int i = s; !rc && i < g0->nnodes; i++) {
+			coil_node *nd = &nodes[g->nnodes];
+			*nd = g0->nodes[i];
+			const op_info *oi = op_get(nd->op);
+			int has_v = 0;
+			for (int k = 0; k < oi->nargs; k++)
+				if (nd->args[k].kind == ARG_TENSOR || nd->args[k].kind == ARG_TENSORS)
+					for (int q = 0; q < nd->args[k].n; q++)
+						has_v |= nd->args[k].v[q] == cv;
+			if (has_v) { /* its arguments copied, v made w */
+				coil_arg *args = arena_alloc(a, (size_t)(oi->nargs + 1) * sizeof *args);
+				if (!args) {
+					rc = -1;
+					break;
+				}
+				memcpy(args, nd->args, (size_t)oi->nargs * sizeof *args);
+				for (int k = 0; k < oi->nargs && !rc; k++) {
+					if (args[k].kind != ARG_TENSOR && args[k].kind != ARG_TENSORS)
+						continue;
+					int *vs = arena_alloc(a, (size_t)(args[k].n + 1) * sizeof *vs);
+					if (!vs)
+						rc = -1;
+					for (int q = 0; vs && q < args[k].n; q++)
+						vs[q] = args[k].v[q] == cv ? w : args[k].v[q];
+					args[k].v = vs;
+				}
+				nd->args = args;
+			}
+			for (int k = 0; k < nd->nout; k++)
+				if (nd->outs[k] >= 0)
+					vals[nd->outs[k]].index = g->nnodes;
+			g->nnodes++;
+		}
+	}
 	if (rc) {
 		free(m.dep), free(reads);
 		return coil_err_oom(err);
 	}
 	coil_err e2 = {0};
-	for (int i = 0; ok && i < g->nnodes; i++) {
+	ok = 1;
+	for (int i = 0; ok && i < s; i++) {
 		if (!reads[i])
 			continue;
 		ok = infer_node(g, &g->nodes[i], &e2) == 0;
@@ -303,6 +436,10 @@ int ir_microbatch(coil_graph **gp, int64_t *chunkp, coil_arena *a, int64_t *tota
 			const int v = g->nodes[i].outs[k];
 			ok = v < 0 || !m.dep[v] || dim_eq_const(&g->vals[v].shape[0], chunk);
 		}
+	}
+	if (ok && cut) { /* the join gives back v's own shape: the nodes after it stand as they were */
+		const coil_value *v0 = &g0->vals[cv], *w = &g->vals[g->nodes[s].outs[0]];
+		ok = infer_node(g, &g->nodes[s], &e2) == 0 && w->rank == v0->rank && dims_equal(w->shape, v0->shape, w->rank);
 	}
 	free(m.dep), free(reads);
 	if (!ok || g->nguards != g0->nguards || g->syms.n)

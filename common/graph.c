@@ -750,7 +750,7 @@ static int parse_nodes(pstate *ps, json_t *root)
 		if (!json_is_string(jop))
 			return coil_err_input(ps->err, "node '%s': 'op' must be a string", n->id);
 		int op = op_lookup(json_string_value(jop));
-		if (op < 0) {
+		if (op < 0 || op_internal((coil_op)op)) { /* the compiler's own ops are not a graph's */
 			coil_errc(ps->err, COIL_E_UNSUPPORTED, "node '%s': unknown op '%.100s'", n->id,
 				  json_string_value(jop));
 			coil_err_node(ps->err, n->id);

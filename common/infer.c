@@ -1724,6 +1724,19 @@ static int infer_guard(coil_graph *g, coil_node *n, coil_err *err)
 	return 0;
 }
 
+/* coil.mb_join (microbatch.c): self's shape with dim 0 the batch's total */
+static int infer_mb_join(coil_graph *g, coil_node *n, coil_err *err)
+{
+	coil_value *x = node_in(g, n, 0);
+	if (x->rank < 1 || n->args[1].i < 1)
+		return ARGERR(1, "a batch of %lld for a value of rank %d", (long long)n->args[1].i, x->rank);
+	coil_dim s[COIL_MAX_RANK];
+	memcpy(s, x->shape, sizeof s);
+	s[0] = dim_const(n->args[1].i);
+	set_out(g, n, 0, x->dtype, x->rank, s);
+	return 0;
+}
+
 static int infer_cumsum(coil_graph *g, coil_node *n, coil_err *err)
 {
 	coil_value *x = node_in(g, n, 0);

@@ -991,6 +991,12 @@ static int eval_guard(ictx *c, coil_node *n)
 	return 0;
 }
 
+/* coil.mb_join is the compiler's own (a microbatched run's join): never interpreted */
+static int eval_mb_join(ictx *c, coil_node *n)
+{
+	return rterr(c, n, "coil.mb_join is internal to the compiler");
+}
+
 static int eval_cumsum(ictx *c, coil_node *n)
 {
 	(void)c;

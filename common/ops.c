@@ -126,6 +126,8 @@ const char *op_name(coil_op op)
 	return (unsigned)op < COIL_NOPS ? table[op].name : "?";
 }
 
+int op_internal(coil_op op) { return op == OP_MB_JOIN; }
+
 int op_lookup(const char *name)
 {
 	pthread_once(&once, init);

@@ -248,6 +248,9 @@
 	/* self, unchanged, once value (one integer element) is expected: the exporter's guard on a size
 	 * read from a tensor's values (a lengths tensor's max), which the graph was specialised on;
 	 * another value fails the run, naming the node */                                            \
+	/* internal (microbatch.c; a graph that names it is refused): the chunk of images self into
+	 * its place in a batch of `total` (dim 0), the chunk's index the run's; never in JSON */     \
+	X(MB_JOIN, "coil.mb_join.internal", "Tensor self, int total", 1, MOVE, mb_join, mb_join)   \
 	X(GUARD_EQ, "coil.guard_eq.default", "Tensor self, Tensor value, int expected", 1, MOVE, guard, guard) \
 	X(CUMSUM, "aten.cumsum.default", "Tensor self, int dim, *, ScalarType? dtype=None", 1, MOVE, cumsum, cumsum) \
 	X(PROD, "aten.prod.default", "Tensor self, *, ScalarType? dtype=None", 1, MOVE, prod, prod)      \
@@ -335,6 +338,8 @@ const op_info *op_get(coil_op op);
  * spellings ("aten.relu_.default", "aten.add_.Tensor") find their pure op.
  * Returns -1 when unknown. */
 int op_lookup(const char *name);
+/* The compiler's own ops (coil.mb_join): never a graph's, not listed by `coil info --ops`. */
+int op_internal(coil_op op);
 const char *op_name(coil_op op);
 
 /* coil.lstm, coil.gru, coil.rnn_tanh, coil.rnn_relu: 0, 1, 2, 3 (codegen/rnn.h's kinds), else -1;

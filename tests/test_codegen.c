@@ -651,12 +651,57 @@ static void test_microbatch(void **state)
 	setenv("COIL_MICROBATCH", "0", 1);
 	assert_int_equal(microbatched(split[0]), 0);
 	unsetenv("COIL_MICROBATCH");
-	/* the rule: this net's activations outweigh its params; a wide linear layer's do not */
-	assert_int_equal(microbatched(split[0]), 1);
+	/* the rule: this net's activations fit the caches (test_microbatch_cut chunks larger ones), a
+	 * wide linear layer's params outweigh them */
+	assert_int_equal(microbatched(split[0]), 0);
 	assert_int_equal(microbatched(G(T("x", "f32", "[4,64]"), T("w", "f32", "[256,64]") "," T("b", "f32", "[256]"),
 					ND("t", "aten.t", "[\"w\"]", "t") "," ND("a", "aten.addmm", "[\"b\", \"x\", \"t\"]", "y"),
 					"\"y\"")), 0);
 	positive_params = 0;
+}
+
+/* The rule's cut (microbatch.c): two 1x1 convolutions with a residual whose
+ * batch outputs ([4, 24, 128, 128], 6.3 MB) would stream through memory, then
+ * a pool, a mean and a linear head.  The layers run 2 images at a time up to a
+ * join of the mean's [4, 24] (the one value crossing there, the smallest past
+ * the big layers; none between the convolutions, where the residual crosses
+ * too), the head once on the batch, which may then mix images (a softmax over
+ * it).  An output made before the cut leaves no cut: the whole graph in chunks
+ * where its images never meet; activations that fit the caches are not
+ * chunked.  Each against the interpreter. */
+#define CUT_NET(HW, HEAD, OUTS)                                                                                   \
+	G(T("x", "f32", "[4,8," #HW "," #HW "]"),                                                                   \
+	  T("w1", "f32", "[24,8,1,1]") "," T("w2", "f32", "[24,24,1,1]") "," T("fw", "f32", "[10,24]") ","          \
+	  T("fb", "f32", "[10]"),                                                                                  \
+	  ND("a", "aten.convolution", "[\"x\", \"w1\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "c1") ","     \
+	  ND("b", "aten.relu", "[\"c1\"]", "r") ","                                                                \
+	  ND("c", "aten.convolution", "[\"r\", \"w2\", null, [1,1], [0,0], [1,1], false, [0,0], 1]", "c2") ","     \
+	  ND("d", "aten.add.Tensor", "[\"c2\", \"r\"]", "s") ","                                                   \
+	  ND2("e", "aten.max_pool2d_with_indices", "[\"s\", [4,4], [4,4]]", "\"pm\"", "\"pi\"") ","                \
+	  ND("f", "aten.mean.dim", "[\"pm\", [2,3]]", "m") "," ND("g", "aten.t", "[\"fw\"]", "ft") ","              \
+	  ND("h", "aten.addmm", "[\"fb\", \"m\", \"ft\"]", "o") HEAD, OUTS)
+
+static void test_microbatch_cut(void **state)
+{
+	(void)state;
+	static const char *const graphs[] = {
+		CUT_NET(128, "," ND("i", "aten._softmax", "[\"o\", 0, false]", "y"), "\"y\""),
+		CUT_NET(128, "", "\"o\""),
+		CUT_NET(128, "", "\"o\",\"r\""),
+		CUT_NET(64, "", "\"o\""),
+	};
+	const char *join = "coil.mb_join.internal f32[4, 24] %";
+	assert_true(microbatched(graphs[0]) && fold_has(graphs[0], join));
+	assert_true(microbatched(graphs[1]) && fold_has(graphs[1], join));
+	assert_true(microbatched(graphs[2]) && !fold_has(graphs[2], "coil.mb_join"));
+	assert_false(microbatched(graphs[3]));
+	/* the convolutions at 2 images, the head's product on all 4 */
+	assert_true(fold_has(graphs[0], "f32[2, 24, 128, 128]") && fold_has(graphs[0], "aten.addmm.default f32[4, 10]"));
+	assert_int_equal(check_close(graphs, sizeof graphs / sizeof *graphs, "microbatch cut"), 0);
+	/* forced chunks are the whole graph's or none: the softmax over the batch keeps it whole */
+	setenv("COIL_MICROBATCH", "2", 1);
+	assert_false(microbatched(graphs[0]));
+	unsetenv("COIL_MICROBATCH");
 }
 
 /* NaN and infinities through max pooling, reductions and activations: the
@@ -2284,6 +2329,7 @@ int main(void)
 		cmocka_unit_test(test_broadcast_recompute),
 		cmocka_unit_test(test_se_scale),
 		cmocka_unit_test(test_microbatch),
+		cmocka_unit_test(test_microbatch_cut),
 		cmocka_unit_test(test_fixed),
 		cmocka_unit_test(test_symbolic_batch),
 		cmocka_unit_test(test_pooling),
