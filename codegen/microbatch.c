@@ -18,14 +18,16 @@
  * crosses, so the chunks end at one join (coil.mb_join, an internal op: each
  * chunk's images copied into their place in the batch's buffer, which memplan
  * keeps alive through all the chunks).  The part after it need not keep
- * images apart.  Paired on a 2-vCPU Zen 5 EPYC at batch 8 against chunking
- * the whole graph where the old rule did (act / params >= 2):
- * mobilenet_v3_large 30.5 -> 26.7 ms at one thread, 21.4 -> 18.0 at two, and
- * the later layers at the whole batch helped resnet50 (never chunked before:
- * 327 -> 314 ms at one thread), densenet121 (170 -> 157 at two) and
- * efficientnet_b0 (34.9 -> 31.1 at two).  The batch must be a multiple of
- * 2 of at least 4.  COIL_MICROBATCH=0 in the compiler's environment turns it
- * off, =c forces chunks of c over the whole graph where it allows.
+ * images apart.  Paired on a 2-vCPU Zen 5 EPYC at batch 8 against the old
+ * rule (the whole graph chunked where an image's activations were at least
+ * twice the params' bytes, else none), one thread / two: mobilenet_v3_large
+ * 43.8 -> 38.4 / 23.6 -> 18.9 ms, mobilenet_v2 35.3 -> 32.3 / 24.2 -> 21.2,
+ * mnasnet1_0 36.5 -> 33.7 / 26.3 -> 23.1, efficientnet_b0 69.9 -> 65.3 /
+ * 42.5 -> 37.0, squeezenet1_1 32.4 -> 31.7 / 23.5 -> 20.5; resnet18, never
+ * chunked before, 149 -> 133 at one thread (the same at two).  The batch
+ * must be a multiple of 2 of at least 4.  COIL_MICROBATCH=0 in the
+ * compiler's environment turns it off, =c forces chunks of c over the whole
+ * graph where it allows.
  *
  * Separable: every input has N at dim 0, and every value computed from an
  * input has N at dim 0 with image i's elements made from image i's alone;
