@@ -251,7 +251,7 @@ int ir_memplan(coil_ir *ir, coil_err *err)
 					s = ir->nodes[u].slot;
 					ir->nodes[u].inplace_by = n->inplace = k + 1;
 				}
-			} else if (inplace && K->kind == K_EXTERN && K->nouts == 1 && w[i] == K->ext && k != ir->mb_join) {
+			} else if (inplace && K->kind == K_EXTERN && K->nouts == 1 && w[i] == K->ext) {
 				int u = residual_src(ir, k, w[i], last, err);
 				if (u >= 0) {
 					s = ir->nodes[u].slot;
