@@ -1896,7 +1896,14 @@ static void test_conv_winograd(void **state)
 static const char *conv_impl_of(rt_ctx *ctx, const rt_conv_desc *d, char *buf, size_t len)
 {
 	char err[512] = "";
-	size_t ksz = (size_t)d->oc * (size_t)d->ic * 9;
+	size_t ksz = (size_t)d->oc * (size_t)d->ic * 9; /* 3x3 and smaller, or the desc's kernel */
+	for (int i = 0, big = 0; i < d->nsp && !big; ++i)
+		if (d->k[i] > 3) {
+			ksz = (size_t)d->oc * (size_t)d->ic;
+			for (int j = 0; j < d->nsp; ++j)
+				ksz *= (size_t)d->k[j];
+			big = 1;
+		}
 	float *w = rnd(ksz), *b = rnd((size_t)d->oc);
 	rt_conv *c = NULL;
 	if (rt_conv_create(ctx, d, w, d->has_bias ? b : NULL, &c, err, sizeof err))
@@ -2136,16 +2143,8 @@ static void test_conv_cgrp(void **state)
 				d.post[d.npost++] = (rt_post){.kind = RT_ADD_SAME};
 				d.post[d.npost++] = (rt_post){.kind = RT_RELU};
 			}
-			size_t ksz = (size_t)(sh[i].c * (sh[i].c / sh[i].g) * sh[i].k * sh[i].k);
-			float *w = rnd(ksz), *b = rnd((size_t)sh[i].c);
-			rt_conv *c = NULL;
-			char err[512] = "";
-			if (rt_conv_create(ctx, &d, w, b, &c, err, sizeof err))
-				fail_msg("rt_conv_create: %s", err);
-			if (strcmp(rt_conv_impl(c), "coil:group_nhwc"))
-				fail_msg("shape %zu runs %s", i, rt_conv_impl(c));
-			rt_conv_destroy(c);
-			free(w), free(b);
+			if (strcmp(conv_impl_of(ctx, &d, buf, sizeof buf), "coil:group_nhwc"))
+				fail_msg("shape %zu runs %s", i, buf);
 			snprintf(nm, sizeof nm, "cgrp %d %dx%dx%d g%d k%d s%d p%d d%d v%d", sh[i].n, sh[i].c, sh[i].h,
 				 sh[i].w, sh[i].g, sh[i].k, sh[i].s, sh[i].p, sh[i].dil, v);
 			run_conv_ex(i % 2 ? ctx2 : ctx, &d, nm, 0, NULL);
@@ -2173,6 +2172,52 @@ static void test_conv_cgrp(void **state)
 		if (!strcmp(buf, "coil:group_nhwc"))
 			fail_msg("case %d runs coil's grouped conv", i);
 	}
+	rt_ctx_destroy(ctx2);
+	env_restore(&env);
+}
+
+/* coil's grouped conv for channels a group multiples of 8 (RT_CGRP8=1 takes
+ * it on any machine): NHWC against the reference over 16- and 8-channel
+ * panels (24 a group: one of each), in and out channels a group unequal,
+ * strides, paddings, dilation, kernel sizes, images smaller than a tile
+ * (every tile gathered) and wider (strided tiles), batches (tiles never
+ * cross an image), post-ops with a residual, one and two threads.  By
+ * default (no RT_CGRP8) a 24-channel group is oneDNN's on every machine. */
+static void test_conv_cgrp8(void **state)
+{
+	const env_saved env = env_force("RT_CGRP8", "1");
+	char buf[128];
+	rt_ctx *ctx = *state, *ctx2 = new_ctx(2);
+	static const struct { int n, ic, oc, g, h, w, k, s, p, dil; } sh[] = {
+		{1, 32, 32, 2, 9, 13, 3, 1, 1, 1},  {2, 48, 48, 2, 7, 11, 3, 2, 1, 1}, {1, 16, 32, 2, 6, 6, 3, 1, 1, 1},
+		{1, 64, 64, 4, 10, 17, 3, 1, 2, 2}, {1, 32, 32, 2, 5, 8, 5, 1, 2, 1},  {1, 16, 16, 2, 3, 3, 3, 1, 1, 1},
+		{3, 48, 48, 3, 11, 10, 3, 2, 0, 1}, {1, 64, 64, 4, 7, 9, 1, 1, 0, 1},  {2, 32, 16, 2, 4, 30, 3, 1, 1, 1},
+	};
+	for (size_t i = 0; i < sizeof sh / sizeof *sh; ++i)
+		for (int v = 0; v < 2; ++v) {
+			char nm[160];
+			rt_conv_desc d = cdesc(2, sh[i].n, sh[i].ic, sh[i].oc, sh[i].g, sh[i].h, sh[i].k, sh[i].s, sh[i].p,
+					       sh[i].dil);
+			d.in[1] = sh[i].w;
+			conv_out(&d);
+			d.channels_last = 1, d.has_bias = v == 0;
+			if (v == 1) {
+				d.post[d.npost++] = (rt_post){.kind = RT_LINEAR, .a = 0.5f, .b = 0.1f};
+				d.post[d.npost++] = (rt_post){.kind = RT_ADD_SAME};
+				d.post[d.npost++] = (rt_post){.kind = RT_RELU};
+			}
+			if (strcmp(conv_impl_of(ctx, &d, buf, sizeof buf), "coil:group_nhwc"))
+				fail_msg("shape %zu runs %s", i, buf);
+			snprintf(nm, sizeof nm, "cgrp8 %d %d->%d %dx%d g%d k%d s%d p%d d%d v%d", sh[i].n, sh[i].ic, sh[i].oc,
+				 sh[i].h, sh[i].w, sh[i].g, sh[i].k, sh[i].s, sh[i].p, sh[i].dil, v);
+			run_conv_ex(ctx, &d, nm, 0, NULL);
+			run_conv_ex(ctx2, &d, nm, v, NULL);
+		}
+	unsetenv("RT_CGRP8");
+	rt_conv_desc d = cdesc(2, 1, 48, 48, 2, 14, 3, 1, 1, 1);
+	d.channels_last = 1;
+	if (!strcmp(conv_impl_of(ctx, &d, buf, sizeof buf), "coil:group_nhwc"))
+		fail_msg("24 channels a group runs coil's grouped conv by default");
 	rt_ctx_destroy(ctx2);
 	env_restore(&env);
 }
@@ -2536,6 +2581,7 @@ int main(void)
 		cmocka_unit_test(test_conv_cwino),
 		cmocka_unit_test(test_conv_silu_tail),
 		cmocka_unit_test(test_conv_cgrp),
+		cmocka_unit_test(test_conv_cgrp8),
 		cmocka_unit_test(test_weight_pool),
 		cmocka_unit_test(test_conv_shared_only),
 		cmocka_unit_test(test_pool),

@@ -1103,7 +1103,7 @@ struct rt_conv {
 	prim p;
 	deconv_gemm *dg; /* the GEMM path instead of oneDNN's primitive */
 	cwino *cw;       /* coil's Winograd instead of oneDNN's primitive (conv_cwino_ok) */
-	struct cgrp *cg; /* coil's grouped conv, 2 or 4 channels a group (conv_cgrp_ok) */
+	struct cgrp *cg; /* coil's grouped conv, 2 or 4 channels a group or multiples of 8 (conv_cgrp_ok) */
 	rt_matmul *mm;   /* a 1x1 conv of one pixel: the gemv (conv_gemv_ok) */
 	struct conv_col *col; /* a strided 1-d conv as a 1x1 conv over its windows (conv_col_ok) */
 	size_t weight_bytes;
@@ -1855,7 +1855,7 @@ fail:
 }
 
 /* ------------------------------------------------------------------ */
-/* coil's grouped conv with 2 or 4 channels a group (NHWC f32)         */
+/* coil's grouped conv: 2 or 4 channels a group, or multiples of 8    */
 
 /* oneDNN 2.6's AVX2 kernels take groups of 8 channels or more; groups of
  * 4 (resnext50_32x4d's first stage, every grouped conv of resnext101_64x4d)
@@ -1870,16 +1870,50 @@ fail:
  * RT_CGRP=0 / 1 turns it off / on. */
 typedef struct cgrp {
 	rt_conv_desc d;
-	float *w;    /* [oc/8][kh*kw][cpg][8] */
+	float *w;    /* [oc/8][kh*kw][cpg][8]; wide: per panel [kh*kw][icg][its width] */
 	float *bias; /* [oc], or NULL */
 	int res;     /* the RT_ADD_SAME post-op, or -1 */
+	int wide;    /* conv_cgrp_wide */
+	int64_t icg, npan, *pan; /* wide: panel p's first oc pan[p], its width pan[p+1] - pan[p] (16 or 8) */
 } cgrp;
+
+#define CG8_MAX_ICG 1024 /* cg8_zero's floats */
+
+/* A group's channels multiples of 8, in and out (cg8_run).  RT_CGRP8=1
+ * takes it wherever it applies (tests).  By default (cw_wanted: below
+ * AVX-512) only where it beat oneDNN 2.6's jit:avx2 on an AVX2 EPYC (Zen 3,
+ * one thread, interleaved in one process, three rounds): 16 channels a
+ * group in and out, 3x3 stride 2 over 56 or more columns, one or two
+ * images: regnet_y_800mf's 64 g4 at 112x112 0.88-0.94 -> 0.73-0.81 ms at
+ * one image (1.16-1.25 ms in the model -> 0.95-1.07), 1.12-1.68x at two,
+ * its 144 g9 at 56x56 1.04-1.17x at one, 1.27-1.33x at two.  It lost
+ * elsewhere: the same stride 2 over 28 or 14 columns (320 g20, 784 g49,
+ * 512 g32: 0.71-0.97x; the gathered border tiles weigh more there), 24 or
+ * 32 channels a group (regnet_x's 168 g7, 408 g17: 0.77-0.99x; 1024 g32
+ * 0.6-0.9x), 8 a group (resnext50's 256 g32, 0.7-0.95x), batches of 8
+ * (64 g4 0.81-0.97x against one image at a time blocked, conv_blocked_ok),
+ * and stride 1 came out even in the models (320 g20 at 14x14: 2.2-2.5 ms
+ * both ways for seven) or behind coil's Winograd (conv_cwino_ok). */
+static int conv_cgrp_wide(const rt_conv_desc *d)
+{
+	const int64_t g = d->groups ? d->groups : 1;
+	return g > 1 && d->ic != g && d->ic / g % 8 == 0 && d->oc / g % 8 == 0 && d->ic / g <= CG8_MAX_ICG;
+}
 
 static int conv_cgrp_ok(const rt_conv_desc *d)
 {
 	const int64_t g = d->groups ? d->groups : 1;
-	return g > 1 && cw_wanted("RT_CGRP") && cw_conv_ok(d) && d->ic == d->oc && (d->ic / g == 2 || d->ic / g == 4) &&
-	       d->oc % 8 == 0;
+	if (g < 2 || !cw_conv_ok(d) || d->oc % 8)
+		return 0;
+	if (conv_cgrp_wide(d)) {
+		const char *e = getenv("RT_CGRP8");
+		if (e && !strcmp(e, "1"))
+			return 1;
+		return cw_wanted("RT_CGRP8") && d->ic / g == 16 && d->oc / g == 16 && d->n <= 2 && d->in[1] >= 56 &&
+		       d->k[0] == 3 && d->k[1] == 3 && d->stride[0] == 2 && d->stride[1] == 2 && d->dil[0] <= 1 &&
+		       d->dil[1] <= 1;
+	}
+	return cw_wanted("RT_CGRP") && d->ic == d->oc && (d->ic / g == 2 || d->ic / g == 4);
 }
 
 #ifdef __clang__
@@ -1973,9 +2007,143 @@ static inline __attribute__((always_inline)) void cgrp_row(const cgrp *q, int cp
 }
 #undef CG_TAP
 
+/* Wide groups (channels a group multiples of 8): a panel of 16 output
+ * channels (8 where a group's oc is not a multiple of 16) of one group,
+ * times T output pixels at a time (6 for 16 channels, 12 for 8: twelve
+ * accumulators), per tap and input channel of the group one broadcast a
+ * pixel and one load a weight vector for the T.  An image's output pixels
+ * are tiled as one run of OH x OW, so small images waste few lanes; a tile
+ * within one row whose taps all read inside it addresses its pixels by the
+ * stride, any other (borders, across rows, the last) by a pointer a pixel
+ * and tap, a zero row where the tap reads padding, storing its first cnt.
+ * Each thread takes a run of (panel, image, tile): a panel's weights stay
+ * in L1. */
+static const float cg8_zero[CG8_MAX_ICG] __attribute__((aligned(64)));
+
+static inline __attribute__((always_inline)) void cg8_tile(const cgrp *q, const float *xi, float *y, const float *res,
+							   int64_t p, int64_t n, int64_t s, int cnt, int W2, int T,
+							   int gather)
+{
+	const rt_conv_desc *d = &q->d;
+	const int64_t C = d->ic, OC = d->oc, IH = d->in[0], IW = d->in[1], OW = d->out[1], KH = d->k[0],
+		      KW = d->k[1], icg = q->icg, oc0 = q->pan[p];
+	const int64_t sh = d->stride[0] ? d->stride[0] : 1, sw = d->stride[1] ? d->stride[1] : 1;
+	const int64_t dh = d->dil[0] ? d->dil[0] : 1, dw = d->dil[1] ? d->dil[1] : 1;
+	const int64_t ph = d->pad_l[0], pw = d->pad_l[1];
+	const float *xg = xi + oc0 / (OC / d->groups) * icg, *wp = q->w + oc0 * KH * KW * icg;
+	const cw_v8 z = CW_SPLAT(0.f), b0 = q->bias ? CW_LD(q->bias + oc0) : z,
+		    b1 = q->bias && W2 == 2 ? CW_LD(q->bias + oc0 + 8) : z;
+	cw_v8 acc[12][2];
+#pragma GCC unroll 12
+	for (int t = 0; t < T; t++)
+		acc[t][0] = b0, acc[t][1] = b1;
+	const int64_t oy = s / OW, ox = s % OW;
+	int64_t iy0[12], ix0[12]; /* gather: pixel t's first tap's input row and column */
+	if (gather)
+#pragma GCC unroll 12
+		for (int t = 0, py = oy, px = ox; t < T; t++) {
+			iy0[t] = t < cnt ? py * sh - ph : -((int64_t)1 << 40), ix0[t] = px * sw - pw;
+			if (++px == OW)
+				px = 0, py++;
+		}
+	for (int64_t ky = 0; ky < KH; ky++) {
+		const int64_t iy = oy * sh - ph + ky * dh;
+		if (!gather && (iy < 0 || iy >= IH))
+			continue;
+		for (int64_t kx = 0; kx < KW; kx++) {
+			const float *wt = wp + (ky * KW + kx) * icg * 8 * W2;
+			const float *xq[12];
+			const float *x0 = gather ? xg : xg + (iy * IW + ox * sw - pw + kx * dw) * C;
+			const int64_t xs = sw * C;
+			if (gather)
+#pragma GCC unroll 12
+				for (int t = 0; t < T; t++) {
+					const int64_t jy = iy0[t] + ky * dh, jx = ix0[t] + kx * dw;
+					xq[t] = jy >= 0 && jy < IH && jx >= 0 && jx < IW ? xg + (jy * IW + jx) * C : cg8_zero;
+				}
+			/* the next tile's lines for this tap (a group's slice of a pixel is its own
+			 * lines, which no prefetcher sees coming across the pixels' stride) */
+#pragma GCC unroll 12
+			for (int t = 0; t < T; t++)
+				__builtin_prefetch((const void *)((uintptr_t)(gather ? xq[t] : x0 + t * xs) +
+								  (uintptr_t)(T * xs) * sizeof(float)));
+			for (int64_t i = 0; i < icg; i++) {
+				const cw_v8 w0 = CW_LD(wt + i * 8 * W2), w1 = W2 == 2 ? CW_LD(wt + i * 16 + 8) : z;
+#pragma GCC unroll 12
+				for (int t = 0; t < T; t++) {
+					const cw_v8 xv = CW_SPLAT(gather ? xq[t][i] : x0[t * xs + i]);
+					acc[t][0] = CW_FMA(xv, w0, acc[t][0]);
+					if (W2 == 2)
+						acc[t][1] = CW_FMA(xv, w1, acc[t][1]);
+				}
+			}
+		}
+	}
+	const int64_t base = (n * d->out[0] * OW + s) * OC + oc0;
+#pragma GCC unroll 12
+	for (int t = 0; t < T; t++) /* the next tile's output lines */
+		__builtin_prefetch((const void *)((uintptr_t)(y + base + (T + t) * OC)), 1);
+	for (int t = 0; t < (gather ? cnt : T); t++)
+		for (int h = 0; h < W2; h++) {
+			const int64_t at = base + t * OC + h * 8;
+			cw_v8 v = acc[t][h];
+			cw_posts(d->post, d->npost, &v, q->res >= 0 ? res + at : NULL);
+			CW_ST(y + at, v);
+		}
+}
+
+/* Panel p over output rows [r0, r1) of image n, T pixels a tile */
+static inline __attribute__((always_inline)) void cg8_rows(const cgrp *q, const float *x, float *y, const float *res,
+							   int64_t p, int64_t n, int64_t r0, int64_t r1, int W2, int T)
+{
+	const rt_conv_desc *d = &q->d;
+	const int64_t IW = d->in[1], OW = d->out[1], KW = d->k[1];
+	const int64_t sw = d->stride[1] ? d->stride[1] : 1, dw = d->dil[1] ? d->dil[1] : 1, pw = d->pad_l[1];
+	const float *xi = x + n * d->in[0] * IW * d->ic;
+	/* the columns whose taps all read inside the row: ox*sw - pw >= 0, ox*sw - pw + (KW-1)*dw <= IW-1 */
+	const int64_t lo = (pw + sw - 1) / sw, hi0 = IW - 1 + pw - (KW - 1) * dw, hi = hi0 < 0 ? 0 : hi0 / sw + 1;
+	for (int64_t s = r0 * OW, e = r1 * OW; s < e; s += T) {
+		const int64_t ox = s % OW;
+		const int cnt = (int)(e - s < T ? e - s : T);
+		if (cnt == T && ox >= lo && ox + T <= hi)
+			cg8_tile(q, xi, y, res, p, n, s, T, W2, T, 0);
+		else
+			cg8_tile(q, xi, y, res, p, n, s, cnt, W2, T, 1);
+	}
+}
+
+/* Blocks of output rows whose input rows fit ~128 kB (L2), each block's
+ * panels in turn: a panel's weights stay in L1 over its block's tiles, the
+ * block's input in L2 over its panels */
+static void cg8_run(const cgrp *q, const float *x, float *y, const float *res, int nt)
+{
+	const rt_conv_desc *d = &q->d;
+	const int64_t OH = d->out[0], sh = d->stride[0] ? d->stride[0] : 1;
+	const int64_t row = sh * d->in[1] * d->ic * (int64_t)sizeof(float);
+	int64_t R = ((int64_t)128 << 10) / (row > 0 ? row : 1);
+	R = R < 1 ? 1 : R > OH ? OH : R;
+	const int64_t bpi = (OH + R - 1) / R, nblk = d->n * bpi;
+	(void)nt;
+#ifdef _OPENMP
+#pragma omp parallel for collapse(2) schedule(static) num_threads(nt) if (nt > 1)
+#endif
+	for (int64_t b = 0; b < nblk; b++)
+		for (int64_t p = 0; p < q->npan; p++) {
+			const int64_t n = b / bpi, r0 = b % bpi * R, r1 = r0 + R < OH ? r0 + R : OH;
+			if (q->pan[p + 1] - q->pan[p] == 16)
+				cg8_rows(q, x, y, res, p, n, r0, r1, 2, 6);
+			else
+				cg8_rows(q, x, y, res, p, n, r0, r1, 1, 12);
+		}
+}
+
 static void cgrp_run(const cgrp *q, const float *x, float *y, const float *res, int nt)
 {
 	const rt_conv_desc *d = &q->d;
+	if (q->wide) {
+		cg8_run(q, x, y, res, nt);
+		return;
+	}
 	const int64_t rows = d->n * d->out[0], nb = d->oc / 8;
 	const int cpg = (int)(d->ic / d->groups);
 	(void)nt;
@@ -1994,7 +2162,7 @@ static void cgrp_run(const cgrp *q, const float *x, float *y, const float *res, 
 static void cgrp_free(cgrp *q)
 {
 	if (q)
-		free(q->w), free(q->bias), free(q);
+		free(q->w), free(q->bias), free(q->pan), free(q);
 }
 
 static int cgrp_create(rt_conv *c, const rt_conv_desc *d, const float *weight, const float *bias, char *err,
@@ -2012,11 +2180,32 @@ static int cgrp_create(rt_conv *c, const rt_conv_desc *d, const float *weight, c
 	}
 	q->d = *d;
 	q->res = -1;
-	/* PyTorch's [oc][cpg][kh][kw] -> [oc/8][tap][ci][8] */
-	for (int64_t k = 0; k < C; k++)
-		for (int64_t t = 0; t < taps; t++)
-			for (int64_t i = 0; i < cpg; i++)
-				q->w[((k / 8 * taps + t) * cpg + i) * 8 + k % 8] = weight[(k * cpg + i) * taps + t];
+	if ((q->wide = conv_cgrp_wide(d))) {
+		/* a group's oc in panels of 16, the last 8 where it is not a multiple of 16 */
+		const int64_t ocg = C / d->groups, per = (ocg + 15) / 16;
+		q->icg = cpg, q->npan = d->groups * per;
+		if (!(q->pan = malloc((size_t)(q->npan + 1) * sizeof *q->pan))) {
+			cgrp_free(q);
+			return seterr(err, errlen, RT_ENOMEM, "rt_conv_create: out of memory");
+		}
+		for (int64_t p = 0; p < q->npan; p++)
+			q->pan[p] = p / per * ocg + p % per * 16;
+		q->pan[q->npan] = C;
+		/* PyTorch's [oc][icg][kh][kw] -> per panel [tap][icg][width], the panel at its first oc x taps x icg */
+		for (int64_t p = 0; p < q->npan; p++) {
+			const int64_t o0 = q->pan[p], wd = q->pan[p + 1] - o0;
+			for (int64_t k = o0; k < o0 + wd; k++)
+				for (int64_t t = 0; t < taps; t++)
+					for (int64_t i = 0; i < cpg; i++)
+						q->w[o0 * taps * cpg + (t * cpg + i) * wd + k - o0] =
+							weight[(k * cpg + i) * taps + t];
+		}
+	} else
+		/* PyTorch's [oc][cpg][kh][kw] -> [oc/8][tap][ci][8] */
+		for (int64_t k = 0; k < C; k++)
+			for (int64_t t = 0; t < taps; t++)
+				for (int64_t i = 0; i < cpg; i++)
+					q->w[((k / 8 * taps + t) * cpg + i) * 8 + k % 8] = weight[(k * cpg + i) * taps + t];
 	if (q->bias)
 		memcpy(q->bias, bias, (size_t)C * sizeof(float));
 	c->p.npost = d->npost;
