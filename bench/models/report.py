@@ -257,8 +257,8 @@ def markdown(rows, settings, info, summ, bb):
     L.append("- PyTorch %s (Debian); eager under `torch.no_grad()`, TorchScript = "
              "`torch.jit.trace` + `torch.jit.freeze` + `torch.jit.optimize_for_inference`; ORT = ONNX Runtime "
              "1.30 (onnxruntime-node's CPU library) over `torch.onnx.export` (opset 17), all graph optimizations, "
-             "sequential, intra-op threads = T, timed by its runner around `session.run`, 50 ms of quiet after "
-             "each call; its output 0 checked against eager's" % info.get("torch"))
+             "sequential, intra-op threads = T, timed by its runner around `session.run`; its output 0 checked against eager's; "
+             "every engine's call after 50 ms of quiet" % info.get("torch"))
     L.append("- torch's BLAS: %s; eager's and TorchScript's GEMMs run on it single-threaded at every "
              "thread count (OPENBLAS_NUM_THREADS=1: letting OpenBLAS use 2 threads made eager slower "
              "here, its threads fight ATen's OpenMP threads); most convolutions go to PyTorch's own oneDNN (mkldnn)" % info.get("blas"))

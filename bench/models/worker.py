@@ -218,8 +218,11 @@ def build_ort(m, ins, d):
 def latency(a):
     """Eager, TorchScript, coil and ONNX Runtime in one process (ORT in its runner, timed by
     itself around session.run), their calls interleaved round by round so that background load
-    hits all alike; median per engine and thread count.  ORT's spinning threads get 50 ms of
-    quiet before the next engine's call."""
+    hits all alike; median per engine and thread count.  Every engine's call comes after 50 ms
+    of quiet: ORT's spinning threads go idle before the next call, and no engine starts on a
+    core the one before it kept busy (a quiet after ORT's calls alone made coil, next in the
+    round, the only engine timed out of an idle core: regnet_x_1_6gf at batch 1, one thread,
+    45.3 ms back to back against 49.5 after 50 ms of sleep)."""
     threads = [int(t) for t in a.threads.split(",")]
     res = {"model": a.name, "batch": a.batch, "threads": {}, "errors": {}}
     torch.set_num_threads(max(threads))
@@ -285,11 +288,10 @@ def latency(a):
             while (len(times["eager"]) < a.max_runs and
                    (len(times["eager"]) < a.min_runs or time.perf_counter() - start < budget)):
                 for name, fn in fns.items():
+                    time.sleep(0.05)  # the same quiet before every engine's call
                     t0 = time.perf_counter()
                     own = fn()
                     times[name].append(own if name == "ort" else (time.perf_counter() - t0) * 1e3)
-                    if name == "ort":
-                        time.sleep(0.05)
         for name, ts_ms in times.items():
             ts_ms.sort()
             r[name].update(median_ms=statistics.median(ts_ms), min_ms=ts_ms[0],
