@@ -1883,7 +1883,7 @@ typedef struct cgrp {
  * takes it wherever it applies (tests).  By default (cw_wanted: below
  * AVX-512) only where it beat oneDNN 2.6's jit:avx2 on an AVX2 EPYC (Zen 3,
  * one thread, interleaved in one process, three rounds): 16 channels a
- * group in and out, 3x3 stride 2 over 56 or more columns, one or two
+ * group in and out, 3x3: stride 2 over 56 or more columns, one or two
  * images: regnet_y_800mf's 64 g4 at 112x112 0.88-0.94 -> 0.73-0.81 ms at
  * one image (1.16-1.25 ms in the model -> 0.95-1.07), 1.12-1.68x at two,
  * its 144 g9 at 56x56 1.04-1.17x at one, 1.27-1.33x at two.  It lost
@@ -1891,9 +1891,14 @@ typedef struct cgrp {
  * 512 g32: 0.71-0.97x; the gathered border tiles weigh more there), 24 or
  * 32 channels a group (regnet_x's 168 g7, 408 g17: 0.77-0.99x; 1024 g32
  * 0.6-0.9x), 8 a group (resnext50's 256 g32, 0.7-0.95x), batches of 8
- * (64 g4 0.81-0.97x against one image at a time blocked, conv_blocked_ok),
- * and stride 1 came out even in the models (320 g20 at 14x14: 2.2-2.5 ms
- * both ways for seven) or behind coil's Winograd (conv_cwino_ok). */
+ * (64 g4 0.81-0.97x against one image at a time blocked, conv_blocked_ok).
+ * And stride 1 over 14x14 or fewer outputs with a batch: in regnet_y_800mf
+ * at batch 8 (profiled, two rounds each) its 784 g49 at 7x7 3.1-3.5 -> 2.3-2.4
+ * ms, seven 320 g20 at 14x14 23.6-25.5 -> 21.2-22.3 (against coil's
+ * Winograd), resnext50's four 512 g32 at 14x14 20.4 -> 19.4; at one image
+ * it came out even or behind (regnet's seven 2.2-2.5 ms both ways,
+ * resnext50's four 2.6-2.8 -> 2.7-3.5), and over 28x28 behind Winograd
+ * (144 g9 9.2 -> 9.8-11.1). */
 static int conv_cgrp_wide(const rt_conv_desc *d)
 {
 	const int64_t g = d->groups ? d->groups : 1;
@@ -1909,9 +1914,11 @@ static int conv_cgrp_ok(const rt_conv_desc *d)
 		const char *e = getenv("RT_CGRP8");
 		if (e && !strcmp(e, "1"))
 			return 1;
-		return cw_wanted("RT_CGRP8") && d->ic / g == 16 && d->oc / g == 16 && d->n <= 2 && d->in[1] >= 56 &&
-		       d->k[0] == 3 && d->k[1] == 3 && d->stride[0] == 2 && d->stride[1] == 2 && d->dil[0] <= 1 &&
-		       d->dil[1] <= 1;
+		if (!cw_wanted("RT_CGRP8") || d->ic / g != 16 || d->oc / g != 16 || d->k[0] != 3 || d->k[1] != 3 ||
+		    d->dil[0] > 1 || d->dil[1] > 1 || d->stride[0] != d->stride[1])
+			return 0;
+		return d->stride[0] == 2 ? d->n <= 2 && d->in[1] >= 56
+				         : d->stride[0] <= 1 && d->n >= 2 && d->out[0] * d->out[1] <= 196;
 	}
 	return cw_wanted("RT_CGRP") && d->ic == d->oc && (d->ic / g == 2 || d->ic / g == 4);
 }
