@@ -14,8 +14,9 @@ Engines, all on the same input:
               1.13 fast path cannot take quantized layers and is switched off)
   ort qdq     ONNX Runtime 1.30 on the FX reference model exported to ONNX (opset 13:
               QuantizeLinear/DequantizeLinear with the same scales; all graph optimizations,
-              intra-op threads N, sequential; bench/dynamic's runner, timed inside it,
-              50 ms of quiet after each call for its spinning threads)
+              intra-op threads N, sequential; bench/dynamic's runner, timed inside it)
+Every engine's call comes after 50 ms of quiet (ORT's spinning threads go idle, and no engine
+starts on a core the one before it kept busy).
 Each round times every engine once, in turn, so that each ratio pairs times taken within the
 same round (these machines are shared and noisy); medians over the rounds. Accuracy: each
 int8 engine's logit SQNR against eager f32 (10 log10 |y|^2 / |y - y8|^2, dB).
@@ -169,9 +170,7 @@ def ort_engine(ref, ins, nt, d, name):
         return "ONNX Runtime: %s" % str(e).splitlines()[0][:160]
 
     def run(*_):
-        ms = o.run(shapes, dts, reps=1, inputs=files)["times_ms"][0]
-        time.sleep(0.05)
-        return ms
+        return o.run(shapes, dts, reps=1, inputs=files)["times_ms"][0]
     run.ort = o
     run.output = lambda: torch.from_numpy(numpy.fromfile(outf, dtype="float32"))
     return run
@@ -194,6 +193,7 @@ def bench_model(name, threads_list, rounds, cache, coil_bin):
             times = {e: [] for e in fns}
             for _ in range(rounds):
                 for e, f in fns.items():
+                    time.sleep(0.05)  # the same quiet before every engine's call (ORT's threads go idle)
                     times[e].append(f() if e == "ort qdq" else timed(f, ins))
         if "ort qdq" in fns:
             fns["ort qdq"].ort.close()
