@@ -2022,9 +2022,7 @@ static inline __attribute__((always_inline)) void cgrp_row(const cgrp *q, int cp
  * are tiled as one run of OH x OW, so small images waste few lanes; a tile
  * within one row whose taps all read inside it addresses its pixels by the
  * stride, any other (borders, across rows, the last) by a pointer a pixel
- * and tap, a zero row where the tap reads padding, storing its first cnt.
- * Each thread takes a run of (panel, image, tile): a panel's weights stay
- * in L1. */
+ * and tap, a zero row where the tap reads padding, storing its first cnt. */
 static const float cg8_zero[CG8_MAX_ICG] __attribute__((aligned(64)));
 
 static inline __attribute__((always_inline)) void cg8_tile(const cgrp *q, const float *xi, float *y, const float *res,
@@ -2119,9 +2117,11 @@ static inline __attribute__((always_inline)) void cg8_rows(const cgrp *q, const 
 	}
 }
 
-/* Blocks of output rows whose input rows fit ~128 kB (L2), each block's
- * panels in turn: a panel's weights stay in L1 over its block's tiles, the
- * block's input in L2 over its panels */
+/* Blocks of output rows whose input rows fit ~128 kB, each block's panels
+ * in turn (each thread a run of (block, panel)): a panel's weights stay in
+ * L1 over its block's tiles.  Panels of different groups read disjoint
+ * lines of the input, so it is read from memory once whatever the order;
+ * the prefetch in cg8_tile is what keeps it coming. */
 static void cg8_run(const cgrp *q, const float *x, float *y, const float *res, int nt)
 {
 	const rt_conv_desc *d = &q->d;
