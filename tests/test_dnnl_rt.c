@@ -18,6 +18,11 @@
 #include "codegen/rt/dnnl_rt.h"
 
 #define TOL 1e-4
+#if defined(__FMA__) && defined(__AVX2__) /* the runtime's cw_wanted: built with the same flags */
+#define BUILT_AVX2 1
+#else
+#define BUILT_AVX2 0
+#endif
 
 /* ------------------------------------------------------------------ */
 /* helpers                                                             */
@@ -748,6 +753,7 @@ static void test_conv_grouped_blocked(void **state)
 		     {2, 256, 32, 28, 0, 1, 1}, {2, 64, 4, 56, 1, 1, 1}, {2, 48, 2, 56, 1, 1, 1},
 		     {2, 320, 20, 28, 1, 1, 0} /* 16 a group, 28 columns */, {2, 72, 6, 56, 1, 1, 0} /* 12 a group */,
 		     {2, 1024, 32, 14, 1, 1, 0}};
+	const env_saved nowino = env_force("RT_CWINO", "0"); /* (it comes first for some, below AVX-512) */
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
 		rt_conv *c = NULL;
 		d = cdesc(2, cases[i].n, cases[i].ic, cases[i].ic, cases[i].g, cases[i].width, 3, 1, 1, 1);
@@ -761,6 +767,7 @@ static void test_conv_grouped_blocked(void **state)
 				 (int)cases[i].width, rt_conv_blocked(c), cases[i].blocked, rt_conv_impl(c));
 		rt_conv_destroy(c);
 	}
+	env_restore(&nowino);
 	struct {
 		int64_t n, k, s;
 		int blocked;
@@ -1923,7 +1930,8 @@ static const char *conv_impl_of(rt_ctx *ctx, const rt_conv_desc *d, char *buf, s
  * to oneDNN. */
 static void test_conv_cwino(void **state)
 {
-	const env_saved env = env_force("RT_CWINO", "1");
+	const env_saved env = env_force("RT_CWINO", "1"),
+			env8 = env_force("RT_CGRP8", "0"); /* (it comes first for some grouped shapes) */
 	rt_ctx *ctx = *state, *ctx2 = new_ctx(2);
 	char buf[128];
 	rt_conv_desc d = cdesc(2, 1, 64, 64, 1, 14, 3, 1, 1, 1);
@@ -2010,6 +2018,7 @@ static void test_conv_cwino(void **state)
 				run_conv_ex(v == 5 ? ctx2 : ctx, &d, nm, 1, NULL);
 		}
 	rt_ctx_destroy(ctx2);
+	env_restore(&env8);
 	env_restore(&env);
 }
 
@@ -2178,11 +2187,14 @@ static void test_conv_cgrp(void **state)
 
 /* coil's grouped conv for channels a group multiples of 8 (RT_CGRP8=1 takes
  * it on any machine): NHWC against the reference over 16- and 8-channel
- * panels (24 a group: one of each), in and out channels a group unequal,
+ * panels (40 a group: two 16s and an 8), 24-wide panels (24 and 72 a
+ * group; 48 runs as three 16s), in and out channels a group unequal,
  * strides, paddings, dilation, kernel sizes, images smaller than a tile
  * (every tile gathered) and wider (strided tiles), batches (tiles never
  * cross an image), post-ops with a residual, one and two threads.  By
- * default (no RT_CGRP8) a 24-channel group is oneDNN's on every machine. */
+ * default (no RT_CGRP8) only below AVX-512, and only the shapes
+ * conv_cgrp_ok names (24 a group: stride 2 over 56 columns or more at one
+ * or two images, stride 1 at 7x7 with a batch). */
 static void test_conv_cgrp8(void **state)
 {
 	const env_saved env = env_force("RT_CGRP8", "1");
@@ -2192,6 +2204,8 @@ static void test_conv_cgrp8(void **state)
 		{1, 32, 32, 2, 9, 13, 3, 1, 1, 1},  {2, 48, 48, 2, 7, 11, 3, 2, 1, 1}, {1, 16, 32, 2, 6, 6, 3, 1, 1, 1},
 		{1, 64, 64, 4, 10, 17, 3, 1, 2, 2}, {1, 32, 32, 2, 5, 8, 5, 1, 2, 1},  {1, 16, 16, 2, 3, 3, 3, 1, 1, 1},
 		{3, 48, 48, 3, 11, 10, 3, 2, 0, 1}, {1, 64, 64, 4, 7, 9, 1, 1, 0, 1},  {2, 32, 16, 2, 4, 30, 3, 1, 1, 1},
+		{1, 80, 80, 2, 6, 7, 3, 1, 1, 1},   {1, 144, 144, 2, 6, 9, 3, 1, 1, 1}, {2, 72, 72, 3, 9, 14, 3, 2, 1, 1},
+		{1, 16, 48, 2, 5, 7, 3, 1, 1, 1},   {1, 96, 96, 2, 8, 8, 3, 1, 1, 1},  {1, 48, 48, 2, 3, 30, 1, 1, 0, 1},
 	};
 	for (size_t i = 0; i < sizeof sh / sizeof *sh; ++i)
 		for (int v = 0; v < 2; ++v) {
@@ -2214,10 +2228,19 @@ static void test_conv_cgrp8(void **state)
 			run_conv_ex(ctx2, &d, nm, v, NULL);
 		}
 	unsetenv("RT_CGRP8");
-	rt_conv_desc d = cdesc(2, 1, 48, 48, 2, 14, 3, 1, 1, 1);
-	d.channels_last = 1;
-	if (!strcmp(conv_impl_of(ctx, &d, buf, sizeof buf), "coil:group_nhwc"))
-		fail_msg("24 channels a group runs coil's grouped conv by default");
+	static const struct { int n, c, g, h, s, want; } dflt[] = {
+		{1, 48, 2, 112, 2, 1}, {2, 72, 3, 56, 2, 1}, {8, 72, 3, 7, 1, 1}, {1, 72, 3, 7, 1, 0},
+		{8, 72, 3, 14, 1, 0},  {1, 72, 3, 28, 2, 0}, {8, 64, 4, 14, 1, 1}, {2, 96, 3, 56, 2, 0},
+	};
+	/* taken by default only where the runtime is built for AVX2 and FMA and
+	 * oneDNN runs below AVX-512 (a generic build takes none) */
+	const int on = BUILT_AVX2 && !has_isa(dnnl_cpu_isa_avx512_core);
+	for (size_t i = 0; i < sizeof dflt / sizeof *dflt; ++i) {
+		rt_conv_desc d = cdesc(2, dflt[i].n, dflt[i].c, dflt[i].c, dflt[i].g, dflt[i].h, 3, dflt[i].s, 1, 1);
+		d.channels_last = 1;
+		if (!strcmp(conv_impl_of(ctx, &d, buf, sizeof buf), "coil:group_nhwc") != (on && dflt[i].want))
+			fail_msg("default case %zu runs %s", i, buf);
+	}
 	rt_ctx_destroy(ctx2);
 	env_restore(&env);
 }

@@ -1874,7 +1874,7 @@ typedef struct cgrp {
 	float *bias; /* [oc], or NULL */
 	int res;     /* the RT_ADD_SAME post-op, or -1 */
 	int wide;    /* conv_cgrp_wide */
-	int64_t icg, npan, *pan; /* wide: panel p's first oc pan[p], its width pan[p+1] - pan[p] (16 or 8) */
+	int64_t icg, npan, *pan; /* wide: panel p's first oc pan[p], its width pan[p+1] - pan[p] (24, 16 or 8) */
 } cgrp;
 
 #define CG8_MAX_ICG 1024 /* cg8_zero's floats */
@@ -1888,17 +1888,28 @@ typedef struct cgrp {
  * one image (1.16-1.25 ms in the model -> 0.95-1.07), 1.12-1.68x at two,
  * its 144 g9 at 56x56 1.04-1.17x at one, 1.27-1.33x at two.  It lost
  * elsewhere: the same stride 2 over 28 or 14 columns (320 g20, 784 g49,
- * 512 g32: 0.71-0.97x; the gathered border tiles weigh more there), 24 or
- * 32 channels a group (regnet_x's 168 g7, 408 g17: 0.77-0.99x; 1024 g32
- * 0.6-0.9x), 8 a group (resnext50's 256 g32, 0.7-0.95x), batches of 8
- * (64 g4 0.81-0.97x against one image at a time blocked, conv_blocked_ok).
+ * 512 g32: 0.71-0.97x; the gathered border tiles weigh more there), 32
+ * channels a group (1024 g32 0.6-0.9x), 8 a group (resnext50's 256 g32,
+ * 0.7-0.95x), batches of 8 (64 g4 0.81-0.97x against one image at a time
+ * blocked, conv_blocked_ok).
  * And stride 1 over 14x14 or fewer outputs with a batch: in regnet_y_800mf
  * at batch 8 (profiled, two rounds each) its 784 g49 at 7x7 3.1-3.5 -> 2.3-2.4
  * ms, seven 320 g20 at 14x14 23.6-25.5 -> 21.2-22.3 (against coil's
  * Winograd), resnext50's four 512 g32 at 14x14 20.4 -> 19.4; at one image
  * it came out even or behind (regnet's seven 2.2-2.5 ms both ways,
  * resnext50's four 2.6-2.8 -> 2.7-3.5), and over 28x28 behind Winograd
- * (144 g9 9.2 -> 9.8-11.1). */
+ * (144 g9 9.2 -> 9.8-11.1).  24 a group (regnet_x/y_1_6gf, y_3_2gf) runs
+ * in 24-wide panels (12 accumulators, 4 pixels a tile; as two 16+8 panels
+ * it had lost 0.77-0.99x): in regnet_x_1_6gf (profiled in the model,
+ * forced on against off, bias-normalized) its 72 g3 at 112x112 stride 2
+ * 1.44x at one image, 1.05x at two, 168 g7 at 56x56 stride 2 1.12x at one;
+ * its 912 g38 at 7x7 stride 1 1.2-1.4x at batch 8; lost at 14x14 stride 1
+ * with a batch (408 g17 0.80-0.88x), at 28x28 and 56x56 stride 1 (coil's
+ * Winograd, 0.65-0.80x), about even at 28 or 14 columns stride 2.  The
+ * whole model with these rules against RT_CGRP8=0 (interleaved, 5-9
+ * rounds), at one image and at 8: regnet_x_1_6gf 0.87-1.02x (two runs)
+ * and 1.02x, regnet_y_1_6gf 1.09x and 0.98x, regnet_y_3_2gf 1.03x and
+ * 1.02x. */
 static int conv_cgrp_wide(const rt_conv_desc *d)
 {
 	const int64_t g = d->groups ? d->groups : 1;
@@ -1914,11 +1925,12 @@ static int conv_cgrp_ok(const rt_conv_desc *d)
 		const char *e = getenv("RT_CGRP8");
 		if (e && !strcmp(e, "1"))
 			return 1;
-		if (!cw_wanted("RT_CGRP8") || d->ic / g != 16 || d->oc / g != 16 || d->k[0] != 3 || d->k[1] != 3 ||
+		const int64_t cg = d->ic / g;
+		if (!cw_wanted("RT_CGRP8") || (cg != 16 && cg != 24) || d->oc != d->ic || d->k[0] != 3 || d->k[1] != 3 ||
 		    d->dil[0] > 1 || d->dil[1] > 1 || d->stride[0] != d->stride[1])
 			return 0;
 		return d->stride[0] == 2 ? d->n <= 2 && d->in[1] >= 56
-				         : d->stride[0] <= 1 && d->n >= 2 && d->out[0] * d->out[1] <= 196;
+				         : d->stride[0] <= 1 && d->n >= 2 && d->out[0] * d->out[1] <= (cg == 16 ? 196 : 49);
 	}
 	return cw_wanted("RT_CGRP") && d->ic == d->oc && (d->ic / g == 2 || d->ic / g == 4);
 }
@@ -2037,11 +2049,12 @@ static inline __attribute__((always_inline)) void cg8_tile(const cgrp *q, const 
 	const int64_t ph = d->pad_l[0], pw = d->pad_l[1];
 	const float *xg = xi + oc0 / (OC / d->groups) * icg, *wp = q->w + oc0 * KH * KW * icg;
 	const cw_v8 z = CW_SPLAT(0.f), b0 = q->bias ? CW_LD(q->bias + oc0) : z,
-		    b1 = q->bias && W2 == 2 ? CW_LD(q->bias + oc0 + 8) : z;
-	cw_v8 acc[12][2];
+		    b1 = q->bias && W2 >= 2 ? CW_LD(q->bias + oc0 + 8) : z,
+		    b2 = q->bias && W2 == 3 ? CW_LD(q->bias + oc0 + 16) : z;
+	cw_v8 acc[12][3];
 #pragma GCC unroll 12
 	for (int t = 0; t < T; t++)
-		acc[t][0] = b0, acc[t][1] = b1;
+		acc[t][0] = b0, acc[t][1] = b1, acc[t][2] = b2;
 	const int64_t oy = s / OW, ox = s % OW;
 	int64_t iy0[12], ix0[12]; /* gather: pixel t's first tap's input row and column */
 	if (gather)
@@ -2073,13 +2086,16 @@ static inline __attribute__((always_inline)) void cg8_tile(const cgrp *q, const 
 				__builtin_prefetch((const void *)((uintptr_t)(gather ? xq[t] : x0 + t * xs) +
 								  (uintptr_t)(T * xs) * sizeof(float)));
 			for (int64_t i = 0; i < icg; i++) {
-				const cw_v8 w0 = CW_LD(wt + i * 8 * W2), w1 = W2 == 2 ? CW_LD(wt + i * 16 + 8) : z;
+				const cw_v8 w0 = CW_LD(wt + i * 8 * W2), w1 = W2 >= 2 ? CW_LD(wt + i * 8 * W2 + 8) : z,
+					    w2 = W2 == 3 ? CW_LD(wt + i * 8 * W2 + 16) : z;
 #pragma GCC unroll 12
 				for (int t = 0; t < T; t++) {
 					const cw_v8 xv = CW_SPLAT(gather ? xq[t][i] : x0[t * xs + i]);
 					acc[t][0] = CW_FMA(xv, w0, acc[t][0]);
-					if (W2 == 2)
+					if (W2 >= 2)
 						acc[t][1] = CW_FMA(xv, w1, acc[t][1]);
+					if (W2 == 3)
+						acc[t][2] = CW_FMA(xv, w2, acc[t][2]);
 				}
 			}
 		}
@@ -2137,7 +2153,10 @@ static void cg8_run(const cgrp *q, const float *x, float *y, const float *res, i
 	for (int64_t b = 0; b < nblk; b++)
 		for (int64_t p = 0; p < q->npan; p++) {
 			const int64_t n = b / bpi, r0 = b % bpi * R, r1 = r0 + R < OH ? r0 + R : OH;
-			if (q->pan[p + 1] - q->pan[p] == 16)
+			const int64_t wd = q->pan[p + 1] - q->pan[p];
+			if (wd == 24)
+				cg8_rows(q, x, y, res, p, n, r0, r1, 3, 4);
+			else if (wd == 16)
 				cg8_rows(q, x, y, res, p, n, r0, r1, 2, 6);
 			else
 				cg8_rows(q, x, y, res, p, n, r0, r1, 1, 12);
@@ -2188,15 +2207,16 @@ static int cgrp_create(rt_conv *c, const rt_conv_desc *d, const float *weight, c
 	q->d = *d;
 	q->res = -1;
 	if ((q->wide = conv_cgrp_wide(d))) {
-		/* a group's oc in panels of 16, the last 8 where it is not a multiple of 16 */
-		const int64_t ocg = C / d->groups, per = (ocg + 15) / 16;
+		/* a group's oc in panels of 16, the last 8 where it is not a multiple
+		 * of 16; of 24 where it is a multiple of 24 and not of 16 (regnet_x) */
+		const int64_t ocg = C / d->groups, pw = ocg % 16 && ocg % 24 == 0 ? 24 : 16, per = (ocg + pw - 1) / pw;
 		q->icg = cpg, q->npan = d->groups * per;
 		if (!(q->pan = malloc((size_t)(q->npan + 1) * sizeof *q->pan))) {
 			cgrp_free(q);
 			return seterr(err, errlen, RT_ENOMEM, "rt_conv_create: out of memory");
 		}
 		for (int64_t p = 0; p < q->npan; p++)
-			q->pan[p] = p / per * ocg + p % per * 16;
+			q->pan[p] = p / per * ocg + p % per * pw;
 		q->pan[q->npan] = C;
 		/* PyTorch's [oc][icg][kh][kw] -> per panel [tap][icg][width], the panel at its first oc x taps x icg */
 		for (int64_t p = 0; p < q->npan; p++) {
