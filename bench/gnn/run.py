@@ -235,6 +235,7 @@ def ops_bench(a):
                 for _ in range(a.rounds):
                     te.append(timed(m, ins))
                     tc.append(timed(fc, ins))
+                    time.sleep(0.05)
                     t0 = time.perf_counter()
                     big.copy_(big2)
                     tcp.append(time.perf_counter() - t0)
@@ -265,7 +266,7 @@ def ops_bench(a):
     with open(out + ".md", "w") as fh:
         fh.write("# bench/gnn --ops: the message-passing ops alone (issue #21)\n\n")
         fh.write("%s, %d CPUs, torch %s, load %s; medians of %d rounds, each round eager, coil, a copy and ORT "
-                 "in turn. Power-law graphs (10 edges per node), %d features. sum, mean, amax: "
+                 "in turn, each after 50 ms of quiet. Power-law graphs (10 edges per node), %d features. sum, mean, amax: "
                  "`zeros(nodes, F).scatter_add / scatter_reduce(0, dst.unsqueeze(1).expand_as(msg), msg, ..., "
                  "include_self=False)`; gather: `index_select(x, 0, src)`; csr: gather and sum in one, "
                  "coil.sparse_mm_reduce over the graph in CSR by target (built outside the timing) against eager's "
@@ -287,6 +288,7 @@ def ops_bench(a):
 
 
 def timed(fn, ins):
+    time.sleep(0.05)  # the same quiet before every engine's call (the previous one's spinning threads go idle)
     t0 = time.perf_counter()
     with torch.no_grad():
         fn(*ins)
@@ -352,7 +354,7 @@ def main():
         json.dump({"meta": meta, "rows": rows, "geomean": geo}, fh, indent=1)
     with open(a.out + ".md", "w") as fh:
         fh.write("# bench/gnn: message passing in plain torch (issue #21)\n\n")
-        fh.write("%s, %d CPUs, torch %s, load %s; medians of %d paired rounds (eager, coil alternating); "
+        fh.write("%s, %d CPUs, torch %s, load %s; medians of %d paired rounds (eager, coil alternating, each call after 50 ms of quiet); "
                  "OPENBLAS_NUM_THREADS=1, torch.set_num_threads(T), coil threads=T. Graphs: power-law "
                  "targets (weight 1/rank^0.8), uniform sources, 10 edges per node; features %d -> %d -> %d.\n\n"
                  % (meta["date"], meta["cpus"], meta["torch"], ", ".join("%.2f" % v for v in meta["load_avg"]),
