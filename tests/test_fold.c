@@ -457,6 +457,36 @@ static void test_weight_pointwise(void **state)
 	release(&a);
 }
 
+/* A sum or mean over the middle dims of a buffer, [b][rows][cols] to [b][cols]
+ * (codegen/emit_c.c's emit_colsum, the prelude's coil_colsum) against the
+ * interpreter at batch 1 (two threads, one block: the rows cut in two) and 3:
+ * columns in registers (8, 13, 40, 64: every vector count, tails), in an L1
+ * array (72, 200) and in two blocks (2100); 1, 3 or 5 rows (a partial group of
+ * four); keepdim; a sum; over two middle dims. */
+static void test_colsum(void **state)
+{
+	(void)state;
+	static const struct { const char *shape, *op, *args; } cs[] = {
+		{"[\"b\",5,8]", "aten.mean.dim", "[1], false"},     {"[\"b\",3,13]", "aten.mean.dim", "[1], false"},
+		{"[\"b\",5,40]", "aten.sum.dim_IntList", "[1], false"}, {"[\"b\",1,64]", "aten.mean.dim", "[1], true"},
+		{"[\"b\",6,72]", "aten.mean.dim", "[1], false"},     {"[\"b\",7,200]", "aten.sum.dim_IntList", "[1], true"},
+		{"[\"b\",3,2100]", "aten.mean.dim", "[1], false"},   {"[\"b\",3,4,24]", "aten.mean.dim", "[1, 2], false"},
+	};
+	for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
+		char json[1024];
+		snprintf(json, sizeof json,
+			 G(T("x", "f32", "%s"), "", "", "{\"id\":\"m\",\"op\":\"%s\",\"args\":[\"x\", %s],\"outputs\":[\"y\"]}",
+			   "\"y\""),
+			 cs[i].shape, cs[i].op, cs[i].args);
+		art a;
+		compile(json, &a);
+		if (!strstr(a.src, "coil_colsum(a"))
+			fail_msg("case %zu: no coil_colsum call", i);
+		check(&a);
+		release(&a);
+	}
+}
+
 /* Only part folds: c*c at compile time, s + c*c at create; x * that + w in
  * the run (w read directly, not folded). */
 static const char *const mixed =
@@ -777,6 +807,7 @@ int main(void)
 		cmocka_unit_test(test_weight_matmul),
 		cmocka_unit_test(test_weight_gather),
 		cmocka_unit_test(test_weight_pointwise),
+		cmocka_unit_test(test_colsum),
 		cmocka_unit_test(test_mixed),
 		cmocka_unit_test(test_linear_not_folded),
 		cmocka_unit_test(test_inplace),
