@@ -248,7 +248,7 @@ static int emit_colsum(ectx *c, ir_kernel *K)
 	ir_node *q = p; /* through reshapes (keepdim=False): the same bytes */
 	while (q->op == IR_VIEW && q->sub == V_RESHAPE && q != r)
 		q = &c->ir->nodes[q->src[0]];
-	const char *div = "0.0f";
+	const char *div = "1.0f"; /* (x / 1 is x exactly) */
 	if (q != r) {
 		if (q->op != IR_BINARY || q->sub != PR_DIV || q->src[0] != rv0 || c->ir->nodes[q->src[1]].op != IR_FILL ||
 		    c->ir->nodes[q->src[1]].rank)
