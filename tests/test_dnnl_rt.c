@@ -2022,6 +2022,21 @@ static void test_conv_cwino(void **state)
 	env_restore(&env);
 }
 
+/* y = silu(x) over n floats through a 1x1 conv of one channel with weight 1
+ * (it passes x through) and a SiLU post-op */
+static void silu_by_conv(rt_ctx *ctx, const float *x, int64_t n, float *y)
+{
+	rt_conv_desc d = cdesc(2, 1, 1, 1, 1, 1, 1, 1, 0, 1);
+	d.in[1] = d.out[1] = n, d.channels_last = 1;
+	d.post[d.npost++] = (rt_post){.kind = RT_SILU};
+	const float one = 1.f;
+	rt_conv *c = NULL;
+	char err[512] = "";
+	if (rt_conv_create(ctx, &d, &one, NULL, &c, err, sizeof err) || rt_conv_run(c, x, y, NULL, err, sizeof err))
+		fail_msg("silu over %lld floats: %s", (long long)n, err);
+	rt_conv_destroy(c);
+}
+
 /* A SiLU and the post-ops after it applied by the runtime after the conv
  * (RT_FAST_SILU=1 takes it on any machine): against the reference over 1x1,
  * 3x3 (then coil's Winograd), depthwise, grouped, strided and 1-d convs,
@@ -2029,7 +2044,8 @@ static void test_conv_cwino(void **state)
  * residual sum after it (given apart and in dst itself), eltwise post-ops
  * before and after it, one and two threads; a residual sum after a relu, a
  * GELU, a product or a broadcast add (and a tanh after the GELU); SiLU's edge values against
- * x / (1 + exp(-x)); a sum after another post-op never runs oneDNN's
+ * x / (1 + exp(-x)), and floats across the whole range within 3 ulp (the vector code is
+ * the x86-64-v3 build's: test_dnnl_rt_v3); a sum after another post-op never runs oneDNN's
  * reference kernel; the convs it leaves alone. */
 static void test_conv_silu_tail(void **state)
 {
@@ -2080,21 +2096,13 @@ static void test_conv_silu_tail(void **state)
 				fail_msg("%s runs %s", nm, buf);
 		}
 	setenv("RT_FAST_SILU", "1", 1);
-	/* SiLU's edges: a 1x1 conv of one channel with weight 1 passes x through */
+	/* SiLU's edges */
 	{
 		static const float xs[] = {0.f, -0.f, 1.f, -1.f, 10.f, -10.f, 50.f, -50.f, 87.5f, -87.5f, 88.5f, -88.5f,
 					   -100.f, 100.f, INFINITY, -INFINITY, NAN, 1e-30f, -1e-30f, 3.3f, -17.f};
 		const int64_t nx = sizeof xs / sizeof *xs;
-		rt_conv_desc d = cdesc(2, 1, 1, 1, 1, 1, 1, 1, 0, 1);
-		d.in[1] = d.out[1] = nx, d.channels_last = 1;
-		d.post[d.npost++] = (rt_post){.kind = RT_SILU};
-		const float one = 1.f;
-		rt_conv *c = NULL;
-		char err[512] = "";
 		float y[32];
-		if (rt_conv_create(ctx, &d, &one, NULL, &c, err, sizeof err) || rt_conv_run(c, xs, y, NULL, err, sizeof err))
-			fail_msg("silu edges: %s", err);
-		rt_conv_destroy(c);
+		silu_by_conv(ctx, xs, nx, y);
 		for (int64_t i = 0; i < nx; i++) {
 			const double x = xs[i], want = x / (1 + exp(-x));
 			if (isnan(want) ? !isnan(y[i])
@@ -2102,6 +2110,44 @@ static void test_conv_silu_tail(void **state)
 						: fabs(y[i] - want) > 3e-7 * fabs(want))
 				fail_msg("silu(%g) = %.9g, want %.9g", x, (double)y[i], want);
 		}
+	}
+	/* floats across the whole range (one bit pattern in 4093, both signs, the
+	 * vector loop for all but the last few): within 3 ulp of x / (1 + exp(-x))
+	 * rounded once where that is 1e-35 or more in size (silu8 measured 2),
+	 * within 1.1e-36 below, NaN where it is */
+	{
+		enum { NX = 1 << 20 };
+		float *xs = malloc(NX * sizeof *xs), *y = malloc(NX * sizeof *y);
+		assert_non_null(xs);
+		assert_non_null(y);
+		for (uint32_t k = 0; k < NX; k++) {
+			const uint32_t u = k * 4093u;
+			memcpy(&xs[k], &u, sizeof u);
+		}
+		silu_by_conv(ctx, xs, NX, y);
+		int64_t worst = 0;
+		float at = 0;
+		for (int64_t i = 0; i < NX; i++) {
+			const double x = xs[i];
+			const float want = (float)(x / (1 + exp(-x)));
+			int64_t e = 0;
+			if (isnan(want) || isnan(y[i]))
+				e = isnan(want) != isnan(y[i]) ? INT64_MAX : 0;
+			else if (fabsf(want) < 1e-35f)
+				e = fabsf(y[i] - want) > 1.1e-36f ? INT64_MAX : 0;
+			else if (y[i] != want) {
+				int32_t a, b;
+				memcpy(&a, &y[i], sizeof a);
+				memcpy(&b, &want, sizeof b);
+				e = (a < 0) != (b < 0) ? INT64_MAX : llabs((long long)a - b);
+			}
+			if (e > worst)
+				worst = e, at = xs[i];
+		}
+		free(xs);
+		free(y);
+		if (worst > 3)
+			fail_msg("silu(%.9g) is %lld ulp off", (double)at, (long long)worst);
 	}
 	/* left as they were: RT_FAST_SILU=0, a broadcast operand after the SiLU, one pixel (the gemv) */
 	rt_conv_desc no[3];

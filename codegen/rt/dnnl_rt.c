@@ -1501,6 +1501,17 @@ typedef int cw_v8i __attribute__((vector_size(32)));
 #define CW_SPLAT(s) ((cw_v8){(s), (s), (s), (s), (s), (s), (s), (s)})
 /* m ? a : b per lane, m a comparison's result */
 #define CW_SEL(m, a, b) ((cw_v8)(((m) & (cw_v8i)(a)) | (~(m) & (cw_v8i)(b))))
+/* the same as one instruction (CW_BLEND), and min / max that give b where
+ * either is NaN (vminps / vmaxps) */
+#ifdef __AVX2__
+#define CW_BLEND(m, a, b) ((cw_v8)_mm256_blendv_ps((__m256)(b), (__m256)(a), (__m256)(m)))
+#define CW_MIN(a, b) ((cw_v8)_mm256_min_ps((__m256)(a), (__m256)(b)))
+#define CW_MAX(a, b) ((cw_v8)_mm256_max_ps((__m256)(a), (__m256)(b)))
+#else
+#define CW_BLEND(m, a, b) CW_SEL(m, a, b)
+#define CW_MIN(a, b) CW_SEL((a) < (b), a, b)
+#define CW_MAX(a, b) CW_SEL((a) > (b), a, b)
+#endif
 #define CW_WS_BYTES ((int64_t)2 << 20) /* V and M of a block of tiles */
 
 struct cwino {
@@ -3440,27 +3451,32 @@ static inline __attribute__((always_inline)) void epi_elt8(const rt_post *q, cw_
 }
 
 /* x * sigmoid(x) as x / (1 + exp(-x)), exp(-x) limited to [2^-126, 2^127]:
- * within 2 ulp of it where that is a normal float, within 1e-36 below;
- * -inf gives NaN like eager's x / (1 + exp(-x)) (conv_tail_at) */
+ * within 2 ulp of it where that is 1e-35 or more in size, within 1.1e-36
+ * below; x below -88 divides by inf: -0 (it was x / e^88 there, -2.06 for
+ * -FLT_MAX), and -inf NaN like eager's x / (1 + exp(-x)) (conv_tail_at).
+ * The clamps as vminps / vmaxps (a NaN -x gives the bound; x / d stays
+ * NaN), 2^fn from the rounding constant's bits (no convert), x below -88
+ * one blend, and exp(r) on |r| <= ln2/2 as 1 + r + r^2 q(r), q of degree 4
+ * (0.1 ulp of the float result; Cephes' degree 5 had 0.02): every float
+ * sampled 1 in 97 the same 2 ulp, 0.57 -> 0.44 ns an element in L1 on an
+ * AVX2 EPYC, interleaved.  efficientnet_b0 takes 6.2M SiLUs an image here
+ * (every conv's, depthwise ones too): per kernel in one process, b1 14.6
+ * -> 13.1 ms at one thread, 7.9 -> 7.5 at two, b8 108 -> 101 at one. */
 static inline __attribute__((always_inline)) void silu8(cw_v8 *vp)
 {
-	const cw_v8 x = *vp;
-	cw_v8 t = -x;
-	t = CW_SEL(t < CW_SPLAT(88.f), t, CW_SPLAT(88.f)); /* (NaN: 88, x stays NaN) */
-	t = CW_SEL(t > CW_SPLAT(-87.f), t, CW_SPLAT(-87.f));
-	const cw_v8 fn = CW_FMA(t, CW_SPLAT(1.44269504088896341f), CW_SPLAT(12582912.f)) - CW_SPLAT(12582912.f);
+	const cw_v8 x = *vp, big = CW_SPLAT(12582912.f); /* 1.5 * 2^23: fb's low bits hold fn */
+	const cw_v8 t = CW_MAX(CW_MIN(-x, CW_SPLAT(88.f)), CW_SPLAT(-87.f));
+	const cw_v8 fb = CW_FMA(t, CW_SPLAT(1.44269504088896341f), big), fn = fb - big;
 	cw_v8 r = CW_FMA(fn, CW_SPLAT(-0.693359375f), t);
 	r = CW_FMA(fn, CW_SPLAT(2.12194440e-4f), r);
-	cw_v8 p = CW_FMA(CW_SPLAT(1.9875691500e-4f), r, CW_SPLAT(1.3981999507e-3f));
-	p = CW_FMA(p, r, CW_SPLAT(8.3334519073e-3f));
-	p = CW_FMA(p, r, CW_SPLAT(4.1665795894e-2f));
-	p = CW_FMA(p, r, CW_SPLAT(1.6666665459e-1f));
-	p = CW_FMA(p, r, CW_SPLAT(5.0000001201e-1f));
+	cw_v8 p = CW_FMA(CW_SPLAT(1.37805939e-3f), r, CW_SPLAT(8.37312452e-3f));
+	p = CW_FMA(p, r, CW_SPLAT(4.16695364e-2f));
+	p = CW_FMA(p, r, CW_SPLAT(1.66664720e-1f));
+	p = CW_FMA(p, r, CW_SPLAT(4.99999851e-1f));
 	p = CW_FMA(CW_FMA(p, r, CW_SPLAT(1.f)), r, CW_SPLAT(1.f));
-	const cw_v8i e2 = (__builtin_convertvector(fn, cw_v8i) + 127) << 23; /* 2^fn, fn in [-126, 127] */
-	cw_v8 d = CW_FMA(p, (cw_v8)e2, CW_SPLAT(1.f));
-	d = CW_SEL(x == CW_SPLAT(-INFINITY), CW_SPLAT(INFINITY), d); /* -inf / inf */
-	*vp = x / d;
+	const cw_v8i e2 = ((cw_v8i)fb - (cw_v8i)big + 127) << 23; /* 2^fn, fn in [-126, 127] */
+	const cw_v8 d = CW_FMA(p, (cw_v8)e2, CW_SPLAT(1.f));
+	*vp = x / CW_BLEND(x < CW_SPLAT(-88.f), CW_SPLAT(INFINITY), d);
 }
 
 /* t's post-ops on v (r: the residual's 8 floats there) */
