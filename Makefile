@@ -78,6 +78,22 @@ $(B)/tests/test_fault: | $(B)/tests/fake_cc
 $(B)/tests/%: $(B)/tests/%.o $(B)/libcoil.a
 	$(CC) $(CFLAGS) -o $@ $^ -lcmocka $(LDLIBS)
 
+# test_dnnl_rt once more, it and the runtime built for x86-64-v3 (AVX2 + FMA)
+# as artifacts for such a CPU build the runtime: the code only that build
+# takes (the SiLU tail's vector code; coil's Winograd and grouped convs by
+# default) is tested by the suite itself, not only through models.  Built
+# where this CPU has AVX2 and FMA.
+V3_CPU := $(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo && echo 1)
+V3_OBJ := $(B)/v3/tests/test_dnnl_rt.o $(B)/v3/codegen/rt/dnnl_rt.o
+ifeq ($(V3_CPU),1)
+all: $(B)/tests/test_dnnl_rt_v3
+endif
+$(B)/v3/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -march=x86-64-v3 -MMD -MP -c $< -o $@
+$(B)/tests/test_dnnl_rt_v3: $(V3_OBJ)
+	$(CC) $(CFLAGS) -o $@ $^ -lcmocka -ldnnl -lm -ldl
+
 # ---- fuzzing ----
 # Targets in tests/fuzz/fuzz_NAME.c.  `make test` replays their corpus and
 # regressions with gcc (test_fuzz_replay); `make fuzz` builds them with clang
@@ -185,4 +201,4 @@ bench-models: all
 clean:
 	rm -rf build build-asan build-ubsan build-fuzz build-san
 
--include $(LIB_OBJ:.o=.d) $(B)/client/cli.d $(TEST_BIN:=.d) $(SERVER_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(B)/client/cli.d $(TEST_BIN:=.d) $(SERVER_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d) $(V3_OBJ:.o=.d)
