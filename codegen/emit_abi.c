@@ -497,11 +497,15 @@ static void emit_profile(ectx *c, FILE *f)
 	fprintf(f, "static void coil_prof_mark(double *p, double *t, double bytes, double flops)\n{\n"
 		   "\tconst double now = omp_get_wtime();\n\tp[0] += now - *t;\n\tp[1] += bytes;\n\tp[2] += flops;\n"
 		   "\t*t = now;\n}\n\n");
+	fprintf(f, "static void coil_prof_lap(double *lap, double *t)\n{\n\tconst double now = omp_get_wtime();\n"
+		   "\tif (now - *t < *lap)\n\t\t*lap = now - *t;\n\t*t = now;\n}\n\n");
 	fprintf(f, "static const char *const coil_kname[] = {");
 	for (int k = 0; k < ir->nk; k++)
 		fprintf(f, "%s\n\t\"%s\"", k ? "," : "", c->pname[k]);
 	fprintf(f, "%s\"run: sizes, arena, oneDNN objects\"};\n\n", ir->nk ? ",\n\t" : "");
 	fprintf(f, "COIL_EXPORT int coil_model_profile(coil_model *m, double *acc)\n{\n\tif (m)\n\t\tm->prof = acc;\n"
+		   "\treturn %d;\n}\n\n", ir->nk);
+	fprintf(f, "COIL_EXPORT int coil_model_profile_repeat(coil_model *m, int r)\n{\n\tif (m)\n\t\tm->prof_rep = r;\n"
 		   "\treturn %d;\n}\n\n", ir->nk);
 	fprintf(f, "COIL_EXPORT const char *coil_model_kernel_name(int k)\n{\n\treturn k >= 0 && k <= %d ? coil_kname[k] : NULL;\n}\n\n",
 		ir->nk);
@@ -532,7 +536,7 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	fprintf(f, "static int fail(const char *msg, long long a, long long b)\n{\n"
 		   "\tsnprintf(coil_errbuf, sizeof coil_errbuf, msg, a, b);\n\treturn -1;\n}\n\n");
 	fprintf(f, "struct coil_model {\n\tint nthreads;\n\tint ftz;\n\tvoid *par[%d];\n\tchar *arena;\n\tint64_t arena_cap;\n"
-		   "\tdouble *prof;\n%s};\n\n",
+		   "\tdouble *prof;\n\tint prof_rep;\n%s};\n\n",
 		npar + 1, dn_used(ir) ? "\tstruct coil_dn *dn;\n" : "");
 	emit_profile(c, f);
 	dn_emit_tune(ir, f);
@@ -600,7 +604,8 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	fprintf(f, "static int coil_run_(coil_model *m, const void *const *inputs, const int64_t *const *input_shapes, void *const *outputs)\n{\n");
 	fprintf(f, "\tint64_t sym[%d];\n", nsym(g));
 	fprintf(f, "\tif (!m)\n\t\treturn fail(\"no model\", 0, 0);\n");
-	fprintf(f, "\tdouble pt = m->prof ? omp_get_wtime() : 0;\n");
+	fprintf(f, "\tdouble pt = m->prof ? omp_get_wtime() : 0, lap = 1e300;\n");
+	fprintf(f, "\tconst int rep = m->prof && m->prof_rep > 1 ? m->prof_rep : 1;\n");
 	fprintf(f, "\tif (bind(input_shapes, sym))\n\t\treturn -1;\n");
 	for (int s = 0; s < g->syms.n; s++)
 		fprintf(f, "\tconst int64_t s%d = sym[%d];\n", s, s);
@@ -630,10 +635,15 @@ static void emit_abi(ectx *c, FILE *f, const char *target, const char *hash)
 	if (ir->mb_total)
 		fprintf(f, "\tx.mb = mb;\n");
 	for (int k = 0; k < ir->nk; k++) {
+		/* rep > 1 (coil_model_profile_repeat): each kernel runs rep times in a row and its
+		 * fastest lap counts, its time with its data in cache; the outputs then mean nothing */
+		fprintf(f, "\tfor (int prof_r = 0; prof_r < rep; prof_r++) {\n\t");
 		fputs(c->call[k], f);
 		if (c->may_fail[k])
-			fprintf(f, "\tif (st.code)\n\t\treturn fail(coil_errmsg[st.code], st.a, st.b);\n");
-		fprintf(f, "\tif (m->prof)\n\t\tcoil_prof_mark(m->prof + %d, &pt, %s, %s);\n", 3 * k, c->bytes[k], c->flops[k]);
+			fprintf(f, "\t\tif (st.code)\n\t\t\treturn fail(coil_errmsg[st.code], st.a, st.b);\n");
+		fprintf(f, "\t\tif (m->prof)\n\t\t\tcoil_prof_lap(&lap, &pt);\n\t}\n");
+		fprintf(f, "\tif (m->prof) {\n\t\tm->prof[%d] += lap;\n\t\tm->prof[%d] += %s;\n\t\tm->prof[%d] += %s;\n"
+			   "\t\tlap = 1e300;\n\t}\n", 3 * k, 3 * k + 1, c->bytes[k], 3 * k + 2, c->flops[k]);
 		if (ir->mb_total && k == ir->mb_join) /* the chunks end at the join; the rest runs on the batch */
 			fprintf(f, "\t}\n\tx.in = inputs;\n\tx.out = outputs;\n");
 	}

@@ -56,6 +56,12 @@ const char *coil_model_last_error(void);
 int coil_model_profile(coil_model *m, double *acc);
 const char *coil_model_kernel_name(int k);
 
+/* With the profile on and r > 1, each kernel of a run runs r times in a row and
+ * adds its fastest lap: its time with its inputs in cache (bench/models/limit.py).
+ * The run's outputs then mean nothing (a kernel in place reads its own output).
+ * r <= 1: once, as usual.  Returns the kernel count.  Artifacts since 2026-12-04. */
+int coil_model_profile_repeat(coil_model *m, int r);
+
 /* Autotuning (docs/abi.md): j < 0 returns the count of oneDNN fusions; else
  * fusion j's lowering becomes choice (when bit choice of *choices is set) for
  * models created after, and its kernel, choices and current choice are told. */

@@ -579,6 +579,33 @@ def test_profile(t, cache):
              p)
 
 
+def test_profile_repeat(t, cache):
+    """profile(repeat=r): each kernel r laps in a row (the run takes about r times as long), its
+    fastest lap counted once a run (bytes and flops as in a plain profile); the handle runs
+    plainly again after it."""
+    nn = torch.nn
+    torch.manual_seed(5)
+    m = nn.Sequential(nn.Linear(512, 512), nn.GELU(), nn.Linear(512, 512)).eval()
+    x = torch.randn(256, 512)
+    f = coil.compile(m, (x,), cache_dir=cache, coil=COIL, threads=1)
+    plain = f.profile(x, runs=3)
+    t0 = time.perf_counter()
+    rep = f.profile(x, runs=3, repeat=8)
+    t_rep = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    f.profile(x, runs=3)
+    t_plain = time.perf_counter() - t0
+    t.ok(len(rep) == len(plain) and all(a["name"] == b["name"] and a["bytes"] == b["bytes"] and
+                                        a["flops"] == b["flops"] for a, b in zip(plain, rep)) and
+         all(e["ms"] > 0 for e in rep[:-1]),
+         "profile(repeat=8): the same kernels, bytes and flops counted once a run", (plain, rep))
+    t.ok(t_rep > 3 * t_plain, "profile(repeat=8) runs each kernel 8 times: %.1f ms against %.1f ms plain" % (
+        1e3 * t_rep, 1e3 * t_plain))
+    with torch.no_grad():
+        err = (f(x) - m(x)).abs().max().item()
+    t.ok(err < 1e-4, "a plain call after profile(repeat=8) matches eager (%.1e)" % err)
+
+
 def test_low_memory(t, cache):
     """low_memory=True: the same artifact, every convolution's weights at their own size (no
     Winograd); a conv with batch norm, residual and bias folded still equal to eager."""
@@ -914,6 +941,7 @@ def main():
         t.run("gemv", test_gemv, t, cache)
         t.run("dynamic batch", test_dynamic, t, cache)
         t.run("profile", test_profile, t, cache)
+        t.run("profile_repeat", test_profile_repeat, t, cache)
         t.run("low memory", test_low_memory, t, cache)
         t.run("autotune", test_autotune, t, cache)
         t.run("costly activations", test_costly_activations, t, cache)

@@ -177,9 +177,10 @@ class CompiledModule:
             return torch.utils._pytree.tree_unflatten(outs, self._spec)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def profile(self, *inputs, runs=10):
-        """Each kernel's time, bytes and flops per call over runs calls (Model.profile)."""
-        return self.model.profile(*inputs, runs=runs)
+    def profile(self, *inputs, runs=10, repeat=1):
+        """Each kernel's time, bytes and flops per call over runs calls (Model.profile; repeat > 1:
+        each kernel's fastest of that many laps in a row, its time with its inputs in cache)."""
+        return self.model.profile(*inputs, runs=runs, repeat=repeat)
 
     def memory_bytes(self, inputs):
         """describe's arena for these inputs' shapes plus the params coil holds (bytes)."""

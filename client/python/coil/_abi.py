@@ -233,6 +233,10 @@ class Artifact:
             self._profile.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_double)]
             self._kname.restype = ctypes.c_char_p
             self._kname.argtypes = [ctypes.c_int]
+        self._profile_rep = getattr(lib, "coil_model_profile_repeat", None)  # optional: since 2026-12-04
+        if self._profile_rep is not None:
+            self._profile_rep.restype = ctypes.c_int
+            self._profile_rep.argtypes = [ctypes.c_void_p, ctypes.c_int]
         else:
             self._profile = None
         self._memory = getattr(lib, "coil_model_memory", None)  # optional: newer artifacts
@@ -420,24 +424,28 @@ class Model:
     def __call__(self, *inputs):
         return self._run(inputs)
 
-    def profile(self, *inputs, runs=10):
+    def profile(self, *inputs, runs=10, repeat=1):
         """Per kernel, in run order, over runs calls after one unprofiled call (it makes the
         arena and oneDNN's objects): {"kernel", "name" (its kind and graph nodes, "#k:op" with k
         the node's index in the canonical graph), "ms", "bytes", "flops"} per call; the last
-        entry is the run's own part before the kernels (sizes, arena, oneDNN objects)."""
+        entry is the run's own part before the kernels (sizes, arena, oneDNN objects).
+        repeat > 1: each kernel runs that many times in a row and its fastest lap counts (its
+        time with its inputs in cache); the outputs of those runs are not returned."""
         a = self.artifact
         if a._profile is None:
             raise _err_run("%s predates the profile switch (coil_model_profile): compile it again" % a.path)
+        if repeat > 1 and a._profile_rep is None:
+            raise _err_run("%s predates coil_model_profile_repeat: compile it again" % a.path)
         self._run(inputs)
         nk = a._profile(None, None)
         acc = (ctypes.c_double * (3 * (nk + 1)))()
         for _ in range(runs):
-            self._run(inputs, acc)
+            self._run(inputs, acc, repeat)
         return [{"kernel": k, "name": (a._kname(k) or b"?").decode("utf-8", "replace"),
                  "ms": 1e3 * acc[3 * k] / runs, "bytes": acc[3 * k + 1] / runs, "flops": acc[3 * k + 2] / runs}
                 for k in range(nk + 1)]
 
-    def _run(self, inputs, prof=None):
+    def _run(self, inputs, prof=None, repeat=1):
         a = self.artifact
         if len(inputs) != len(a.inputs):
             raise _err_run("expected %d inputs, got %d" % (len(a.inputs), len(inputs)))
@@ -466,11 +474,15 @@ class Model:
             # ctypes drops the GIL for the call: other threads run their own handles
             if prof is not None:
                 a._profile(h.ptr, prof)
+                if repeat > 1:
+                    a._profile_rep(h.ptr, repeat)
             if a._run(h.ptr, iptr, sp, optr) != 0:
                 raise _err_run("coil_model_run: %s" % a.last_error())
         finally:
             if prof is not None:
                 a._profile(h.ptr, None)
+                if repeat > 1:
+                    a._profile_rep(h.ptr, 1)
             self._release(h)
         return outs
 
