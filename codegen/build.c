@@ -416,9 +416,13 @@ int build_files(const codegen_src *src, const char *cc, const char *opt, const c
 			return coil_errc(err, COIL_E_IO, "build: cannot write %s/%s", dir, src->name[i]);
 		}
 	/* the oneDNN runtime's source (embedded in libcoil from codegen/rt):
-	 * model.c includes it, or it is a unit */
-	if (write_text(dir, "dnnl_rt.h", coil_rt_dnnl_h) != 0 || write_text(dir, "dnnl_rt.c", coil_rt_dnnl_c) != 0 ||
-	    write_text(dir, "dnnl_rt_vmath.h", vec_vmath_source()) != 0) {
+	 * model.c includes it, or it is a unit; not written for a graph whose C
+	 * names none of it (its 230 kB would only fill the build's disk) */
+	int uses_rt = rt_only || src->rt_unit;
+	for (int i = 0; i < src->n && !uses_rt; i++)
+		uses_rt = src->text[i] && strstr(src->text[i], "dnnl_rt") != NULL;
+	if (uses_rt && (write_text(dir, "dnnl_rt.h", coil_rt_dnnl_h) != 0 || write_text(dir, "dnnl_rt.c", coil_rt_dnnl_c) != 0 ||
+			write_text(dir, "dnnl_rt_vmath.h", vec_vmath_source()) != 0)) {
 		build_rm_tree(dir);
 		return coil_errc(err, COIL_E_IO, "build: cannot write the oneDNN runtime's source into %s", dir);
 	}
