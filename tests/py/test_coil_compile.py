@@ -589,12 +589,14 @@ def test_profile_repeat(t, cache):
     x = torch.randn(256, 512)
     f = coil.compile(m, (x,), cache_dir=cache, coil=COIL, threads=1)
     plain = f.profile(x, runs=3)
-    t0 = time.perf_counter()
-    rep = f.profile(x, runs=3, repeat=8)
-    t_rep = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    f.profile(x, runs=3)
-    t_plain = time.perf_counter() - t0
+    t_rep = t_plain = float("inf")
+    for _ in range(3):  # the fastest of three each, alternating: a busy machine slows both
+        t0 = time.perf_counter()
+        rep = f.profile(x, runs=3, repeat=8)
+        t_rep = min(t_rep, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        f.profile(x, runs=3)
+        t_plain = min(t_plain, time.perf_counter() - t0)
     t.ok(len(rep) == len(plain) and all(a["name"] == b["name"] and a["bytes"] == b["bytes"] and
                                         a["flops"] == b["flops"] for a, b in zip(plain, rep)) and
          all(e["ms"] > 0 for e in rep[:-1]),
