@@ -233,12 +233,12 @@ class Artifact:
             self._profile.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_double)]
             self._kname.restype = ctypes.c_char_p
             self._kname.argtypes = [ctypes.c_int]
+        else:
+            self._profile = None
         self._profile_rep = getattr(lib, "coil_model_profile_repeat", None)  # optional: since 2026-12-04
         if self._profile_rep is not None:
             self._profile_rep.restype = ctypes.c_int
             self._profile_rep.argtypes = [ctypes.c_void_p, ctypes.c_int]
-        else:
-            self._profile = None
         self._memory = getattr(lib, "coil_model_memory", None)  # optional: newer artifacts
         if self._memory is not None:
             self._memory.restype = ctypes.c_int
